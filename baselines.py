@@ -1,0 +1,176 @@
+"""
+Baselines HSRM is compared against, all read by evaluate.py:
+- cheap scorers: non-learned scores from the generator's own per-token statistics stored by
+  extract.py (pure functions below; evaluate.py computes them itself, they cost nothing);
+- EORM-style text-only verifiers (small 2.6M-ish, large 53.4M-ish): trained by train.py's `train`
+  with verifier='text' on the same problems, split, loss and early stopping as HSRM;
+- an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached.
+
+    python baselines.py config/gsm8k_1p7b.py                                  # text verifiers
+    python baselines.py config/gsm8k_1p7b.py --prm_model=Qwen/Qwen2.5-Math-PRM-7B --device=cuda
+"""
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+from model import atomic_write_json
+
+# -----------------------------------------------------------------------------
+# cheap scorers: one float per candidate dict ('logprobs', 'entropies' [T], 'step_pos' [S],
+# 'token_ids' [T]); higher = more likely correct. Definitions: paper appendix ("Non-learned scorer
+# definitions"). An empty completion (T = 0) has nothing to be confident about: -inf for the
+# confidence scores.
+
+
+def _arr(x):
+    return np.asarray(x.float().numpy() if torch.is_tensor(x) else x, dtype=np.float64)
+
+
+def cumulative_logprob(c):
+    lp = _arr(c['logprobs'])
+    return float(lp.sum()) if lp.size else -math.inf
+
+
+def mean_logprob(c):
+    lp = _arr(c['logprobs'])
+    return float(lp.mean()) if lp.size else -math.inf
+
+
+def neg_mean_entropy(c):
+    h = _arr(c['entropies'])
+    return float(-h.mean()) if h.size else -math.inf
+
+
+def neg_varentropy(c):
+    h = _arr(c['entropies'])  # -Var_t(H_t), population variance
+    return float(-h.var()) if h.size else -math.inf
+
+
+def shortest(c):
+    return -float(len(c['token_ids']))
+
+
+def fewest_steps(c):
+    # S from step_pos, which extract.py caps at max_steps (100): longer solutions tie there
+    return -float(len(c['step_pos']))
+
+
+def longest(c):
+    return float(len(c['token_ids']))
+
+
+CHEAP_SCORERS = {f.__name__: f for f in (cumulative_logprob, mean_logprob, neg_mean_entropy, neg_varentropy,
+                                         shortest, fewest_steps, longest)}
+
+
+def cheap_scores(problems, name):
+    """Scores of scorer `name` for every candidate: list (per problem) of float arrays [N]."""
+    if name not in CHEAP_SCORERS:
+        raise ValueError(f"cheap scorer {name!r} is not one of {sorted(CHEAP_SCORERS)}")
+    f = CHEAP_SCORERS[name]
+    return [np.array([f(c) for c in p['candidates']], dtype=np.float64) for p in problems]
+
+
+# -----------------------------------------------------------------------------
+# off-the-shelf PRM (Qwen2.5-Math-PRM-7B usage, from its model card): system prompt, the question as
+# the user turn, the steps joined by <extra_0> (and one after the last) as the assistant turn, chat
+# template; the model gives 2-class logits per token; the positive-class probability at each
+# <extra_0> is that step's score.
+
+PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+PRM_SEP = '<extra_0>'
+
+
+def split_steps(text):
+    """Steps of a completion: blank-line separated chunks (stripped, empties dropped); >= 1 step."""
+    steps = [s.strip() for s in text.split('\n\n') if s.strip()]
+    return steps or [text.strip()]
+
+
+def prm_text(tokenizer, question, completion):
+    messages = [{'role': 'system', 'content': PRM_SYSTEM}, {'role': 'user', 'content': question},
+                {'role': 'assistant', 'content': PRM_SEP.join(split_steps(completion)) + PRM_SEP}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+
+
+def load_prm(name, dtype='bfloat16', device='cpu'):
+    """(model, tokenizer). The hub PRM is a Qwen2ForProcessRewardModel behind trust_remote_code (its
+    config's auto_map); a local token-classification checkpoint with a 2-class head (the tiny test
+    model) loads through AutoModelForTokenClassification. Both return logits [B, T, 2] first."""
+    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+    if dtype not in ('bfloat16', 'float16', 'float32'):
+        raise ValueError(f"prm_dtype={dtype!r}; fix: --prm_dtype=bfloat16 (or float16, float32)")
+    cfg = AutoConfig.from_pretrained(name, trust_remote_code=True)
+    cls = AutoModel if 'AutoModel' in (getattr(cfg, 'auto_map', None) or {}) else AutoModelForTokenClassification
+    model = cls.from_pretrained(name, dtype=getattr(torch, dtype), trust_remote_code=True).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+    if tokenizer.convert_tokens_to_ids(PRM_SEP) in (None, tokenizer.unk_token_id):
+        raise ValueError(f"prm_model={name!r}: its tokenizer has no {PRM_SEP} token, so it is not a "
+                         f"Qwen2.5-Math-PRM-style model; fix: --prm_model=Qwen/Qwen2.5-Math-PRM-7B")
+    return model, tokenizer
+
+
+@torch.no_grad()
+def prm_step_probs(model, tokenizer, question, texts, batch_size=8, device='cpu'):
+    """Per-step positive-class probabilities for each completion in texts: list of float lists.
+    Right padding with an attention mask: a causal model's real positions never see the pads."""
+    sep = tokenizer.convert_tokens_to_ids(PRM_SEP)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = [tokenizer(prm_text(tokenizer, question, t), add_special_tokens=False)['input_ids'] for t in texts]
+    out = [None] * len(ids)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        L = max(len(ids[i]) for i in idx)
+        x = torch.full((len(idx), L), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), L), dtype=torch.long)
+        for r, i in enumerate(idx):
+            x[r, :len(ids[i])] = torch.tensor(ids[i])
+            mask[r, :len(ids[i])] = 1
+        logits = model(input_ids=x.to(device), attention_mask=mask.to(device))[0]  # [B, L, 2]
+        prob = torch.softmax(logits.float(), -1)[..., 1].cpu()
+        for r, i in enumerate(idx):
+            at = (x[r] == sep) & (mask[r] == 1)
+            out[i] = prob[r][at].tolist()
+    return out
+
+
+def prm_reduce(step_probs, how='last'):
+    """Candidate score from its step scores: 'last' (the paper's main results), 'min' or 'prod'."""
+    if how not in ('last', 'min', 'prod'):
+        raise ValueError(f"prm_reduce={how!r}; fix: --prm_reduce=last (or min, prod)")
+    if not step_probs:  # the separator was cut off (should not happen: nothing is truncated)
+        return -math.inf
+    return float(step_probs[-1] if how == 'last' else min(step_probs) if how == 'min' else np.prod(step_probs))
+
+
+def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', device='cpu', save_every=16):
+    """Score every candidate of problems with the PRM, resumably: per-step probabilities go to
+    cache_path ({'model', 'steps': {problem key: [[p per step] per candidate]}}), rewritten
+    atomically every save_every problems. Returns the cache dict."""
+    from tqdm import tqdm
+    cache = {'version': 1, 'model': prm_model, 'steps': {}}
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache = json.load(f)
+        if cache.get('model') != prm_model:
+            raise ValueError(f"{cache_path} holds scores of prm_model={cache.get('model')!r}, not {prm_model!r}; "
+                             f"fix: delete it or set --prm_model={cache.get('model')!r}")
+    todo = [p for p in problems if len(cache['steps'].get(p['key'], [])) != len(p['candidates'])]
+    if not todo:
+        return cache
+    model, tokenizer = load_prm(prm_model, dtype, device)
+    cache['n_params'], cache['device'] = sum(p.numel() for p in model.parameters()), str(device)
+    t0, n = time.time(), 0
+    for i, p in enumerate(tqdm(todo, desc='prm')):
+        cache['steps'][p['key']] = prm_step_probs(model, tokenizer, p['question'],
+                                                  [c['text'] for c in p['candidates']], batch_size, device)
+        n += len(p['candidates'])
+        if (i + 1) % save_every == 0 or i + 1 == len(todo):
+            cache['seconds_per_candidate'] = (time.time() - t0) / n
+            atomic_write_json(cache, cache_path)
+    return cache

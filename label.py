@@ -1,0 +1,662 @@
+"""
+Label every sampled candidate correct / incorrect against the gold answer.
+
+Stage 1 (deterministic, no network): extract the final answer with a cascade of rules
+(last \\boxed{} -> "the answer is" -> "Answer:" / "####" -> last number), normalise LaTeX, then
+compare: exact numbers, then sympy (in a worker process with a hard time limit), then strings.
+Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct;
+decisions are cached in {split}/judge_cache.json.
+
+Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.json atomically.
+    python label.py --out_dir=out/gsm8k-qwen3-1.7b
+    python label.py --out_dir=out/math500 --judge_model=Qwen/Qwen3-1.7B --judge_batch_size=16
+"""
+import os
+import re
+import json
+import glob
+import random
+import hashlib
+import threading
+import functools
+import multiprocessing as mp
+from fractions import Fraction
+
+# -----------------------------------------------------------------------------
+# answer extraction
+
+STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_number', 'none')
+_BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
+_ANSWER_IS = re.compile(r'the\s+(?:final\s+)?answer\s+is\s*:?', re.I)
+_ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**', re.I)
+_LAST_NUM = re.compile(r'(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?')
+
+
+def _brace_group(s, i):
+    """s[i] == '{': return (content, index after the matching '}') or None if unbalanced."""
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] == '{' and s[j - 1:j] != '\\':
+            depth += 1
+        elif s[j] == '}' and s[j - 1:j] != '\\':
+            depth -= 1
+            if depth == 0:
+                return s[i + 1:j], j + 1
+    return None
+
+
+def _boxes(text):
+    """Contents of all well-formed \\boxed{...} / \\boxed 5 / \\fbox{...}, in order."""
+    out = []
+    for m in _BOX.finditer(text):
+        i = m.end()
+        while i < len(text) and text[i] == ' ':
+            i += 1
+        if text[i:i + 1] == '{':
+            g = _brace_group(text, i)
+            if g is not None:
+                out.append(g[0].strip())
+        elif i > m.end():  # "\boxed 5": the token after the space
+            tok = re.match(r'[^\s$]+', text[i:])
+            if tok:
+                out.append(tok.group(0))
+    return out
+
+
+def _clip(span):
+    """The answer inside the text after 'the answer is' / 'Answer:': one math span or one sentence."""
+    span = span.lstrip(' \t*')
+    if not span.strip():
+        return None
+    for open_, close in (('$$', '$$'), ('\\[', '\\]'), ('\\(', '\\)'), ('$', '$')):
+        if span.startswith(open_):
+            j = span.find(close, len(open_))
+            if j > 0 and '\n' not in span[:j]:
+                return span[len(open_):j].strip() or None
+            break
+    line = span.strip().split('\n')[0]
+    line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s', line)[0]
+    return line.strip() or None
+
+
+def extract_answer(text):
+    """-> (answer string or None, stage): the model's final answer and which rule found it."""
+    if not text:
+        return None, 'none'
+    boxes = _boxes(text)
+    if boxes:
+        return boxes[-1], 'boxed'
+    for pattern, stage in ((_ANSWER_IS, 'answer_is'), (_ANSWER_STMT, 'answer_stmt')):
+        for m in reversed(list(pattern.finditer(text))):
+            ans = _clip(text[m.end():])
+            if ans:
+                return ans, stage
+    nums = _LAST_NUM.findall(text)
+    if nums:
+        return nums[-1], 'last_number'
+    return None, 'none'
+
+
+def normalize_gold(gold, dataset):
+    """The gold answer as stored by extract.py -> one answer string (lists are joined with ', ')."""
+    if isinstance(gold, (list, tuple)):  # olympiadbench final_answer list; multiple answers are ', '-joined
+        return ', '.join(g.strip().strip('$').strip() for g in gold)
+    gold = str(gold).strip()
+    if dataset == 'gsm8k':
+        return gold.split('####')[-1].strip().replace(',', '')
+    if dataset in ('aime', 'synth') and re.fullmatch(r'[+-]?\d+', gold):
+        return str(int(gold))  # AIME "025" == 25
+    return gold
+
+# -----------------------------------------------------------------------------
+# normalisation
+
+_WORDS = {w: str(i) for i, w in enumerate(
+    'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen '
+    'sixteen seventeen eighteen nineteen twenty'.split())}
+_UNITS = set('m cm mm km g kg mg s h min hr sec l ml in ft yd mi lb oz mph kph'.split())
+_DROP = re.compile(r'\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[!,;:> ]|\\q?quad|\\displaystyle|~|\\mathrm\{~\}|'
+                   r'\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\$|\\\$')
+_TEXT = re.compile(r'\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}')
+_NUM = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d{1,3})?')
+
+
+def _norm(s):
+    """Canonical surface form of one answer: no $, spacing macros, \\text, units, degrees, x=."""
+    s = str(s).strip()
+    s = re.sub(r'\\(?:boxed|fbox)\s*\{(.*)\}$', r'\1', s)  # a nested box left in an answer
+    s = s.replace('\\dfrac', '\\frac').replace('\\tfrac', '\\frac').replace('{,}', ',').replace('\\%', '%')
+    s = _DROP.sub('', s)
+    for _ in range(3):  # \text{...} -> its content, spaced so units stay separate words
+        s = _TEXT.sub(r' \1 ', s)
+    s = re.sub(r'\\(?:le|leq|leqslant)(?![a-zA-Z])', '<=', s)
+    s = re.sub(r'\\(?:ge|geq|geqslant)(?![a-zA-Z])', '>=', s)
+    s = re.sub(r'\\(?:varnothing|emptyset)(?![a-zA-Z])', '\\emptyset', s)
+    s = re.sub(r'\\frac\s*(\d)\s*(\d)', r'\\frac{\1}{\2}', s)  # \frac12
+    s = re.sub(r'\\frac\s*(\d)\s*\{', r'\\frac{\1}{', s)  # \frac3{4}
+    s = re.sub(r'\\frac\s*(\{[^{}]*\})\s*([0-9a-zA-Z])', r'\\frac\1{\2}', s)  # \frac{270}7
+    s = re.sub(r'\\sqrt\s*([0-9a-zA-Z])', r'\\sqrt{\1}', s)  # \sqrt3
+    s = re.sub(r'\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}',
+               lambda m: '[' + ','.join('[' + r.replace('&', ',') + ']' for r in m.group(1).split('\\\\')) + ']',
+               s, flags=re.S)
+    s = re.sub(r'\s+(?:and|or)\s+', ',', s)
+    s = s.strip().rstrip('.,;:').strip()
+    s = re.sub(r'^(?:[a-zA-Z](?:_\{?\w+\}?)?(?:\([a-z]\))?|\\[a-zA-Z]+)\s*(?:=|\\in(?![a-zA-Z]))\s*(?=[^=]+$)', '', s)
+    m = re.fullmatch(r'(.*?[\d}])\s+((?:[a-zA-Z]+\.?\s*)+(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?)', s)
+    if m and (len(m.group(2).split()[0]) > 2 or m.group(2).split()[0].rstrip('.').lower() in _UNITS):
+        s = m.group(1)  # "5.4 cents", "864 inches^2", "\frac{270}{7} degrees"
+    s = re.sub(r'^\(([A-Za-z])\)$', r'\1', s.strip())  # multiple choice "(C)"
+    if re.fullmatch(r'-?\d{1,3}(,\d{3})+(\.\d+)?', s.replace(' ', '')):
+        s = s.replace(',', '')  # thousands separators
+    s = _WORDS.get(s.lower(), s)
+    return re.sub(r'\s+', '', s) if not re.search(r'[a-zA-Z]{2,}\s+[a-zA-Z]', s) else s
+
+
+def _num(s):
+    """Plain number (int, decimal, a/b, \\frac{a}{b}, mixed number, a x 10^k) -> Fraction, else None."""
+    neg = s.startswith('-')
+    t = s[1:] if neg else s
+    try:
+        if _NUM.fullmatch(t):
+            v = Fraction(t)
+        elif m := re.fullmatch(r'(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\}', t):
+            a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            v = Fraction(int(a), int(b))
+        elif m := re.fullmatch(r'(\d+)\\frac\{(\d+)\}\{(\d+)\}', t):  # mixed number 15\frac{39}{40}
+            if int(m.group(2)) >= int(m.group(3)):
+                return None
+            v = int(m.group(1)) + Fraction(int(m.group(2)), int(m.group(3)))
+        elif m := re.fullmatch(r'(\d+\.?\d*)(?:\\times|\\cdot|\*)10\^\{?([+-]?\d{1,3})\}?', t):
+            v = Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))
+        else:
+            return None
+    except (ValueError, ZeroDivisionError):
+        return None
+    return -v if neg else v
+
+
+def _num_equal(a, b):
+    if a == b:
+        return True
+    if a.denominator == 1 and b.denominator == 1:
+        return False  # integers compare exactly, however large
+    return abs(a - b) <= Fraction(1, 10 ** 6) * max(abs(a), abs(b))
+
+
+def _split_top(s, sep=','):
+    """Split on sep at bracket depth 0."""
+    parts, depth, cur = [], 0, ''
+    for ch in s:
+        depth += ch in '([{'
+        depth -= ch in ')]}'
+        if ch == sep and depth == 0:
+            parts.append(cur)
+            cur = ''
+        else:
+            cur += ch
+    return [p.strip() for p in parts + [cur]]
+
+
+def _bracketed(s):
+    """'(1,2]' -> ('(', ']', ['1', '2']) if one bracket pair wraps the whole string, else None."""
+    if s.startswith('\\{') and s.endswith('\\}'):
+        return '{', '}', _split_top(s[2:-2])
+    if not s or s[0] not in '([' or s[-1] not in ')]':
+        return None
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch in '([{'
+        depth -= ch in ')]}'
+        if depth == 0 and i < len(s) - 1:
+            return None
+    return s[0], s[-1], _split_top(s[1:-1])
+
+
+def _match_lists(xs, ys, ordered, timeout):
+    if len(xs) != len(ys):
+        return False
+    if ordered:
+        return all(_equiv(x, y, timeout)[0] for x, y in zip(xs, ys))
+    left = list(ys)
+    for x in xs:  # greedy matching is exact here: equivalence is transitive
+        j = next((j for j, y in enumerate(left) if _equiv(x, y, timeout)[0]), None)
+        if j is None:
+            return False
+        left.pop(j)
+    return True
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _equiv(a, b, timeout=2.0):
+    """(equal, method) for two raw answer strings; method in string/numeric/structure/sympy/timeout/none."""
+    a, b = _norm(a), _norm(b)
+    if a == b:
+        return True, 'string'
+    if not a or not b:
+        return False, 'none'
+    for sep, ordered in (('\\cup', False), (',', False)):  # unions, then multiple answers: any order
+        xs, ys = [p for p in a.split(sep) if p] if sep != ',' else _split_top(a), \
+            [p for p in b.split(sep) if p] if sep != ',' else _split_top(b)
+        if len(xs) > 1 or len(ys) > 1:
+            return _match_lists(xs, ys, ordered, timeout), 'structure'
+    pm = [re.fullmatch(r'([^,]*?)\\pm([^,]*)', x) for x in (a, b)]  # "1\pm\sqrt{19}" is two answers
+    if any(pm):
+        xs, ys = [[m.group(1) + '+' + m.group(2), m.group(1) + '-' + m.group(2)] if m else [x]
+                  for m, x in zip(pm, (a, b))]
+        return _match_lists(xs, ys, False, timeout), 'structure'
+    ta, tb = _bracketed(a), _bracketed(b)
+    if ta and tb and (len(ta[2]) > 1 or ta[0] == '['):  # tuple / interval / set / matrix
+        if ta[:2] != tb[:2] and not (ta[0] == '{') == (tb[0] == '{') == False:
+            return False, 'structure'
+        return _match_lists(ta[2], tb[2], ta[0] != '{', timeout), 'structure'
+    if ta and len(ta[2]) > 1 or tb and len(tb[2]) > 1:
+        return False, 'structure'
+    pa, pb = a.endswith('%'), b.endswith('%')
+    na, nb = _num(a.rstrip('%')), _num(b.rstrip('%'))
+    if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5
+        ok = _num_equal(na, nb) or (pa != pb and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1)))
+        return ok, 'numeric'
+    if re.fullmatch(r'[A-Za-z ]+', a) and re.fullmatch(r'[A-Za-z ]+', b) and (len(a) > 2 or len(b) > 2):
+        return a.lower() == b.lower(), 'string'  # words: "Evelyn", "even"
+    r = _sympy_call(a.rstrip('%'), b.rstrip('%'), timeout)
+    if r is None:
+        return False, 'timeout'
+    return r, 'sympy'
+
+
+def is_equiv(pred, gold, timeout=2.0):
+    """True if two answer strings are mathematically the same answer."""
+    if pred is None or gold is None:
+        return False
+    return _equiv(str(pred), str(gold), float(timeout))[0]
+
+
+def answers_equal(a, b, timeout=2.0):
+    """Symmetric, cached equivalence of two extracted answers (majority voting)."""
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = sorted((str(a), str(b)))
+    return _equiv(a, b, float(timeout))[0]
+
+
+def grade(text, gold, dataset, timeout=2.0):
+    """-> dict(correct, answer, stage): stage is '<extraction rule>/<comparison method>'."""
+    g = normalize_gold(gold, dataset)
+    ans, stage = extract_answer(text)
+    if ans is None:
+        return dict(correct=False, answer=None, stage='none')
+    ok, method = _equiv(ans, g, float(timeout))
+    if not ok and stage == 'boxed' and len(_split_top(_norm(g))) > 1:
+        boxes = list(dict.fromkeys(_boxes(text)))  # several answers boxed one by one
+        if len(boxes) > 1:
+            ok, method = _equiv(', '.join(boxes), g, float(timeout))
+            ans = ', '.join(boxes) if ok else ans
+    return dict(correct=bool(ok), answer=ans, stage=f'{stage}/{method}')
+
+# -----------------------------------------------------------------------------
+# sympy, in a worker process: parsing or simplifying can hang in C code (huge powers), and only
+# killing a process is a time limit that always works. Normalised strings in, True/False out.
+
+_FUNCS = {'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh',
+          'log', 'ln', 'exp', 'sqrt', 'binomial', 'pi', 'oo'}
+_GREEK = {'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'theta', 'lambda', 'mu', 'phi', 'omega', 'rho',
+          'sigma', 'tau', 'psi', 'xi', 'eta', 'zeta', 'nu', 'kappa', 'chi'}
+
+
+def _tex_arg(s, i, depth):
+    """One LaTeX argument at s[i] (brace group, command or single char) -> (python text, next index)."""
+    while i < len(s) and s[i] == ' ':
+        i += 1
+    if i >= len(s):
+        raise ValueError('missing argument')
+    if s[i] == '{':
+        g = _brace_group(s, i)
+        if g is None:
+            raise ValueError('unbalanced')
+        return _tex_to_py(g[0], depth + 1), g[1]
+    if s[i] == '\\':
+        m = re.match(r'\\[a-zA-Z]+', s[i:])
+        return _tex_to_py(m.group(0) if m else s[i:i + 2], depth + 1), i + (len(m.group(0)) if m else 2)
+    return s[i], i + 1
+
+
+def _tex_to_py(s, depth=0):
+    """Small LaTeX -> python-expression converter for answer-sized math (\\frac, \\sqrt, ^, \\pi, ...)."""
+    if depth > 20 or len(s) > 400:
+        raise ValueError('too deep or long')
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == '\\':
+            m = re.match(r'\\([a-zA-Z]+)', s[i:])
+            if not m:
+                raise ValueError('unsupported ' + s[i:i + 2])
+            cmd, i = m.group(1), i + len(m.group(0))
+            if cmd in ('frac', 'binom'):
+                a, i = _tex_arg(s, i, depth)
+                b, i = _tex_arg(s, i, depth)
+                out.append(f'(({a})/({b}))' if cmd == 'frac' else f'binomial({a},{b})')
+            elif cmd == 'sqrt':
+                n = None
+                if s[i:i + 1] == '[':
+                    j = s.index(']', i)
+                    n, i = _tex_to_py(s[i + 1:j], depth + 1), j + 1
+                a, i = _tex_arg(s, i, depth)
+                out.append(f'sqrt({a})' if n is None else f'(({a})**(1/({n})))')
+            elif cmd in ('cdot', 'times'):
+                out.append('*')
+            elif cmd == 'div':
+                out.append('/')
+            elif cmd == 'infty':
+                out.append('oo')
+            elif cmd in _FUNCS or cmd in _GREEK:
+                out.append(' ' + {'ln': 'log', 'arcsin': 'asin', 'arccos': 'acos', 'arctan': 'atan'}.get(cmd, cmd) + ' ')
+            else:
+                raise ValueError('unsupported \\' + cmd)
+        elif c == '^':
+            a, i = _tex_arg(s, i + 1, depth)
+            out.append(f'**({a})')
+        elif c == '_':
+            a, i = _tex_arg(s, i + 1, depth)
+            if not re.fullmatch(r'\w+', a) or not out or not re.search(r'[A-Za-z]\w*$', out[-1]):
+                raise ValueError('subscript')
+            out.append('_' + a)
+        elif c == '{':
+            a, i = _tex_arg(s, i, depth)
+            out.append(f'({a})')
+        elif c in '[]':
+            out.append('(' if c == '[' else ')')
+            i += 1
+        elif c in '}!|&\'"#@;:<>?\\`':
+            raise ValueError('unsupported ' + c)
+        else:
+            out.append(c)
+            i += 1
+    return ''.join(out)
+
+
+def _to_python(s):
+    """Normalised answer -> checked python expression text for sympy's parse_expr (or ValueError)."""
+    py = _tex_to_py(s)
+    py = re.sub(r'(\d)\s*(?=[A-Za-z(])', r'\1*', py)  # 2x, 3(x+1), 2sqrt(3)
+    py = re.sub(r'\)\s*(?=[\w(])', ')*', py)  # (a+5)(b+2), (1/2)x
+    py = re.sub(r'(\d)\*e\*?([+-]?\d)', r'\1e\2', py)  # undo 1.5e3 -> 1.5*e3
+    if re.search(r'[^\w\s+\-*/().,]|\.(?!\d)|(?<!\d)\.|__', py):
+        raise ValueError('characters')
+    for name in re.findall(r'[A-Za-z_]\w*', py):  # whitelist: sympy parses with eval()
+        if not (name in _FUNCS or name in _GREEK or name in ('asin', 'acos', 'atan')
+                or re.fullmatch(r'[A-Za-z]{1,2}(_[A-Za-z0-9]+)?', name)):
+            raise ValueError('name ' + name)
+    return py
+
+
+def _magnitude(e):
+    """Upper bound on log10 of the size of an unevaluated expression; inf if it is astronomical."""
+    if e.is_Number:
+        return abs(float(e)) and max(0.0, __import__('math').log10(abs(float(e)))) if e.is_finite else 0.0
+    args = [_magnitude(a) for a in e.args]
+    if e.is_Pow:
+        b, x = args
+        return float('inf') if x > 6 else (b + 1) * 10 ** x
+    return sum(args) + 1 if args else 1.0
+
+
+def _sympy_equal(a, b):
+    """Runs in the worker. True/False; unparseable -> False."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr, standard_transformations, implicit_multiplication_application
+    T = standard_transformations + (implicit_multiplication_application,)
+    names = {n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function',
+                                           'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan',
+                                           'sinh', 'cosh', 'tanh', 'log', 'exp', 'sqrt', 'binomial', 'pi', 'oo')}
+
+    def parse(s):
+        exprs = []
+        sides = s.split('=')
+        if len(sides) > 2:
+            raise ValueError('chained =')
+        for evaluate in (False, True):  # size check on the unevaluated tree before anything is computed
+            e = [parse_expr(_to_python(x), local_dict={}, global_dict=dict(names), transformations=T,
+                            evaluate=evaluate) for x in sides]
+            if not evaluate and max(_magnitude(x) for x in e) > 1e4:
+                raise ValueError('too large')
+            exprs = e
+        return exprs[0] - exprs[1] if len(exprs) == 2 else exprs[0], len(exprs) == 2
+
+    try:
+        (ea, eqa), (eb, eqb) = parse(a), parse(b)
+    except Exception:
+        return False
+    if eqa != eqb:
+        return False
+    if ea == eb:
+        return True
+    if ea.is_Rational and eb.is_Rational:
+        return False
+    tol = 1e-6 if ea.has(sympy.Float) or eb.has(sympy.Float) else 1e-10
+    syms = sorted(ea.free_symbols | eb.free_symbols, key=str)
+    rng = random.Random(0)
+    for _ in range(3 if syms else 1):  # equal at random points (or as numbers) to within tol
+        pt = {x: sympy.Float(rng.uniform(0.5, 2.5)) for x in syms}
+        ok = False
+        for sign in ((1, -1) if eqa else (1,)):  # an equation may be written with sides swapped
+            try:
+                va, vb = complex(ea.evalf(30, subs=pt)), complex(sign * eb.evalf(30, subs=pt))
+            except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+                continue
+            ok = ok or abs(va - vb) <= tol * max(1.0, abs(va), abs(vb))
+        if not ok:
+            return False
+    return True
+
+
+def _worker(conn):
+    while True:
+        try:
+            a, b = conn.recv()
+        except EOFError:
+            return
+        try:
+            r = _sympy_equal(a, b)
+        except BaseException:  # RecursionError, MemoryError, ...: never kill the worker on bad input
+            r = False
+        conn.send(bool(r))
+
+
+_pool = {'proc': None, 'conn': None}
+_pool_lock = threading.Lock()
+
+
+def _sympy_call(a, b, timeout):
+    """True/False from the worker, or None if it ran past timeout (the worker is then killed)."""
+    with _pool_lock:
+        if _pool['proc'] is None or not _pool['proc'].is_alive():
+            import sympy  # noqa: F401  imported before fork so a restarted worker is ready at once
+            ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
+            parent, child = ctx.Pipe()
+            _pool['proc'] = ctx.Process(target=_worker, args=(child,), daemon=True)
+            _pool['proc'].start()
+            _pool['conn'] = parent
+        conn = _pool['conn']
+        conn.send((a, b))
+        if conn.poll(timeout):
+            return conn.recv()
+        _pool['proc'].kill()
+        _pool['proc'].join()
+        _pool['proc'] = None
+        return None
+
+# -----------------------------------------------------------------------------
+# stage 2: LLM judge
+
+JUDGE_PROMPT = ("Problem:\n{question}\n\nEnd of a student's solution:\n...{tail}\n\nReference answer: {gold}\n\n"
+                "Is the student's final answer mathematically equivalent to the reference answer? "
+                "Answer Yes or No.")
+
+
+def load_judge(name, device='cpu'):
+    """(model, tokenizer) for a local HF causal LM: a hub id / folder, or a .gguf file path."""
+    try:
+        from extract import load_generator
+        return load_generator(name, device)
+    except ImportError:
+        pass
+    import torch
+    from transformers import AutoTokenizer, AutoModelForCausalLM
+    kw = {}
+    if name.endswith('.gguf'):
+        name, kw = os.path.dirname(name), dict(gguf_file=os.path.basename(name))
+    tok = AutoTokenizer.from_pretrained(name, **kw)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kw).to(device).eval()
+    return model, tok
+
+
+def judge_prompts(tok, items):
+    """items: (question, candidate text, gold) -> prompt strings (chat template if the model has one)."""
+    out = []
+    for q, text, gold in items:
+        msg = JUDGE_PROMPT.format(question=q.strip()[-1500:], tail=text.strip()[-600:], gold=gold)
+        if getattr(tok, 'chat_template', None):
+            msg = tok.apply_chat_template([{'role': 'user', 'content': msg}], tokenize=False, add_generation_prompt=True)
+        else:
+            msg += '\nAnswer:'
+        out.append(msg)
+    return out
+
+
+def judge_decide(model, tok, prompts, batch_size=8):
+    """One forward pass per batch; Yes if the next-token logit of Yes beats No. -> list[bool]"""
+    import torch
+    tok.padding_side = 'left'
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    yes = sorted({tok.encode(w, add_special_tokens=False)[0] for w in ('Yes', ' Yes')})
+    no = sorted({tok.encode(w, add_special_tokens=False)[0] for w in ('No', ' No')})
+    device = next(model.parameters()).device
+    out = []
+    for i in range(0, len(prompts), batch_size):
+        enc = tok(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False).to(device)
+        pos = (enc['attention_mask'].cumsum(-1) - 1).clamp(min=0)  # left padding: positions start at each text
+        with torch.no_grad():
+            logits = model(**enc, position_ids=pos).logits[:, -1].float()  # [B, V]
+        out += (logits[:, yes].max(-1).values > logits[:, no].max(-1).values).tolist()
+    return out
+
+# -----------------------------------------------------------------------------
+# labelling a split
+
+
+def _write_json(path, obj):
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _summary(problems, labels, stage1):
+    """Per dataset: per-sample accuracy, pass@N, share of problems with both correct and incorrect."""
+    by = {}
+    for p in problems:
+        for name in (p['dataset'], 'all'):
+            by.setdefault(name, []).append(p['key'])
+    out = {}
+    for name, keys in by.items():
+        ls = [labels[k] for k in keys]
+        flat = [r['correct'] for l in ls for r in l]
+        s1 = [c for k in keys for c in stage1[k]]
+        stages = {}
+        for l in ls:
+            for r in l:
+                stages[r['stage']] = stages.get(r['stage'], 0) + 1
+        out[name] = dict(
+            n_problems=len(ls), n_candidates=len(flat),
+            accuracy=sum(flat) / max(1, len(flat)),
+            pass_at_n=sum(any(r['correct'] for r in l) for l in ls) / max(1, len(ls)),
+            mixed=sum(0 < sum(r['correct'] for r in l) < len(l) for l in ls) / max(1, len(ls)),
+            stage1_accuracy=sum(s1) / max(1, len(s1)),
+            changed=sum(a != b for a, b in zip(s1, flat)),
+            incorrect_to_correct=sum(b and not a for a, b in zip(s1, flat)),
+            correct_to_incorrect=sum(a and not b for a, b in zip(s1, flat)),
+            stages=dict(sorted(stages.items())))
+    return out
+
+
+def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='unresolved',
+                sympy_timeout=2.0, device='cpu'):
+    """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
+    judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
+    import torch
+    from tqdm import tqdm
+    if judge_scope not in ('unresolved', 'all'):
+        raise ValueError(f"judge_scope={judge_scope!r}: use 'unresolved' or 'all'")
+    paths = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
+    if not paths:
+        raise FileNotFoundError(f'no problems/*.pt in split_dir={split_dir!r}: run extract.py first')
+    problems, labels, stage1 = [], {}, {}
+    for path in tqdm(paths, desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
+        d = torch.load(path, weights_only=True, mmap=True)
+        p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
+                 texts=[c['text'] for c in d['candidates']])
+        problems.append(p)
+        labels[p['key']] = [grade(t, p['gold'], p['dataset'], sympy_timeout) for t in p['texts']]
+        stage1[p['key']] = [r['correct'] for r in labels[p['key']]]
+    if judge_model is not None:
+        name, model, tok = judge_model if isinstance(judge_model, tuple) else (judge_model, *load_judge(judge_model, device))
+        cache_path = os.path.join(split_dir, 'judge_cache.json')
+        cache = json.load(open(cache_path)) if os.path.exists(cache_path) else {}
+        todo = []  # (problem, candidate index, cache key, item)
+        for p in problems:
+            gold = normalize_gold(p['gold'], p['dataset'])
+            for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
+                if judge_scope == 'all' or not r['correct']:
+                    item = (p['question'], t, gold)
+                    key = hashlib.sha256(json.dumps([name, p['question'], t.strip()[-600:], gold]).encode()).hexdigest()
+                    todo.append((p, j, key, item))
+        missing = list({k: it for _, _, k, it in todo if k not in cache}.items())
+        step = judge_batch_size * 8
+        for i in tqdm(range(0, len(missing), step), desc='judge', leave=False):
+            chunk = missing[i:i + step]
+            decisions = judge_decide(model, tok, judge_prompts(tok, [it for _, it in chunk]), judge_batch_size)
+            cache.update({k: bool(v) for (k, _), v in zip(chunk, decisions)})
+            _write_json(cache_path, cache)  # resumable: decisions survive an interrupted run
+        for p, j, key, _ in todo:
+            r = labels[p['key']][j]
+            r['correct'], r['stage'] = cache[key], 'judge'
+    summary = _summary(problems, labels, stage1)
+    _write_json(os.path.join(split_dir, 'labels.json'), dict(version=1, labels=labels, summary=summary))
+    return summary
+
+
+def print_summary(split, summary):
+    print(f'{split:6s} {"dataset":14s} {"probs":>6s} {"cands":>7s} {"acc":>6s} {"pass@N":>6s} {"mixed":>6s} '
+          f'{"changed":>7s} {"i->c":>5s} {"c->i":>5s}  stages')
+    for name, s in summary.items():
+        print(f'{split:6s} {name:14s} {s["n_problems"]:6d} {s["n_candidates"]:7d} {s["accuracy"]:6.3f} '
+              f'{s["pass_at_n"]:6.3f} {s["mixed"]:6.3f} {s["changed"]:7d} {s["incorrect_to_correct"]:5d} '
+              f'{s["correct_to_incorrect"]:5d}  {s["stages"]}')
+
+# -----------------------------------------------------------------------------
+
+
+if __name__ == '__main__':
+    out_dir = 'out'  # the extraction run directory (holds train/ and eval/)
+    splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
+    judge_model = ''  # '' = stage 1 only; else a local HF causal LM id / folder / .gguf path
+    judge_batch_size = 8
+    judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
+    sympy_timeout = 2.0  # seconds per sympy comparison; the worker process is killed past it
+    device = 'cpu'  # judge device: 'cpu', 'cuda', 'cuda:0', ...
+    seed = 1337  # labelling is deterministic; recorded for the run config
+    config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, list))]
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+    config = {k: globals()[k] for k in config_keys}
+    random.seed(seed)
+    judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
+    found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]
+    if not found:
+        raise SystemExit(f'out_dir={out_dir!r} has none of splits={splits} with a problems/ folder: run extract.py first')
+    for split in found:
+        split_dir = os.path.join(out_dir, split)
+        summary = label_split(split_dir, judge, judge_batch_size, judge_scope, sympy_timeout, device)
+        _write_json(os.path.join(split_dir, 'label_config.json'), config)
+        print_summary(split, summary)
