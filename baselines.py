@@ -17,7 +17,23 @@ import time
 import numpy as np
 import torch
 
-from model import atomic_write_json
+from model import atomic_write_json, load_split
+
+# -----------------------------------------------------------------------------
+# config (options in the comments). The text verifiers take every train.py key from the same config
+# file (data, split, loss, early stopping, seeds), with the overrides below.
+out_dir = 'out'             # the run: trains on {out_dir}/train, writes {out_dir}/verifiers/text_{size}_seed{seed}/
+eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
+text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
+text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the paper's EORM schedule; {} = exactly HSRM's
+prm_model = None            # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
+prm_batch_size = 8          # candidates per PRM forward
+prm_dtype = 'bfloat16'      # 'bfloat16' | 'float16' | 'float32'
+device = 'cpu'              # 'cpu' | 'cuda' | 'auto': text-verifier training and the PRM
+# -----------------------------------------------------------------------------
+_config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
+                and isinstance(v, (int, float, bool, str, list, dict, type(None)))]
+DEFAULTS = {k: globals()[k] for k in _config_keys}
 
 # -----------------------------------------------------------------------------
 # cheap scorers: one float per candidate dict ('logprobs', 'entropies' [T], 'step_pos' [S],
@@ -174,3 +190,39 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
             cache['seconds_per_candidate'] = (time.time() - t0) / n
             atomic_write_json(cache, cache_path)
     return cache
+
+
+# -----------------------------------------------------------------------------
+# the run
+
+
+def run(cfg, train_cfg):
+    """Train the text verifiers (train.py's run, one run dir per size and seed; finished runs are
+    skipped), then score the eval split with the PRM when prm_model is set."""
+    import train
+    cfg = {**DEFAULTS, **cfg}
+    dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    bad = [s for s in cfg['text_sizes'] if s not in ('small', 'large')]
+    if bad:
+        raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")
+    unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
+    if unknown:
+        raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+    for size in cfg['text_sizes']:
+        for s in train_cfg['seeds'] or [train_cfg['seed']]:
+            train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
+                       'out_dir': cfg['out_dir'], 'device': cfg['device'], 'seed': s, 'seeds': None,
+                       'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{s}')})
+    if cfg['prm_model']:
+        eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
+        path = os.path.join(eval_dir, 'prm_scores.json')
+        score_prm(load_split(eval_dir, labels=False), path, cfg['prm_model'], cfg['prm_batch_size'], cfg['prm_dtype'], dev)
+        print(f'PRM step scores of every candidate in {path}')
+
+
+if __name__ == '__main__':
+    import sys
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+    import train  # its defaults, updated by the same config file(s) (train keys are not baselines' keys)
+    train_cfg = apply_config({'__file__': train.__file__, **train.DEFAULTS}, [a for a in sys.argv[1:] if not a.startswith('--')])
+    run({k: globals()[k] for k in _config_keys}, train_cfg)

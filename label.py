@@ -18,6 +18,7 @@ import glob
 import random
 import hashlib
 import threading
+import time
 import functools
 import multiprocessing as mp
 from fractions import Fraction
@@ -47,16 +48,22 @@ def _brace_group(s, i):
 
 def _boxes(text):
     """Contents of all well-formed \\boxed{...} / \\boxed 5 / \\fbox{...}, in order."""
+    if '\\boxed' not in text and '\\fbox' not in text:
+        return []
+    close, stack = {}, []
+    for m in re.finditer(r'(?<!\\)[{}]', text):  # pair all braces in one pass: linear even for '\\boxed{' * 1000
+        if m.group() == '{':
+            stack.append(m.start())
+        elif stack:
+            close[stack.pop()] = m.start()
     out = []
     for m in _BOX.finditer(text):
         i = m.end()
         while i < len(text) and text[i] == ' ':
             i += 1
-        if text[i:i + 1] == '{':
-            g = _brace_group(text, i)
-            if g is not None:
-                out.append(g[0].strip())
-        elif i > m.end():  # "\boxed 5": the token after the space
+        if i in close and text[i + 1:close[i]].strip():
+            out.append(text[i + 1:close[i]].strip())
+        elif i > m.end() and text[i:i + 1] != '{':  # "\\boxed 5": the token after the space
             tok = re.match(r'[^\s$]+', text[i:])
             if tok:
                 out.append(tok.group(0))
@@ -64,18 +71,18 @@ def _boxes(text):
 
 
 def _clip(span):
-    """The answer inside the text after 'the answer is' / 'Answer:': one math span or one sentence."""
-    span = span.lstrip(' \t*')
-    if not span.strip():
-        return None
-    for open_, close in (('$$', '$$'), ('\\[', '\\]'), ('\\(', '\\)'), ('$', '$')):
-        if span.startswith(open_):
-            j = span.find(close, len(open_))
-            if j > 0 and '\n' not in span[:j]:
-                return span[len(open_):j].strip() or None
-            break
-    line = span.strip().split('\n')[0]
+    """The answer inside the text after 'the answer is' / 'Answer:': its math spans or one sentence."""
+    span = span.lstrip(' \t\n*:')
+    m = re.match(r'\$[^$\n]+\$(?:\s*(?:,|and|or)\s*\$[^$\n]+\$)*', span)  # "$69$, $84$"
+    if m and not span.startswith('$$'):
+        return ', '.join(x.strip() for x in re.findall(r'\$([^$\n]+)\$', m.group(0))) or None
+    for open_, close in (('$$', '$$'), ('\\[', '\\]'), ('\\(', '\\)')):
+        j = span.find(close, len(open_))
+        if span.startswith(open_) and j > 0:
+            return span[len(open_):j].strip() or None
+    line = re.sub(r'<<[^<>]*>>', '', span.strip().split('\n')[0])  # GSM8K calculator annotations
     line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s', line)[0]
+    line = re.sub(r'^(?:therefore|thus|then|simply|just|equal to)\s+', '', line.split('=')[-1].strip(), flags=re.I)
     return line.strip() or None
 
 
@@ -100,7 +107,7 @@ def extract_answer(text):
 def normalize_gold(gold, dataset):
     """The gold answer as stored by extract.py -> one answer string (lists are joined with ', ')."""
     if isinstance(gold, (list, tuple)):  # olympiadbench final_answer list; multiple answers are ', '-joined
-        return ', '.join(g.strip().strip('$').strip() for g in gold)
+        return ', '.join(g.replace('$', '').strip() for g in gold)
     gold = str(gold).strip()
     if dataset == 'gsm8k':
         return gold.split('####')[-1].strip().replace(',', '')
@@ -115,41 +122,43 @@ _WORDS = {w: str(i) for i, w in enumerate(
     'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen '
     'sixteen seventeen eighteen nineteen twenty'.split())}
 _UNITS = set('m cm mm km g kg mg s h min hr sec l ml in ft yd mi lb oz mph kph'.split())
-_DROP = re.compile(r'\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[!,;:> ]|\\q?quad|\\displaystyle|~|\\mathrm\{~\}|'
+_DROP = re.compile(r'\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[!,;:> ]|\\q?quad|\\displaystyle|~|'
                    r'\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\$|\\\$')
 _TEXT = re.compile(r'\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}')
-_NUM = re.compile(r'[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d{1,3})?')
+_NUM = re.compile(r'[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d{1,3})?')
 
 
 def _norm(s):
     """Canonical surface form of one answer: no $, spacing macros, \\text, units, degrees, x=."""
     s = str(s).strip()
-    s = re.sub(r'\\(?:boxed|fbox)\s*\{(.*)\}$', r'\1', s)  # a nested box left in an answer
+    s = re.sub(r'^\\(?:boxed|fbox)\s*\{(.*)\}$', r'\1', s)  # a nested box left in an answer
+    s = re.sub(r'\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}',  # matrices -> nested lists
+               lambda m: '[' + ','.join('[' + r.replace('&', ',') + ']' for r in m.group(1).split('\\\\')) + ']',
+               s, flags=re.S)
     s = s.replace('\\dfrac', '\\frac').replace('\\tfrac', '\\frac').replace('{,}', ',').replace('\\%', '%')
     s = _DROP.sub('', s)
     for _ in range(3):  # \text{...} -> its content, spaced so units stay separate words
         s = _TEXT.sub(r' \1 ', s)
     s = re.sub(r'\\(?:le|leq|leqslant)(?![a-zA-Z])', '<=', s)
     s = re.sub(r'\\(?:ge|geq|geqslant)(?![a-zA-Z])', '>=', s)
-    s = re.sub(r'\\(?:varnothing|emptyset)(?![a-zA-Z])', '\\emptyset', s)
+    s = re.sub(r'\\(?:varnothing|emptyset)(?![a-zA-Z])', r'\\emptyset', s)
     s = re.sub(r'\\frac\s*(\d)\s*(\d)', r'\\frac{\1}{\2}', s)  # \frac12
     s = re.sub(r'\\frac\s*(\d)\s*\{', r'\\frac{\1}{', s)  # \frac3{4}
     s = re.sub(r'\\frac\s*(\{[^{}]*\})\s*([0-9a-zA-Z])', r'\\frac\1{\2}', s)  # \frac{270}7
     s = re.sub(r'\\sqrt\s*([0-9a-zA-Z])', r'\\sqrt{\1}', s)  # \sqrt3
-    s = re.sub(r'\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}',
-               lambda m: '[' + ','.join('[' + r.replace('&', ',') + ']' for r in m.group(1).split('\\\\')) + ']',
-               s, flags=re.S)
     s = re.sub(r'\s+(?:and|or)\s+', ',', s)
     s = s.strip().rstrip('.,;:').strip()
-    s = re.sub(r'^(?:[a-zA-Z](?:_\{?\w+\}?)?(?:\([a-z]\))?|\\[a-zA-Z]+)\s*(?:=|\\in(?![a-zA-Z]))\s*(?=[^=]+$)', '', s)
-    m = re.fullmatch(r'(.*?[\d}])\s+((?:[a-zA-Z]+\.?\s*)+(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?)', s)
+    s = re.sub(r'^(?:[a-zA-Z](?:_\{?\w+\}?)?(?:\(\s*[a-z]\s*\))?|\\[a-zA-Z]+)\s*(?:=|\\in(?![a-zA-Z]))\s*(?=[^=]+$)', '', s)
+    m = re.fullmatch(r'(.*?[\d}])\s+([a-zA-Z]+(?:(?:\.\s*|\s+)[a-zA-Z]+)*\.?\s*(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?)', s)
     if m and (len(m.group(2).split()[0]) > 2 or m.group(2).split()[0].rstrip('.').lower() in _UNITS):
         s = m.group(1)  # "5.4 cents", "864 inches^2", "\frac{270}{7} degrees"
-    s = re.sub(r'^\(([A-Za-z])\)$', r'\1', s.strip())  # multiple choice "(C)"
+    s = s.strip()
+    while (t := _bracketed(s)) and t[:2] == ('(', ')') and len(t[2]) == 1:
+        s = t[2][0]  # "(C)", "(023)", "(x+1)": one item in parentheses is just that item
     if re.fullmatch(r'-?\d{1,3}(,\d{3})+(\.\d+)?', s.replace(' ', '')):
         s = s.replace(',', '')  # thousands separators
     s = _WORDS.get(s.lower(), s)
-    return re.sub(r'\s+', '', s) if not re.search(r'[a-zA-Z]{2,}\s+[a-zA-Z]', s) else s
+    return re.sub(r'\s+(?![a-zA-Z])|(?<![a-zA-Z])\s+', '', s)  # spaces matter only between letters
 
 
 def _num(s):
@@ -166,7 +175,7 @@ def _num(s):
             if int(m.group(2)) >= int(m.group(3)):
                 return None
             v = int(m.group(1)) + Fraction(int(m.group(2)), int(m.group(3)))
-        elif m := re.fullmatch(r'(\d+\.?\d*)(?:\\times|\\cdot|\*)10\^\{?([+-]?\d{1,3})\}?', t):
+        elif m := re.fullmatch(r'(\d+(?:\.\d*)?)(?:\\times|\\cdot|\*)10\^\{?([+-]?\d{1,3})\}?', t):
             v = Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))
         else:
             return None
@@ -212,14 +221,23 @@ def _bracketed(s):
     return s[0], s[-1], _split_top(s[1:-1])
 
 
-def _match_lists(xs, ys, ordered, timeout):
+def _answers(s):
+    """Top-level answers of a list: '2, 1\\pm\\sqrt{3}' -> ['2', '1+\\sqrt{3}', '1-\\sqrt{3}']."""
+    out = []
+    for x in _split_top(s):
+        m = x.count('\\pm') == 1 and re.fullmatch(r'([^()\[\]{}]*?)\\pm(.*)', x)
+        out += [m.group(1) + '+' + m.group(2), m.group(1) + '-' + m.group(2)] if m else [x]
+    return out
+
+
+def _match_lists(xs, ys, ordered, deadline):
     if len(xs) != len(ys):
         return False
     if ordered:
-        return all(_equiv(x, y, timeout)[0] for x, y in zip(xs, ys))
+        return all(_compare(x, y, deadline)[0] for x, y in zip(xs, ys))
     left = list(ys)
     for x in xs:  # greedy matching is exact here: equivalence is transitive
-        j = next((j for j, y in enumerate(left) if _equiv(x, y, timeout)[0]), None)
+        j = next((j for j, y in enumerate(left) if _compare(x, y, deadline)[0]), None)
         if j is None:
             return False
         left.pop(j)
@@ -228,40 +246,42 @@ def _match_lists(xs, ys, ordered, timeout):
 
 @functools.lru_cache(maxsize=1 << 18)
 def _equiv(a, b, timeout=2.0):
-    """(equal, method) for two raw answer strings; method in string/numeric/structure/sympy/timeout/none."""
+    """(equal, method) for two raw answer strings, within about `timeout` seconds in all."""
+    return _compare(a, b, time.monotonic() + timeout)
+
+
+def _compare(a, b, deadline):
+    """method: string / numeric / structure / sympy / timeout / none."""
+    if max(len(a), len(b)) > 1000:  # no real answer is this long; keeps every regex below cheap
+        return a.strip() == b.strip(), 'string'
+    if time.monotonic() > deadline:  # long lists of items share one budget
+        return False, 'timeout'
     a, b = _norm(a), _norm(b)
     if a == b:
         return True, 'string'
     if not a or not b:
         return False, 'none'
-    for sep, ordered in (('\\cup', False), (',', False)):  # unions, then multiple answers: any order
-        xs, ys = [p for p in a.split(sep) if p] if sep != ',' else _split_top(a), \
-            [p for p in b.split(sep) if p] if sep != ',' else _split_top(b)
-        if len(xs) > 1 or len(ys) > 1:
-            return _match_lists(xs, ys, ordered, timeout), 'structure'
-    pm = [re.fullmatch(r'([^,]*?)\\pm([^,]*)', x) for x in (a, b)]  # "1\pm\sqrt{19}" is two answers
-    if any(pm):
-        xs, ys = [[m.group(1) + '+' + m.group(2), m.group(1) + '-' + m.group(2)] if m else [x]
-                  for m, x in zip(pm, (a, b))]
-        return _match_lists(xs, ys, False, timeout), 'structure'
+    if '\\cup' in a or '\\cup' in b:  # unions of intervals / sets: parts in any order
+        return _match_lists(a.split('\\cup'), b.split('\\cup'), False, deadline), 'structure'
+    xs, ys = _answers(a), _answers(b)
+    if len(xs) > 1 or len(ys) > 1:  # several answers, in any order
+        return _match_lists(xs, ys, False, deadline), 'structure'
     ta, tb = _bracketed(a), _bracketed(b)
-    if ta and tb and (len(ta[2]) > 1 or ta[0] == '['):  # tuple / interval / set / matrix
-        if ta[:2] != tb[:2] and not (ta[0] == '{') == (tb[0] == '{') == False:
-            return False, 'structure'
-        return _match_lists(ta[2], tb[2], ta[0] != '{', timeout), 'structure'
-    if ta and len(ta[2]) > 1 or tb and len(tb[2]) > 1:
+    if ta and tb and (len(ta[2]) > 1 or len(tb[2]) > 1 or ta[0] != '(' or tb[0] != '('):
+        # tuple / interval / set / matrix: same brackets, elements in order (sets in any order)
+        xs, ys = (ta[2], tb[2]) if ta[0] != '{' else (_answers(','.join(ta[2])), _answers(','.join(tb[2])))
+        return ta[:2] == tb[:2] and _match_lists(xs, ys, ta[0] != '{', deadline), 'structure'
+    if (ta and len(ta[2]) > 1) or (tb and len(tb[2]) > 1):
         return False, 'structure'
     pa, pb = a.endswith('%'), b.endswith('%')
     na, nb = _num(a.rstrip('%')), _num(b.rstrip('%'))
     if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5
         ok = _num_equal(na, nb) or (pa != pb and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1)))
         return ok, 'numeric'
-    if re.fullmatch(r'[A-Za-z ]+', a) and re.fullmatch(r'[A-Za-z ]+', b) and (len(a) > 2 or len(b) > 2):
-        return a.lower() == b.lower(), 'string'  # words: "Evelyn", "even"
-    r = _sympy_call(a.rstrip('%'), b.rstrip('%'), timeout)
-    if r is None:
-        return False, 'timeout'
-    return r, 'sympy'
+    if re.fullmatch(r'[A-Za-z ]{3,}', a) or re.fullmatch(r'[A-Za-z ]{3,}', b):
+        return a.lower() == b.lower(), 'string'  # words: "Evelyn", "even" (sympy would read e*v*e*n)
+    r = _sympy_call(a.rstrip('%'), b.rstrip('%'), deadline)
+    return (False, 'timeout') if r is None else (r, 'sympy')
 
 
 def is_equiv(pred, gold, timeout=2.0):
@@ -285,11 +305,12 @@ def grade(text, gold, dataset, timeout=2.0):
     ans, stage = extract_answer(text)
     if ans is None:
         return dict(correct=False, answer=None, stage='none')
+    start = time.monotonic()
     ok, method = _equiv(ans, g, float(timeout))
     if not ok and stage == 'boxed' and len(_split_top(_norm(g))) > 1:
         boxes = list(dict.fromkeys(_boxes(text)))  # several answers boxed one by one
-        if len(boxes) > 1:
-            ok, method = _equiv(', '.join(boxes), g, float(timeout))
+        if len(boxes) > 1:  # what is left of the time budget
+            ok, method = _equiv(', '.join(boxes), g, round(max(0.0, timeout - (time.monotonic() - start)), 1))
             ans = ', '.join(boxes) if ok else ans
     return dict(correct=bool(ok), answer=ans, stage=f'{stage}/{method}')
 
@@ -381,6 +402,7 @@ def _to_python(s):
     py = re.sub(r'(\d)\s*(?=[A-Za-z(])', r'\1*', py)  # 2x, 3(x+1), 2sqrt(3)
     py = re.sub(r'\)\s*(?=[\w(])', ')*', py)  # (a+5)(b+2), (1/2)x
     py = re.sub(r'(\d)\*e\*?([+-]?\d)', r'\1e\2', py)  # undo 1.5e3 -> 1.5*e3
+    py = re.sub(r'(?<![\d.])0+(?=\d)', '', py)  # "023": python rejects leading zeros
     if re.search(r'[^\w\s+\-*/().,]|\.(?!\d)|(?<!\d)\.|__', py):
         raise ValueError('characters')
     for name in re.findall(r'[A-Za-z_]\w*', py):  # whitelist: sympy parses with eval()
@@ -391,14 +413,17 @@ def _to_python(s):
 
 
 def _magnitude(e):
-    """Upper bound on log10 of the size of an unevaluated expression; inf if it is astronomical."""
-    if e.is_Number:
-        return abs(float(e)) and max(0.0, __import__('math').log10(abs(float(e)))) if e.is_finite else 0.0
-    args = [_magnitude(a) for a in e.args]
+    """Upper bound on log10 of the digits an unevaluated expression needs; inf if astronomical."""
+    if e.is_Rational:
+        return max(int(e.p).bit_length(), int(e.q).bit_length()) * 0.302
+    if e.is_Float:
+        return max(0.0, (e._mpf_[2] + e._mpf_[3]) * 0.302)
+    args = [_magnitude(x) for x in e.args]
     if e.is_Pow:
-        b, x = args
-        return float('inf') if x > 6 else (b + 1) * 10 ** x
-    return sum(args) + 1 if args else 1.0
+        return float('inf') if args[1] > 6 else max(args[0], 0.3) * 10 ** args[1]
+    if type(e).__name__ in ('exp', 'binomial'):  # e^x and C(n, k) grow like powers too
+        return float('inf') if args[0] > 6 else 10 ** args[0]
+    return sum(args) + 1
 
 
 def _sympy_equal(a, b):
@@ -406,7 +431,7 @@ def _sympy_equal(a, b):
     import sympy
     from sympy.parsing.sympy_parser import parse_expr, standard_transformations, implicit_multiplication_application
     T = standard_transformations + (implicit_multiplication_application,)
-    names = {n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function',
+    names = {n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function', 'Add', 'Mul', 'Pow',
                                            'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan',
                                            'sinh', 'cosh', 'tanh', 'log', 'exp', 'sqrt', 'binomial', 'pi', 'oo')}
 
@@ -427,30 +452,34 @@ def _sympy_equal(a, b):
         (ea, eqa), (eb, eqb) = parse(a), parse(b)
     except Exception:
         return False
-    if eqa != eqb:
+    if eqa != eqb or ea.has(sympy.nan, sympy.zoo) or eb.has(sympy.nan, sympy.zoo):
         return False
     if ea == eb:
         return True
     if ea.is_Rational and eb.is_Rational:
         return False
-    tol = 1e-6 if ea.has(sympy.Float) or eb.has(sympy.Float) else 1e-10
+    exact = not (ea.has(sympy.Float) or eb.has(sympy.Float))  # decimals are approximations: 1e-6 relative
     syms = sorted(ea.free_symbols | eb.free_symbols, key=str)
     rng = random.Random(0)
-    for _ in range(3 if syms else 1):  # equal at random points (or as numbers) to within tol
-        pt = {x: sympy.Float(rng.uniform(0.5, 2.5)) for x in syms}
+    for _ in range(3 if syms else 1):  # equal at 3 random positive rational points (or as numbers)
+        pt = {x: sympy.Rational(rng.randint(5, 60), rng.randint(5, 60)) for x in syms}
         ok = False
         for sign in ((1, -1) if eqa else (1,)):  # an equation may be written with sides swapped
             try:
-                va, vb = complex(ea.evalf(30, subs=pt)), complex(sign * eb.evalf(30, subs=pt))
+                d = (ea - sign * eb).subs(pt)  # exact where it can be; evalf then gets the digits of d itself
+                dv = 0.0 if d == 0 else abs(complex(d.evalf(50)))
+                scale = max(1.0, abs(complex(ea.subs(pt).evalf(20))), abs(complex(eb.subs(pt).evalf(20))))
             except (TypeError, ValueError, OverflowError, ZeroDivisionError):
                 continue
-            ok = ok or abs(va - vb) <= tol * max(1.0, abs(va), abs(vb))
+            ok = ok or dv <= (1e-30 if exact else 1e-6) * scale
         if not ok:
             return False
     return True
 
 
 def _worker(conn):
+    import warnings
+    warnings.simplefilter('ignore')  # sympy deprecation noise on odd input
     while True:
         try:
             a, b = conn.recv()
@@ -465,26 +494,33 @@ def _worker(conn):
 
 _pool = {'proc': None, 'conn': None}
 _pool_lock = threading.Lock()
+_sympy_cache = {}
 
 
-def _sympy_call(a, b, timeout):
-    """True/False from the worker, or None if it ran past timeout (the worker is then killed)."""
+def _sympy_call(a, b, deadline):
+    """True/False from the worker, or None if it ran past the deadline (the worker is then killed)."""
+    if (a, b) in _sympy_cache:
+        return _sympy_cache[a, b]
     with _pool_lock:
+        start = time.monotonic()  # starting a worker is not charged to the comparison
         if _pool['proc'] is None or not _pool['proc'].is_alive():
-            import sympy  # noqa: F401  imported before fork so a restarted worker is ready at once
+            import sympy.parsing.sympy_parser  # noqa: F401  imported before fork: a new worker is ready at once
             ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
-            parent, child = ctx.Pipe()
+            _pool['conn'], child = ctx.Pipe()
             _pool['proc'] = ctx.Process(target=_worker, args=(child,), daemon=True)
             _pool['proc'].start()
-            _pool['conn'] = parent
-        conn = _pool['conn']
-        conn.send((a, b))
-        if conn.poll(timeout):
-            return conn.recv()
+        timeout = deadline - start
+        if timeout <= 0:
+            return None
+        _pool['conn'].send((a, b))
+        if _pool['conn'].poll(timeout):
+            r = _sympy_cache[a, b] = _pool['conn'].recv()
+            return r
         _pool['proc'].kill()
         _pool['proc'].join()
         _pool['proc'] = None
         return None
+
 
 # -----------------------------------------------------------------------------
 # stage 2: LLM judge
@@ -495,20 +531,9 @@ JUDGE_PROMPT = ("Problem:\n{question}\n\nEnd of a student's solution:\n...{tail}
 
 
 def load_judge(name, device='cpu'):
-    """(model, tokenizer) for a local HF causal LM: a hub id / folder, or a .gguf file path."""
-    try:
-        from extract import load_generator
-        return load_generator(name, device)
-    except ImportError:
-        pass
-    import torch
-    from transformers import AutoTokenizer, AutoModelForCausalLM
-    kw = {}
-    if name.endswith('.gguf'):
-        name, kw = os.path.dirname(name), dict(gguf_file=os.path.basename(name))
-    tok = AutoTokenizer.from_pretrained(name, **kw)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32, **kw).to(device).eval()
-    return model, tok
+    """(model, tokenizer) for a local HF causal LM: 'smollm2' (embedded), a .gguf path, a folder or hub id."""
+    from extract import load_generator
+    return load_generator(name, device)
 
 
 def judge_prompts(tok, items):
@@ -641,15 +666,13 @@ def print_summary(split, summary):
 if __name__ == '__main__':
     out_dir = 'out'  # the extraction run directory (holds train/ and eval/)
     splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
-    judge_model = ''  # '' = stage 1 only; else a local HF causal LM id / folder / .gguf path
+    judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
     judge_batch_size = 8
     judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
     sympy_timeout = 2.0  # seconds per sympy comparison; the worker process is killed past it
     device = 'cpu'  # judge device: 'cpu', 'cuda', 'cuda:0', ...
     seed = 1337  # labelling is deterministic; recorded for the run config
-    config_keys = [k for k, v in globals().items() if not k.startswith('_') and isinstance(v, (int, float, bool, str, list))]
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
-    config = {k: globals()[k] for k in config_keys}
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())  # sets config
     random.seed(seed)
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]

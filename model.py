@@ -59,9 +59,10 @@ def load_labels(split_dir):
 def load_split(split_dir, labels=True):
     """All problems of one split dir as a list of dicts (the per-problem .pt content), each candidate
     carrying 'correct' (bool) from labels.json when labels=True. Never needs the generator."""
+    files = problem_files(split_dir)  # no data at all is the first thing to report
     lab = load_labels(split_dir) if labels else None
     problems = []
-    for path in problem_files(split_dir):
+    for path in files:
         p = load_problem(path)
         if lab is not None:
             ls = lab.get(p['key'])
@@ -122,9 +123,10 @@ def pool_metrics(score_lists, label_lists):
 # Parameter counts. The paper's equations (linear projection, 2 post-LN encoder layers with FFN 4d,
 # mean pool, LN, one linear readout) give 2,104,833 parameters at d_gen 2048, i.e. 2.10M, while its
 # tables say 2.12M / 2.25M / 2.65M (d_gen 2048/2560/4096), 3.69M (top-4 layers, 8192), 0.67M
-# (Transformer d=128) and 0.40M (DeepSet d=128). All of them are reproduced, and nothing else we tried
-# reproduces all of them at once, by a score head LN -> Linear(d, 64) -> ReLU -> Linear(64, 1), i.e.
-# 64*d + 128 more than a single linear readout (+16,256 at d=256). For the default HSRM:
+# (Transformer d=128) and 0.40M (DeepSet d=128). Every one of them is reproduced by a score head
+# LN -> Linear(d, 64) -> ReLU -> Linear(64, 1), i.e. 64*d + 128 more than a single linear readout
+# (+16,256 at d=256). (A 64-entry learned step-position table would also fit the Transformer counts,
+# but not DeepSet's, and would cap S at 64 where extraction keeps up to 100 steps.) Default HSRM:
 #   input projection d_gen*256 + 256            524,544 at d_gen 2048 (the only d_gen-dependent part)
 #   2 encoder layers x 789,760                1,579,520 (qkv 197,376 + out 65,792 + FFN 525,568 + 2 LN 1,024)
 #   pooled LN 512 + head 16,448 + 65             17,025
@@ -359,23 +361,31 @@ def problem_columns(problems, spec, where):
     return layer_columns(stored, spec['layers'], spec['d_gen'], width, where)
 
 
+def cand_length(c, spec):
+    """Sequence length a candidate costs the verifier: tokens for text models, steps otherwise."""
+    if spec['kind'] in ('text', 'hybrid'):
+        return min(len(c['token_ids']), spec['max_tokens'])
+    return 1 if spec['input_steps'] == 'last' else len(c['states'])
+
+
+def score_sorted(model, cands, cols, chunk, device):
+    """Scores of `cands` [M] in the given order, computed in chunks of `chunk` candidates of similar
+    length (so padding stays small even when a few candidates are long). Keeps autograd if enabled."""
+    order = sorted(range(len(cands)), key=lambda i: cand_length(cands[i], model.spec))
+    chunk = chunk or len(cands)
+    out = torch.cat([model(batch_to(make_batch([cands[i] for i in order[k:k + chunk]], model.spec, cols), device))
+                     for k in range(0, len(order), chunk)])
+    return out[torch.argsort(torch.tensor(order, device=out.device))]
+
+
 @torch.inference_mode()
-def score_problems(model, problems, batch_size=1024, device='cpu', where='problems'):
+def score_problems(model, problems, batch_size=256, device='cpu', where='problems'):
     """Scores per candidate, per problem, in order: list of float np arrays. Candidates of all problems
     are sorted by length and batched together so batches carry little padding."""
     model.eval().to(device)
     cols = problem_columns(problems, model.spec, where)
-    flat = [(len(c['states']) if model.spec['kind'] != 'text' else len(c['token_ids']), pi, ci)
-            for pi, p in enumerate(problems) for ci, c in enumerate(p['candidates'])]
-    flat.sort()
-    out = [np.zeros(len(p['candidates']), dtype=np.float32) for p in problems]
-    for b in range(0, len(flat), batch_size):
-        chunk = flat[b:b + batch_size]
-        batch = make_batch([problems[pi]['candidates'][ci] for _, pi, ci in chunk], model.spec, cols)
-        s = model(batch_to(batch, device)).float().cpu().numpy()
-        for (_, pi, ci), v in zip(chunk, s):
-            out[pi][ci] = v
-    return out
+    s = score_sorted(model, [c for p in problems for c in p['candidates']], cols, batch_size, device)
+    return list(np.split(s.float().cpu().numpy(), np.cumsum([len(p['candidates']) for p in problems])[:-1]))
 
 
 # -----------------------------------------------------------------------------

@@ -21,14 +21,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from model import (LOSSES, atomic_write_json, batch_to, build_verifier, build_vocab, check_states, count_params,
-                   load_split, make_batch, pool_metrics, problem_columns, save_checkpoint, score_problems)
+from model import (LOSSES, atomic_write_json, build_verifier, build_vocab, check_states, count_params, load_split,
+                   pool_metrics, problem_columns, save_checkpoint, score_problems, score_sorted)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out'             # extraction run dir: reads {out_dir}/train unless train_dirs is set
 train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
-run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{verifier}_seed{seed}
+run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid'
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
 max_tokens = 512            # text/hybrid: last tokens of each completion read (= position table size)
@@ -52,7 +52,8 @@ max_train_problems = None   # K: train on K problems drawn (by seed) from the tr
 seed = 42
 seeds = None                # list of seeds: one run (and run dir) per seed
 device = 'cpu'              # 'cpu' | 'cuda' | 'auto'
-eval_batch_size = 1024      # candidates per scoring batch in validation
+chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
+eval_batch_size = 256       # candidates per scoring batch in validation
 # -----------------------------------------------------------------------------
 _config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
                 and isinstance(v, (int, float, bool, str, list, type(None)))]
@@ -122,8 +123,9 @@ def train(train_problems, val_problems, cfg):
     gen = torch.Generator().manual_seed(seed_)  # ListMLE tie breaks
     dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
 
-    if not train_problems:
-        raise ValueError("no training problems; fix: check train_dirs / max_train_problems")
+    if not train_problems or not val_problems:
+        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
+                         f"least one; fix: check train_dirs and val_frac")
     if cfg['max_train_problems'] is not None:
         k = cfg['max_train_problems']
         if not 0 < k <= len(train_problems):
@@ -170,7 +172,7 @@ def train(train_problems, val_problems, cfg):
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': d_gen, 'layers': use_layers,
-           'skipped_batches': 0}
+           'skipped_batches': 0, 'step_time_s': 0.0}
     run_dir_ = cfg['run_dir']
     t0 = time.time()
     order, cursor = rng.permutation(len(pool)), 0
@@ -188,20 +190,22 @@ def train(train_problems, val_problems, cfg):
                 cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
             cands += cs
             pids += [j] * len(cs)
-        batch = batch_to(make_batch(cands, spec, cols), dev)
         labels = torch.tensor([float(c['correct']) for c in cands], device=dev)
         for g in opt.param_groups:
             g['lr'] = lr_at(it)
         model.train()
-        l = _loss_of(cfg['loss'], model(batch), labels, torch.tensor(pids, device=dev), gen)
+        t1 = time.time()
+        scores = score_sorted(model, cands, cols, cfg['chunk_candidates'], dev)
+        l = _loss_of(cfg['loss'], scores, labels, torch.tensor(pids, device=dev), gen)
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
             opt.zero_grad(set_to_none=True)
             l.backward()
             opt.step()
-            log['train_loss'].append((it, float(l)))
-            bar.set_postfix(loss=f'{float(l):.4f}', best=f'{best:.4f}')
+            log['step_time_s'] += time.time() - t1
+            log['train_loss'].append((it, l.item()))
+            bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
 
         if (it + 1) % cfg['eval_interval'] == 0 or it + 1 == cfg['max_iters']:
             m = val_metrics(model, val_problems, cfg, dev, gen)
@@ -213,8 +217,8 @@ def train(train_problems, val_problems, cfg):
                 best_state = copy.deepcopy(model.state_dict())
                 if run_dir_:
                     save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
-                                    {'train_config': cfg, 'best_metric': {cfg['early_stop_metric']: v, **m},
-                                     'best_step': best_step})
+                                    {'train_config': cfg, 'early_stop_metric': cfg['early_stop_metric'],
+                                     'best_metric': v, 'best_step': best_step, 'best_val': m})
             else:
                 bad_evals += 1
             if run_dir_:
@@ -232,6 +236,20 @@ def train(train_problems, val_problems, cfg):
     return model.eval(), log
 
 
+# keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
+NAME_KEYS = ('text_size', 'layers', 'input_steps', 'loss', 'n_train', 'max_train_problems')
+
+
+def run_name(cfg):
+    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise."""
+    tags = [cfg['verifier']]
+    for k in NAME_KEYS:
+        if cfg[k] != DEFAULTS[k] and not (k == 'text_size' and cfg['verifier'] != 'text'):
+            v = cfg[k]
+            tags.append(k + ''.join(str(x) for x in v) if isinstance(v, list) else f'{k}-{v}')
+    return '_'.join(tags + [f"seed{cfg['seed']}"])
+
+
 def run(cfg):
     """The CLI: load the split dirs, split each by problem, pool, train one model per seed."""
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
@@ -242,7 +260,7 @@ def run(cfg):
         tr, va = tr + a, va + b
     for s in cfg['seeds'] or [cfg['seed']]:
         c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None}
-        c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', f"{cfg['verifier']}_seed{s}")
+        c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c))
         if cfg['run_dir']:  # one dir per seed below it when sweeping
             c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
         logp = os.path.join(c['run_dir'], 'log.json')
@@ -252,6 +270,7 @@ def run(cfg):
                 if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
                     print(f"{c['run_dir']} already finished with this config; skipping")
                     continue
+            print(f"{c['run_dir']} holds an unfinished or different run; training it again")
         atomic_write_json(c, cfgp)
         _, log = train(tr, va, c)
         bv = log['best_val']

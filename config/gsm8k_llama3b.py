@@ -1,0 +1,18 @@
+# Paper cell: gsm8k x meta-llama/Llama-3.2-3B-Instruct (cross-family). Splits, sampling and training settings from the paper's
+# appendix (float16, T=0.7, top-p 0.9, non-thinking, 64 samples per training problem, 8 per
+# evaluation problem, AdamW 1e-4, 1000 steps, 5 seeds). One CUDA GPU; d_gen = 3072.
+out_dir = 'out/gsm8k_llama3b'
+model = 'meta-llama/Llama-3.2-3B-Instruct'
+dataset = 'gsm8k'
+train_range = (0, 499)
+eval_range = (500, 1318)
+n_train_samples = 64
+n_eval_samples = 8
+temperature = 0.7
+top_p = 0.9
+max_new_tokens = 1024
+enable_thinking = False
+device = 'cuda'
+dtype = 'float16'
+batch_size = 64
+seeds = [42, 123, 456, 789, 1024]

@@ -1,0 +1,530 @@
+"""
+Evaluation: HSRM and every baseline on one evaluation split, side by side, in one table.
+
+    python evaluate.py config/gsm8k_1p7b.py                       # every ckpt under {out_dir}/verifiers/
+    python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
+
+Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
+adds the cheap scorers, the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
+single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
+Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
+"optimistic". Validation choices (vote temperature, best cheap scorer) use the problem-level val split
+of {train_dir} (train.py's split_problems, same val_frac / val_seed as training).
+"""
+import glob
+import json
+import math
+import os
+import re
+import time
+
+import numpy as np
+import torch
+
+from baselines import CHEAP_SCORERS, cheap_scores
+from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
+from model import (atomic_write_json, count_params, load_checkpoint, load_labels, load_problem, load_split,
+                   problem_files, score_problems, within_auroc)
+
+# -----------------------------------------------------------------------------
+# config (options in the comments)
+out_dir = 'out'             # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
+eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
+train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best cheap scorer
+ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else a list of ckpt paths (e.g. from another run)
+n_eval = 8                  # N of the headline best-of-N
+n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
+n_subsets = 100             # random N-subsets per problem when the pool holds more than N
+subset_seed = 0             # seed of those subsets (the same subsets for every method)
+vote_temps = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0]  # weighted-vote temperature grid (chosen on validation)
+val_frac = 0.2              # validation split of train_dir: as train.py's (same meaning, same defaults)
+val_seed = 42
+prm_reduce = 'last'         # PRM candidate score from its step scores: 'last' (paper) | 'min' | 'prod'
+eval_batch_size = 1024      # candidates per scoring batch
+device = 'cpu'              # 'cpu' | 'cuda' | 'auto'; per-candidate times in the cost table are measured on it
+plots = True                # write PNG plots when matplotlib is installed
+# -----------------------------------------------------------------------------
+_config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
+                and isinstance(v, (int, float, bool, str, list, type(None)))]
+DEFAULTS = {k: globals()[k] for k in _config_keys}
+
+# -----------------------------------------------------------------------------
+# pool statistics: labels, answer groups and fixed random subsets, built once per split
+
+
+def answer_groups(answers, equal):
+    """Group id per candidate by answer equivalence (equal(a, b) -> bool); -1 = no extracted answer."""
+    reps, seen, out = [], {}, []
+    for a in answers:
+        if a is None or str(a).strip() == '':
+            out.append(-1)
+            continue
+        if a not in seen:
+            seen[a] = next((g for g, r in enumerate(reps) if equal(a, r)), len(reps))
+            if seen[a] == len(reps):
+                reps.append(a)
+        out.append(seen[a])
+    return np.array(out, dtype=np.int64)
+
+
+def subset_index(m, n, n_subsets, seed):
+    """[k, n] candidate indices: the whole pool when m == n, else n_subsets random n-subsets."""
+    if n == m:
+        return np.arange(m)[None, :]
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((n_subsets, m)), axis=1)[:, :n]
+
+
+def build_pool(problems, ns, n_subsets, seed, equal):
+    """Per problem: 'labels' [m] float, 'groups' [m] int, 'subsets' {n: [k, n]} for n in ns (n <= m)."""
+    pool = []
+    for p in problems:
+        m = len(p['candidates'])
+        if m < min(ns):
+            raise ValueError(f"problem {p['key']} has {m} candidates but best-of-{min(ns)} needs {min(ns)}; "
+                             f"fix: --n_eval=<= {m} or extract more samples")
+        pool.append({'key': p['key'], 'labels': np.array([float(c['correct']) for c in p['candidates']]),
+                     'groups': answer_groups([c.get('answer') for c in p['candidates']], equal),
+                     'subsets': {n: subset_index(m, n, n_subsets, [seed, int(p['index'])]) for n in ns if n <= m}})
+    return pool
+
+
+# -----------------------------------------------------------------------------
+# selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
+
+
+def _ties(v, present=None):
+    mx = v.max(1, keepdims=True)
+    top = v >= mx - 1e-12 * np.maximum(1.0, np.abs(mx))
+    return top if present is None else top & present
+
+
+def best_of_n_sub(scores, labels, sub):
+    """Mean over subsets of best_of_n (model.py's rule: argmax, ties = mean label of the tied)."""
+    s, l = scores[sub], labels[sub]
+    top = _ties(s)
+    return float(((top * l).sum(1) / top.sum(1)).mean())
+
+
+def vote_sub(groups, labels, sub, scores=None, temp=None):
+    """Majority vote over answer groups (scores None), or verifier-weighted vote: each candidate adds
+    softmax(score / temp) over its subset to its group (temp None: the scores themselves, for a PRM's
+    probabilities). Candidates without an answer do not vote; a subset where nobody has one is a
+    uniform pick. The winning group's correctness is the mean label of its members; tied groups split."""
+    g, l = groups[sub], labels[sub]
+    G = int(groups.max()) + 1
+    if G == 0:
+        return float(l.mean())
+    if scores is None:
+        w = np.ones_like(l)
+    elif temp is None:
+        w = scores[sub].astype(np.float64)
+    else:
+        s = scores[sub]
+        w = np.exp((s - s.max(1, keepdims=True)) / temp)
+    onehot = g[:, :, None] == np.arange(G)  # [k, n, G]
+    gw = np.einsum('kn,kng->kg', w, onehot)
+    cnt = onehot.sum(1)
+    gl = np.einsum('kn,kng->kg', l, onehot) / np.maximum(cnt, 1)
+    present = cnt > 0
+    top = _ties(np.where(present, gw, -np.inf), present)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        acc = np.where(present.any(1), (top * gl).sum(1) / top.sum(1), l.mean(1))
+    return float(acc.mean())
+
+
+def oracle_sub(labels, sub):
+    """pass@n on the same subsets as the selection rules, so no rule can beat it."""
+    return float(labels[sub].max(1).mean())
+
+
+def mean_auroc(score_lists, pool):
+    a = [within_auroc(s, q['labels']) for s, q in zip(score_lists, pool)]
+    a = [x for x in a if x is not None]
+    return float(np.mean(a)) if a else float('nan'), len(a)
+
+
+def scored_metrics(score_lists, pool, ns, temp=None, vote=False):
+    """Best-of-n for n in ns, mean within-problem AUROC over the full pool, and (vote=True) the
+    verifier-weighted vote at each n with temperature temp."""
+    score_lists = [np.where(np.isnan(s), -np.inf, np.asarray(s, dtype=np.float64)) for s in score_lists]
+    auroc, n_auc = mean_auroc(score_lists, pool)
+    m = {'acc_at': {n: float(np.mean([best_of_n_sub(s, q['labels'], q['subsets'][n])
+                                      for s, q in zip(score_lists, pool)])) for n in ns},
+         'auroc': auroc, 'n_auroc_problems': n_auc}
+    if vote:
+        m['vote_at'] = {n: float(np.mean([vote_sub(q['groups'], q['labels'], q['subsets'][n], s, temp)
+                                          for s, q in zip(score_lists, pool)])) for n in ns}
+    return m
+
+
+def choose_temp(score_lists, pool, n, temps):
+    """Weighted-vote temperature with the best vote accuracy at n on a validation pool (first on ties)."""
+    accs = [scored_metrics(score_lists, pool, [n], t, vote=True)['vote_at'][n] for t in temps]
+    return float(temps[int(np.argmax(accs))])
+
+
+# -----------------------------------------------------------------------------
+# cost: analytic forward FLOPs per candidate (2 per multiply-add) from the model's own modules
+
+
+def _enc_flops(encoder, L):
+    f = 0
+    for layer in encoder.layers:
+        d, dff = layer.self_attn.embed_dim, layer.linear1.out_features
+        f += 2 * L * (4 * d * d + 2 * d * dff) + 4 * L * L * d  # qkv+out+FFN, then QK^T and AV
+    return f
+
+
+def _head_flops(head):
+    return sum(2 * m.in_features * m.out_features for m in head if isinstance(m, torch.nn.Linear))
+
+
+def verifier_flops(model, n_steps, n_tokens):
+    """FLOPs of one candidate with n_steps step states and n_tokens completion tokens."""
+    kind, spec = model.spec['kind'], model.spec
+    S = 1 if spec['input_steps'] == 'last' else n_steps
+    T = max(1, min(n_tokens, spec['max_tokens']))
+
+    def hsrm(m):
+        return 2 * S * m.proj.in_features * m.proj.out_features + _enc_flops(m.encoder, S)
+
+    if kind in ('hsrm', 'hsrm_narrow'):
+        return hsrm(model) + _head_flops(model.head)
+    if kind == 'deepset':
+        return 2 * S * sum(m.in_features * m.out_features for m in model.phi if isinstance(m, torch.nn.Linear)) \
+            + _head_flops(model.head)
+    if kind == 'text':
+        return _enc_flops(model.encoder, T) + _head_flops(model.head)
+    return hsrm(model.hidden) + _enc_flops(model.text.encoder, T) + _head_flops(model.head)  # hybrid
+
+
+# -----------------------------------------------------------------------------
+# scoring with caches: a rerun reuses every score already computed for the same checkpoint file
+
+
+def load_problems(split_dir, files):
+    """Problems of the given files of one split, with labels (model.load_split for a subset)."""
+    lab = load_labels(split_dir)
+    out = []
+    for f in files:
+        p = load_problem(f)
+        ls = lab.get(p['key'])
+        if ls is None or len(ls) != len(p['candidates']):
+            raise ValueError(f"labels.json in {split_dir} does not cover problem {p['key']}; fix: re-run label.py")
+        for c, l in zip(p['candidates'], ls):
+            c['correct'], c['answer'] = bool(l['correct']), l.get('answer')
+        out.append(p)
+    return out
+
+
+def _slug(path):
+    return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
+
+
+def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device):
+    """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
+    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file is unchanged."""
+    path = os.path.join(cache_dir, _slug(split_dir), _slug(os.path.dirname(ckpt_path)) + '.json')
+    stamp = os.path.getmtime(ckpt_path)
+    if os.path.exists(path):
+        with open(path) as f:
+            c = json.load(f)
+        if c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and all(p['key'] in c['scores'] for p in problems):
+            return [np.array(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
+    t0 = time.perf_counter()
+    scores = score_problems(model, problems, batch_size, device, where=split_dir)
+    spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
+    dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
+    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'seconds_per_candidate': spc, 'device': dev,
+                       'scores': {p['key']: s.tolist() for p, s in zip(problems, scores)}}, path)
+    return scores, spc, dev
+
+
+def run_group(ckpt_path):
+    """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix."""
+    return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
+
+
+PRETTY = {'hsrm': 'HSRM', 'hsrm_narrow': 'HSRM (d=128)', 'deepset': 'DeepSet', 'hybrid': 'Hybrid (text + hidden)',
+          'text_small': 'EORM-style text (small)', 'text_large': 'EORM-style text (large)'}
+CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
+                'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
+                'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
+
+
+def mean_std(values):
+    v = np.array([x for x in values if x is not None and not np.isnan(x)], dtype=np.float64)
+    if not len(v):
+        return float('nan'), None
+    return float(v.mean()), (float(v.std(ddof=1)) if len(v) > 1 else None)
+
+
+def make_row(method, kind, runs, params=None, **extra):
+    """A table row from per-run metric dicts (one per seed): mean and std of each metric."""
+    row = {'method': method, 'type': kind, 'n_runs': len(runs), 'params': params, 'runs': runs, **extra}
+    row['acc'], row['acc_std'] = mean_std([r['acc'] for r in runs])
+    row['auroc'], row['auroc_std'] = mean_std([r.get('auroc') for r in runs])
+    ns = sorted({n for r in runs for n in r.get('acc_at', {})})
+    row['acc_at'] = {n: mean_std([r['acc_at'][n] for r in runs])[0] for n in ns}
+    row['acc_at_std'] = {n: mean_std([r['acc_at'][n] for r in runs])[1] for n in ns}
+    return row
+
+
+# -----------------------------------------------------------------------------
+# output: markdown tables laid out like the paper's, and plots
+
+
+def _fmt(v, sd, pct):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return '–'
+    s = f'{100 * v:.2f}' if pct else f'{v:.3f}'
+    return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
+
+
+def _num(x, unit=''):
+    if x is None:
+        return '–'
+    for div, suf in ((1e12, 'T'), (1e9, 'G'), (1e6, 'M'), (1e3, 'k')):
+        if abs(x) >= div:
+            return f'{x / div:.3g}{suf}{unit}'
+    return f'{x:.3g}{unit}'
+
+
+def render_markdown(res):
+    n = res['n_eval']
+    out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
+           f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
+           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer'] else '') + '.',
+           '', f'| Method | Params | Bo{n} Acc. (%) | Within-AUROC |', '|---|---:|---:|---:|']
+    for r in res['rows']:
+        seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
+        out.append(f"| {r['method']}{seeds} | {_num(r['params'])} | {_fmt(r['acc'], r['acc_std'], True)} "
+                   f"| {_fmt(r.get('auroc'), r.get('auroc_std'), False)} |")
+    out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
+    ns = res['ns']
+    if len(ns) > 1:
+        out += ['', '### N-scaling (best-of-N accuracy, %)', '',
+                '| Method | ' + ' | '.join(str(k) for k in ns) + ' | Δ |', '|---|' + '---:|' * (len(ns) + 1)]
+        for r in res['rows']:
+            if r['type'] in ('single', 'cheap'):
+                continue
+            a = [r['acc_at'].get(k) for k in ns]
+            d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
+            name = 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
+            out.append(f"| {name} | " + ' | '.join(_fmt(x, None, True) for x in a) + f' | {d} |')
+    out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
+            '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
+    for c in res['cost']:
+        t = f"{1e3 * c['seconds_per_candidate']:.3g} ms ({c['device']})" if c.get('seconds_per_candidate') else '–'
+        out.append(f"| {c['verifier']} | {_num(c['params'])} | {_num(c['params'] * 2, 'B')} | {c['input']} "
+                   f"| {_num(c['flops'])} | {t} | {c['extra_passes']} |")
+    return '\n'.join(out) + '\n'
+
+
+def make_plots(res, prefix):
+    """{prefix}_bon_vs_n.png and {prefix}_acc_vs_flops.png; a note instead when matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
+    files = []
+    if len(res['ns']) > 1:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for r in res['rows']:
+            if r['type'] not in ('cheap',):
+                ax.plot(res['ns'], [100 * r['acc_at'][k] for k in res['ns']], marker='o',
+                        label='Oracle pass@N' if r['type'] == 'oracle' else r['method'])
+        ax.set(xscale='log', xlabel='N (candidates)', ylabel='accuracy (%)', title=f"best-of-N, {res['dataset']}")
+        ax.minorticks_off()
+        ax.set_xticks(res['ns'], [str(k) for k in res['ns']])
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        files.append(f'{prefix}_bon_vs_n.png')
+        fig.savefig(files[-1], dpi=150)
+        plt.close(fig)
+    pts = [(c['flops'], c['acc'], c['verifier']) for c in res['cost'] if c.get('acc') is not None]
+    if pts:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for f, a, name in pts:
+            ax.scatter(f, 100 * a)
+            ax.annotate(name, (f, 100 * a), fontsize=7)
+        ax.set(xscale='log', xlabel='verifier FLOPs per candidate', ylabel=f"Bo{res['n_eval']} accuracy (%)",
+               title=f"accuracy vs verifier cost, {res['dataset']}")
+        fig.tight_layout()
+        files.append(f'{prefix}_acc_vs_flops.png')
+        fig.savefig(files[-1], dpi=150)
+        plt.close(fig)
+    return [f'plot: {f}' for f in files]
+
+
+# -----------------------------------------------------------------------------
+# the run: rows of the table, one block of methods at a time
+
+
+def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
+    """Single-pass, majority vote, every cheap scorer and the best cheap scorer (validation / test)."""
+    single = float(np.mean([q['labels'].mean() for q in pool]))
+    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [{'acc': single, 'acc_at': {k: single for k in ns}}])]
+    maj = {k: float(np.mean([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
+    rows.append(make_row('Majority vote (extracted answers)', 'vote', [{'acc': maj[n], 'acc_at': maj}]))
+    cheap, val_acc = {}, {}
+    for name in CHEAP_SCORERS:
+        mt = scored_metrics(cheap_scores(problems, name), pool, ns)
+        cheap[name] = {'acc': mt['acc_at'][n], **mt}
+        rows.append(make_row(CHEAP_PRETTY[name], 'cheap', [cheap[name]]))
+    if val_pool is not None:
+        val_acc = {k: scored_metrics(cheap_scores(val_problems, k), val_pool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
+        bv = max(CHEAP_SCORERS, key=lambda k: val_acc[k])
+        rows.append(make_row(f'Best cheap scorer on validation: {bv}', 'cheap_best_val', [cheap[bv]], scorer=bv))
+    bt = max(CHEAP_SCORERS, key=lambda k: cheap[k]['acc'])
+    rows.append(make_row(f'Best cheap scorer on test (optimistic): {bt}', 'cheap_best_test', [cheap[bt]], scorer=bt))
+    return rows, val_acc
+
+
+def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
+    """PRM rows from the per-step probabilities baselines.py cached, its cost row (nominal 7.6B
+    parameters when it was not run) and a note when the cache is incomplete."""
+    path, prm, rows, note = os.path.join(eval_dir, 'prm_scores.json'), None, [], None
+    if os.path.exists(path):
+        with open(path) as f:
+            prm = json.load(f)
+        done = sum(len(prm['steps'].get(p['key'], [])) == len(p['candidates']) for p in problems)
+        if done < len(problems):
+            note = (f"PRM rows left out: {path} covers {done} of {len(problems)} problems; fix: finish it with "
+                    f"`python baselines.py <config> --prm_model={prm['model']}`.")
+            prm = None
+    if prm:
+        sc = [np.array([reduce_steps(st, how) for st in prm['steps'][p['key']]]) for p in problems]
+        mt = scored_metrics(sc, pool, ns, None, vote=True)
+        name = f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)"
+        rows = [make_row(name, 'prm', [{'acc': mt['acc_at'][n], **mt}], params=prm.get('n_params')),
+                make_row(f'{name} + weighted vote', 'prm_vote', [{'acc': mt['vote_at'][n], 'acc_at': mt['vote_at']}])]
+    params = (prm or {}).get('n_params') or 7.6e9
+    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)', 'params': params,
+            'input': f'T text tokens (mean {t_mean:.0f})', 'flops': 2 * params * t_mean,
+            'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
+            'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
+    return rows, cost, note
+
+
+def verifier_rows(paths, problems, pool, val_problems, val_pool, ns, n, vn, cfg, dirs, dev):
+    """Score with every checkpoint (cached), one row per run name with mean ± std over its seeds, its
+    weighted-vote row, and its cost row. dirs: (eval_dir, train_dir, cache_dir)."""
+    eval_dir, train_dir, cache_dir = dirs
+    groups, rows, cost, trained_on = {}, [], [], set()
+    for path in paths:
+        groups.setdefault(run_group(path), []).append(path)
+    for g, gpaths in sorted(groups.items(), key=lambda kv: (kv[0].startswith('hsrm'), kv[0])):  # HSRM last
+        runs, arch = [], None
+        for path in gpaths:
+            model, ck = load_checkpoint(path, dev)
+            a = (ck['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['layers'], ck['input_steps'])
+            if arch is not None and a != arch:
+                raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
+                                 f"configuration its own run dir name")
+            arch, tc = a, ck.get('train_config') or {}
+            trained_on |= {os.path.abspath(d) for d in tc.get('train_dirs') or []}
+            sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
+            temp = None
+            if val_pool is not None:
+                vs = cached_scores(model, path, val_problems, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
+                temp = choose_temp(vs, val_pool, vn, cfg['vote_temps'])
+            mt = scored_metrics(sc, pool, ns, temp, vote=temp is not None)
+            runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'acc': mt['acc_at'][n],
+                         'temp': temp, 'seconds_per_candidate': spc, 'device': where, **mt,
+                         'flops': float(np.mean([verifier_flops(model, len(c['step_pos']), len(c['token_ids']))
+                                                 for p in problems for c in p['candidates']]))})
+        label, kind = PRETTY.get(g, g), arch[0]
+        rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind))
+        if val_pool is not None:
+            rows.append(make_row(f'{label} + weighted vote', 'verifier_vote',
+                                 [{'acc': r['vote_at'][n], 'acc_at': r['vote_at']} for r in runs], group=g))
+        t_mean = np.mean([min(len(c['token_ids']), ck['max_tokens']) for p in problems for c in p['candidates']])
+        s_mean = np.mean([len(c['step_pos']) for p in problems for c in p['candidates']])
+        cost.append({'verifier': label, 'params': runs[0]['params'], 'flops': float(np.mean([r['flops'] for r in runs])),
+                     'input': (f'T text tokens (mean {t_mean:.0f} read)' if kind == 'text' else
+                               f'S ≤ 100 hidden states (mean {s_mean:.1f})' + (' + text tokens' if kind == 'hybrid' else '')),
+                     'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
+                     'device': runs[0]['device'], 'acc': rows[-2 if val_pool is not None else -1]['acc'],
+                     'extra_passes': 'text re-encoding' if kind in ('text', 'hybrid') else '0'})
+    return rows, cost, sorted(trained_on)
+
+
+def run(cfg):
+    cfg = {**DEFAULTS, **cfg}
+    from label import answers_equal
+    from train import split_problems
+    out_dir, n = cfg['out_dir'], cfg['n_eval']
+    eval_dir = cfg['eval_dir'] or os.path.join(out_dir, 'eval')
+    train_dir = cfg['train_dir'] or os.path.join(out_dir, 'train')
+    transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(out_dir, 'eval'))
+    tag = f"results_on_{_slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else 'results'
+    dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
+        raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
+
+    problems = load_split(eval_dir)
+    sizes = sorted({len(p['candidates']) for p in problems})
+    if n > sizes[0]:
+        raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
+    ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
+    pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    notes = ["Best-of-N: the top-scored candidate's correctness; tied top scores count as the mean correctness of the "
+             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
+             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
+             f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
+             "Votes group the extracted answers by equivalence (label.py's answers_equal); candidates without an answer "
+             "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
+
+    # validation pool: the problem-level val split of train_dir, for choices that must not see the test split
+    val_problems, val_pool, vn = None, None, None
+    if os.path.exists(os.path.join(train_dir, 'labels.json')):
+        val_problems = load_problems(train_dir, split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'])[1])
+        vn = min(n, min(len(p['candidates']) for p in val_problems))
+        val_pool = build_pool(val_problems, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+        notes.append(f"Validation choices use the val split of {train_dir} ({len(val_problems)} problems, val_frac "
+                     f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{vn}: the best cheap scorer, and the "
+                     f"weighted-vote temperature T of each run (softmax(score / T) summed per answer group, T from "
+                     f"{cfg['vote_temps']}). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
+    else:
+        notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
+
+    rows, val_acc = baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn)
+    t_mean = float(np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]))
+    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'], t_mean)
+    notes += [note] if note else []
+    paths = cfg['ckpts'] or sorted(glob.glob(os.path.join(out_dir, 'verifiers', '*', 'ckpt.pt')))
+    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_problems, val_pool, ns, n, vn, cfg,
+                                             (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
+    orc = {k: float(np.mean([oracle_sub(q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
+    rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [{'acc': orc[n], 'acc_at': orc}])]
+    notes.append('Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
+                 'candidates. Learned verifiers: mean ± sample std over seeds, one row per run name.')
+    if trained_on and trained_on != [os.path.abspath(train_dir)]:
+        notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
+
+    gen_cfg = os.path.join(eval_dir, 'config.json')
+    gen_cfg = json.load(open(gen_cfg)) if os.path.exists(gen_cfg) else {}
+    res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
+           'generator': str(gen_cfg.get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0], 'n_eval': n,
+           'ns': ns, 'transfer': transfer, 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
+           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
+    prefix = os.path.join(out_dir, tag)
+    if cfg['plots']:
+        notes += make_plots(res, prefix)
+    md = render_markdown(res)
+    atomic_write_json(res, prefix + '.json')
+    with open(f'{prefix}.md.tmp{os.getpid()}', 'w') as f:
+        f.write(md)
+    os.replace(f'{prefix}.md.tmp{os.getpid()}', prefix + '.md')
+    print(md)
+    print(f'wrote {prefix}.json and {prefix}.md')
+    return res
+
+
+if __name__ == '__main__':
+    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+    run({k: globals()[k] for k in _config_keys})
