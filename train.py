@@ -32,7 +32,7 @@ run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{r
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid'
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
 max_tokens = 512            # text/hybrid: last tokens of each completion read (= position table size)
-layers = None               # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
+verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
 input_steps = 'all'         # 'all' step states | 'last' (final step only)
 loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle'
 lr = 1e-4
@@ -146,7 +146,7 @@ def train(train_problems, val_problems, cfg):
     # input choice from the stored layers
     p0 = pool[0]
     stored = list(p0['layers'])
-    use_layers = list(cfg['layers']) if cfg['layers'] is not None else stored
+    use_layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
     d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
     arch = {'dropout': cfg['dropout']}
     if cfg['verifier'] == 'text':
@@ -237,7 +237,7 @@ def train(train_problems, val_problems, cfg):
 
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
-NAME_KEYS = ('text_size', 'layers', 'input_steps', 'loss', 'n_train', 'max_train_problems')
+NAME_KEYS = ('text_size', 'verifier_layers', 'input_steps', 'loss', 'n_train', 'max_train_problems')
 
 
 def run_name(cfg):
@@ -246,6 +246,7 @@ def run_name(cfg):
     for k in NAME_KEYS:
         if cfg[k] != DEFAULTS[k] and not (k == 'text_size' and cfg['verifier'] != 'text'):
             v = cfg[k]
+            k = k.replace('verifier_', '')
             tags.append(k + ''.join(str(x) for x in v) if isinstance(v, list) else f'{k}-{v}')
     return '_'.join(tags + [f"seed{cfg['seed']}"])
 

@@ -200,7 +200,7 @@ def test_training_learns_synthetic_signal(tmp_path):
 
 
 @pytest.mark.parametrize('kw', [dict(verifier='deepset', loss='bce'), dict(verifier='hsrm_narrow', loss='listmle',
-                                n_train=6, layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
+                                n_train=6, verifier_layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
                                 dict(verifier='hybrid', max_train_problems=10, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split(str(tmp_path / 'train'), n_problems=20, n_cands=8)
@@ -224,7 +224,7 @@ def test_cli_writes_run_and_resumes(tmp_path):
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, env=env)
     assert r.returncode == 0, r.stderr
-    assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
+    assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
         d = out / 'verifiers' / f'hsrm_seed{s}'
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
@@ -253,7 +253,7 @@ def test_bad_inputs(tmp_path):
     _err(lambda: score_problems(m, probs), 'd_gen=48', 'fix')
     m = build_verifier('hsrm', 32, layers=[-3])
     _err(lambda: score_problems(m, probs), '[-3]', 'stored [-1, -2]')
-    _err(lambda: T.train(tr, va, _cfg(layers=[-5])), 'stored [-1, -2]')
+    _err(lambda: T.train(tr, va, _cfg(verifier_layers=[-5])), 'stored [-1, -2]')
     # labels missing for some candidates
     lab = json.load(open(os.path.join(split, 'labels.json')))
     lab['labels']['000003'] = lab['labels']['000003'][:-1]

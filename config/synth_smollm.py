@@ -1,0 +1,19 @@
+# The experiment on the embedded default: SmolLM2-135M-Instruct on the synthetic arithmetic task, enough
+# problems for a result above noise (200 training problems x 16 samples, 300 held-out x 8), 5 seeds.
+# Eight layers are stored once so the layer ablation needs no second extraction; HSRM reads the final
+# layer unless verifier_layers says otherwise.
+out_dir = 'out/synth_smollm'
+model = 'smollm2'
+dataset = 'synth'
+synth_level = 2
+train_range = (0, 199)
+eval_range = (1000, 1299)
+n_train_samples = 16
+n_eval_samples = 8
+max_new_tokens = 64
+temperature = 0.8
+top_p = 0.95
+batch_size = 64
+layers = [-1, -2, -3, -4, 6, 12, 18, 24]
+verifier_layers = [-1]
+seeds = [42, 123, 456, 789, 1024]
