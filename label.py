@@ -8,13 +8,12 @@ Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1
 decisions are cached in {split}/judge_cache.json.
 
 Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.json atomically.
-    python label.py --out_dir=out/gsm8k-qwen3-1.7b
-    python label.py --out_dir=out/math500 --judge_model=Qwen/Qwen3-1.7B --judge_batch_size=16
+    python label.py config/gsm8k_1p7b.py
+    python label.py config/math500_1p7b.py --judge_model=Qwen/Qwen3-1.7B --judge_batch_size=16
 """
 import os
 import re
 import json
-import glob
 import random
 import hashlib
 import threading
@@ -192,13 +191,13 @@ def _num_equal(a, b):
     return abs(a - b) <= Fraction(1, 10 ** 6) * max(abs(a), abs(b))
 
 
-def _split_top(s, sep=','):
-    """Split on sep at bracket depth 0."""
+def _split_top(s):
+    """Split on commas at bracket depth 0."""
     parts, depth, cur = [], 0, ''
     for ch in s:
         depth += ch in '([{'
         depth -= ch in ')]}'
-        if ch == sep and depth == 0:
+        if ch == ',' and depth == 0:
             parts.append(cur)
             cur = ''
         else:
@@ -281,6 +280,8 @@ def _compare(a, b, deadline):
     if re.fullmatch(r'[A-Za-z ]{3,}', a) or re.fullmatch(r'[A-Za-z ]{3,}', b):
         return a.lower() == b.lower(), 'string'  # words: "Evelyn", "even" (sympy would read e*v*e*n)
     r = _sympy_call(a.rstrip('%'), b.rstrip('%'), deadline)
+    if not r and re.sub(r'[{}]', '', a) == re.sub(r'[{}]', '', b):
+        return True, 'string'  # last resort, for what sympy cannot read: "52_{8}" == "52_8"
     return (False, 'timeout') if r is None else (r, 'sympy')
 
 
@@ -398,6 +399,8 @@ def _tex_to_py(s, depth=0):
 
 def _to_python(s):
     """Normalised answer -> checked python expression text for sympy's parse_expr (or ValueError)."""
+    if not s.isascii():  # python folds unicode identifiers ('ｅｘｉｔ' is exit): ASCII only
+        raise ValueError('non-ascii')
     py = _tex_to_py(s)
     py = re.sub(r'(\d)\s*(?=[A-Za-z(])', r'\1*', py)  # 2x, 3(x+1), 2sqrt(3)
     py = re.sub(r'\)\s*(?=[\w(])', ')*', py)  # (a+5)(b+2), (1/2)x
@@ -427,13 +430,14 @@ def _magnitude(e):
 
 
 def _sympy_equal(a, b):
-    """Runs in the worker. True/False; unparseable -> False."""
+    """Runs in the worker: are two normalised answers the same expression (or equation)? Unparseable -> False."""
     import sympy
     from sympy.parsing.sympy_parser import parse_expr, standard_transformations, implicit_multiplication_application
     T = standard_transformations + (implicit_multiplication_application,)
-    names = {n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function', 'Add', 'Mul', 'Pow',
+    names = {'__builtins__': {}}  # eval() sees sympy's constructors and these functions, nothing else
+    names.update({n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function', 'Add', 'Mul', 'Pow',
                                            'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan',
-                                           'sinh', 'cosh', 'tanh', 'log', 'exp', 'sqrt', 'binomial', 'pi', 'oo')}
+                                           'sinh', 'cosh', 'tanh', 'log', 'exp', 'sqrt', 'binomial', 'pi', 'oo')})
 
     def parse(s):
         exprs = []
@@ -512,10 +516,13 @@ def _sympy_call(a, b, deadline):
         timeout = deadline - start
         if timeout <= 0:
             return None
-        _pool['conn'].send((a, b))
-        if _pool['conn'].poll(timeout):
-            r = _sympy_cache[a, b] = _pool['conn'].recv()
-            return r
+        try:
+            _pool['conn'].send((a, b))
+            if _pool['conn'].poll(timeout):
+                r = _sympy_cache[a, b] = _pool['conn'].recv()
+                return r
+        except (EOFError, OSError):  # the worker died: treat like a timeout and start a new one next time
+            pass
         _pool['proc'].kill()
         _pool['proc'].join()
         _pool['proc'] = None
@@ -560,22 +567,16 @@ def judge_decide(model, tok, prompts, batch_size=8):
     device = next(model.parameters()).device
     out = []
     for i in range(0, len(prompts), batch_size):
-        enc = tok(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False).to(device)
-        pos = (enc['attention_mask'].cumsum(-1) - 1).clamp(min=0)  # left padding: positions start at each text
+        enc = tok(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False)
+        ids, mask = enc['input_ids'].to(device), enc['attention_mask'].to(device)  # [B, T]
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: positions start at each text's first token
         with torch.no_grad():
-            logits = model(**enc, position_ids=pos).logits[:, -1].float()  # [B, V]
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits[:, -1].float()
         out += (logits[:, yes].max(-1).values > logits[:, no].max(-1).values).tolist()
     return out
 
 # -----------------------------------------------------------------------------
 # labelling a split
-
-
-def _write_json(path, obj):
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
 
 
 def _summary(problems, labels, stage1):
@@ -612,14 +613,12 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
     import torch
     from tqdm import tqdm
+    from model import atomic_write_json, problem_files
     if judge_scope not in ('unresolved', 'all'):
-        raise ValueError(f"judge_scope={judge_scope!r}: use 'unresolved' or 'all'")
-    paths = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
-    if not paths:
-        raise FileNotFoundError(f'no problems/*.pt in split_dir={split_dir!r}: run extract.py first')
+        raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1 = [], {}, {}
-    for path in tqdm(paths, desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
-        d = torch.load(path, weights_only=True, mmap=True)
+    for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
+        d = torch.load(path, weights_only=True, mmap=True)  # mmap: the hidden states are never read
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)
@@ -628,14 +627,18 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
     if judge_model is not None:
         name, model, tok = judge_model if isinstance(judge_model, tuple) else (judge_model, *load_judge(judge_model, device))
         cache_path = os.path.join(split_dir, 'judge_cache.json')
-        cache = json.load(open(cache_path)) if os.path.exists(cache_path) else {}
+        cache = {}
+        if os.path.exists(cache_path):
+            with open(cache_path) as f:
+                cache = json.load(f)
         todo = []  # (problem, candidate index, cache key, item)
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])
             for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
                 if judge_scope == 'all' or not r['correct']:
                     item = (p['question'], t, gold)
-                    key = hashlib.sha256(json.dumps([name, p['question'], t.strip()[-600:], gold]).encode()).hexdigest()
+                    key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, p['question'], t.strip()[-600:], gold])
+                                         .encode()).hexdigest()
                     todo.append((p, j, key, item))
         missing = list({k: it for _, _, k, it in todo if k not in cache}.items())
         step = judge_batch_size * 8
@@ -643,12 +646,12 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
             chunk = missing[i:i + step]
             decisions = judge_decide(model, tok, judge_prompts(tok, [it for _, it in chunk]), judge_batch_size)
             cache.update({k: bool(v) for (k, _), v in zip(chunk, decisions)})
-            _write_json(cache_path, cache)  # resumable: decisions survive an interrupted run
+            atomic_write_json(cache, cache_path)  # resumable: decisions survive an interrupted run
         for p, j, key, _ in todo:
             r = labels[p['key']][j]
             r['correct'], r['stage'] = cache[key], 'judge'
     summary = _summary(problems, labels, stage1)
-    _write_json(os.path.join(split_dir, 'labels.json'), dict(version=1, labels=labels, summary=summary))
+    atomic_write_json(dict(version=1, labels=labels, summary=summary), os.path.join(split_dir, 'labels.json'))
     return summary
 
 
@@ -673,13 +676,15 @@ if __name__ == '__main__':
     device = 'cpu'  # judge device: 'cpu', 'cuda', 'cuda:0', ...
     seed = 1337  # labelling is deterministic; recorded for the run config
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())  # sets config
+    from model import atomic_write_json
     random.seed(seed)
-    judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]
     if not found:
-        raise SystemExit(f'out_dir={out_dir!r} has none of splits={splits} with a problems/ folder: run extract.py first')
+        raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
+                         f"fix: run `python extract.py <config>` with this out_dir first")
+    judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:
         split_dir = os.path.join(out_dir, split)
         summary = label_split(split_dir, judge, judge_batch_size, judge_scope, sympy_timeout, device)
-        _write_json(os.path.join(split_dir, 'label_config.json'), config)
+        atomic_write_json(config, os.path.join(split_dir, 'label_config.json'))
         print_summary(split, summary)

