@@ -30,6 +30,7 @@ prm_model = None            # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub nam
 prm_batch_size = 8          # candidates per PRM forward
 prm_dtype = 'bfloat16'      # 'bfloat16' | 'float16' | 'float32'
 device = 'cpu'              # 'cpu' | 'cuda' | 'auto': text-verifier training and the PRM
+threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
 _config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
                 and isinstance(v, (int, float, bool, str, list, dict, type(None)))]
@@ -122,7 +123,7 @@ def load_prm(name, dtype='bfloat16', device='cpu'):
         raise ValueError(f"prm_dtype={dtype!r}; fix: --prm_dtype=bfloat16 (or float16, float32)")
     cfg = AutoConfig.from_pretrained(name, trust_remote_code=True)
     cls = AutoModel if 'AutoModel' in (getattr(cfg, 'auto_map', None) or {}) else AutoModelForTokenClassification
-    model = cls.from_pretrained(name, dtype=getattr(torch, dtype), trust_remote_code=True).to(device).eval()
+    model = cls.from_pretrained(name, dtype=getattr(torch, dtype), trust_remote_code=True, device_map=device).eval()
     tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
     if tokenizer.convert_tokens_to_ids(PRM_SEP) in (None, tokenizer.unk_token_id):
         raise ValueError(f"prm_model={name!r}: its tokenizer has no {PRM_SEP} token, so it is not a "
@@ -202,6 +203,8 @@ def run(cfg, train_cfg):
     import train
     cfg = {**DEFAULTS, **cfg}
     dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
     bad = [s for s in cfg['text_sizes'] if s not in ('small', 'large')]
     if bad:
         raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")

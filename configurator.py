@@ -38,8 +38,8 @@ def _stage_keys(path):
             if not name.startswith('_') and name.islower():
                 try:
                     keys[name] = ast.literal_eval(node.value)
-                except ValueError:
-                    pass
+                except ValueError:  # an expression default (e.g. a path): known, its type read at run time
+                    keys[name] = None
     return keys
 
 

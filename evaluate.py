@@ -13,7 +13,6 @@ of {train_dir} (train.py's split_problems, same val_frac / val_seed as training)
 """
 import glob
 import json
-import math
 import os
 import re
 import time
@@ -43,6 +42,7 @@ prm_reduce = 'last'         # PRM candidate score from its step scores: 'last' (
 eval_batch_size = 1024      # candidates per scoring batch
 device = 'cpu'              # 'cpu' | 'cuda' | 'auto'; per-candidate times in the cost table are measured on it
 plots = True                # write PNG plots when matplotlib is installed
+threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
 _config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
                 and isinstance(v, (int, float, bool, str, list, type(None)))]
@@ -118,7 +118,7 @@ def vote_sub(groups, labels, sub, scores=None, temp=None):
     if scores is None:
         w = np.ones_like(l)
     elif temp is None:
-        w = scores[sub].astype(np.float64)
+        w = np.maximum(scores[sub].astype(np.float64), 0.0)  # probabilities; a -inf (unscored) adds nothing
     else:
         s = scores[sub]
         w = np.exp((s - s.max(1, keepdims=True)) / temp)
@@ -247,7 +247,7 @@ def run_group(ckpt_path):
 
 
 PRETTY = {'hsrm': 'HSRM', 'hsrm_narrow': 'HSRM (d=128)', 'deepset': 'DeepSet', 'hybrid': 'Hybrid (text + hidden)',
-          'text_small': 'EORM-style text (small)', 'text_large': 'EORM-style text (large)'}
+          'text': 'EORM-style text', 'text_small': 'EORM-style text (small)', 'text_large': 'EORM-style text (large)'}
 CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
                 'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
                 'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
@@ -282,10 +282,10 @@ def _fmt(v, sd, pct):
     return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
 
 
-def _num(x, unit=''):
+def _num(x, unit='', giga='G'):
     if x is None:
         return '–'
-    for div, suf in ((1e12, 'T'), (1e9, 'G'), (1e6, 'M'), (1e3, 'k')):
+    for div, suf in ((1e12, 'T'), (1e9, giga), (1e6, 'M'), (1e3, 'k')):
         if abs(x) >= div:
             return f'{x / div:.3g}{suf}{unit}'
     return f'{x:.3g}{unit}'
@@ -299,7 +299,7 @@ def render_markdown(res):
            '', f'| Method | Params | Bo{n} Acc. (%) | Within-AUROC |', '|---|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
-        out.append(f"| {r['method']}{seeds} | {_num(r['params'])} | {_fmt(r['acc'], r['acc_std'], True)} "
+        out.append(f"| {r['method']}{seeds} | {_num(r['params'], giga='B')} | {_fmt(r['acc'], r['acc_std'], True)} "
                    f"| {_fmt(r.get('auroc'), r.get('auroc_std'), False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
     ns = res['ns']
@@ -317,7 +317,7 @@ def render_markdown(res):
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     for c in res['cost']:
         t = f"{1e3 * c['seconds_per_candidate']:.3g} ms ({c['device']})" if c.get('seconds_per_candidate') else '–'
-        out.append(f"| {c['verifier']} | {_num(c['params'])} | {_num(c['params'] * 2, 'B')} | {c['input']} "
+        out.append(f"| {c['verifier']} | {_num(c['params'], giga='B')} | {_num(c['params'] * 2, 'B')} | {c['input']} "
                    f"| {_num(c['flops'])} | {t} | {c['extra_passes']} |")
     return '\n'.join(out) + '\n'
 
@@ -463,6 +463,8 @@ def run(cfg):
     transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(out_dir, 'eval'))
     tag = f"results_on_{_slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else 'results'
     dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
 

@@ -12,3 +12,7 @@ max_new_tokens = 64
 temperature = 0.8
 top_p = 0.95
 batch_size = 64
+# training: a short run (the pool is small); the experiment config uses more problems and 5 seeds
+max_iters = 200
+eval_interval = 50
+text_sizes = ['small']  # the 53M text verifier is a GPU job

@@ -17,3 +17,6 @@ batch_size = 64
 layers = [-1, -2, -3, -4, 6, 12, 18, 24]
 verifier_layers = [-1]
 seeds = [42, 123, 456, 789, 1024]
+max_iters = 300  # 160 training problems: 300 steps of 8 problems is 15 epochs
+eval_interval = 25
+text_sizes = ['small']  # the 53M text verifier needs ~400 GFLOP per step here: a GPU job
