@@ -2,16 +2,24 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, label, train, eval
+    python bench.py --only=extract   # one of: extract, label, train, cost
 """
 import json
 import os
+import random
+import re
 import resource
 import subprocess
 import sys
 import time
 
+import numpy as np
 import torch
+
+import label
+import train as T
+from evaluate import verifier_flops
+from model import build_verifier, count_params, score_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -105,10 +113,196 @@ def bench_extract():
                  'extract / floor', 'generate MB', 'generate+hidden MB', 'extract MB', 'steps/cand'])
 
 
+# -----------------------------------------------------------------------------
+# labeling: label.py stage 1 throughput
+
+
+def _rows(rel):
+    with open(os.path.join(DATA, rel)) as f:
+        return [json.loads(line) for line in f]
+
+
+def _rate(cands):
+    """candidates/s for grade() over (text, gold, dataset), from a cold equivalence cache."""
+    label._equiv.cache_clear()
+    label._sympy_cache.clear()
+    label.is_equiv('1', 'x')  # start the sympy worker outside the timing
+    label._equiv.cache_clear()
+    t = time.perf_counter()
+    n_correct = sum(label.grade(text, gold, ds)['correct'] for text, gold, ds in cands)
+    return len(cands) / (time.perf_counter() - t), n_correct / len(cands)
+
+
+def bench_labeling(n=4000, seed=0):
+    rng = random.Random(seed)
+    # GSM8K-style: gold solutions rewritten the way a model writes them, half with a wrong final number
+    cands = []
+    for r in _rows('gsm8k/test.jsonl') + _rows('gsm8k/train.jsonl')[:n]:
+        body, gold = r['answer'].split('####')
+        body = re.sub(r'<<[^<>]*>>', '', body).strip()
+        ans = gold.strip() if rng.random() < 0.5 else str(int(gold.strip().replace(',', '')) + rng.randint(1, 9))
+        ending = rng.choice([f'\nThe answer is {ans}.', f'\nSo the final answer is ${ans}$.', f'\n\\boxed{{{ans}}}', f' {ans}'])
+        cands.append((body + ending, gold, 'gsm8k'))
+    cands = cands[:n]
+    rate, acc = _rate(cands)
+    print(f'label gsm8k-style : {rate:8.0f} candidates/s  ({len(cands)} candidates, {acc:.0%} correct)')
+    # MATH-style: each solution against its own answer and against another record's (sympy does real work)
+    rows = _rows('math500/test.jsonl')
+    cands = [(r['solution'], r['answer'], 'math500') for r in rows]
+    cands += [(r['solution'], rows[(i + 7) % len(rows)]['answer'], 'math500') for i, r in enumerate(rows)]
+    rate, acc = _rate(cands)
+    print(f'label math500-style: {rate:8.0f} candidates/s  ({len(cands)} candidates, {acc:.0%} correct)')
+
+
+# -----------------------------------------------------------------------------
+# training and scoring: GSM8K-sized synthetic cache against the machine's floor
+
+
+def synthetic_cache(n_problems=500, n_cands=64, d_gen=2048, seed=0):
+    """In-memory problems in the on-disk format (states only what training reads), one fp16 buffer."""
+    g = torch.Generator().manual_seed(seed)
+    steps = torch.randint(5, 16, (n_problems, n_cands), generator=g)
+    buf = torch.empty(int(steps.sum()), d_gen, dtype=torch.float16).normal_(generator=g)
+    correct = torch.rand(n_problems, n_cands, generator=g) < torch.rand(n_problems, 1, generator=g)
+    problems, at = [], 0
+    for i in range(n_problems):
+        cands = []
+        for j in range(n_cands):
+            s = int(steps[i, j])
+            cands.append({'states': buf[at:at + s], 'token_ids': torch.zeros(s, dtype=torch.long),
+                          'correct': bool(correct[i, j])})
+            at += s
+        problems.append({'key': f'{i:06d}', 'layers': [-1], 'candidates': cands})
+    return problems
+
+
+def _flops_per_token(model, d_gen, mean_len):
+    """Forward FLOPs per step token of an HSRM: projection + encoder matmuls + attention."""
+    d = model.proj.out_features
+    L = len(model.encoder.layers)
+    proj = 2 * d_gen * d
+    enc = L * (2 * (4 * d * d + 2 * d * 4 * d) + 4 * mean_len * d)
+    return proj, enc
+
+
+def bench_training(train_steps=6, score_problems_n=40, threads=None):
+    """threads: torch CPU threads (None = torch's default, one per core)."""
+    t_all = time.time()
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
+          f"(other work on these cores slows every number below)")
+    gf, bw = (x / 1e9 for x in machine_floor())
+    print(f"machine: fp32 matmul {gf:.0f} GFLOP/s, copy bandwidth {bw:.1f} GB/s")
+    t = time.time()
+    probs = synthetic_cache()
+    n_tok = sum(len(c['states']) for p in probs for c in p['candidates'])
+    print(f"cache: {len(probs)} problems x 64 candidates, {n_tok / len(probs) / 64:.1f} steps mean, d_gen 2048, "
+          f"{n_tok * 2048 * 2 / 1e9:.2f} GB fp16 (built in {time.time() - t:.1f}s)")
+    tr, va = probs[:480], probs[480:]
+
+    rows = []
+    model = build_verifier('hsrm', 2048)
+    proj, enc = _flops_per_token(model, 2048, 10)
+    for n_train in (None, 16):
+        cfg = dict(max_iters=train_steps, eval_interval=10 ** 9, n_train=n_train, early_stop_metric='acc', seed=0)
+        _, log = T.train(tr, va, cfg)
+        s_step = log['step_time_s'] / train_steps
+        toks = 8 * (n_train or 64) * 10  # real step tokens per batch (mean 10 steps)
+        flops = toks * (2 * proj + 3 * enc)  # backward: weight grad only for the projection, 2x for the encoder
+        byts = toks * 2048 * 2 + count_params(model) * 4 * 12  # fp16 states read once; params/grads/Adam moments
+        floor = max(flops / (gf * 1e9), byts / (bw * 1e9))
+        rows.append((f"train step, n_train={n_train or 'all (64)'}", f"{s_step * 1e3:.0f} ms", f"{floor * 1e3:.0f} ms",
+                     f"{s_step / floor:.1f}x", f"1000 steps {s_step * 1000 / 60:.1f} min (target < 5)"))
+
+    model.eval()
+    sp = probs[:score_problems_n]
+    n_c = sum(len(p['candidates']) for p in sp)
+    score_problems(model, sp[:2])  # warm-up
+    t = time.perf_counter()
+    score_problems(model, sp)
+    dt = time.perf_counter() - t
+    n_tok = sum(len(c['states']) for p in sp for c in p['candidates'])
+    flops = n_tok * (proj + enc)
+    floor = max(flops / (gf * 1e9), n_tok * 2048 * 2 / (bw * 1e9))
+    rows.append(("HSRM scoring", f"{n_c / dt:,.0f} cand/s", f"{n_c / floor:,.0f} cand/s", f"{(n_c / floor) / (n_c / dt):.1f}x",
+                 f"target >= 10,000 cand/s"))
+
+    w = [max(len(r[i]) for r in rows + [('what', 'measured', 'floor', 'slower by', 'vs target')]) for i in range(5)]
+    line = lambda r: '  '.join(x.ljust(w[i]) for i, x in enumerate(r))  # noqa: E731
+    print(line(('what', 'measured', 'floor', 'slower by', 'vs target')))
+    for r in rows:
+        print(line(r))
+    print(f"floor = max(FLOPs / {gf:.0f} GFLOP/s, bytes / {bw:.1f} GB/s); FLOPs per step token: projection "
+          f"{proj / 1e6:.2f}M + encoder {enc / 1e6:.2f}M forward, so HSRM at 10 steps needs "
+          f"{10 * (proj + enc) / 1e6:.0f} MFLOP per candidate: 10,000 cand/s needs {10 * (proj + enc) * 1e4 / 1e9:.0f} GFLOP/s")
+    print(f"bench took {time.time() - t_all:.0f}s")
+
+
+# -----------------------------------------------------------------------------
+# verifier cost: the evaluation cost table's measured column at the paper's shapes
+
+
+# restricted text vocabularies that give the paper's EORM sizes (see model.TextVerifier): small ~2.6M, large ~53.4M
+TEXT_VOCAB = {'small': 6_493, 'large': 50_500}
+
+
+def synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, vocab_size, seed=0):
+    """Problems in the on-disk format (random states, token ids drawn from the vocab ids)."""
+    g = torch.Generator().manual_seed(seed)
+    return [{'key': f'{i:06d}', 'layers': [-1], 'candidates': [
+        {'states': torch.randn(n_steps, d_gen, generator=g).half(), 'step_pos': torch.arange(n_steps),
+         'token_ids': torch.randint(0, vocab_size, (n_tokens,), generator=g)} for _ in range(n_cands)]}
+        for i in range(n_problems)]
+
+
+def bench_eval(d_gen=2048, n_steps=20, n_tokens=300, n_problems=2, n_cands=8, repeats=2, batch_size=64,
+               device='cpu', seed=0):
+    """Rows {verifier, params, fp16_mb, flops, ms_per_candidate, device}: the median of `repeats`
+    timed score_problems calls over n_problems x n_cands candidates, after one warm-up call."""
+    torch.manual_seed(seed)
+    models = {'HSRM': build_verifier('hsrm', d_gen=d_gen)}
+    for size, v in TEXT_VOCAB.items():
+        models[f'text ({size})'] = build_verifier('text', vocab=list(range(v - 2)), size=size)
+    pool = synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, TEXT_VOCAB['small'] - 2, seed)
+    rows = []
+    for name, model in models.items():
+        score_problems(model, pool[:1], batch_size, device)  # warm-up
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            score_problems(model, pool, batch_size, device)
+            times.append(time.perf_counter() - t0)
+        n = count_params(model)
+        rows.append({'verifier': name, 'params': n, 'fp16_mb': 2 * n / 1e6, 'flops': verifier_flops(model, n_steps, n_tokens),
+                     'ms_per_candidate': 1e3 * float(np.median(times)) / (n_problems * n_cands),
+                     'device': f'{device} ({torch.get_num_threads()} threads)' if device == 'cpu' else device})
+    return rows
+
+
+def format_rows(rows, n_steps=20, n_tokens=300):
+    out = [f'| Verifier (S={n_steps} steps, T={n_tokens} tokens) | Params | fp16 MB | FLOPs / candidate | ms / candidate |',
+           '|---|---:|---:|---:|---:|']
+    for r in rows:
+        out.append(f"| {r['verifier']} | {r['params'] / 1e6:.2f}M | {r['fp16_mb']:.1f} | {r['flops']:.3g} "
+                   f"| {r['ms_per_candidate']:.3f} ({r['device']}) |")
+    return '\n'.join(out)
+
+
+def bench_cost():
+    print(format_rows(bench_eval()))
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
         sys.exit(0)
     only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
-    if only in (None, 'extract'):
-        bench_extract()
+    sections = {'extract': bench_extract, 'label': bench_labeling, 'train': bench_training, 'cost': bench_cost}
+    if only not in (None, *sections):
+        raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
+    for name, fn in sections.items():
+        if only in (None, name):
+            print(f'\n=== {name} ===')
+            fn()

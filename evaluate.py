@@ -27,7 +27,7 @@ from model import (atomic_write_json, count_params, load_checkpoint, load_labels
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
-out_dir = 'out'             # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
+out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
 train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best cheap scorer
 ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else a list of ckpt paths (e.g. from another run)

@@ -667,7 +667,7 @@ def print_summary(split, summary):
 
 
 if __name__ == '__main__':
-    out_dir = 'out'  # the extraction run directory (holds train/ and eval/)
+    out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
     splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
     judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
     judge_batch_size = 8

@@ -26,7 +26,7 @@ from model import (LOSSES, atomic_write_json, build_verifier, build_vocab, check
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
-out_dir = 'out'             # extraction run dir: reads {out_dir}/train unless train_dirs is set
+out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
 train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
 run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid'
@@ -54,6 +54,7 @@ seeds = None                # list of seeds: one run (and run dir) per seed
 device = 'cpu'              # 'cpu' | 'cuda' | 'auto'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
+threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
 _config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
                 and isinstance(v, (int, float, bool, str, list, type(None)))]
@@ -281,4 +282,6 @@ def run(cfg):
 
 if __name__ == '__main__':
     exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+    if threads:
+        torch.set_num_threads(threads)
     run({k: globals()[k] for k in _config_keys})
