@@ -4,8 +4,8 @@
 out_dir = 'out/gsm8k_smollm'
 model = 'smollm2'
 dataset = 'gsm8k'
-train_range = (0, 23)
-eval_range = (500, 523)
+train_range = (0, 15)
+eval_range = (500, 515)
 n_train_samples = 8
 n_eval_samples = 8
 max_new_tokens = 256
