@@ -206,6 +206,30 @@ def test_extract_cli_resume_and_reencode(tmp_path):
         assert a['text'] == b['text']
 
 
+def test_configurator_fixes_nanogpt_holes(tmp_path, monkeypatch):
+    stage = tmp_path / 'stage.py'  # a stage file: config globals, then the configurator
+    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nexec(open('configurator.py').read())\n")
+
+    def run(*argv):
+        g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
+        monkeypatch.setattr(sys, 'argv', ['stage.py', *argv])
+        exec(open(os.path.join(REPO, 'configurator.py')).read(), g)
+        return g
+    g = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
+    assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
+    assert g['config'] == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("lr = 3\nnmae = 'b'\n")
+    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too
+        run(str(cfg))
+    with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
+        run('--lrr=3')
+    with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
+        run('--lr=fast')
+    with pytest.raises(SystemExit, match='not found'):
+        run('nope.py')
+
+
 def test_config_errors():
     r = _run('extract.py', 'config/demo.py', '--n_sample=3')
     assert r.returncode != 0 and "unknown key 'n_sample'" in r.stderr and 'n_train_samples' in r.stderr
