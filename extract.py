@@ -168,7 +168,11 @@ def load_generator(name, device='cpu', dtype='auto'):
             m.save_pretrained(tmp)
             t.save_pretrained(tmp)
             os.makedirs(os.path.dirname(cache), exist_ok=True)
-            os.replace(tmp, cache)
+            try:
+                os.replace(tmp, cache)
+            except OSError:  # another process finished the same conversion first
+                import shutil
+                shutil.rmtree(tmp, ignore_errors=True)
         name = cache
     tok = AutoTokenizer.from_pretrained(name)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
