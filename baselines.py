@@ -17,7 +17,8 @@ import time
 import numpy as np
 import torch
 
-from model import atomic_write_json, load_split
+from configurator import apply_config, configure, knobs
+from model import atomic_write_json, load_split, resolve_device
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -29,12 +30,10 @@ text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the pap
 prm_model = None            # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
 prm_batch_size = 8          # candidates per PRM forward
 prm_dtype = 'bfloat16'      # 'bfloat16' | 'float16' | 'float32'
-device = 'cpu'              # 'cpu' | 'cuda' | 'auto': text-verifier training and the PRM
+device = 'auto'             # 'auto' | 'cpu' | 'cuda': text-verifier training and the PRM
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
-_config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
-                and isinstance(v, (int, float, bool, str, list, dict, type(None)))]
-DEFAULTS = {k: globals()[k] for k in _config_keys}
+DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
 # cheap scorers: one float per candidate dict ('logprobs', 'entropies' [T], 'step_pos' [S],
@@ -202,7 +201,7 @@ def run(cfg, train_cfg):
     skipped), then score the eval split with the PRM when prm_model is set."""
     import train
     cfg = {**DEFAULTS, **cfg}
-    dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     bad = [s for s in cfg['text_sizes'] if s not in ('small', 'large')]
@@ -225,7 +224,8 @@ def run(cfg, train_cfg):
 
 if __name__ == '__main__':
     import sys
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
-    import train  # its defaults, updated by the same config file(s) (train keys are not baselines' keys)
-    train_cfg = apply_config({'__file__': train.__file__, **train.DEFAULTS}, [a for a in sys.argv[1:] if not a.startswith('--')])
-    run({k: globals()[k] for k in _config_keys}, train_cfg)
+    import train
+    config = configure(globals())  # config files, then --key=value, override the knobs above
+    # the text verifiers' train.py keys: train's defaults, updated by the same config file(s)
+    train_cfg = apply_config(dict(train.DEFAULTS), [a for a in sys.argv[1:] if not a.startswith('--')], train.DEFAULTS)
+    run(config, train_cfg)

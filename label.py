@@ -22,6 +22,20 @@ import functools
 import multiprocessing as mp
 from fractions import Fraction
 
+from configurator import configure, knobs
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
+splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
+judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
+judge_batch_size = 8
+judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
+sympy_timeout = 2.0  # seconds per sympy comparison; the worker process is killed past it
+device = 'auto'  # judge device: 'auto' | 'cpu' | 'cuda' | 'cuda:0' ...
+seed = 1337  # labelling is deterministic; recorded for the run config
+DEFAULTS = knobs(globals())  # the knobs above as a dict
+
 # -----------------------------------------------------------------------------
 # answer extraction
 
@@ -667,21 +681,15 @@ def print_summary(split, summary):
 
 
 if __name__ == '__main__':
-    out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
-    splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
-    judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
-    judge_batch_size = 8
-    judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
-    sympy_timeout = 2.0  # seconds per sympy comparison; the worker process is killed past it
-    device = 'cpu'  # judge device: 'cpu', 'cuda', 'cuda:0', ...
-    seed = 1337  # labelling is deterministic; recorded for the run config
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())  # sets config
+    config = configure(globals())  # config files, then --key=value, override the knobs above
     from model import atomic_write_json
     random.seed(seed)
     found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]
     if not found:
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
+    from model import resolve_device
+    device = resolve_device(device)
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:
         split_dir = os.path.join(out_dir, split)

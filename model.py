@@ -35,6 +35,15 @@ def atomic_write_json(obj, path):
     os.replace(tmp, path)
 
 
+def resolve_device(device):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error."""
+    if device == 'auto':
+        return 'cuda' if torch.cuda.is_available() else 'cpu'
+    if device.startswith('cuda') and not torch.cuda.is_available():
+        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
+    return device
+
+
 def problem_files(split_dir):
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
     if not files:

@@ -206,18 +206,24 @@ def test_extract_cli_resume_and_reencode(tmp_path):
         assert a['text'] == b['text']
 
 
-def test_configurator_fixes_nanogpt_holes(tmp_path, monkeypatch):
-    stage = tmp_path / 'stage.py'  # a stage file: config globals, then the configurator
-    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nexec(open('configurator.py').read())\n")
+def test_configurator_fixes_nanogpt_holes(tmp_path):
+    from configurator import configure, knob_names
+    stage = tmp_path / 'stage.py'  # a stage file: knobs first, then functions, then configure() under __main__
+    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n"
+                     "def f():\n    pass\nlater = 2\n")
+    assert knob_names(str(stage)) == ['lr', 'name', 'opt', 'flag']  # lowercase, public, before the first def
 
     def run(*argv):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
-        monkeypatch.setattr(sys, 'argv', ['stage.py', *argv])
-        exec(open(os.path.join(REPO, 'configurator.py')).read(), g)
-        return g
-    g = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
+        return g, configure(g, list(argv))
+    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
     assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
-    assert g['config'] == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
+    assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
+    c1, c2 = tmp_path / 'c1.py', tmp_path / 'c2.py'
+    c1.write_text("lr = 3\nname = 'one'\n")
+    c2.write_text("name = 'two'\n")
+    _, config = run('--lr=5', str(c1), str(c2))  # files stack left to right, --key=value wins wherever it stands
+    assert config['lr'] == 5.0 and config['name'] == 'two'
     cfg = tmp_path / 'c.py'
     cfg.write_text("lr = 3\nnmae = 'b'\n")
     with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too

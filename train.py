@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from configurator import configure, knobs
 from model import (LOSSES, atomic_write_json, build_verifier, build_vocab, check_states, count_params, load_split,
-                   pool_metrics, problem_columns, save_checkpoint, score_problems, score_sorted)
+                   pool_metrics, problem_columns, resolve_device, save_checkpoint, score_problems, score_sorted)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -51,14 +52,12 @@ patience = 0                # stop after this many evals without improvement; 0 
 max_train_problems = None   # K: train on K problems drawn (by seed) from the training part; None = all
 seed = 42
 seeds = None                # list of seeds: one run (and run dir) per seed
-device = 'cpu'              # 'cpu' | 'cuda' | 'auto'
+device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
-_config_keys = [k for k, v in list(globals().items()) if not k.startswith('_') and k.islower()
-                and isinstance(v, (int, float, bool, str, list, type(None)))]
-DEFAULTS = {k: globals()[k] for k in _config_keys}
+DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and other stages start from
 
 
 def split_problems(problems, val_frac=0.2, val_seed=42):
@@ -122,7 +121,7 @@ def train(train_problems, val_problems, cfg):
     torch.manual_seed(seed_)
     rng = np.random.default_rng(seed_)
     gen = torch.Generator().manual_seed(seed_)  # ListMLE tie breaks
-    dev = 'cuda' if cfg['device'] == 'auto' and torch.cuda.is_available() else cfg['device'].replace('auto', 'cpu')
+    dev = resolve_device(cfg['device'])
 
     if not train_problems or not val_problems:
         raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
@@ -281,7 +280,7 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configurator.py')).read())
+    config = configure(globals())  # config files, then --key=value, override the knobs above
     if threads:
         torch.set_num_threads(threads)
-    run({k: globals()[k] for k in _config_keys})
+    run(config)
