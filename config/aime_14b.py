@@ -1,18 +1,12 @@
-# Paper cell: aime x Qwen/Qwen3-14B (Qwen3, main results). Splits, sampling and training settings from the paper's
-# appendix (float16, T=0.7, top-p 0.9, non-thinking, 64 samples per training problem, 8 per
-# evaluation problem, AdamW 1e-4, 1000 steps, 5 seeds). One CUDA GPU; d_gen = 5120.
+# Paper cell: AIME (aimo-validation-aime) x Qwen/Qwen3-14B (Qwen3, main results); d_gen = 5120.
+# Only what differs from the stage defaults, which are the paper's settings (non-thinking, T=0.7,
+# top-p 0.9, 64 samples per training problem and 8 per evaluation problem, float16 on one CUDA GPU,
+# final layer, AdamW 1e-4, 1000 steps, 5 seeds). Problems come from the Hugging Face hub unless
+# --data_dir=<folder holding aime/...jsonl> is given.
 out_dir = 'out/aime_14b'
 model = 'Qwen/Qwen3-14B'
 dataset = 'aime'
-train_range = (0, 19)
+train_range = (0, 19)  # the paper's split table
 eval_range = (20, 89)
-n_train_samples = 64
-n_eval_samples = 8
-temperature = 0.7
-top_p = 0.9
 max_new_tokens = 4096
-enable_thinking = False
-device = 'cuda'
-dtype = 'float16'
-batch_size = 16
-seeds = [42, 123, 456, 789, 1024]
+batch_size = 16  # sequences per forward pass on an 80 GB GPU

@@ -4,6 +4,7 @@
 out_dir = 'out/gsm8k_smollm'
 model = 'smollm2'
 dataset = 'gsm8k'
+data_dir = '../shared/data'  # this workplace's copy of the benchmark files (run from the repo root)
 train_range = (0, 15)
 eval_range = (500, 515)
 n_train_samples = 8
