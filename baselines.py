@@ -224,13 +224,17 @@ def run(cfg, train_cfg):
         print(f'PRM step scores of every candidate in {path}')
 
 
+def split_argv(argv):
+    """(our argv, the text verifiers' train.py config): train.py's defaults updated by the same config
+    files, then by the --key=value flags of train.py keys that are not ours (e.g. --max_iters=2000)."""
+    import train
+    theirs = [a for a in argv if a.startswith('--') and a[2:].split('=', 1)[0] in set(train.DEFAULTS) - set(DEFAULTS)]
+    files = [a for a in argv if not a.startswith('--')]
+    return [a for a in argv if a not in theirs], apply_config(dict(train.DEFAULTS), files + theirs, train.DEFAULTS)
+
+
 if __name__ == '__main__':
     import sys
-    import train
-    # --key=value of a train.py key (not one of ours) goes to the text verifiers' training config
-    train_flags = [a for a in sys.argv[1:] if a.startswith('--') and a[2:].split('=', 1)[0] in set(train.DEFAULTS) - set(DEFAULTS)]
-    config = configure(globals(), [a for a in sys.argv[1:] if a not in train_flags])  # files, then --key=value
-    # the text verifiers' train.py keys: train's defaults, updated by the same config file(s), then those flags
-    train_cfg = apply_config(dict(train.DEFAULTS), [a for a in sys.argv[1:] if not a.startswith('--')] + train_flags,
-                             train.DEFAULTS)
+    argv, train_cfg = split_argv(sys.argv[1:])
+    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
     cli(lambda c: run(c, train_cfg), config, 'baselines.py')

@@ -710,6 +710,7 @@ def test_checkpoint_round_trip(tmp_path):
 # ----------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
     tr, va = T.split_problems(load_split(split), 0.25, 42)
@@ -774,6 +775,12 @@ def test_pool_size_draw_and_validation(tmp_path):
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
     assert set(keys(small[0])).isdisjoint(keys(small[1]))
     _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    # a list of K is a sweep: one run dir per K, each with its own draw
+    T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
+           'early_stop_metric': 'loss', 'verifier_layers': [-1]})
+    for k, n_tr in ((10, 8), (30, 24)):
+        log = json.load(open(tmp_path / 'verifiers' / f'hsrm_max_train_problems-{k}_seed42' / 'log.json'))
+        assert log['done'] and (log['n_train_problems'], log['n_val_problems']) == (n_tr, k - n_tr)
 
 
 def test_run_name_and_architecture_knobs():
@@ -813,6 +820,7 @@ def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
                                                                                    score_problems(m2, probs)))
 
 
+@pytest.mark.slow
 def test_cli_writes_run_and_resumes(tmp_path):
     out = tmp_path / 'ex'
     write_split_train(str(out / 'train'), n_problems=15, n_cands=8)
@@ -821,14 +829,21 @@ def test_cli_writes_run_and_resumes(tmp_path):
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
+    assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
     assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
-        d = out / 'verifiers' / f'hsrm_seed{s}'
+        d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
         assert ck['train_config']['seed'] == s and ck['d_gen'] == 32 and ck['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0 and r.stdout.count('already finished') == 2
+    # bad input is one line naming the fix, not a traceback: here no problem has both labels
+    bad = tmp_path / 'bad'
+    write_split_train(str(bad / 'train'), n_problems=10, n_cands=4, p_correct=1.0)
+    r = subprocess.run(cmd[:2] + [f'--out_dir={bad}'], capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith('train.py: none of the 8 training problems') and 'fix:' in r.stderr
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -1163,6 +1178,7 @@ def one_thread_eval():
     torch.set_num_threads(n)
 
 
+@pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     import train
     out = str(tmp_path / 'run')
@@ -1210,6 +1226,9 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert tr['transfer'] and os.path.exists(f'{out}/results_on_other.md')
     assert 'zero-shot transfer' in open(f'{out}/results_on_other.md').read()
     assert not any(r['type'] == 'prm' for r in tr['rows'])                 # no PRM cache for that split
+    # ckpts may be globs (N-scaling scores another run's checkpoints)
+    only = E.run({'out_dir': out, 'ckpts': [f'{out}/verifiers/hsrm_seed*/ckpt.pt'], 'n_scaling': [8], 'plots': False})
+    assert [r['method'] for r in only['rows'] if r['type'] == 'verifier'] == ['HSRM']
     # an interrupted PRM cache leaves the PRM rows out, with a note saying how to finish it
     prm = json.load(open(f'{out}/eval/prm_scores.json'))
     prm['steps'].pop('001000')
@@ -1218,6 +1237,17 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert not any(r['type'] == 'prm' for r in part['rows']) and any('covers 24 of 25' in t for t in part['notes'])
 
 
+def test_baselines_take_train_keys_from_the_command_line(tmp_path):
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
+    argv, tc = B.split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'])
+    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
+    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
+    with pytest.raises(SystemExit, match='max_iterz'):
+        B.apply_config({}, B.split_argv(['--max_iterz=3'])[0], B.DEFAULTS)
+
+
+@pytest.mark.slow
 def test_cli_and_bad_config(tmp_path):
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/eval', 6, 8, seed=4)
@@ -1235,6 +1265,7 @@ def test_cli_and_bad_config(tmp_path):
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
 # ====================================================================================================
 
+@pytest.mark.slow
 def test_demo_pipeline_end_to_end(tmp_path):
     out = str(tmp_path / 'demo')
     cfg = tmp_path / 'tiny_demo.py'  # config/demo.py, shrunk: a few problems, few samples, a few steps

@@ -58,7 +58,8 @@ eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
-                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all
+                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
+                            # a list of K = one run per K (and per seed)
 seed = 42
 seeds = None                # list of seeds: one run (and run dir) per seed
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
@@ -295,32 +296,34 @@ def run_name(cfg, stored_layers=(-1,)):
 
 def run(cfg):
     """The CLI: load the split dirs, split each by problem (keeping K problems of each when
-    max_train_problems is set), pool, train one model per seed."""
+    max_train_problems is set), pool, train one model per K and seed."""
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
-    tr, va = [], []
-    for d, probs in zip(dirs, data):
-        a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], cfg['max_train_problems'])
-        tr, va = tr + a, va + b
-    for s in cfg['seeds'] or [cfg['seed']]:
-        c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None}
-        c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
-        if cfg['run_dir']:  # one dir per seed below it when sweeping
-            c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-        logp = os.path.join(c['run_dir'], 'log.json')
-        cfgp = os.path.join(c['run_dir'], 'config.json')
-        if os.path.exists(logp) and os.path.exists(cfgp):
-            with open(logp) as f1, open(cfgp) as f2:
-                if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
-                    print(f"{c['run_dir']} already finished with this config; skipping")
-                    continue
-            print(f"{c['run_dir']} holds an unfinished or different run; training it again")
-        atomic_write_json(c, cfgp)
-        _, log = train(tr, va, c)
-        bv = log['best_val']
-        print(f"seed {s}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
-              f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} "
-              f"train / {log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
+    ks = cfg['max_train_problems']
+    for k in ks if isinstance(ks, list) else [ks]:
+        tr, va = [], []
+        for d, probs in zip(dirs, data):
+            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], k)
+            tr, va = tr + a, va + b
+        for s in cfg['seeds'] or [cfg['seed']]:
+            c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k}
+            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
+            if cfg['run_dir']:  # one dir per seed below it when sweeping
+                c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
+            logp = os.path.join(c['run_dir'], 'log.json')
+            cfgp = os.path.join(c['run_dir'], 'config.json')
+            if os.path.exists(logp) and os.path.exists(cfgp):
+                with open(logp) as f1, open(cfgp) as f2:
+                    if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
+                        print(f"{c['run_dir']} already finished with this config; skipping")
+                        continue
+                print(f"{c['run_dir']} holds an unfinished or different run; training it again")
+            atomic_write_json(c, cfgp)
+            _, log = train(tr, va, c)
+            bv = log['best_val']
+            print(f"seed {s}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
+                  f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
+                  f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 if __name__ == '__main__':
