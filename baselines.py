@@ -7,6 +7,7 @@ Baselines HSRM is compared against, all read by evaluate.py:
 - an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached.
 
     python baselines.py config/gsm8k_1p7b.py                                  # text verifiers
+    python baselines.py config/gsm8k_1p7b.py --text_sizes="['large']" --text_tokenizer=gpt2 --max_iters=2000
     python baselines.py config/gsm8k_1p7b.py --prm_model=Qwen/Qwen2.5-Math-PRM-7B --device=cuda
 """
 import json
@@ -18,11 +19,12 @@ import numpy as np
 import torch
 
 from configurator import apply_config, configure, knobs
-from model import atomic_write_json, load_split, resolve_device
+from model import atomic_write_json, cli, load_split, resolve_device
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
-# file (data, split, loss, early stopping, seeds), with the overrides below.
+# file(s) and --key=value flags (data, split, loss, early stopping, seeds, text_tokenizer, max_tokens),
+# with the overrides below.
 out_dir = 'out/demo'        # the run: trains on {out_dir}/train, writes {out_dir}/verifiers/text_{size}_seed{seed}/
 eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
 text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
@@ -222,10 +224,17 @@ def run(cfg, train_cfg):
         print(f'PRM step scores of every candidate in {path}')
 
 
+def split_argv(argv):
+    """(our argv, the text verifiers' train.py config): train.py's defaults updated by the same config
+    files, then by the --key=value flags of train.py keys that are not ours (e.g. --max_iters=2000)."""
+    import train
+    theirs = [a for a in argv if a.startswith('--') and a[2:].split('=', 1)[0] in set(train.DEFAULTS) - set(DEFAULTS)]
+    files = [a for a in argv if not a.startswith('--')]
+    return [a for a in argv if a not in theirs], apply_config(dict(train.DEFAULTS), files + theirs, train.DEFAULTS)
+
+
 if __name__ == '__main__':
     import sys
-    import train
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    # the text verifiers' train.py keys: train's defaults, updated by the same config file(s)
-    train_cfg = apply_config(dict(train.DEFAULTS), [a for a in sys.argv[1:] if not a.startswith('--')], train.DEFAULTS)
-    run(config, train_cfg)
+    argv, train_cfg = split_argv(sys.argv[1:])
+    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    cli(lambda c: run(c, train_cfg), config, 'baselines.py')

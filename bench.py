@@ -18,8 +18,7 @@ import torch
 
 import label
 import train as T
-from evaluate import verifier_flops
-from model import build_verifier, count_params, score_problems
+from model import build_verifier, count_params, score_problems, verifier_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -177,15 +176,6 @@ def synthetic_cache(n_problems=500, n_cands=64, d_gen=2048, seed=0):
     return problems
 
 
-def _flops_per_token(model, d_gen, mean_len):
-    """Forward FLOPs per step token of an HSRM: projection + encoder matmuls + attention."""
-    d = model.proj.out_features
-    L = len(model.encoder.layers)
-    proj = 2 * d_gen * d
-    enc = L * (2 * (4 * d * d + 2 * d * 4 * d) + 4 * mean_len * d)
-    return proj, enc
-
-
 def bench_training(train_steps=6, score_problems_n=40, threads=None):
     """threads: torch CPU threads (None = torch's default, one per core)."""
     t_all = time.time()
@@ -205,39 +195,41 @@ def bench_training(train_steps=6, score_problems_n=40, threads=None):
 
     rows = []
     model = build_verifier('hsrm', 2048)
-    proj, enc = _flops_per_token(model, 2048, 10)
+
+    def flops(cands, train):
+        """Matmul FLOPs of forward (+ backward when train) over these candidates, from verifier_flops:
+        backward is 2x forward, except that the projection needs no gradient for its input (the data)."""
+        fwd = sum(verifier_flops(model, len(c['states']), 0) for c in cands)
+        proj = sum(2 * len(c['states']) * model.proj.in_features * model.proj.out_features for c in cands)
+        return fwd + (2 * fwd - proj if train else 0)
+
     for n_train in (None, 16):
         cfg = dict(max_iters=train_steps, eval_interval=10 ** 9, n_train=n_train, early_stop_metric='acc', seed=0)
         _, log = T.train(tr, va, cfg)
         s_step = log['step_time_s'] / train_steps
-        toks = 8 * (n_train or 64) * 10  # real step tokens per batch (mean 10 steps)
-        flops = toks * (2 * proj + 3 * enc)  # backward: weight grad only for the projection, 2x for the encoder
-        byts = toks * 2048 * 2 + count_params(model) * 4 * 12  # fp16 states read once; params/grads/Adam moments
-        floor = max(flops / (gf * 1e9), byts / (bw * 1e9))
+        batch = [c for p in tr[:8] for c in p['candidates'][:n_train or 64]]  # a typical batch
+        n_tok = sum(len(c['states']) for c in batch)
+        byts = n_tok * 2048 * 2 + count_params(model) * 4 * 12  # fp16 states read once; params/grads/Adam moments
+        floor = max(flops(batch, True) / (gf * 1e9), byts / (bw * 1e9))
         rows.append((f"train step, n_train={n_train or 'all (64)'}", f"{s_step * 1e3:.0f} ms", f"{floor * 1e3:.0f} ms",
                      f"{s_step / floor:.1f}x", f"1000 steps {s_step * 1000 / 60:.1f} min (target < 5)"))
 
     model.eval()
     sp = probs[:score_problems_n]
-    n_c = sum(len(p['candidates']) for p in sp)
+    cands = [c for p in sp for c in p['candidates']]
     score_problems(model, sp[:2])  # warm-up
     t = time.perf_counter()
     score_problems(model, sp)
     dt = time.perf_counter() - t
-    n_tok = sum(len(c['states']) for p in sp for c in p['candidates'])
-    flops = n_tok * (proj + enc)
-    floor = max(flops / (gf * 1e9), n_tok * 2048 * 2 / (bw * 1e9))
-    rows.append(("HSRM scoring", f"{n_c / dt:,.0f} cand/s", f"{n_c / floor:,.0f} cand/s", f"{(n_c / floor) / (n_c / dt):.1f}x",
-                 f"target >= 10,000 cand/s"))
-
-    w = [max(len(r[i]) for r in rows + [('what', 'measured', 'floor', 'slower by', 'vs target')]) for i in range(5)]
-    line = lambda r: '  '.join(x.ljust(w[i]) for i, x in enumerate(r))  # noqa: E731
-    print(line(('what', 'measured', 'floor', 'slower by', 'vs target')))
-    for r in rows:
-        print(line(r))
-    print(f"floor = max(FLOPs / {gf:.0f} GFLOP/s, bytes / {bw:.1f} GB/s); FLOPs per step token: projection "
-          f"{proj / 1e6:.2f}M + encoder {enc / 1e6:.2f}M forward, so HSRM at 10 steps needs "
-          f"{10 * (proj + enc) / 1e6:.0f} MFLOP per candidate: 10,000 cand/s needs {10 * (proj + enc) * 1e4 / 1e9:.0f} GFLOP/s")
+    n_tok = sum(len(c['states']) for c in cands)
+    floor = max(flops(cands, False) / (gf * 1e9), n_tok * 2048 * 2 / (bw * 1e9))
+    rows.append(("HSRM scoring", f"{len(cands) / dt:,.0f} cand/s", f"{len(cands) / floor:,.0f} cand/s",
+                 f"{(len(cands) / floor) / (len(cands) / dt):.1f}x", "target >= 10,000 cand/s"))
+    table(rows, ['what', 'measured', 'floor', 'slower by', 'vs target'])
+    per = flops(cands, False) / len(cands)
+    print(f"floor = max(FLOPs / {gf:.0f} GFLOP/s, bytes / {bw:.1f} GB/s); FLOPs from model.verifier_flops (matmuls, "
+          f"attention included): HSRM at {n_tok / len(cands):.1f} steps mean needs {per / 1e6:.0f} MFLOP per candidate, "
+          f"so 10,000 cand/s needs {per * 1e4 / 1e9:.0f} GFLOP/s")
     print(f"bench took {time.time() - t_all:.0f}s")
 
 
@@ -245,8 +237,9 @@ def bench_training(train_steps=6, score_problems_n=40, threads=None):
 # verifier cost: the evaluation cost table's measured column at the paper's shapes
 
 
-# restricted text vocabularies that give the paper's EORM sizes (see model.TextVerifier): small ~2.6M, large ~53.4M
-TEXT_VOCAB = {'small': 6_493, 'large': 50_500}
+# text vocabularies (+ PAD/UNK) as train.py builds them: small, a GSM8K-sized restricted vocab (2.60M
+# parameters, the paper's 2.6M); large, text_tokenizer='gpt2' (53.22M at 512 positions; the paper says 53.4M)
+TEXT_VOCAB = {'small': 6_493, 'large': 50_257 + 2}
 
 
 def synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, vocab_size, seed=0):
@@ -282,17 +275,11 @@ def bench_eval(d_gen=2048, n_steps=20, n_tokens=300, n_problems=2, n_cands=8, re
     return rows
 
 
-def format_rows(rows, n_steps=20, n_tokens=300):
-    out = [f'| Verifier (S={n_steps} steps, T={n_tokens} tokens) | Params | fp16 MB | FLOPs / candidate | ms / candidate |',
-           '|---|---:|---:|---:|---:|']
-    for r in rows:
-        out.append(f"| {r['verifier']} | {r['params'] / 1e6:.2f}M | {r['fp16_mb']:.1f} | {r['flops']:.3g} "
-                   f"| {r['ms_per_candidate']:.3f} ({r['device']}) |")
-    return '\n'.join(out)
-
-
-def bench_cost():
-    print(format_rows(bench_eval()))
+def bench_cost(n_steps=20, n_tokens=300):
+    rows = bench_eval(n_steps=n_steps, n_tokens=n_tokens)
+    table([(r['verifier'], f"{r['params'] / 1e6:.2f}M", f"{r['fp16_mb']:.1f}", f"{r['flops']:.3g}",
+            f"{r['ms_per_candidate']:.3f} ({r['device']})") for r in rows],
+          [f'Verifier (S={n_steps} steps, T={n_tokens} tokens)', 'Params', 'fp16 MB', 'FLOPs / candidate', 'ms / candidate'])
 
 
 if __name__ == '__main__':

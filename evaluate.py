@@ -23,15 +23,15 @@ import torch
 from configurator import configure, knobs
 from baselines import CHEAP_SCORERS, cheap_scores
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from model import (atomic_write_json, count_params, load_checkpoint, load_labels, load_problem, load_split,
-                   problem_files, resolve_device, score_problems, within_auroc)
+from model import (VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split,
+                   problem_files, reads, resolve_device, score_problems, top_mask, verifier_flops, within_auroc)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
 out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
 train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best cheap scorer
-ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else a list of ckpt paths (e.g. from another run)
+ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
 n_subsets = 100             # random N-subsets per problem when the pool holds more than N
@@ -92,16 +92,10 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 # selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
 
 
-def _ties(v, present=None):
-    mx = v.max(1, keepdims=True)
-    top = v >= mx - 1e-12 * np.maximum(1.0, np.abs(mx))
-    return top if present is None else top & present
-
-
 def best_of_n_sub(scores, labels, sub):
     """Mean over subsets of best_of_n (model.py's rule: argmax, ties = mean label of the tied)."""
     s, l = scores[sub], labels[sub]
-    top = _ties(s)
+    top = top_mask(s)
     return float(((top * l).sum(1) / top.sum(1)).mean())
 
 
@@ -126,7 +120,7 @@ def vote_sub(groups, labels, sub, scores=None, temp=None):
     cnt = onehot.sum(1)
     gl = np.einsum('kn,kng->kg', l, onehot) / np.maximum(cnt, 1)
     present = cnt > 0
-    top = _ties(np.where(present, gw, -np.inf), present)
+    top = top_mask(np.where(present, gw, -np.inf)) & present
     with np.errstate(invalid='ignore', divide='ignore'):
         acc = np.where(present.any(1), (top * gl).sum(1) / top.sum(1), l.mean(1))
     return float(acc.mean())
@@ -143,10 +137,21 @@ def mean_auroc(score_lists, pool):
     return float(np.mean(a)) if a else float('nan'), len(a)
 
 
-def scored_metrics(score_lists, pool, ns, temp=None, vote=False):
+def check_scores(score_lists, pool, where):
+    """float64 copies of the scores; a NaN is an error naming the scorer (where) and the problem.
+    -inf is a valid score (e.g. nothing to score): it ties with other -inf scores."""
+    out = [np.asarray(s, dtype=np.float64) for s in score_lists]
+    for s, q in zip(out, pool):
+        if np.isnan(s).any():
+            raise ValueError(f"{where}: problem {q['key']} has NaN scores at candidates {np.flatnonzero(np.isnan(s)).tolist()}; "
+                             f"fix: check that scorer (a checkpoint trained to NaN, or NaN in the stored statistics)")
+    return out
+
+
+def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores'):
     """Best-of-n for n in ns, mean within-problem AUROC over the full pool, and (vote=True) the
-    verifier-weighted vote at each n with temperature temp."""
-    score_lists = [np.where(np.isnan(s), -np.inf, np.asarray(s, dtype=np.float64)) for s in score_lists]
+    verifier-weighted vote at each n with temperature temp. where: the scorer, named in errors."""
+    score_lists = check_scores(score_lists, pool, where)
     auroc, n_auc = mean_auroc(score_lists, pool)
     m = {'acc_at': {n: float(np.mean([best_of_n_sub(s, q['labels'], q['subsets'][n])
                                       for s, q in zip(score_lists, pool)])) for n in ns},
@@ -157,64 +162,14 @@ def scored_metrics(score_lists, pool, ns, temp=None, vote=False):
     return m
 
 
-def choose_temp(score_lists, pool, n, temps):
+def choose_temp(score_lists, pool, n, temps, where='scores'):
     """Weighted-vote temperature with the best vote accuracy at n on a validation pool (first on ties)."""
-    accs = [scored_metrics(score_lists, pool, [n], t, vote=True)['vote_at'][n] for t in temps]
+    accs = [scored_metrics(score_lists, pool, [n], t, vote=True, where=where)['vote_at'][n] for t in temps]
     return float(temps[int(np.argmax(accs))])
 
 
 # -----------------------------------------------------------------------------
-# cost: analytic forward FLOPs per candidate (2 per multiply-add) from the model's own modules
-
-
-def _enc_flops(encoder, L):
-    f = 0
-    for layer in encoder.layers:
-        d, dff = layer.self_attn.embed_dim, layer.linear1.out_features
-        f += 2 * L * (4 * d * d + 2 * d * dff) + 4 * L * L * d  # qkv+out+FFN, then QK^T and AV
-    return f
-
-
-def _head_flops(head):
-    return sum(2 * m.in_features * m.out_features for m in head if isinstance(m, torch.nn.Linear))
-
-
-def verifier_flops(model, n_steps, n_tokens):
-    """FLOPs of one candidate with n_steps step states and n_tokens completion tokens."""
-    kind, spec = model.spec['kind'], model.spec
-    S = 1 if spec['input_steps'] == 'last' else n_steps
-    T = max(1, min(n_tokens, spec['max_tokens']))
-
-    def hsrm(m):
-        return 2 * S * m.proj.in_features * m.proj.out_features + _enc_flops(m.encoder, S)
-
-    if kind in ('hsrm', 'hsrm_narrow'):
-        return hsrm(model) + _head_flops(model.head)
-    if kind == 'deepset':
-        return 2 * S * sum(m.in_features * m.out_features for m in model.phi if isinstance(m, torch.nn.Linear)) \
-            + _head_flops(model.head)
-    if kind == 'text':
-        return _enc_flops(model.encoder, T) + _head_flops(model.head)
-    return hsrm(model.hidden) + _enc_flops(model.text.encoder, T) + _head_flops(model.head)  # hybrid
-
-
-# -----------------------------------------------------------------------------
 # scoring with caches: a rerun reuses every score already computed for the same checkpoint file
-
-
-def load_problems(split_dir, files):
-    """Problems of the given files of one split, with labels (model.load_split for a subset)."""
-    lab = load_labels(split_dir)
-    out = []
-    for f in files:
-        p = load_problem(f)
-        ls = lab.get(p['key'])
-        if ls is None or len(ls) != len(p['candidates']):
-            raise ValueError(f"labels.json in {split_dir} does not cover problem {p['key']}; fix: re-run label.py")
-        for c, l in zip(p['candidates'], ls):
-            c['correct'], c['answer'] = bool(l['correct']), l.get('answer')
-        out.append(p)
-    return out
 
 
 def _slug(path):
@@ -245,8 +200,8 @@ def run_group(ckpt_path):
     return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
 
 
-PRETTY = {'hsrm': 'HSRM', 'hsrm_narrow': 'HSRM (d=128)', 'deepset': 'DeepSet', 'hybrid': 'Hybrid (text + hidden)',
-          'text': 'EORM-style text', 'text_small': 'EORM-style text (small)', 'text_large': 'EORM-style text (large)'}
+PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
+          'text_large': 'EORM-style text (large)'}
 CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
                 'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
                 'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
@@ -371,11 +326,12 @@ def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
     rows.append(make_row('Majority vote (extracted answers)', 'vote', [{'acc': maj[n], 'acc_at': maj}]))
     cheap, val_acc = {}, {}
     for name in CHEAP_SCORERS:
-        mt = scored_metrics(cheap_scores(problems, name), pool, ns)
+        mt = scored_metrics(cheap_scores(problems, name), pool, ns, where=f'cheap scorer {name}')
         cheap[name] = {'acc': mt['acc_at'][n], **mt}
         rows.append(make_row(CHEAP_PRETTY[name], 'cheap', [cheap[name]]))
     if val_pool is not None:
-        val_acc = {k: scored_metrics(cheap_scores(val_problems, k), val_pool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
+        val_acc = {k: scored_metrics(cheap_scores(val_problems, k), val_pool, [vn], where=f'cheap scorer {k} (validation)')
+                   ['acc_at'][vn] for k in CHEAP_SCORERS}
         bv = max(CHEAP_SCORERS, key=lambda k: val_acc[k])
         rows.append(make_row(f'Best cheap scorer on validation: {bv}', 'cheap_best_val', [cheap[bv]], scorer=bv))
     bt = max(CHEAP_SCORERS, key=lambda k: cheap[k]['acc'])
@@ -397,7 +353,7 @@ def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
             prm = None
     if prm:
         sc = [np.array([reduce_steps(st, how) for st in prm['steps'][p['key']]]) for p in problems]
-        mt = scored_metrics(sc, pool, ns, None, vote=True)
+        mt = scored_metrics(sc, pool, ns, None, vote=True, where=path)
         name = f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)"
         rows = [make_row(name, 'prm', [{'acc': mt['acc_at'][n], **mt}], params=prm.get('n_params')),
                 make_row(f'{name} + weighted vote', 'prm_vote', [{'acc': mt['vote_at'][n], 'acc_at': mt['vote_at']}])]
@@ -409,15 +365,17 @@ def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
     return rows, cost, note
 
 
-def verifier_rows(paths, problems, pool, val_problems, val_pool, ns, n, vn, cfg, dirs, dev):
+def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
     """Score with every checkpoint (cached), one row per run name with mean ± std over its seeds, its
-    weighted-vote row, and its cost row. dirs: (eval_dir, train_dir, cache_dir)."""
+    weighted-vote row, and its cost row. val_split(val_frac, val_seed, k) -> (problems, pool, n) of
+    train_dir's validation split as that checkpoint was trained with, or None. dirs: (eval_dir,
+    train_dir, cache_dir)."""
     eval_dir, train_dir, cache_dir = dirs
     groups, rows, cost, trained_on = {}, [], [], set()
     for path in paths:
         groups.setdefault(run_group(path), []).append(path)
     for g, gpaths in sorted(groups.items(), key=lambda kv: (kv[0].startswith('hsrm'), kv[0])):  # HSRM last
-        runs, arch = [], None
+        runs, arch, voted = [], None, False
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
             a = (ck['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['layers'], ck['input_steps'])
@@ -427,28 +385,38 @@ def verifier_rows(paths, problems, pool, val_problems, val_pool, ns, n, vn, cfg,
             arch, tc = a, ck.get('train_config') or {}
             trained_on |= {os.path.abspath(d) for d in tc.get('train_dirs') or []}
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
-            temp = None
-            if val_pool is not None:
-                vs = cached_scores(model, path, val_problems, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
-                temp = choose_temp(vs, val_pool, vn, cfg['vote_temps'])
-            mt = scored_metrics(sc, pool, ns, temp, vote=temp is not None)
+            temp, val = None, val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
+                                        tc.get('max_train_problems'))
+            if val is not None:
+                vp, vpool, vn = val
+                vs = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
+                temp = choose_temp(vs, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
+            voted = temp is not None
+            mt = scored_metrics(sc, pool, ns, temp, vote=voted, where=f'{path} on {eval_dir}')
+            lengths = [input_lengths(c, model.spec) for p in problems for c in p['candidates']]
             runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'acc': mt['acc_at'][n],
                          'temp': temp, 'seconds_per_candidate': spc, 'device': where, **mt,
-                         'flops': float(np.mean([verifier_flops(model, len(c['step_pos']), len(c['token_ids']))
-                                                 for p in problems for c in p['candidates']]))})
+                         'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
         label, kind = PRETTY.get(g, g), arch[0]
         rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind))
-        if val_pool is not None:
+        if voted:
             rows.append(make_row(f'{label} + weighted vote', 'verifier_vote',
                                  [{'acc': r['vote_at'][n], 'acc_at': r['vote_at']} for r in runs], group=g))
-        t_mean = np.mean([min(len(c['token_ids']), ck['max_tokens']) for p in problems for c in p['candidates']])
-        s_mean = np.mean([len(c['step_pos']) for p in problems for c in p['candidates']])
+        # what the last checkpoint of the group actually read (the runs of a group share the input spec)
+        spec, inputs = model.spec, []
+        if reads(kind, 'states'):
+            inputs.append(f"S ≤ 100 hidden states (mean {np.mean([S for S, _ in lengths]):.1f} read)")
+        if reads(kind, 'tokens'):
+            full = [len(c['token_ids']) for p in problems for c in p['candidates']] if not spec.get('tokenizer') else \
+                [T for _, T in lengths]  # re-tokenized lengths are computed after the cut: count the cut below
+            cut = sum(x > spec['max_tokens'] for x in full)
+            inputs.append(f"T text tokens (mean {np.mean([T for _, T in lengths]):.0f} read, position table "
+                          f"{spec['max_tokens']}" + (f", {cut} longer candidates read their last {spec['max_tokens']}"
+                                                     if cut else '') + ')')
         cost.append({'verifier': label, 'params': runs[0]['params'], 'flops': float(np.mean([r['flops'] for r in runs])),
-                     'input': (f'T text tokens (mean {t_mean:.0f} read)' if kind == 'text' else
-                               f'S ≤ 100 hidden states (mean {s_mean:.1f})' + (' + text tokens' if kind == 'hybrid' else '')),
-                     'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
-                     'device': runs[0]['device'], 'acc': rows[-2 if val_pool is not None else -1]['acc'],
-                     'extra_passes': 'text re-encoding' if kind in ('text', 'hybrid') else '0'})
+                     'input': ' + '.join(inputs), 'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
+                     'device': runs[0]['device'], 'acc': rows[-2 if voted else -1]['acc'],
+                     'extra_passes': 'text re-encoding' if reads(kind, 'tokens') else '0'})
     return rows, cost, sorted(trained_on)
 
 
@@ -480,16 +448,27 @@ def run(cfg):
              "Votes group the extracted answers by equivalence (label.py's answers_equal); candidates without an answer "
              "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
 
-    # validation pool: the problem-level val split of train_dir, for choices that must not see the test split
-    val_problems, val_pool, vn = None, None, None
-    if os.path.exists(os.path.join(train_dir, 'labels.json')):
-        val_problems = load_problems(train_dir, split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'])[1])
-        vn = min(n, min(len(p['candidates']) for p in val_problems))
-        val_pool = build_pool(val_problems, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
+    splits = {}
+
+    def val_split(frac, seed, k=None):
+        """(problems, pool, best-of-n) of train_dir's val split as train.py draws it (k: max_train_problems), or None."""
+        if not os.path.exists(os.path.join(train_dir, 'labels.json')):
+            return None
+        if (frac, seed, k) not in splits:
+            vp = load_split(train_dir, files=split_problems(problem_files(train_dir), frac, seed, k)[1])
+            vn = min(n, min(len(p['candidates']) for p in vp))
+            splits[frac, seed, k] = vp, build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+        return splits[frac, seed, k]
+
+    val = val_split(cfg['val_frac'], cfg['val_seed'])
+    val_problems, val_pool, vn = val or (None, None, None)
+    if val:
         notes.append(f"Validation choices use the val split of {train_dir} ({len(val_problems)} problems, val_frac "
                      f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{vn}: the best cheap scorer, and the "
                      f"weighted-vote temperature T of each run (softmax(score / T) summed per answer group, T from "
-                     f"{cfg['vote_temps']}). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
+                     f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
+                     f"problems). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
     else:
         notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
 
@@ -497,8 +476,12 @@ def run(cfg):
     t_mean = float(np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]))
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'], t_mean)
     notes += [note] if note else []
-    paths = cfg['ckpts'] or sorted(glob.glob(os.path.join(out_dir, 'verifiers', '*', 'ckpt.pt')))
-    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_problems, val_pool, ns, n, vn, cfg,
+    # ckpts entries may be globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt' (N-scaling)
+    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
+                   glob.glob(os.path.join(out_dir, 'verifiers', '*', 'ckpt.pt')))
+    if cfg['ckpts'] and not paths:
+        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     orc = {k: float(np.mean([oracle_sub(q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [{'acc': orc[n], 'acc_at': orc}])]
@@ -528,4 +511,4 @@ def run(cfg):
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
-    run(config)
+    cli(run, config, 'evaluate.py')

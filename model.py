@@ -2,6 +2,7 @@
 What every stage shares: the on-disk format (atomic writes, loading a split back), the metrics,
 and (below) the verifier models and losses.
 """
+import functools
 import glob
 import json
 import os
@@ -44,6 +45,17 @@ def resolve_device(device):
     return device
 
 
+def cli(run, config, name):
+    """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
+    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
+    try:
+        return run(config)
+    except (ValueError, FileNotFoundError) as e:
+        if 'fix:' not in str(e):
+            raise
+        raise SystemExit(f'{name}: {e}') from None
+
+
 def problem_files(split_dir):
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
     if not files:
@@ -65,10 +77,11 @@ def load_labels(split_dir):
         return json.load(f)['labels']
 
 
-def load_split(split_dir, labels=True):
-    """All problems of one split dir as a list of dicts (the per-problem .pt content), each candidate
-    carrying 'correct' (bool) from labels.json when labels=True. Never needs the generator."""
-    files = problem_files(split_dir)  # no data at all is the first thing to report
+def load_split(split_dir, labels=True, files=None):
+    """All problems of one split dir (or the given files of it) as a list of dicts (the per-problem .pt
+    content), each candidate carrying 'correct' (bool) from labels.json when labels=True. Never needs
+    the generator."""
+    files = problem_files(split_dir) if files is None else files  # no data at all is the first thing to report
     lab = load_labels(split_dir) if labels else None
     problems = []
     for path in files:
@@ -92,21 +105,33 @@ def load_split(split_dir, labels=True):
 # metrics (per problem: scores and 0/1 labels of its candidates)
 
 
+def top_mask(v):
+    """True where v [..., n] ties with the max of its last axis (to 1e-12 relative; -inf and +inf tie
+    with themselves). NaN is an error: a NaN score would silently never (or always) win."""
+    v = np.asarray(v, dtype=np.float64)
+    if np.isnan(v).any():
+        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
+    mx = v.max(-1, keepdims=True)
+    tol = np.where(np.isfinite(mx), 1e-12 * np.maximum(1.0, np.abs(mx)), 0.0)
+    return v >= mx - tol
+
+
 def best_of_n(scores, labels):
     """Expected correctness of argmax selection; ties split evenly, never 'first wins'."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=np.float64)
-    top = scores >= scores.max() - 1e-12 * max(1.0, abs(scores.max()))
-    return float(labels[top].mean())
+    return float(np.asarray(labels, dtype=np.float64)[top_mask(scores)].mean())
 
 
 def within_auroc(scores, labels):
-    """AUROC of one problem's pool (ties count 1/2); None when the pool is all right or all wrong."""
+    """AUROC of one problem's pool (ties count 1/2 whatever the value, -inf included); None when the
+    pool is all right or all wrong."""
     scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    if np.isnan(scores).any():
+        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
     pos, neg = scores[labels], scores[~labels]
     if len(pos) == 0 or len(neg) == 0:
         return None
-    diff = pos[:, None] - neg[None, :]
-    return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
+    p, n = pos[:, None], neg[None, :]  # compare, never subtract: -inf - -inf is NaN
+    return float((p > n).mean() + 0.5 * (p == n).mean())
 
 
 def pool_metrics(score_lists, label_lists):
@@ -169,8 +194,25 @@ def _encode(encoder, z, mask):
     return _masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
 
 
+# FLOPs: 2 per multiply-add of every matmul (what torch's FLOP counter counts), attention included;
+# embedding lookups, LayerNorm, softmax and activations count 0 (as in the counter).
+
+
+def _linear_flops(modules, L):
+    return 2 * L * sum(m.in_features * m.out_features for m in modules if isinstance(m, nn.Linear))
+
+
+def _enc_flops(encoder, L):
+    f = 0
+    for layer in encoder.layers:
+        d, dff = layer.self_attn.embed_dim, layer.linear1.out_features
+        f += 2 * L * (4 * d * d + 2 * d * dff) + 4 * L * L * d  # qkv+out+FFN, then QK^T and AV
+    return f
+
+
 class HSRM(nn.Module):
     """Per-step linear projection -> Transformer encoder over steps -> mean over real steps -> LN -> head."""
+    reads = ('states',)
 
     def __init__(self, d_in, d_model=256, n_layer=2, n_head=4, dropout=0.1):
         super().__init__()
@@ -184,9 +226,17 @@ class HSRM(nn.Module):
     def forward(self, batch):
         return self.head(self.pooled(batch)).squeeze(-1)
 
+    def pooled_flops(self, S, T):
+        return _linear_flops([self.proj], S) + _enc_flops(self.encoder, S)
+
+    def flops(self, S, T):
+        """Forward FLOPs of one candidate with S step states and T tokens (both as read)."""
+        return self.pooled_flops(S, T) + _linear_flops(self.head, 1)
+
 
 class DeepSet(nn.Module):
     """Per-step MLP (d_in -> d -> 4d -> d), mean over real steps, LN, head: no interaction between steps."""
+    reads = ('states',)
 
     def __init__(self, d_in, d_model=128, dropout=0.1):
         super().__init__()
@@ -198,18 +248,28 @@ class DeepSet(nn.Module):
     def forward(self, batch):
         return self.head(_masked_mean(self.phi(batch['states']), batch['step_mask'])).squeeze(-1)
 
+    def flops(self, S, T):
+        return _linear_flops(self.phi, S) + _linear_flops(self.head, 1)
+
+
+TEXT_SIZES = {'small': dict(d_model=256, n_layer=1, n_head=2), 'large': dict(d_model=768, n_layer=2, n_head=4)}
+
 
 class TextVerifier(nn.Module):
     """EORM-style text-only energy model: token + learned position embeddings over the completion
-    text, Transformer encoder, mean over real tokens, LN, head. The vocabulary is restricted to the
-    generator-tokenizer ids seen in the training completions (build_vocab) plus PAD and UNK, so
-    params = (vocab_size + max_tokens) * d + encoder + head: e.g. small (d 256, L 1, h 2) with
-    max_tokens 512 is 2.6M at vocab_size 6,493 (a GSM8K-sized restricted vocab); large (d 768, L 2,
-    h 4) is 53.4M only at vocab_size ~50.5k, a GPT-2-sized vocabulary: the paper's two EORM sizes
-    imply different vocabularies, and ours makes both counts depend on the training data."""
+    text, Transformer encoder, mean over real tokens, LN, head. size 'small' (d 256, L 1, h 2) or
+    'large' (d 768, L 2, h 4); d_model / n_layer / n_head override it. params = (vocab_size +
+    max_tokens) * d + encoder + head: small with max_tokens 512 is 2.6M at vocab_size 6,493 (a
+    GSM8K-sized vocab restricted to the training tokens); large is 53.4M only at vocab_size ~50.5k,
+    a GPT-2-sized vocabulary (text_tokenizer='gpt2' in train.py)."""
+    reads = ('tokens',)
 
-    def __init__(self, vocab_size, d_model=256, n_layer=1, n_head=2, max_tokens=512, dropout=0.1):
+    def __init__(self, vocab_size, max_tokens=512, size='small', d_model=None, n_layer=None, n_head=None, dropout=0.1):
         super().__init__()
+        if size not in TEXT_SIZES:
+            raise ValueError(f"text size={size!r}; fix: --text_size=small or --text_size=large")
+        d_model, n_layer, n_head = (x or TEXT_SIZES[size][k] for x, k in
+                                    ((d_model, 'd_model'), (n_layer, 'n_layer'), (n_head, 'n_head')))
         self.tok = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.pos = nn.Embedding(max_tokens, d_model)
         self.drop = nn.Dropout(dropout)
@@ -224,70 +284,102 @@ class TextVerifier(nn.Module):
     def forward(self, batch):
         return self.head(self.pooled(batch)).squeeze(-1)
 
+    def pooled_flops(self, S, T):
+        return _enc_flops(self.encoder, T)
+
+    def flops(self, S, T):
+        return self.pooled_flops(S, T) + _linear_flops(self.head, 1)
+
 
 class Hybrid(nn.Module):
     """Text + hidden states: an HSRM branch and a small text branch (d_model, 1 layer, 2 heads),
     pooled vectors concatenated -> LN -> head."""
+    reads = ('states', 'tokens')
 
-    def __init__(self, d_in, vocab_size, d_model=256, n_layer=2, n_head=4, text_layers=1, text_heads=2,
-                 max_tokens=512, dropout=0.1):
+    def __init__(self, d_in, vocab_size, max_tokens=512, d_model=256, n_layer=2, n_head=4, text_layers=1,
+                 text_heads=2, dropout=0.1):
         super().__init__()
         self.hidden = HSRM(d_in, d_model, n_layer, n_head, dropout)
-        self.text = TextVerifier(vocab_size, d_model, text_layers, text_heads, max_tokens, dropout)
+        self.text = TextVerifier(vocab_size, max_tokens, 'small', d_model, text_layers, text_heads, dropout)
         del self.hidden.head, self.text.head  # only the branches' pooled vectors are used
         self.head = _score_head(2 * d_model)
 
     def forward(self, batch):
         return self.head(torch.cat([self.hidden.pooled(batch), self.text.pooled(batch)], -1)).squeeze(-1)
 
+    def flops(self, S, T):
+        return self.hidden.pooled_flops(S, T) + self.text.pooled_flops(S, T) + _linear_flops(self.head, 1)
 
-TEXT_SIZES = {'small': dict(d_model=256, n_layer=1, n_head=2), 'large': dict(d_model=768, n_layer=2, n_head=4)}
-KINDS = ('hsrm', 'hsrm_narrow', 'deepset', 'text', 'hybrid')
+
+# The registry. A verifier kind is a class above (reads: which inputs make_batch builds for it;
+# flops(S, T); a constructor taking d_in if it reads 'states' and vocab_size, max_tokens if it reads
+# 'tokens', then its architecture args) and one line here: class, default architecture args, table name.
+VERIFIERS = {
+    'hsrm': (HSRM, {}, 'HSRM'),
+    'hsrm_narrow': (HSRM, {'d_model': 128}, 'HSRM (d=128)'),
+    'deepset': (DeepSet, {}, 'DeepSet'),
+    'text': (TextVerifier, {}, 'EORM-style text'),
+    'hybrid': (Hybrid, {}, 'Hybrid (text + hidden)'),
+}
+KINDS = tuple(VERIFIERS)
+
+
+def reads(kind, what):
+    """Whether verifier `kind` reads 'states' (generator hidden states) or 'tokens' (completion text)."""
+    return what in VERIFIERS[kind][0].reads
 
 
 def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
-                   max_tokens=512, **args):
+                   max_tokens=512, tokenizer=None, **args):
     """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
-    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'last'; vocab: list of generator token
-    ids (text/hybrid; vocab_size = len(vocab) + 2 for PAD/UNK; vocab_size alone builds a model for
-    counting). args: architecture overrides (d_model, n_layer, n_head, dropout, size for 'text').
+    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'last'; text inputs: vocab (sorted
+    generator token ids: the restricted vocabulary, vocab_size = len(vocab) + 2 for PAD/UNK) or
+    tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
+    vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
+    architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
-    if kind not in KINDS:
+    if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
     if input_steps not in ('all', 'last'):
         raise ValueError(f"input_steps={input_steps!r}; fix: --input_steps=all or --input_steps=last")
-    layers = list(layers)
-    if kind != 'text' and not d_gen:
-        raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
-    if kind in ('text', 'hybrid'):
+    cls, base, _ = VERIFIERS[kind]
+    layers, inputs = list(layers), {}
+    if reads(kind, 'states'):
+        if not d_gen:
+            raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
+        inputs['d_in'] = d_gen * len(layers)
+    if reads(kind, 'tokens'):
         if vocab is not None:
             vocab_size = len(vocab) + 2
+        elif tokenizer is not None and not vocab_size:
+            vocab_size = len(text_tokenizer(tokenizer)) + 2
         if not vocab_size:
-            raise ValueError(f"verifier {kind!r} needs vocab (build_vocab(train problems)) or vocab_size")
-    d_in = (d_gen or 0) * len(layers)
-    if kind == 'hsrm':
-        model = HSRM(d_in, **args)
-    elif kind == 'hsrm_narrow':
-        model = HSRM(d_in, **{'d_model': 128, **args})
-    elif kind == 'deepset':
-        model = DeepSet(d_in, **args)
-    elif kind == 'text':
-        size = args.pop('size', 'small')
-        if size not in TEXT_SIZES:
-            raise ValueError(f"text size={size!r}; fix: --text_size=small or --text_size=large")
-        model = TextVerifier(vocab_size, **{**TEXT_SIZES[size], 'max_tokens': max_tokens, **args})
-        args['size'] = size
-    else:
-        model = Hybrid(d_in, vocab_size, max_tokens=max_tokens, **args)
-    model.kind, model.args = kind, dict(args)
+            raise ValueError(f"verifier {kind!r} needs vocab (build_vocab(train problems)), tokenizer or vocab_size")
+        inputs.update(vocab_size=vocab_size, max_tokens=max_tokens)
+    args = {**base, **{k: v for k, v in args.items() if v is not None}}
+    try:
+        model = cls(**inputs, **args)
+    except TypeError as e:  # an architecture key this kind does not have
+        raise ValueError(f"verifier {kind!r} ({cls.__name__}) does not take {sorted(args)}: {e}; fix: leave the "
+                         f"keys it has no use for unset (None)") from None
+    model.kind, model.args = kind, args
     model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps,
                       vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
-                      max_tokens=max_tokens)
+                      max_tokens=max_tokens, tokenizer=tokenizer)
     return model
 
 
 def count_params(model):
     return sum(p.numel() for p in model.parameters())
+
+
+def verifier_flops(model, n_steps, n_tokens):
+    """Forward FLOPs of one candidate with n_steps step states and n_tokens completion tokens, as the
+    model reads them (input_steps='last' reads 1 step; text reads at most max_tokens)."""
+    S = 1 if model.spec['input_steps'] == 'last' else n_steps
+    T = max(1, min(n_tokens, model.spec['max_tokens']))
+    return model.flops(S, T)
+
 
 
 # -----------------------------------------------------------------------------
@@ -317,11 +409,36 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
     return torch.cat([torch.arange(i * d_gen, (i + 1) * d_gen) for i in idx])
 
 
+@functools.lru_cache(maxsize=4)
+def text_tokenizer(name):
+    """A HF tokenizer (hub name or local dir) whose whole vocabulary a text verifier reads."""
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(name)
+
+
+def text_ids(c, spec):
+    """The token ids a text verifier reads for candidate c, before the max_tokens cut: ids into the
+    restricted vocabulary spec['vocab'] (generator ids not seen in training -> UNK), or, with
+    spec['tokenizer'], c['text'] re-tokenized by it (computed once per candidate). Real ids start at 2."""
+    if spec.get('tokenizer'):
+        key = 'text_ids:' + spec['tokenizer']
+        if key not in c:
+            c[key] = torch.tensor(text_tokenizer(spec['tokenizer'])(c['text'], add_special_tokens=False)['input_ids'],
+                                  dtype=torch.long) + 2
+        return c[key] if len(c[key]) else torch.tensor([UNK])
+    ids = c['token_ids'].long()
+    if len(ids) == 0:
+        return torch.tensor([UNK])
+    vocab = torch.tensor(spec['vocab'], dtype=torch.long)
+    j = torch.searchsorted(vocab, ids).clamp(max=len(vocab) - 1)
+    return torch.where(vocab[j] == ids, j + 2, UNK)
+
+
 def make_batch(candidates, spec, cols=None):
     """Padded batch dict for a verifier with input spec `spec` (model.spec) from candidate dicts; `cols`
     from layer_columns (None = every stored column). fp16 states become float32 here, per batch."""
     batch = {}
-    if spec['kind'] != 'text':
+    if reads(spec['kind'], 'states'):
         last = spec['input_steps'] == 'last'
         st = [c['states'][-1:] if last else c['states'] for c in candidates]
         if cols is not None:
@@ -329,15 +446,9 @@ def make_batch(candidates, spec, cols=None):
         batch['states'] = nn.utils.rnn.pad_sequence(st, batch_first=True).float()  # [B,S,D]
         n = torch.tensor([len(s) for s in st])
         batch['step_mask'] = torch.arange(batch['states'].shape[1])[None, :] < n[:, None]
-    if spec['kind'] in ('text', 'hybrid'):
-        vocab = torch.tensor(spec['vocab'], dtype=torch.long)
-        toks = []
-        for c in candidates:
-            ids = c['token_ids'][-spec['max_tokens']:].long()  # keep the end: the final answer is there
-            if len(ids) == 0:
-                ids = torch.tensor([UNK])
-            j = torch.searchsorted(vocab, ids).clamp(max=len(vocab) - 1)
-            toks.append(torch.where(vocab[j] == ids, j + 2, UNK))
+    if reads(spec['kind'], 'tokens'):
+        # a completion longer than the position table loses its start: the final answer is at the end
+        toks = [text_ids(c, spec)[-spec['max_tokens']:] for c in candidates]
         batch['tokens'] = nn.utils.rnn.pad_sequence(toks, batch_first=True, padding_value=PAD)
         batch['token_mask'] = batch['tokens'] != PAD
     return batch
@@ -360,7 +471,7 @@ def check_states(problems, where):
 
 def problem_columns(problems, spec, where):
     """layer_columns for a list of problems that share one stored layer list (one extraction split)."""
-    if spec['kind'] == 'text' or not problems:
+    if not reads(spec['kind'], 'states') or not problems:
         return None
     shapes = {(tuple(p['layers']), p['candidates'][0]['states'].shape[1]) for p in problems}
     if len(shapes) > 1:
@@ -370,11 +481,20 @@ def problem_columns(problems, spec, where):
     return layer_columns(stored, spec['layers'], spec['d_gen'], width, where)
 
 
+def input_lengths(c, spec):
+    """(S steps, T tokens) of candidate c as the verifier reads them (0 for an input it does not read)."""
+    S = (1 if spec['input_steps'] == 'last' else len(c['states'])) if reads(spec['kind'], 'states') else 0
+    if reads(spec['kind'], 'tokens'):  # the restricted vocab maps one id to one id: no need to map them here
+        T = min(max(1, len(text_ids(c, spec) if spec.get('tokenizer') else c['token_ids'])), spec['max_tokens'])
+    else:
+        T = 0
+    return S, T
+
+
 def cand_length(c, spec):
-    """Sequence length a candidate costs the verifier: tokens for text models, steps otherwise."""
-    if spec['kind'] in ('text', 'hybrid'):
-        return min(len(c['token_ids']), spec['max_tokens'])
-    return 1 if spec['input_steps'] == 'last' else len(c['states'])
+    """Sequence length a candidate costs the verifier: tokens when it reads text, steps otherwise."""
+    S, T = input_lengths(c, spec)
+    return T or S
 
 
 def score_sorted(model, cands, cols, chunk, device):
@@ -398,10 +518,12 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 
 
 # -----------------------------------------------------------------------------
-# losses: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate belongs to)
+# losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
+# belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
+# tensor, or None when the batch holds nothing to learn from.
 
 
-def pairwise_loss(scores, labels, problem_ids):
+def pairwise_loss(scores, labels, problem_ids, generator=None):
     """The paper's tie-safe ranking loss: per problem, mean over (correct i, incorrect j) pairs of
     log(1 + exp(-(s_i - s_j))), then mean over problems that have both labels. Correct-correct and
     wrong-wrong pairs cost nothing. None when no problem in the batch has a pair."""
@@ -419,7 +541,7 @@ def pairwise_loss(scores, labels, problem_ids):
     return (per[has] / cnt[has]).mean()
 
 
-def bce_loss(scores, labels, problem_ids=None):
+def bce_loss(scores, labels, problem_ids=None, generator=None):
     """Pointwise: each candidate's score is a logit for P(correct); mean over candidates."""
     return F.binary_cross_entropy_with_logits(scores, labels.float())
 
@@ -443,7 +565,13 @@ def listmle_loss(scores, labels, problem_ids, generator=None):
     return torch.stack(losses).mean() if losses else None
 
 
-LOSSES = {'pairwise': pairwise_loss, 'bce': bce_loss, 'listmle': listmle_loss}
+# The registry. A loss is a function above and one line here: the function, and whether it learns
+# only from problems with both a correct and an incorrect candidate (train.py then trains on those only).
+LOSSES = {
+    'pairwise': (pairwise_loss, True),
+    'bce': (bce_loss, False),
+    'listmle': (listmle_loss, True),
+}
 
 
 # -----------------------------------------------------------------------------
@@ -455,7 +583,8 @@ def save_checkpoint(path, model, meta):
     s = model.spec
     ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
             'layers': list(s['layers']), 'input_steps': s['input_steps'], 'vocab': s['vocab'],
-            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'n_params': count_params(model),
+            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
+            'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     atomic_save(ckpt, path)
 
@@ -467,6 +596,7 @@ def load_checkpoint(path, device='cpu'):
     ck = torch.load(path, map_location='cpu', weights_only=True)
     model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
                            input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
+                           tokenizer=ck.get('tokenizer'),
                            **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck

@@ -3,6 +3,7 @@
     python -m pytest -q test_all.py
 """
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -25,8 +26,9 @@ from extract import (build_prompt, load_generator, load_problems, newline_table,
                      sample_with_capture, step_positions, synth_problem)
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
-from model import (KINDS, bce_loss, best_of_n, build_verifier, count_params, listmle_loss, load_checkpoint,  # noqa: E402
-                   load_split, make_batch, pairwise_loss, save_checkpoint, score_problems, within_auroc)
+from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
+                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_problems,
+                   within_auroc)
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
@@ -556,7 +558,8 @@ def test_judge_with_embedded_model(tmp_path):
 def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1, -2), signal=1.0, seed=0,
                 p_correct=None):
     """A split dir in the on-disk format with a learnable signal: the states of correct candidates are
-    shifted along a hidden direction (in the layer stored first), on top of a per-problem offset."""
+    shifted along a hidden direction (in the layer stored first), on top of a per-problem offset, and
+    about 30% of their token ids are a marker token (1000) that wrong candidates never have."""
     g = torch.Generator().manual_seed(seed)
     u = torch.randn(d_gen, generator=g)
     u /= u.norm()
@@ -573,7 +576,8 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
             T_ = int(torch.randint(5, 20, (1,), generator=g))
             st = torch.randn(S, d_gen * len(layers), generator=g) + offset
             st[:, :d_gen] += signal * (1 if ok else -1) * u * math.sqrt(d_gen) / 4
-            ids = torch.randint(0, 500, (T_,), generator=g) + (1000 if ok else 0) * (torch.rand(T_, generator=g) < 0.2)
+            ids = torch.randint(0, 500, (T_,), generator=g)
+            ids[(torch.rand(T_, generator=g) < 0.3) & ok] = 1000
             cands.append({'text': 'x', 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
                           'step_pos': torch.arange(S), 'states': st.half(), 'finish': 'eos'})
             labs.append({'correct': ok, 'answer': '1' if ok else '2', 'stage': 'rule'})
@@ -708,6 +712,7 @@ def test_checkpoint_round_trip(tmp_path):
 # ----------------------------------------------------------------------------- training
 
 
+@pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
     tr, va = T.split_problems(load_split(split), 0.25, 42)
@@ -728,10 +733,10 @@ def test_training_learns_synthetic_signal(tmp_path):
 
 @pytest.mark.parametrize('kw', [dict(verifier='deepset', loss='bce'), dict(verifier='hsrm_narrow', loss='listmle',
                                 n_train=6, verifier_layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
-                                dict(verifier='hybrid', max_train_problems=10, early_stop_metric='loss')])
+                                dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
     model, log = T.train(tr, va, _cfg(max_iters=10, eval_interval=5, **kw))
     assert log['best_step'] in (5, 10) and all(np.isfinite(l) for _, l in log['train_loss'])
     assert model.spec['kind'] == kw['verifier']
@@ -739,10 +744,86 @@ def test_variants_train(tmp_path, kw):
         model2, log2 = T.train(tr, va, _cfg(max_iters=10, eval_interval=5, **kw))
         assert log2['train_loss'] == log['train_loss']
         assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model2.state_dict().values()))
-    if 'max_train_problems' in kw:
-        assert log['n_train_problems'] == 10
+    if 'max_train_problems' in kw:  # K = 12 problems: 10 train + 2 validation (val_frac 0.2)
+        assert log['n_train_problems'] == 10 and log['n_val_problems'] == 2
 
 
+# every verifier kind and every loss must learn a planted signal, not merely give a finite loss.
+# Bar: validation within-problem AUROC >= 0.75 (chance is 0.5) after 40 steps on 24 training problems.
+# The hidden-state signal sits in the states (also in the last step); the text signal is a marker
+# token (id 1000+) in ~20% of a correct candidate's tokens (write_split_train).
+LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps='last')] + \
+    [dict(verifier='hsrm', loss=name) for name in LOSSES if name != 'pairwise']
+
+
+@pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
+def test_every_variant_learns_planted_signal(tmp_path, kw):
+    split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
+    tr, va = T.split_problems(load_split(split))
+    takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
+    arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items() if k in takes}
+    _, log = T.train(tr, va, _cfg(max_iters=40, eval_interval=10, **arch, **kw))
+    first = log['val'][0]['auroc']
+    assert log['best_val']['auroc'] >= 0.75, (kw, [m['auroc'] for m in log['val']])
+    assert log['best_metric'] == max(m['auroc'] for m in log['val']) and np.isfinite(first)
+
+
+def test_pool_size_draw_and_validation(tmp_path):
+    probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
+    keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
+    full = T.split_problems(probs, 0.2, 42)
+    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
+    small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
+    assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
+    assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
+    assert set(keys(small[0])).isdisjoint(keys(small[1]))
+    _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    # a list of K is a sweep: one run dir per K, each with its own draw
+    T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
+           'early_stop_metric': 'loss', 'verifier_layers': [-1]})
+    for k, n_tr in ((10, 8), (30, 24)):
+        log = json.load(open(tmp_path / 'verifiers' / f'hsrm_max_train_problems-{k}_seed42' / 'log.json'))
+        assert log['done'] and (log['n_train_problems'], log['n_val_problems']) == (n_tr, k - n_tr)
+
+
+def test_run_name_and_architecture_knobs():
+    d = T.DEFAULTS
+    assert T.run_name({**d, 'verifier_layers': [-1]}, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
+    assert T.run_name(d, [-1]) == 'hsrm_seed42' and T.run_name(d, [-1, -2]) == 'hsrm_layers-1-2_seed42'
+    assert T.run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}) == 'hsrm_d_model-128_loss-bce_seed1'
+    assert T.run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': 'gpt2'}) == \
+        'text_text_size-large_text_tokenizer-gpt2_seed42'
+    assert T.run_name({**d, 'text_tokenizer': 'gpt2', 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
+    m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
+    assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
+    _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
+    # the text position table reads the longest training completion whole
+    probs = [{'layers': [-1], 'candidates': _cands(6, 32)}]
+    longest = max(len(c['token_ids']) for c in probs[0]['candidates'])
+    m = T.build_model(probs, {**d, 'verifier': 'text'})
+    assert m.spec['max_tokens'] == longest == m.pos.num_embeddings
+    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'max_tokens': 7}).spec['max_tokens'] == 7
+
+
+def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
+    # tiny_prm's tokenizer stands in for GPT-2's: the whole vocabulary, texts re-tokenized
+    from model import text_tokenizer
+    tok = text_tokenizer(tiny_prm)
+    probs = [{'key': f'{i:06d}', 'layers': [-1], 'candidates': [
+        {'text': t, 'token_ids': torch.tensor([5, 6]), 'states': torch.zeros(1, 8).half()} for t in TEXTS]} for i in range(2)]
+    m = build_verifier('text', tokenizer=tiny_prm, max_tokens=64)
+    assert m.spec['vocab_size'] == len(tok) + 2 and m.tok.num_embeddings == len(tok) + 2
+    b = make_batch(probs[0]['candidates'], m.spec)
+    ids = tok(TEXTS[0], add_special_tokens=False)['input_ids']
+    assert b['tokens'][0, :len(ids)].tolist() == [i + 2 for i in ids] and b['token_mask'][3].sum() == 1  # '' -> UNK
+    p = str(tmp_path / 'ck.pt')
+    save_checkpoint(p, m, {})
+    m2, ck = load_checkpoint(p)
+    assert ck['tokenizer'] == tiny_prm and all(np.array_equal(a, b) for a, b in zip(score_problems(m, probs),
+                                                                                   score_problems(m2, probs)))
+
+
+@pytest.mark.slow
 def test_cli_writes_run_and_resumes(tmp_path):
     out = tmp_path / 'ex'
     write_split_train(str(out / 'train'), n_problems=15, n_cands=8)
@@ -751,14 +832,21 @@ def test_cli_writes_run_and_resumes(tmp_path):
     env = {**os.environ, 'OMP_NUM_THREADS': '1'}
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
+    assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
     assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
-        d = out / 'verifiers' / f'hsrm_seed{s}'
+        d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
         assert ck['train_config']['seed'] == s and ck['d_gen'] == 32 and ck['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0 and r.stdout.count('already finished') == 2
+    # bad input is one line naming the fix, not a traceback: here no problem has both labels
+    bad = tmp_path / 'bad'
+    write_split_train(str(bad / 'train'), n_problems=10, n_cands=4, p_correct=1.0)
+    r = subprocess.run(cmd[:2] + [f'--out_dir={bad}'], capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 1 and 'Traceback' not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith('train.py: none of the 8 training problems') and 'fix:' in r.stderr
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -860,8 +948,25 @@ def test_auroc_and_scored_metrics():
     m = E.scored_metrics(scores, [{**q, 'subsets': {2: E.subset_index(len(q['labels']), 2, 500, [0, i])}}
                                   for i, q in enumerate(pools)], [2])
     assert m['n_auroc_problems'] == 2 and 0 <= m['acc_at'][2] <= 1
-    m = E.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2])    # NaN scores never win
-    assert m['acc_at'][2] == 0.0
+    # a NaN score is an error naming the scorer and the problem, never silently "lowest"
+    with pytest.raises(ValueError, match='run_x.*problem 000000.*candidates \\[0\\]'):
+        E.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2], where='run_x')
+    with pytest.raises(ValueError, match='NaN'):
+        within_auroc([np.nan, 1.0], [1, 0])
+
+
+@pytest.mark.parametrize('scores,labels,auc,bon', [
+    ([-np.inf, -np.inf], [1, 0], 0.5, 0.5),               # nothing scored: a tie, not a loss
+    ([-np.inf, -np.inf, 0.0], [1, 0, 0], 0.25, 0.0),      # the scored wrong one wins; tied -inf pair counts 1/2
+    ([np.inf, np.inf, 1.0], [1, 0, 1], 0.25, 0.5),        # +inf ties with +inf too
+    ([np.inf, -np.inf, -np.inf], [0, 1, 0], 0.25, 0.0),
+])
+def test_infinite_scores_tie(scores, labels, auc, bon):
+    assert within_auroc(scores, labels) == pytest.approx(auc)
+    assert best_of_n(scores, labels) == pytest.approx(bon)
+    s, l = np.array(scores), np.array(labels, dtype=float)
+    assert E.best_of_n_sub(s, l, E.subset_index(len(l), len(l), 1, 0)) == pytest.approx(bon)
+    assert E.mean_auroc([s], [_pool(labels)])[0] == pytest.approx(auc)
 
 
 # -----------------------------------------------------------------------------
@@ -1008,22 +1113,24 @@ def test_prm_cache_is_resumable(tiny_prm, tmp_path):
 
 
 # -----------------------------------------------------------------------------
-# analytic FLOPs agree with torch's FLOP counter
+# FLOPs: model.verifier_flops equals torch's FLOP counter over the whole forward, attention included
 
 
-@pytest.mark.parametrize('kind', ['hsrm', 'deepset', 'text', 'hybrid'])
-def test_verifier_flops_match_flop_counter(kind):
+@pytest.mark.parametrize('kind,steps', [(k, 'all') for k in KINDS] + [('hsrm', 'last')])
+def test_verifier_flops_match_flop_counter(kind, steps):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
-    m = build_verifier(kind, d_gen=64, vocab_size=100, d_model=32, dropout=0.0,
+    from model import verifier_flops
+    m = build_verifier(kind, d_gen=64, vocab=list(range(100)), d_model=32, dropout=0.0, input_steps=steps,
                        **({'n_head': 2} if kind in ('hsrm', 'hybrid') else {}))
     S, T = 7, 23
-    batch = {'states': torch.randn(1, S, 64), 'step_mask': torch.ones(1, S, dtype=torch.bool),
-             'tokens': torch.randint(2, 100, (1, T)), 'token_mask': torch.ones(1, T, dtype=torch.bool)}
-    m.train()  # the unfused attention path: the counter sees every matmul, but not CPU attention
-    with torch.no_grad(), FlopCounterMode(display=False) as fc:
-        m(batch)
-    attn = {'hsrm': [(S, 2)], 'deepset': [], 'text': [(T, 1)], 'hybrid': [(S, 2), (T, 1)]}[kind]
-    assert E.verifier_flops(m, S, T) == fc.get_total_flops() + sum(4 * L * L * 32 * n for L, n in attn)
+    c = {'states': torch.randn(S, 64), 'token_ids': torch.randint(0, 100, (T,))}
+    m.train()  # the unfused path, and the math SDPA kernel: the counter sees QK^T and AV as bmm
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+        m(make_batch([c], m.spec))
+    assert verifier_flops(m, S, T) == fc.get_total_flops() > 0
+    if steps == 'last':
+        assert verifier_flops(m, S, T) == verifier_flops(m, 1, 0)
 
 
 # -----------------------------------------------------------------------------
@@ -1074,6 +1181,7 @@ def one_thread_eval():
     torch.set_num_threads(n)
 
 
+@pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     import train
     out = str(tmp_path / 'run')
@@ -1121,6 +1229,9 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert tr['transfer'] and os.path.exists(f'{out}/results_on_other.md')
     assert 'zero-shot transfer' in open(f'{out}/results_on_other.md').read()
     assert not any(r['type'] == 'prm' for r in tr['rows'])                 # no PRM cache for that split
+    # ckpts may be globs (N-scaling scores another run's checkpoints)
+    only = E.run({'out_dir': out, 'ckpts': [f'{out}/verifiers/hsrm_seed*/ckpt.pt'], 'n_scaling': [8], 'plots': False})
+    assert [r['method'] for r in only['rows'] if r['type'] == 'verifier'] == ['HSRM']
     # an interrupted PRM cache leaves the PRM rows out, with a note saying how to finish it
     prm = json.load(open(f'{out}/eval/prm_scores.json'))
     prm['steps'].pop('001000')
@@ -1129,6 +1240,17 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert not any(r['type'] == 'prm' for r in part['rows']) and any('covers 24 of 25' in t for t in part['notes'])
 
 
+def test_baselines_take_train_keys_from_the_command_line(tmp_path):
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
+    argv, tc = B.split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'])
+    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
+    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
+    with pytest.raises(SystemExit, match='max_iterz'):
+        B.apply_config({}, B.split_argv(['--max_iterz=3'])[0], B.DEFAULTS)
+
+
+@pytest.mark.slow
 def test_cli_and_bad_config(tmp_path):
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/eval', 6, 8, seed=4)
@@ -1146,6 +1268,7 @@ def test_cli_and_bad_config(tmp_path):
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
 # ====================================================================================================
 
+@pytest.mark.slow
 def test_demo_pipeline_end_to_end(tmp_path):
     out = str(tmp_path / 'demo')
     cfg = tmp_path / 'tiny_demo.py'  # config/demo.py, shrunk: a few problems, few samples, a few steps

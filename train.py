@@ -22,20 +22,29 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
-from model import (LOSSES, atomic_write_json, build_verifier, build_vocab, check_states, count_params, load_split,
-                   pool_metrics, problem_columns, resolve_device, save_checkpoint, score_problems, score_sorted)
+from model import (LOSSES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli, count_params,
+                   load_split, pool_metrics, problem_columns, reads, resolve_device, save_checkpoint, score_problems,
+                   score_sorted, text_ids)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
 train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
 run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
-verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid'
+verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid' (model.VERIFIERS)
+d_model = None              # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by text_size)
+n_layer = None              # encoder layers; None = the kind's default (hsrm 2; deepset has none)
+n_head = None               # attention heads; None = the kind's default (hsrm 4)
+dropout = 0.1
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
-max_tokens = 512            # text/hybrid: last tokens of each completion read (= position table size)
+text_tokenizer = None       # text/hybrid: None = the generator's token ids, vocabulary restricted to those in the
+                            # training completions | a HF tokenizer (hub name or dir, e.g. 'gpt2'): texts re-tokenized,
+                            # its whole vocabulary (GPT-2's 50,257 makes 'large' the paper's 53.4M parameters)
+max_tokens = None           # text/hybrid position table: None = the longest training completion (the whole chain of
+                            # thought); an int caps it (longer completions keep their last max_tokens tokens)
 verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
 input_steps = 'all'         # 'all' step states | 'last' (final step only)
-loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle'
+loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (model.LOSSES)
 lr = 1e-4
 weight_decay = 0.01         # AdamW's default (the paper does not give one)
 lr_schedule = 'constant'    # 'constant' (paper's HSRM) | 'cosine' (with warmup_iters; the paper's EORM)
@@ -43,13 +52,14 @@ warmup_iters = 0
 max_iters = 1000
 batch_problems = 8          # problems per batch, each with all (or n_train) of its candidates
 n_train = None              # candidates sampled per problem per batch; None = all
-dropout = 0.1
 val_frac = 0.2              # problem-level validation split ...
 val_seed = 42               # ... and its seed (fixed across training seeds, as in the paper)
 eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
-max_train_problems = None   # K: train on K problems drawn (by seed) from the training part; None = all
+max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
+                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
+                            # a list of K = one run per K (and per seed)
 seed = 42
 seeds = None                # list of seeds: one run (and run dir) per seed
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
@@ -60,9 +70,17 @@ threads = 0                 # CPU threads for torch; 0 = torch's default (on a b
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and other stages start from
 
 
-def split_problems(problems, val_frac=0.2, val_seed=42):
-    """Deterministic problem-level split -> (train, val). Every candidate of a problem lands on one side."""
+def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
+    """Deterministic problem-level split -> (train, val). Every candidate of a problem lands on one side.
+    k (max_train_problems): first keep k problems, a fixed draw by val_seed that is nested (the k=25
+    problems are among the k=50 ones), then split those; k = len(problems) is the same as None."""
     n = len(problems)
+    if k is not None:
+        if not 0 < k <= n:
+            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
+                             f"<1..{n}> (K counts training and validation problems)")
+        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
+        problems, n = [problems[i] for i in keep], k
     n_val = int(round(val_frac * n))
     if n_val < 1 or n - n_val < 1:
         raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
@@ -93,9 +111,68 @@ def _labels(problems):
     return [[float(c['correct']) for c in p['candidates']] for p in problems]
 
 
-def _loss_of(name, scores, labels, pids, gen):
-    fn = LOSSES[name]
-    return fn(scores, labels, pids, gen) if name == 'listmle' else fn(scores, labels, pids)
+def preflight(train_problems, val_problems, cfg):
+    """Every check that can fail before training starts; returns the training problems the loss
+    learns from (those with both labels, for a loss that needs them)."""
+    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
+                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', ('all', 'last'))):
+        if cfg[key] not in ok:
+            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    if not train_problems or not val_problems:
+        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
+                         f"least one; fix: check train_dirs and val_frac")
+    needs_both = LOSSES[cfg['loss']][1]
+    # problems with one label only give a ranking loss nothing (the paper omits them)
+    pool = [p for p in train_problems if is_mixed(p)] if needs_both else train_problems
+    if not pool:
+        n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
+        raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
+                         f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
+                         f"loss has nothing to learn; fix: more samples per problem, more/harder problems, or --loss=bce")
+    if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
+        raise ValueError(f"none of the {len(val_problems)} validation problems has both a correct and an incorrect "
+                         f"candidate, so within-problem AUROC is undefined; fix: --early_stop_metric=acc (or loss), "
+                         f"or a larger --val_frac")
+    return pool
+
+
+def build_model(train_problems, cfg):
+    """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
+    the states; the text vocabulary and position table from the training completions)."""
+    p0 = train_problems[0]
+    stored = list(p0['layers'])
+    layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
+    d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
+    arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
+    if cfg['verifier'] == 'text':
+        arch['size'] = cfg['text_size']
+    vocab, max_tokens, tok = None, cfg['max_tokens'], cfg['text_tokenizer']
+    if reads(cfg['verifier'], 'tokens'):
+        vocab = build_vocab(train_problems) if tok is None else None
+        if max_tokens is None:  # restricted vocab: one generator id is one id; a tokenizer re-tokenizes
+            n = (lambda c: len(text_ids(c, {'tokenizer': tok}))) if tok else (lambda c: max(1, len(c['token_ids'])))
+            max_tokens = max(n(c) for p in train_problems for c in p['candidates'])
+    return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
+                          tokenizer=tok, max_tokens=max_tokens or 512, **arch)
+
+
+def get_batch(pool, state, cfg, rng):
+    """The next batch: cfg['batch_problems'] problems of pool, epoch-wise shuffled (state holds the
+    epoch's order and cursor), with all or n_train random candidates of each.
+    -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
+    bp = cfg['batch_problems']
+    if state['cursor'] + bp > len(state['order']):
+        state['order'], state['cursor'] = rng.permutation(len(pool)), 0
+    idx = state['order'][state['cursor']:state['cursor'] + bp]
+    state['cursor'] += bp
+    cands, pids = [], []
+    for j, pi in enumerate(idx):
+        cs = pool[pi]['candidates']
+        if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
+            cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
+        cands += cs
+        pids += [j] * len(cs)
+    return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
 
 
 def val_metrics(model, problems, cfg, dev, gen):
@@ -104,99 +181,54 @@ def val_metrics(model, problems, cfg, dev, gen):
     s = torch.tensor(np.concatenate(scores))
     lab = torch.tensor(np.concatenate(_labels(problems)))
     pid = torch.cat([torch.full((len(p['candidates']),), i) for i, p in enumerate(problems)])
-    l = _loss_of(cfg['loss'], s, lab, pid, gen)
+    l = LOSSES[cfg['loss']][0](s, lab, pid, gen)
     m['loss'] = float(l) if l is not None else float('nan')
     return m
 
 
+def lr_at(it, cfg):
+    if it < cfg['warmup_iters']:
+        return cfg['lr'] * (it + 1) / cfg['warmup_iters']
+    if cfg['lr_schedule'] == 'cosine':
+        frac = (it - cfg['warmup_iters']) / max(1, cfg['max_iters'] - cfg['warmup_iters'])
+        return cfg['lr'] * 0.5 * (1 + math.cos(math.pi * frac))
+    return cfg['lr']
+
+
 def train(train_problems, val_problems, cfg):
-    """Train one verifier; returns (best model, log). cfg: train.py config keys (missing = defaults).
-    Writes {run_dir}/ckpt.pt, config.json, log.json when cfg['run_dir'] is set."""
+    """Train one verifier; returns (best model, log). cfg: train.py config keys (missing = defaults;
+    max_train_problems is applied by split_problems, before this). Writes {run_dir}/ckpt.pt,
+    config.json, log.json when cfg['run_dir'] is set."""
     cfg = {**DEFAULTS, **cfg}
-    if cfg['loss'] not in LOSSES:
-        raise ValueError(f"loss={cfg['loss']!r}; fix: --loss= one of {list(LOSSES)}")
-    if cfg['early_stop_metric'] not in ('auroc', 'acc', 'loss'):
-        raise ValueError(f"early_stop_metric={cfg['early_stop_metric']!r}; fix: auroc, acc or loss")
-    seed_ = cfg['seed']
-    torch.manual_seed(seed_)
-    rng = np.random.default_rng(seed_)
-    gen = torch.Generator().manual_seed(seed_)  # ListMLE tie breaks
+    pool = preflight(train_problems, val_problems, cfg)
+    torch.manual_seed(cfg['seed'])
+    rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
+    gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside losses (ListMLE tie breaks)
     dev = resolve_device(cfg['device'])
-
-    if not train_problems or not val_problems:
-        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
-                         f"least one; fix: check train_dirs and val_frac")
-    if cfg['max_train_problems'] is not None:
-        k = cfg['max_train_problems']
-        if not 0 < k <= len(train_problems):
-            raise ValueError(f"max_train_problems={k} but the training part has {len(train_problems)} problems; "
-                             f"fix: --max_train_problems=<1..{len(train_problems)}>")
-        train_problems = [train_problems[i] for i in sorted(rng.choice(len(train_problems), k, replace=False))]
-    # problems with one label only give the ranking losses nothing (the paper omits them)
-    pool = train_problems if cfg['loss'] == 'bce' else [p for p in train_problems if is_mixed(p)]
-    if not pool:
-        n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
-        raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
-                         f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
-                         f"loss has nothing to learn; fix: more samples per problem, more/harder problems, or --loss=bce")
-    if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
-        raise ValueError(f"no validation problem has both labels, so within-problem AUROC is undefined; "
-                         f"fix: --early_stop_metric=acc (or loss), or a larger --val_frac")
-
-    # input choice from the stored layers
-    p0 = pool[0]
-    stored = list(p0['layers'])
-    use_layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
-    d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
-    arch = {'dropout': cfg['dropout']}
-    if cfg['verifier'] == 'text':
-        arch['size'] = cfg['text_size']
-    vocab = build_vocab(train_problems) if cfg['verifier'] in ('text', 'hybrid') else None
-    model = build_verifier(cfg['verifier'], d_gen=d_gen, layers=use_layers, input_steps=cfg['input_steps'],
-                           vocab=vocab, max_tokens=cfg['max_tokens'], **arch).to(dev)
-    spec = model.spec
-    cols = problem_columns(pool, spec, 'training data')
-    problem_columns(val_problems, spec, 'validation data')  # same checks, fail before training
-
+    loss_fn = LOSSES[cfg['loss']][0]
+    model = build_model(train_problems, cfg).to(dev)
+    cols = problem_columns(pool, model.spec, 'training data')
+    problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
     opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'])
 
-    def lr_at(it):
-        if it < cfg['warmup_iters']:
-            return cfg['lr'] * (it + 1) / cfg['warmup_iters']
-        if cfg['lr_schedule'] == 'cosine':
-            frac = (it - cfg['warmup_iters']) / max(1, cfg['max_iters'] - cfg['warmup_iters'])
-            return cfg['lr'] * 0.5 * (1 + math.cos(math.pi * frac))
-        return cfg['lr']
-
-    higher = cfg['early_stop_metric'] != 'loss'
+    metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
-           'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': d_gen, 'layers': use_layers,
-           'skipped_batches': 0, 'step_time_s': 0.0}
+           'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
+           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
+           'step_time_s': 0.0}
     run_dir_ = cfg['run_dir']
     t0 = time.time()
-    order, cursor = rng.permutation(len(pool)), 0
-    bar = tqdm(range(cfg['max_iters']), desc=f"train {cfg['verifier']} seed {seed_}", dynamic_ncols=True)
+    state = {'order': rng.permutation(len(pool)), 'cursor': 0}
+    bar = tqdm(range(cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}", dynamic_ncols=True)
     for it in bar:
-        # a batch: batch_problems problems (epoch-wise shuffled), all or n_train candidates of each
-        if cursor + cfg['batch_problems'] > len(order):
-            order, cursor = rng.permutation(len(pool)), 0
-        idx = order[cursor:cursor + cfg['batch_problems']]
-        cursor += cfg['batch_problems']
-        cands, pids = [], []
-        for j, pi in enumerate(idx):
-            cs = pool[pi]['candidates']
-            if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
-                cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
-            cands += cs
-            pids += [j] * len(cs)
-        labels = torch.tensor([float(c['correct']) for c in cands], device=dev)
+        cands, labels, pids = get_batch(pool, state, cfg, rng)
         for g in opt.param_groups:
-            g['lr'] = lr_at(it)
+            g['lr'] = lr_at(it, cfg)
         model.train()
         t1 = time.time()
         scores = score_sorted(model, cands, cols, cfg['chunk_candidates'], dev)
-        l = _loss_of(cfg['loss'], scores, labels, torch.tensor(pids, device=dev), gen)
+        l = loss_fn(scores, labels.to(dev), pids.to(dev), gen)
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
@@ -211,23 +243,27 @@ def train(train_problems, val_problems, cfg):
             m = val_metrics(model, val_problems, cfg, dev, gen)
             m['iter'] = it + 1
             log['val'].append(m)
-            v = m[cfg['early_stop_metric']]
+            v = m[metric]
             if (v > best) if higher else (v < best):
                 best, best_step, bad_evals = v, it + 1, 0
                 best_state = copy.deepcopy(model.state_dict())
                 if run_dir_:
                     save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
-                                    {'train_config': cfg, 'early_stop_metric': cfg['early_stop_metric'],
+                                    {'train_config': cfg, 'early_stop_metric': metric,
                                      'best_metric': v, 'best_step': best_step, 'best_val': m})
             else:
                 bad_evals += 1
+            recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
+            tqdm.write(f"step {it + 1}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
+                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
+                       f"at step {best_step}")
             if run_dir_:
                 atomic_write_json({**log, 'done': False}, os.path.join(run_dir_, 'log.json'))
             if cfg['patience'] and bad_evals >= cfg['patience']:
-                print(f"early stop at step {it + 1}: no {cfg['early_stop_metric']} gain in {bad_evals} evals")
+                tqdm.write(f"early stop at step {it + 1}: no {metric} gain in {bad_evals} evals")
                 break
     if best_state is None:
-        raise ValueError(f"validation {cfg['early_stop_metric']} was never finite; fix: check labels / val split")
+        raise ValueError(f"validation {metric} was never finite; fix: check labels / val split")
     model.load_state_dict(best_state)
     log.update(best_metric=best, best_step=best_step, time_s=time.time() - t0, done=True,
                best_val=next(m for m in log['val'] if m['iter'] == best_step))
@@ -237,50 +273,61 @@ def train(train_problems, val_problems, cfg):
 
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
-NAME_KEYS = ('text_size', 'verifier_layers', 'input_steps', 'loss', 'n_train', 'max_train_problems')
+NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
+             'input_steps', 'loss', 'n_train', 'max_train_problems')
 
 
-def run_name(cfg):
-    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise."""
-    tags = [cfg['verifier']]
+def run_name(cfg, stored_layers=(-1,)):
+    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
+    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored)."""
+    tags, kind = [cfg['verifier']], cfg['verifier']
+    unused = {'text_size'} if kind != 'text' else set()
+    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
     for k in NAME_KEYS:
-        if cfg[k] != DEFAULTS[k] and not (k == 'text_size' and cfg['verifier'] != 'text'):
-            v = cfg[k]
-            k = k.replace('verifier_', '')
-            tags.append(k + ''.join(str(x) for x in v) if isinstance(v, list) else f'{k}-{v}')
+        v = cfg[k]
+        if k == 'verifier_layers':
+            v = list(v if v is not None else stored_layers)
+            if v != [-1]:
+                tags.append('layers' + ''.join(str(x) for x in v))
+        elif v != DEFAULTS[k] and k not in unused:
+            tags.append(f"{k}-{str(v).replace('/', '-')}")
     return '_'.join(tags + [f"seed{cfg['seed']}"])
 
 
 def run(cfg):
-    """The CLI: load the split dirs, split each by problem, pool, train one model per seed."""
+    """The CLI: load the split dirs, split each by problem (keeping K problems of each when
+    max_train_problems is set), pool, train one model per K and seed."""
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
-    tr, va = [], []
-    for d, probs in zip(dirs, data):
-        a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'])
-        tr, va = tr + a, va + b
-    for s in cfg['seeds'] or [cfg['seed']]:
-        c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None}
-        c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c))
-        if cfg['run_dir']:  # one dir per seed below it when sweeping
-            c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-        logp = os.path.join(c['run_dir'], 'log.json')
-        cfgp = os.path.join(c['run_dir'], 'config.json')
-        if os.path.exists(logp) and os.path.exists(cfgp):
-            with open(logp) as f1, open(cfgp) as f2:
-                if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
-                    print(f"{c['run_dir']} already finished with this config; skipping")
-                    continue
-            print(f"{c['run_dir']} holds an unfinished or different run; training it again")
-        atomic_write_json(c, cfgp)
-        _, log = train(tr, va, c)
-        bv = log['best_val']
-        print(f"seed {s}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
-              f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}) -> {c['run_dir']}/ckpt.pt")
+    ks = cfg['max_train_problems']
+    for k in ks if isinstance(ks, list) else [ks]:
+        tr, va = [], []
+        for d, probs in zip(dirs, data):
+            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], k)
+            tr, va = tr + a, va + b
+        for s in cfg['seeds'] or [cfg['seed']]:
+            c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k}
+            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
+            if cfg['run_dir']:  # one dir per seed below it when sweeping
+                c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
+            logp = os.path.join(c['run_dir'], 'log.json')
+            cfgp = os.path.join(c['run_dir'], 'config.json')
+            if os.path.exists(logp) and os.path.exists(cfgp):
+                with open(logp) as f1, open(cfgp) as f2:
+                    if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
+                        print(f"{c['run_dir']} already finished with this config; skipping")
+                        continue
+                print(f"{c['run_dir']} holds an unfinished or different run; training it again")
+            atomic_write_json(c, cfgp)
+            _, log = train(tr, va, c)
+            bv = log['best_val']
+            print(f"seed {s}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
+                  f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
+                  f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
     if threads:
         torch.set_num_threads(threads)
-    run(config)
+    cli(run, config, 'train.py')
