@@ -2,8 +2,8 @@
 Train a verifier on cached step-boundary hidden states (extract.py) and correctness labels (label.py).
 Never loads the generator.
 
-    python train.py config/gsm8k_1p7b.py                      # HSRM, paper settings, seed 42
-    python train.py config/gsm8k_1p7b.py --seeds=[42,123,456,789,1024]
+    python train.py config/gsm8k_1p7b.py                      # HSRM, paper settings, 5 seeds
+    python train.py config/gsm8k_1p7b.py --seeds=None --seed=7   # one run
     python train.py config/x.py --verifier=deepset --loss=bce --max_train_problems=100
     python train.py --out_dir=out/math --train_dirs="['out/gsm8k/train','out/math/train']"   # pooled
 
@@ -39,7 +39,7 @@ dropout = 0.1
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
 text_tokenizer = None       # text/hybrid: None = the generator's token ids, vocabulary restricted to those in the
                             # training completions | a HF tokenizer (hub name or dir, e.g. 'gpt2'): texts re-tokenized,
-                            # its whole vocabulary (GPT-2's 50,257 makes 'large' the paper's 53.4M parameters)
+                            # its whole vocabulary (GPT-2's 50,257 makes 'large' 53.2M at 512 positions; paper: 53.4M)
 max_tokens = None           # text/hybrid position table: None = the longest training completion (the whole chain of
                             # thought); an int caps it (longer completions keep their last max_tokens tokens)
 verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
@@ -60,8 +60,8 @@ patience = 0                # stop after this many evals without improvement; 0 
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
                             # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
                             # a list of K = one run per K (and per seed)
-seed = 42
-seeds = None                # list of seeds: one run (and run dir) per seed
+seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
+seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation

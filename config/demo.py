@@ -16,3 +16,4 @@ batch_size = 64
 max_iters = 200
 eval_interval = 50
 text_sizes = ['small']  # the 53M text verifier is a GPU job
+seeds = [42, 123, 456]  # 3 seeds for the learned verifiers (mean +- std in the table)

@@ -8,14 +8,7 @@ model = 'Qwen/Qwen3-1.7B'
 dataset = 'gsm8k'
 train_range = (0, 499)
 eval_range = (500, 1318)
-n_train_samples = 64
-n_eval_samples = 8
-temperature = 0.7
-top_p = 0.9
 max_new_tokens = 1024
-enable_thinking = False
-device = 'cuda'
-dtype = 'float16'
 batch_size = 96
 layers = [4, 8, 12, 16, 20, 24, -4, -3, -2, -1]  # hidden_states indices: 0 = embeddings, -1 = final (after norm)
 verifier_layers = [-1]
