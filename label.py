@@ -48,7 +48,7 @@ _BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
 _FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is correct"
 _ANSWER_IS = re.compile(r'the\s+(?:final\s+)?answer\s+is\s*:?', re.I)
 _ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**', re.I)
-_LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|\d+,\d{1,2}(?![\d,])|\d*)'
+_LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)'
                        r'(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')  # 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|'
                    r'(-?\\[dt]?frac\{\d+\}\{\d+\})', re.S)  # $..$, $$..$$, \(..\), \[..\], a bare \frac{10}{9}
@@ -138,8 +138,10 @@ def extract_answer(text):
                 break
             run.insert(0, m)
         return ', '.join(next(g for g in m.groups() if g is not None).strip() for m in run), 'last_math'
-    if nums:
-        return nums[-1].group(), 'last_number'
+    if nums:  # a decimal comma is read here, in running text: "Soucis : 2,74 $" is 2.74
+        n = nums[-1].group()
+        return (n.replace(',', '.') if re.fullmatch(r'-?\d+,\d+', n) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', n)
+                else n), 'last_number'
     return None, 'none'
 
 
@@ -223,9 +225,8 @@ def _fast(a, b, tol=None):
         return False, 'none'
     if _BASE.fullmatch(a) or _BASE.fullmatch(b):  # "52_8" is not 52 (Math-Verify drops the base)
         return re.sub(r'[{}]', '', a) == re.sub(r'[{}]', '', b), 'string'
-    for x, y in ((a, b), (b, a)):  # decimal comma "2,74" == "2.74", only against a decimal point: "3,5" may be a list
-        if re.fullmatch(r'-?\d+,\d+', x) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', x) and re.fullmatch(r'-?\d*\.\d+', y):
-            return _num(x.replace(',', '.')) == _num(y), 'numeric'
+    if re.fullmatch(r'-?\d+,\d+', a) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', a) and re.fullmatch(r'-?\d*\.\d+', b):
+        return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a list
     pa, pb = a.endswith('%'), b.endswith('%')
     na, nb = _num(a.rstrip('%').strip()), _num(b.rstrip('%').strip())
     if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5 == 50
@@ -300,6 +301,7 @@ def _mv_input(s):
 
 def _mv_equal(pred, gold, parsed):
     """Runs in the worker: Math-Verify's verdict on two normalised answers. `parsed`: the worker's parse cache."""
+    import sympy
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     cfg = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
     for s in (pred, gold):
@@ -308,8 +310,13 @@ def _mv_equal(pred, gold, parsed):
                 parsed.clear()
             parsed[s] = parse(_mv_input(s), cfg, parsing_timeout=None)
     # allow_set_relation_comp: a gold "x \in [-2,7]" also accepts "-2 \le x \le 7"
-    return verify(parsed[gold], parsed[pred], float_rounding=6, strict=True, allow_set_relation_comp=True,
-                  timeout_seconds=None)
+    ok = verify(parsed[gold], parsed[pred], float_rounding=6, strict=True, allow_set_relation_comp=True, timeout_seconds=None)
+    g, p = parsed[gold][:1], parsed[pred][:1]
+    if ok and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number and not x[0].has(sympy.Float) for x in (g, p)):
+        # exact numbers must agree exactly: Math-Verify's 6-decimal rounding finds 1/2004! == 1/2006!
+        d, scale = abs((g[0] - p[0]).evalf(30)), max(abs(g[0].evalf(30)), abs(p[0].evalf(30)))
+        ok = bool(d == 0 or d <= 1e-20 * scale)
+    return ok
 
 
 def _worker(conn):
