@@ -349,7 +349,8 @@ def test_negative_control_gold_against_other_golds(dataset, rel, key):
             n += 1
             if grade(f'\\boxed{{{other}}}', rs[i][key], dataset)['correct']:
                 fp.append((g, other))
-    assert not fp, f'{dataset}: {len(fp)}/{n} golds matched another problem\'s gold: {fp}'
+    same = {('5', 'x=5')}  # genuinely equal golds written differently (MATH-500: "5" and "x=5")
+    assert set(fp) <= same, f'{dataset}: {len(fp)}/{n} golds matched another problem\'s gold: {fp}'
 
 # -----------------------------------------------------------------------------
 # hand-written tricky pairs (is_equiv both ways and answers_equal)
