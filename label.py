@@ -252,7 +252,7 @@ def _equiv(pred, gold, timeout=2.0, unit=None, tol=None):
         return r
     if _TOWER.search(a) or _TOWER.search(b):  # sympy would evaluate 9^{9^{9^9}} while parsing: strings only
         return ''.join(a.split()) == ''.join(b.split()), 'string'
-    ok = _mv_call(a, b, time.monotonic() + timeout)
+    ok = _mv_call(a, b, time.monotonic() + timeout, tol)
     return (False, 'timeout') if ok is None else (ok, 'math_verify')
 
 
@@ -302,8 +302,9 @@ def _mv_input(s):
     return f'${s}$'
 
 
-def _mv_equal(pred, gold, parsed):
-    """Runs in the worker: Math-Verify's verdict on two normalised answers. `parsed`: the worker's parse cache."""
+def _mv_equal(pred, gold, tol, parsed):
+    """Runs in the worker: Math-Verify's verdict on two normalised answers. `parsed`: the worker's parse cache.
+    tol: OlympiadBench's absolute tolerance, also for numbers written as expressions (7.1 \\cdot 10^{35})."""
     import sympy
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
     cfg = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
@@ -319,6 +320,8 @@ def _mv_equal(pred, gold, parsed):
         # exact numbers must agree exactly: Math-Verify's 6-decimal rounding finds 1/2004! == 1/2006!
         d, scale = abs((g[0] - p[0]).evalf(30)), max(abs(g[0].evalf(30)), abs(p[0].evalf(30)))
         ok = bool(d == 0 or d <= 1e-20 * scale)
+    if not ok and tol is not None and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number for x in (g, p)):
+        ok = bool(abs((g[0] - p[0]).evalf(30)) <= tol * 1.01)
     return ok
 
 
@@ -330,11 +333,11 @@ def _worker(conn):
     parsed = {}
     while True:
         try:
-            a, b = conn.recv()
+            a, b, tol = conn.recv()
         except EOFError:
             return
         try:
-            r = _mv_equal(a, b, parsed)
+            r = _mv_equal(a, b, tol, parsed)
         except BaseException:  # RecursionError, MemoryError, ...: never kill the worker on bad input
             r = False
         conn.send(bool(r))
@@ -346,10 +349,10 @@ _mv_cache = {}
 _stats = {'calls': 0, 'timeouts': 0}
 
 
-def _mv_call(a, b, deadline):
+def _mv_call(a, b, deadline, tol=None):
     """True/False from the worker, or None if it ran past the deadline (the worker is then killed)."""
-    if (a, b) in _mv_cache:
-        return _mv_cache[a, b]
+    if (a, b, tol) in _mv_cache:
+        return _mv_cache[a, b, tol]
     with _pool_lock:
         start = time.monotonic()  # starting a worker is not charged to the comparison
         if _pool['proc'] is None or not _pool['proc'].is_alive():
@@ -363,9 +366,9 @@ def _mv_call(a, b, deadline):
         _stats['calls'] += 1
         try:
             if timeout > 0:
-                _pool['conn'].send((a, b))
+                _pool['conn'].send((a, b, tol))
                 if _pool['conn'].poll(timeout):
-                    r = _mv_cache[a, b] = _pool['conn'].recv()
+                    r = _mv_cache[a, b, tol] = _pool['conn'].recv()
                     return r
         except (EOFError, OSError):  # the worker died: treat like a timeout and start a new one next time
             pass

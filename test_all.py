@@ -463,6 +463,9 @@ def test_grade_families():
     # OlympiadBench's official scorer: an absolute tolerance `error` where the problem has one
     assert grade('\\boxed{0.62}', ['$0.6$'], 'olympiadbench', meta={'error': '1e-1'})['correct']
     assert not grade('\\boxed{0.62}', ['$0.6$'], 'olympiadbench')['correct']
+    big = ['$7 \\times 10^{35}$']  # the scorer's own example: a tolerance also for numbers written as expressions
+    assert grade('\\boxed{7.1 \\cdot 10^{35}}', big, 'olympiadbench', meta={'error': '1e34'})['correct']
+    assert not grade('\\boxed{7.1 \\cdot 10^{35}}', big, 'olympiadbench', meta={'error': '1e33'})['correct']
     with pytest.raises(ValueError, match='truncated_policy'):
         grade('5', '5', 'synth', truncated_policy='keep')
 
