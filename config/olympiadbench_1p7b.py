@@ -10,3 +10,4 @@ train_range = (0, 149)  # the paper's split table
 eval_range = (150, 672)
 max_new_tokens = 2048
 batch_size = 96  # sequences per forward pass on an 80 GB GPU
+judge_model = None  # paper-style labels: a local path or hub id of an instruct LLM judge (the paper names none; we suggest Qwen/Qwen3-8B)
