@@ -772,6 +772,7 @@ MV_CASES = [
 ]
 
 
+@pytest.mark.slow
 def test_math_verify_cases():
     agree, wrong = 0, []
     for gold, pred, expected, src, *why in MV_CASES:
