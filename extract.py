@@ -318,6 +318,11 @@ def nucleus(probs, top_p, k=TOPK_PREFILTER):
     return p.masked_fill(c - p > top_p, 0.0), ids, c[:, -1] <= top_p
 
 
+def _fit(table, V):
+    # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
+    return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
+
+
 def _draw(weights, ids, gen):
     return ids.gather(-1, torch.multinomial(weights, 1, generator=gen)).squeeze(-1)
 
@@ -397,8 +402,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     static cache (CUDA graphs on GPU); rows then stay in the batch until all finish."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
-    table = (step_table(tok) if table is None else table)
-    table = F.pad(table, (0, max(0, V - len(table)))).to(device)
+    table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
     sel, S = hidden_selection(model, layers), max_steps
@@ -515,8 +519,7 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     `prompts`): one left-padded forward pass over prompt + completion, computing only the selected
     layers' states and the completions' logits."""
     device = next(model.parameters()).device
-    table = step_table(tok) if table is None else table
-    table = F.pad(table, (0, max(0, model.get_output_embeddings().weight.shape[0] - len(table))))
+    table = _fit(step_table(tok) if table is None else table, model.get_output_embeddings().weight.shape[0])
     finishes = finishes or ['eos'] * len(prompts)
     p_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
     seqs = [p + list(c) for p, c in zip(p_ids, completions)]

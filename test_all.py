@@ -177,6 +177,26 @@ def test_capture_equals_teacher_forcing_bfloat16():
 
 
 @pytest.mark.slow
+def test_capture_equals_teacher_forcing_torch_compile():
+    """The torch_compile path (static KV cache, compiled decoding step; here inductor on CPU) captures what
+    the one-pass re-encode computes, like the eager loop."""
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo']
+    table = step_table(tok)
+    res = sample_with_capture(model, tok, prompts, 2, [-1, 1], 24, 0.7, 0.9, table=table, torch_compile=True)
+    flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
+    refs = reencode(model, tok, [p for p, _ in flat], [c['token_ids'].tolist() for _, c in flat], [-1, 1],
+                    [c['finish'] for _, c in flat], table)
+    for (_, c), r in zip(flat, refs):
+        assert c['step_pos'].tolist() == r['step_pos'].tolist()
+        torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
+        for key in ('logprobs', 'entropies', 'confidences'):
+            torch.testing.assert_close(c[key], r[key], rtol=1e-3, atol=1e-3)
+    assert sum(len(c['step_pos']) for _, c in flat) > len(flat)
+
+
+@pytest.mark.slow
 def test_capture_equals_teacher_forcing_embedded(smollm):
     model, tok = smollm
     probs = [synth_problem(i, 2, 1337) for i in range(2)] + [load_problems('synth', 5, 5, synth_level=3)[0]]
