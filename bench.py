@@ -48,27 +48,56 @@ def machine_floor(n=1024, secs=1.0):
     return flops, 2 * x.numel() * 4 * k / (time.perf_counter() - t)
 
 # -----------------------------------------------------------------------------
-# extraction: extract's sampling loop with capture vs plain generate, one subprocess per variant so
-# that peak memory (max RSS) is each variant's own
+# extraction: extract's sampling loop with capture vs plain generate (and vs the loop as it was at
+# OLD_LOOP_REV, read from git), one subprocess per variant so that peak memory (max RSS) is each
+# variant's own. Same prompts, N, new tokens and sampling settings for every variant.
+
+OLD_LOOP_REV = '9130663'  # extract.py before the static-cache loop (issue 12): DynamicCache, full-vocab top-p sort
 
 
-def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset):
-    from extract import build_prompt, load_generator, load_problems, newline_table, sample_with_capture
-    model, tok = load_generator('smollm2')
-    probs = (load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
-             else load_problems('synth', 0, n_problems - 1, synth_level=2))
-    prompts = [build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
-    nl = newline_table(tok)
+def _old_extract_module():
+    """extract.py as of OLD_LOOP_REV, imported from a temp file (None outside a git checkout with that commit)."""
+    import importlib.util
+    import tempfile
+    src = subprocess.run(['git', 'show', f'{OLD_LOOP_REV}:extract.py'], cwd=HERE, capture_output=True, text=True)
+    if src.returncode:
+        return None
+    path = os.path.join(tempfile.mkdtemp(), 'extract_old.py')
+    open(path, 'w').write(src.stdout)
+    spec = importlib.util.spec_from_file_location('extract_old', path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
+    import extract as X
+    torch.set_num_threads(1)
+    model, tok = X.load_generator('smollm2')
+    probs = (X.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
+             else X.load_problems('synth', 0, n_problems - 1, synth_level=2))
+    prompts = [X.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
+    old = _old_extract_module() if variant == 'extract (old loop)' else None
+    if variant == 'extract (old loop)' and old is None:
+        print(json.dumps(None))
+        return
+    table = X.step_table(tok)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     torch.manual_seed(0)
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if profile else None
+    if prof:
+        prof.__enter__()
     t = time.perf_counter()
-    if variant == 'extract':
-        res = sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, nl=nl)
+    if variant.startswith('extract'):
+        if old is not None:
+            res = old.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, nl=table)
+        else:
+            res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
         n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
         n_steps = sum(len(c['step_pos']) for cs in res for c in cs)
     else:
         enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False)
-        out = model.generate(**enc, do_sample=True, temperature=0.8, top_p=0.95, top_k=0, max_new_tokens=max_new_tokens,
+        out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0, max_new_tokens=max_new_tokens,
                              num_return_sequences=n_samples, pad_token_id=tok.pad_token_id,
                              output_hidden_states=variant == 'generate+hidden', return_dict_in_generate=True)
         new = out.sequences[:, enc.input_ids.shape[1]:]
@@ -78,39 +107,74 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset):
         n_tok = int(torch.where(ended.any(1), ended.float().argmax(1), torch.full((len(new),), new.shape[1])).sum())
         n_steps = 0
     dt = time.perf_counter() - t
+    if prof:
+        prof.__exit__(None, None, None)
+        _profile_table(prof, dt, profile)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024, 'steps': n_steps}))
 
 
-def bench_extract():
-    """Embedded model on CPU: tokens/s and peak memory of the three ways to sample, same prompts and batch."""
+# where the profiled ops come from, for the profile table
+OP_SOURCES = {'aten::mm': 'the model\'s matmuls', 'aten::addmm': 'the model\'s matmuls', 'aten::bmm': 'attention',
+              'aten::_scaled_dot_product_flash_attention_for_cpu': 'attention', 'aten::cat': 'KV cache growth / concatenation',
+              'aten::sort': 'top-p sort', 'aten::topk': 'top-p prefilter / confidence top-k', 'aten::_softmax': 'softmax',
+              'aten::_log_softmax': 'log-softmax', 'aten::copy_': 'copies (cache writes, casts)', 'aten::mul': 'elementwise',
+              'aten::multinomial': 'sampling', 'aten::cumsum': 'top-p cumsum', 'aten::index_put_': 'state ring / cache writes',
+              'aten::index': 'row selection / table lookups', 'aten::embedding': 'embedding'}
+
+
+def _profile_table(prof, wall, top=12):
+    """Self CPU time per op, as a share of the profiled wall time."""
+    ev = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in ev)
+    rows = [[e.key, e.count, f'{e.self_cpu_time_total / 1e6:.2f}', f'{100 * e.self_cpu_time_total / total:.1f}%',
+             OP_SOURCES.get(e.key, '')] for e in ev[:top]]
+    rows.append(['(all other ops)', sum(e.count for e in ev[top:]), f'{sum(e.self_cpu_time_total for e in ev[top:]) / 1e6:.2f}',
+                 f'{100 * sum(e.self_cpu_time_total for e in ev[top:]) / total:.1f}%', ''])
+    print(f'profile: {total / 1e6:.2f} s of op self time in {wall:.2f} s wall ({100 * total / 1e6 / wall:.0f}%; the rest is Python '
+          f'between ops)')
+    table(rows, ['op', 'calls', 'self s', 'share of op time', 'where it comes from'])
+
+
+def bench_extract(profile=False):
+    """Embedded model on CPU, one thread: tokens/s and peak memory of the ways to sample, same work for all.
+    profile: also print a torch.profiler op table for the old and new loop on the first case."""
     n_params = 134.5e6
+    torch.set_num_threads(1)
     flops, bw = machine_floor()
     rows = []
     # several problems x N (finished rows leave the batch), N samples of one prompt, and a longer limit
     cases = [('synth', 4, 8, 64), ('gsm8k', 1, 32, 128), ('gsm8k', 1, 32, 256)]
-    for dataset, n_problems, n_samples, mnt in cases:
+    variants = ('generate', 'generate+hidden', 'extract (old loop)', 'extract')
+    for i, (dataset, n_problems, n_samples, mnt) in enumerate(cases):
         res = {}
-        for variant in ('generate', 'generate+hidden', 'extract'):
-            out = subprocess.run([sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset],
-                                 capture_output=True, text=True, cwd=HERE)
+        for variant in variants:
+            args = [sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
+            if profile and i == 0 and variant.startswith('extract'):
+                args.append('--profile')
+            out = subprocess.run(args, capture_output=True, text=True, cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
             if out.returncode:
                 raise RuntimeError(out.stderr[-2000:])
+            if '--profile' in args:
+                print(f'\n{variant}, {dataset} {n_problems}x{n_samples}, max_new {mnt}:')
+                print('\n'.join(out.stdout.strip().splitlines()[:-1]))
             res[variant] = json.loads(out.stdout.strip().splitlines()[-1])
-        g, e = res['generate'], res['extract']
+        g, o, e = res['generate'], res['extract (old loop)'], res['extract']
         # floor for decoding: every token's forward reads all weights once per step (memory-bound at
         # small batch) and costs 2 * params FLOPs; the tokens of one batch share the weight read
         floor_s = max(2 * n_params * e['tokens'] / flops, 4 * n_params * mnt / bw)
-        rows.append([f'{dataset} {n_problems}x{n_samples}', mnt,
-                     f"{g['tokens'] / g['seconds']:.0f}", f"{e['tokens'] / e['seconds']:.0f}",
-                     f"{(e['tokens'] / e['seconds']) / (g['tokens'] / g['seconds']):.2f}",
-                     f"{e['seconds'] / floor_s:.1f}",
-                     f"{g['delta_mb']:.0f}", f"{res['generate+hidden']['delta_mb']:.0f}", f"{e['delta_mb']:.0f}",
+        rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
+        rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
+                     f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(e) / rate(o):.2f}" if o else '-',
+                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{g['delta_mb']:.0f}",
+                     f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
-    print(f'\nExtraction (SmolLM2-135M, CPU, {torch.get_num_threads()} threads; machine: {flops / 1e9:.0f} GFLOP/s fp32 '
-          f'matmul, {bw / 1e9:.1f} GB/s copy). tok/s = finished-candidate tokens (up to EOS) per second.')
-    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'extract/generate',
-                 'extract / floor', 'generate MB', 'generate+hidden MB', 'extract MB', 'steps/cand'])
+    print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
+          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = '
+          f'max(2 x params x tokens / matmul rate, weight bytes x steps / bandwidth). MB = peak RSS growth.')
+    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'extract/old',
+                 'extract/generate', 'extract / floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
+                 'steps/cand'])
 
 
 # -----------------------------------------------------------------------------
@@ -307,10 +371,11 @@ def bench_cost(n_steps=20, n_tokens=300):
 
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
-        _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
+        _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
+                        profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
     only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
-    sections = {'extract': bench_extract, 'label': bench_labeling, 'train': bench_training, 'cost': bench_cost}
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling, 'train': bench_training, 'cost': bench_cost}
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from transformers.cache_utils import DynamicLayer
+
 from configurator import configure, knobs
 from model import atomic_save, atomic_write_json, resolve_device
 
@@ -46,22 +48,24 @@ synth_level = 2  # synthetic task: number of +/- operations on one-digit numbers
 synth_seed = 1337
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
-n_train_samples = 8  # candidates per training problem (paper: 64)
+n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
 candidates_file = None  # reencode: JSONL of {index|id, text[, token_ids, finish]}
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
-max_steps = 100  # step states kept per candidate (the last ones when there are more)
-think_extract = 'full'  # 'full' | 'answer' (only boundaries after </think>)
+max_steps = 100  # step states kept per candidate (the last ones when there are more; paper: 100)
+think_extract = 'full'  # 'full' | 'answer' (only boundaries after </think>; a trace without </think> keeps its final token)
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
+conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
 batch_size = 64  # sequences per forward pass; problems per batch = batch_size // n_samples
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU) | 'float16' | 'bfloat16' | 'float32'
-shard = 0  # this job's shard of the problems (problem k goes to shard k % num_shards)
+dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU: faster than bfloat16 on CPUs without AMX/avx512_bf16) | 'float16' | 'bfloat16' | 'float32'
+torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs on GPU); rows stay in the batch until all finish
+shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 seed = 1337
 threads = 0  # CPU threads for torch; 0 = torch's default
@@ -214,13 +218,6 @@ def load_generator(name, device='cpu', dtype='auto'):
     return model, tok
 
 
-def newline_table(tok):
-    """bool [vocab]: does the token's decoded text contain a newline. Built from decoded text, never a
-    fixed id list: tokenizers merge newlines with other characters by context."""
-    n = max(len(tok), max(tok.get_vocab().values()) + 1)
-    return torch.tensor(['\n' in tok.decode([i]) for i in range(n)], dtype=torch.bool)
-
-
 def eos_ids(model, tok):
     ids = {tok.eos_token_id}
     gen_eos = getattr(model.generation_config, 'eos_token_id', None)
@@ -236,22 +233,38 @@ def check_layers(model, layers):
                              f"(0 = embeddings, -1 = final layer); fix: use indices in [{-n}, {n - 1}]")
 
 # -----------------------------------------------------------------------------
-# step boundaries (shared by sampling and re-encoding)
+# what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
+# the table step_table builds), so the two paths can never disagree. STEP_RULE names the rule in the
+# split's config.json: check_resume refuses to mix extractions made under different rules, so give a
+# changed rule a new name.
+STEP_RULE = 'newline'
 
 
-def step_positions(is_nl, think_end=None, max_steps=100):
-    """Indices (into the completion) whose hidden states are kept, given is_nl [T] (bool list).
-    A newline token t that starts a run of newline tokens closes a step: keep t-1, the state whose
-    next-token prediction emitted the delimiter (a leading newline closes nothing). The last token
-    always closes the final step. think_end: keep only positions after this index (answer-only mode).
-    More than max_steps: keep the last max_steps (the ones nearest the answer)."""
-    T = len(is_nl)
-    pos = [t - 1 for t in range(1, T) if is_nl[t] and not is_nl[t - 1]]
-    if T and (not pos or pos[-1] != T - 1):
-        pos.append(T - 1)
-    if think_end is not None:
-        pos = [p for p in pos if p > think_end] or [T - 1]
-    return pos[-max_steps:]
+def step_table(tok):
+    """bool [vocab]: does the token's decoded text contain a newline. Built from decoded text, never a
+    fixed id list: tokenizers merge newlines with other characters by context."""
+    n = max(len(tok), max(tok.get_vocab().values()) + 1)
+    return torch.tensor(['\n' in tok.decode([i]) for i in range(n)], dtype=torch.bool)
+
+
+def step_ends(prev, cur, table):
+    """bool, shaped like cur: does token `cur`, coming right after token `prev`, end a step? Newline rule:
+    cur is the first newline token of a run (a run of newlines is one boundary). The state kept for the
+    step is prev's: the one whose next-token prediction emitted the delimiter."""
+    return table[cur] & ~table[prev]
+
+# -----------------------------------------------------------------------------
+# which boundaries are kept (the same for every rule)
+
+
+def step_positions(ids, table):
+    """Completion positions whose states are kept, for token ids [T], before select_steps: t-1 for every
+    t >= 1 where step_ends(ids[t-1], ids[t]) (a leading delimiter closes nothing), then T-1: the last
+    token (before EOS, or at the length limit) always closes the final step."""
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if len(ids) == 0:
+        return []
+    return step_ends(ids[:-1], ids[1:], table).nonzero().squeeze(1).tolist() + [len(ids) - 1]
 
 
 def think_end_index(token_texts):
@@ -263,119 +276,236 @@ def think_end_index(token_texts):
             return i
     return None
 
+
+def select_steps(pos, think_end, think_extract='full', max_steps=100):
+    """Indices into pos (kept positions, ascending) to store. think_extract='answer': only positions after
+    </think>; a trace with no </think> (truncated thinking) or no boundary after it keeps only the final
+    token. Then the last max_steps (the steps nearest the answer)."""
+    keep = list(range(len(pos)))
+    if think_extract == 'answer':
+        keep = [k for k in keep if think_end is not None and pos[k] > think_end] or keep[-1:]
+    return keep[-max_steps:]
+
+# -----------------------------------------------------------------------------
+# per-token statistics and the sampler (shared by sampling and re-encoding)
+
+TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is short of top_p
+
+
+def token_stats(logits, tokens, conf_topk=20):
+    """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
+    log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
+    most likely tokens. All float32 [...]."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    conf = -logp.topk(min(conf_topk, logp.shape[-1]), dim=-1).values.mean(-1)
+    return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
+
+
+def full_nucleus(probs, top_p):
+    """Top-p by sorting the whole vocabulary: (weights [B, V], ids [B, V]); weights keep the smallest
+    prefix (by descending probability) whose mass reaches top_p and are 0 elsewhere."""
+    p, ids = probs.sort(dim=-1, descending=True)
+    return p.masked_fill(p.cumsum(-1) - p > top_p, 0.0), ids
+
+
+def nucleus(probs, top_p, k=TOPK_PREFILTER):
+    """full_nucleus restricted to the k most likely tokens: (weights [B, k], ids [B, k], short [B]).
+    Where the top-k mass exceeds top_p the nucleus lies inside the top k, and the weights are exactly
+    full_nucleus's; `short` marks the rows where it does not (the caller uses full_nucleus for them)."""
+    p, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    c = p.cumsum(-1)
+    return p.masked_fill(c - p > top_p, 0.0), ids, c[:, -1] <= top_p
+
+
+def _fit(table, V):
+    # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
+    return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
+
+
+def _draw(weights, ids, gen):
+    return ids.gather(-1, torch.multinomial(weights, 1, generator=gen)).squeeze(-1)
+
 # -----------------------------------------------------------------------------
 # sampling with capture
 
 
-def _top_p_sample(logits, temperature, top_p, gen):
-    if temperature <= 0:
-        return logits.argmax(-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sp, si = probs.sort(dim=-1, descending=True)
-        drop = sp.cumsum(-1) - sp > top_p  # keep the smallest prefix whose mass reaches top_p
-        sp = sp.masked_fill(drop, 0.0)
-        return si.gather(-1, torch.multinomial(sp, 1, generator=gen)).squeeze(-1)
-    return torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+def hidden_selection(model, layers):
+    """The hidden_states indices to compute (HF output_hidden_states accepts a list: the others stay None)."""
+    n = model.config.num_hidden_layers + 1
+    return sorted({l % n for l in layers})
 
 
-def _logprob_entropy(logits, tokens):
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    ent = -(logp.exp() * logp).sum(-1)
-    return logp.gather(-1, tokens[:, None]).squeeze(-1), ent
+class _PreallocLayer(DynamicLayer):
+    """A DynamicLayer whose keys/values are views into buffers allocated once for the whole generation
+    ([B, heads, capacity, head_dim]): each step writes its token in place, where DynamicLayer
+    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times."""
+
+    def __init__(self, layer, repeats, capacity):
+        super().__init__()
+        k, v = layer.keys, layer.values  # [P, H, n, hd]
+        self.n, (P, H, n, _) = k.shape[2], k.shape
+        self.kb = k.new_empty(P * repeats, H, capacity, k.shape[3])
+        self.vb = v.new_empty(P * repeats, H, capacity, v.shape[3])
+        self.kb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = k[:, None]
+        self.vb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = v[:, None]
+        self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
+        self._views()
+
+    def _views(self):
+        self.keys, self.values = self.kb[:, :, :self.n], self.vb[:, :, :self.n]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        m = self.n + key_states.shape[-2]
+        self.kb[:, :, self.n:m] = key_states
+        self.vb[:, :, self.n:m] = value_states
+        self.n = m
+        self._views()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices):
+        self.kb, self.vb = self.kb[indices], self.vb[indices]
+        self._views()
 
 
-def _hidden(out, layers):
-    # [B, len(layers) * d_gen] at the last position, layers concatenated in the given order
-    return torch.cat([out.hidden_states[l][:, -1] for l in layers], dim=-1)
+def _decode_cache(model, cache, repeats, capacity, static):
+    """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
+    (eager) or HF's StaticCache (torch_compile: fixed shapes, so the compiled step can be CUDA-graphed)."""
+    if not static:
+        for i, l in enumerate(cache.layers):
+            if type(l) is DynamicLayer:
+                cache.layers[i] = _PreallocLayer(l, repeats, capacity)
+            else:  # e.g. sliding-window layers stay as they are
+                l.batch_repeat_interleave(repeats)
+        return cache
+    from transformers import StaticCache
+    sc = StaticCache(config=model.config, max_cache_len=capacity)
+    for src, dst in zip(cache.layers, sc.layers):
+        k, v = src.keys.repeat_interleave(repeats, 0), src.values.repeat_interleave(repeats, 0)
+        dst.lazy_initialization(k, v)
+        dst.update(k, v)
+    return sc
 
 
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
-                        top_p=0.9, seed=0, nl=None, eos=None, think_extract='full', max_steps=100):
-    """Sample n_samples completions for each prompt in one left-padded batch with a KV cache.
-    Returns a list (per prompt) of lists of candidate dicts (README format). Each decoding step keeps
-    only the new token's log-prob, entropy and, at step boundaries, the selected layers' state;
-    finished rows leave the batch (and the cache) at once."""
+                        top_p=0.9, seed=0, table=None, eos=None, think_extract='full', max_steps=100, conf_topk=20,
+                        torch_compile=False):
+    """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
+    of lists of candidate dicts (README format).
+
+    The step costs what the model costs: a KV cache preallocated once (no per-step copies), top-p on the
+    top-64 tokens (full sort only when their mass is short of top_p: same distribution), boundaries and
+    statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
+    per row), one host sync per step (has a row finished? did a row need the full sort?), finished rows
+    leave the batch and the cache at once. torch_compile: the decoding forward is compiled with a
+    static cache (CUDA graphs on GPU); rows then stay in the batch until all finish."""
     device = next(model.parameters()).device
-    nl = newline_table(tok) if nl is None else nl
-    eos = torch.tensor(eos_ids(model, tok) if eos is None else eos)
+    V = model.get_output_embeddings().weight.shape[0]
+    table = _fit(step_table(tok) if table is None else table, V).to(device)
+    eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
+    sel, S = hidden_selection(model, layers), max_steps
     enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
-    mask = enc.attention_mask
+    P, Lp = enc.input_ids.shape
+    B, cap = P * n_samples, Lp + max_new_tokens + 1
     from transformers import DynamicCache
     cache = DynamicCache()
-    out = model(input_ids=enc.input_ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
+                position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
     # one prefill per prompt, then N copies of its cache: rows are prompt-major
-    rows = len(prompts) * n_samples
-    cache.batch_repeat_interleave(n_samples)
-    mask = mask.repeat_interleave(n_samples, 0)
-    logits = out.logits[:, -1].repeat_interleave(n_samples, 0)
-    pos = mask.sum(-1, keepdim=True) - 1  # position id of the last token per row
-    alive = torch.arange(rows)  # original row of each batch row
-    toks = [[] for _ in range(rows)]
-    lps, ents, states, spos, finish = [[] for _ in range(rows)], [[] for _ in range(rows)], [[] for _ in range(rows)], [[] for _ in range(rows)], [None] * rows
-    h_prev = None  # [rows alive, D] state of each alive row's last token
-    nl_list, eos_set = nl.tolist(), set(eos.tolist())
+    cache = _decode_cache(model, cache, n_samples, cap, torch_compile)
+    mask = torch.zeros(B, cap, dtype=torch.long, device=device)
+    mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
+    pos = mask.sum(-1) - 1  # [B] position id of each row's last token
+    logits = out.logits[:, -1].float().repeat_interleave(n_samples, 0)
+    del out
+
+    def forward(ids, mask, pos):
+        o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
+                  use_cache=True, output_hidden_states=sel)
+        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+    step = torch.compile(forward, mode='reduce-overhead' if device.type == 'cuda' else 'default') if torch_compile else forward
+
+    D = len(layers) * model.config.hidden_size
+    rows = torch.arange(B, device=device)  # original row of each batch row
+    toks = torch.zeros(B, max_new_tokens + 1, dtype=torch.long, device=device)
+    stats = torch.zeros(3, B, max_new_tokens + 1, device=device)  # log-prob, entropy, confidence
+    ring = torch.zeros(B, S + 1, D, dtype=torch.float16, device=device)  # the last S kept states; slot S: discard
+    ring_pos = torch.zeros(B, S + 1, dtype=torch.long, device=device)
+    count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
+    live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
+    h_prev = prev = None
+    done_all = [None] * B
     for t in range(max_new_tokens + 1):
-        at_limit = t == max_new_tokens
-        if not at_limit:
-            nxt = _top_p_sample(logits, temperature, top_p, gen)
-            lp, en = _logprob_entropy(logits, nxt)
-            nxt_c, lp, en = nxt.tolist(), lp.tolist(), en.tolist()
-        h_c = h_prev.to('cpu', torch.float16) if h_prev is not None else None
-        keep = []
-        for b, r in enumerate(alive.tolist()):
-            T = len(toks[r])
-            if at_limit or nxt_c[b] in eos_set:  # the last token closes the final step
-                finish[r] = 'length' if at_limit else 'eos'
-                if T and (not spos[r] or spos[r][-1] != T - 1):
-                    spos[r].append(T - 1)
-                    states[r].append(h_c[b])
-                continue
-            tid = nxt_c[b]
-            if T and nl_list[tid] and not nl_list[toks[r][-1]]:  # first newline token of a run
-                spos[r].append(T - 1)
-                states[r].append(h_c[b])
-            toks[r].append(tid)
-            lps[r].append(lp[b])
-            ents[r].append(en[b])
-            keep.append(b)
-        if not keep:
-            break
-        if len(keep) < len(alive):  # finished rows leave the batch and the cache
-            keep_t = torch.tensor(keep, device=device)
-            cache.batch_select_indices(keep_t)
-            mask, pos, alive = mask[keep_t], pos[keep_t], alive[keep_t.cpu()]
-        last = torch.tensor([toks[r][-1] for r in alive.tolist()], device=device)
-        mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=-1)
+        ar = torch.arange(len(rows), device=device)
+        if t < max_new_tokens:
+            short = None
+            if temperature <= 0:
+                nxt = logits.argmax(-1)
+            else:
+                probs = torch.softmax(logits / temperature, dim=-1)
+                if top_p < 1.0:
+                    w, ids, short = nucleus(probs, top_p)
+                    nxt = _draw(w, ids, gen)
+                else:
+                    nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+            done = torch.isin(nxt, eos) & live
+            any_done, any_short = torch.stack([done.any(), short.any() if short is not None else done.new_zeros(())]).tolist()  # the step's one host sync
+            if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
+                r = short.nonzero().squeeze(1)
+                nxt[r] = _draw(*full_nucleus(probs[r], top_p), gen)
+                done = torch.isin(nxt, eos) & live
+                any_done = bool(done.any())
+            toks[:, t] = nxt
+            stats[:, :, t] = torch.stack(token_stats(logits, nxt, conf_topk))
+            ends = step_ends(prev, nxt, table) if t else None
+        else:
+            done, any_done, ends = live.clone(), True, None
+        if t:  # the state of token t-1 is kept if token t ends a step or the candidate (EOS, length limit)
+            keep = (done | ends) & live if ends is not None else done
+            slot = torch.where(keep, count % S, S)
+            ring[ar, slot] = h_prev.to(torch.float16)
+            ring_pos[ar, slot] = t - 1
+            count += keep
+        if any_done:
+            fin = done.nonzero().squeeze(1)
+            finish = 'length' if t == max_new_tokens else 'eos'
+            got = [x.cpu() for x in (rows[fin], toks[fin, :t], stats[:, fin, :t], ring[fin], ring_pos[fin], count[fin])]
+            for j, r in enumerate(got[0].tolist()):
+                m = min(int(got[5][j]), S)
+                slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
+                done_all[r] = (got[1][j].tolist(), got[2][:, j], got[4][j, slots].tolist(), got[3][j, slots], finish)
+            if torch_compile:
+                live &= ~done
+                if not live.any():
+                    break
+            else:
+                kept = (~done).nonzero().squeeze(1)
+                if len(kept) == 0:
+                    break
+                cache.batch_select_indices(kept)
+                rows, toks, stats, ring, ring_pos, count, live, mask, pos, nxt = (
+                    x[kept] if x is not stats else x[:, kept] for x in (rows, toks, stats, ring, ring_pos, count, live, mask, pos, nxt))
+        mask[:, Lp + t] = 1
         pos = pos + 1
-        out = model(input_ids=last[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache,
-                    use_cache=True, output_hidden_states=True)
-        logits, h_prev = out.logits[:, -1], _hidden(out, layers)
-    results = []
-    for r in range(rows):
-        cand = _candidate(tok, toks[r], lps[r], ents[r], spos[r], states[r], finish[r], think_extract, max_steps,
-                          d=len(layers) * model.config.hidden_size)
-        if r % n_samples == 0:
-            results.append([])
-        results[-1].append(cand)
+        logits, h_prev = step(nxt, mask if torch_compile else mask[:, :Lp + t + 1], pos)
+        prev = nxt
+    results = [[] for _ in prompts]
+    for r, (ids, st, spos, states, finish) in enumerate(done_all):
+        results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, think_extract, max_steps, D))
     return results
 
 
-def _candidate(tok, ids, lps, ents, spos, states, finish, think_extract, max_steps, d):
-    """Apply answer-only filtering and the max_steps cap to captured positions; build the dict."""
-    keep = list(range(len(spos)))
-    if think_extract == 'answer' and ids:
-        te = think_end_index([tok.decode([i]) for i in ids])
-        if te is not None:
-            keep = [k for k in keep if spos[k] > te] or keep[-1:]
-    keep = keep[-max_steps:]
+def _candidate(tok, ids, lps, ents, confs, spos, states, finish, think_extract, max_steps, d):
+    """The candidate dict from captured positions [k] and states [k, d], after select_steps."""
+    te = think_end_index([tok.decode([i]) for i in ids]) if think_extract == 'answer' else None
+    keep = select_steps(spos, te, think_extract, max_steps)
     return {'text': tok.decode(ids, skip_special_tokens=True), 'token_ids': torch.tensor(ids, dtype=torch.long),
-            'logprobs': torch.tensor(lps, dtype=torch.float32), 'entropies': torch.tensor(ents, dtype=torch.float32),
+            'logprobs': torch.as_tensor(lps, dtype=torch.float32), 'entropies': torch.as_tensor(ents, dtype=torch.float32),
+            'confidences': torch.as_tensor(confs, dtype=torch.float32),
             'step_pos': torch.tensor([spos[k] for k in keep], dtype=torch.long),
-            'states': torch.stack([states[k] for k in keep]) if keep else torch.zeros(0, d, dtype=torch.float16),
+            'states': states[keep].to(torch.float16) if keep else torch.zeros(0, d, dtype=torch.float16),
             'finish': finish}
 
 # -----------------------------------------------------------------------------
@@ -383,33 +513,37 @@ def _candidate(tok, ids, lps, ents, spos, states, finish, think_extract, max_ste
 
 
 @torch.no_grad()
-def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, nl=None, think_extract='full', max_steps=100):
+def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, think_extract='full',
+             max_steps=100, conf_topk=20):
     """Same outputs as sampling for given completions (list of token-id lists, one per prompt in
-    `prompts`): one left-padded forward pass over prompt + completion."""
+    `prompts`): one left-padded forward pass over prompt + completion, computing only the selected
+    layers' states and the completions' logits."""
     device = next(model.parameters()).device
-    nl = newline_table(tok) if nl is None else nl
+    table = _fit(step_table(tok) if table is None else table, model.get_output_embeddings().weight.shape[0])
+    finishes = finishes or ['eos'] * len(prompts)
     p_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
     seqs = [p + list(c) for p, c in zip(p_ids, completions)]
-    L = max(len(s) for s in seqs)
+    L, T_max = max(len(s) for s in seqs), max(len(c) for c in completions)
     ids = torch.full((len(seqs), L), tok.pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, L - len(s):], mask[i, L - len(s):] = torch.tensor(s), 1
     ids, mask = ids.to(device), mask.to(device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0), output_hidden_states=True)
-    hid = torch.cat([out.hidden_states[l] for l in layers], dim=-1)
+    # sequences are right-aligned: completion i fills the last T_i positions; its logits are the T_i before
+    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                output_hidden_states=hidden_selection(model, layers), logits_to_keep=T_max + 1)
+    D = len(layers) * model.config.hidden_size
     cands = []
-    for i, (p, c) in enumerate(zip(p_ids, completions)):
-        start, T = L - len(seqs[i]) + len(p), len(c)  # batch index of completion token 0
+    for i, c in enumerate(completions):
+        T = len(c)
         if T == 0:
-            cands.append(_candidate(tok, [], [], [], [], [], (finishes or ['eos'] * len(seqs))[i], think_extract, max_steps, hid.shape[-1]))
+            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], think_extract, max_steps, D))
             continue
-        c_t = torch.tensor(c, device=device)
-        lp, en = _logprob_entropy(out.logits[i, start - 1:start + T - 1], c_t)
-        spos = step_positions([bool(nl[t]) for t in c], max_steps=10**9)
-        st = hid[i, start + torch.tensor(spos, device=device)].to('cpu', torch.float16)
-        cands.append(_candidate(tok, list(c), lp.tolist(), en.tolist(), spos, list(st),
-                                (finishes or ['eos'] * len(seqs))[i], think_extract, max_steps, hid.shape[-1]))
+        lp, en, cf = token_stats(out.logits[i, T_max - T:T_max], torch.tensor(c, device=device), conf_topk)
+        spos = step_positions(c, table)
+        at = L - T + torch.tensor(spos, device=device)
+        st = torch.cat([out.hidden_states[l][i, at] for l in layers], dim=-1).cpu()
+        cands.append(_candidate(tok, list(c), lp.cpu(), en.cpu(), cf.cpu(), spos, st, finishes[i], think_extract, max_steps, D))
     return cands
 
 # -----------------------------------------------------------------------------
@@ -433,24 +567,29 @@ def read_candidates_file(path):
     return pool
 
 
-def run_split(split, problems, n, cfg, model, tok, nl, pool=None):
-    """Extract one split into {out_dir}/{split}/problems/, skipping finished problems."""
+def run_split(split, problems, n, cfg, model, tok, table, pool=None):
+    """Extract one split into {out_dir}/{split}/problems/, skipping finished problems. Problems go in fixed
+    batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with any
+    file missing is redone whole (only missing files are written): a resumed or sharded run samples
+    exactly what one uninterrupted run would."""
     split_dir = os.path.join(cfg['out_dir'], split)
-    mine = [p for k, p in enumerate(problems) if k % cfg['num_shards'] == cfg['shard']]
-    todo = [p for p in mine if not os.path.exists(os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt"))]
-    print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {len(mine)}, "
-          f"{len(mine) - len(todo)} done already, {len(todo)} to go, {n} samples each")
+    path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     per_batch = max(1, cfg['batch_size'] // n)
-    bar, n_tok, t0 = tqdm(total=len(todo), desc=f'extract {split}', unit='problem'), 0, time.time()
-    for i in range(0, len(todo), per_batch):
-        batch = todo[i:i + per_batch]
+    batches = [problems[i:i + per_batch] for i in range(0, len(problems), per_batch)][cfg['shard']::cfg['num_shards']]
+    mine = sum(len(b) for b in batches)
+    todo = [b for b in batches if not all(os.path.exists(path(p)) for p in b)]
+    n_todo = sum(not os.path.exists(path(p)) for b in todo for p in b)
+    print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {mine}, "
+          f"{mine - n_todo} done already, {n_todo} to go, {n} samples each")
+    bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
+    for batch in todo:
         prompts = [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] != 'synth' else None,
                                 cfg['enable_thinking']) for p in batch]
         if pool is None:
-            # seeded by the run seed and the batch's first problem: a resumed run samples the same
             res = sample_with_capture(model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'],
-                                      cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], nl=nl,
-                                      think_extract=cfg['think_extract'], max_steps=cfg['max_steps'])
+                                      cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table,
+                                      think_extract=cfg['think_extract'], max_steps=cfg['max_steps'],
+                                      conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'])
         else:
             res = []
             for p, prompt in zip(batch, prompts):
@@ -463,23 +602,24 @@ def run_split(split, problems, n, cfg, model, tok, nl, pool=None):
                 for j in range(0, len(rows), cfg['batch_size']):
                     res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + cfg['batch_size']]), ids[j:j + cfg['batch_size']],
                                         cfg['layers'], [r.get('finish', 'eos') for r in rows[j:j + cfg['batch_size']]],
-                                        nl, cfg['think_extract'], cfg['max_steps'])
+                                        table, cfg['think_extract'], cfg['max_steps'], cfg['conf_topk'])
         for p, prompt, cands in zip(batch, prompts, res):
+            if os.path.exists(path(p)):
+                continue
             key = f"{p['index']:06d}"
-            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands},
-                        os.path.join(split_dir, 'problems', key + '.pt'))
+            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands}, path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)
-        bar.update(len(batch))
+            bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
 
 
 def check_resume(split_dir, cfg):
-    """Refuse to mix outputs of different generators or layers in one split dir."""
+    """Refuse to mix outputs of different generators, layers or step rules in one split dir."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
-        for k in ('model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking'):
+        for k in ('model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk'):
             if k in old and old[k] != cfg[k]:
                 raise SystemExit(f"{split_dir} holds an extraction with {k}={old[k]!r}, this run has {k}={cfg[k]!r}; "
                                  f"fix: a new --out_dir, or delete {split_dir}")
@@ -507,12 +647,12 @@ if __name__ == '__main__':
     gen_model, tok = load_generator(model, device, dtype)
     check_layers(gen_model, layers)
     config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
-                  has_chat_template=bool(getattr(tok, 'chat_template', None)))
-    nl = newline_table(tok)
+                  has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
+    table = step_table(tok)
     pool = read_candidates_file(candidates_file) if mode == 'reencode' else None
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         check_resume(split_dir, config)
         atomic_write_json({**config, 'split': split, 'n_samples': n}, os.path.join(split_dir, 'config.json'))
-        run_split(split, problems[split], n, config, gen_model, tok, nl, pool)
+        run_split(split, problems[split], n, config, gen_model, tok, table, pool)
     print(f'done: {out_dir}')

