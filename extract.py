@@ -44,6 +44,7 @@ model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Q
 dataset = 'synth'  # 'synth' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
 data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
 data_path = None  # a JSONL file for `dataset` (overrides data_dir)
+exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: number of +/- operations on one-digit numbers
 synth_seed = 1337
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
@@ -113,8 +114,9 @@ def _read_jsonl(path, key, value):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337):
-    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table)."""
+def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=()):
+    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
+    id is in exclude_ids (their indices are skipped, the others keep their file index)."""
     if dataset == 'synth':
         return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
     if dataset not in DATASETS:
@@ -136,6 +138,8 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
     out = []
     for i in range(lo, hi + 1):
         r = rows[i]
+        if str(r.get('id', r.get('unique_id', i))) in exclude_ids:
+            continue
         q = next((r[k] for k in qkeys if k in r), None)
         if q is None or gkey not in r:
             raise SystemExit(f"{dataset} row {i} lacks field {qkeys[0] if q is None else gkey!r} (has {sorted(r)}); "
@@ -145,7 +149,7 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         gold = r[gkey]
         if dataset == 'gsm8k':
             gold = gold.split('####')[-1].strip()
-        meta = {k: r[k] for k in ('answer_type', 'unit', 'is_multiple_answer', 'subject', 'level') if k in r}
+        meta = {k: r[k] for k in ('answer_type', 'unit', 'is_multiple_answer', 'error', 'subject', 'level') if k in r}
         if dataset == 'olympiadbench' and isinstance(gold, str):
             gold = [gold]
         out.append({'index': i, 'id': str(r.get('id', r.get('unique_id', i))), 'dataset': dataset, 'question': str(q),
@@ -643,7 +647,8 @@ if __name__ == '__main__':
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     splits = [(s, r, n) for s, r, n in (('train', train_range, n_train_samples), ('eval', eval_range, n_eval_samples)) if r]
-    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed) for s, r, _ in splits}
+    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids)
+                for s, r, _ in splits}
     gen_model, tok = load_generator(model, device, dtype)
     check_layers(gen_model, layers)
     config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
