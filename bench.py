@@ -95,6 +95,9 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
             res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
         n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
         n_steps = sum(len(c['step_pos']) for cs in res for c in cs)
+        # for the floor: rows alive at each decoding step (a row runs one step per token plus the EOS step)
+        lens = torch.tensor([len(c['token_ids']) + (c['finish'] == 'eos') for cs in res for c in cs])
+        alive = [int((lens > t).sum()) for t in range(int(lens.max()))]
     else:
         enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False)
         out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0, max_new_tokens=max_new_tokens,
@@ -105,13 +108,15 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         ended = torch.isin(new, eos)
         # finished-candidate tokens: up to (not counting) the first EOS
         n_tok = int(torch.where(ended.any(1), ended.float().argmax(1), torch.full((len(new),), new.shape[1])).sum())
-        n_steps = 0
+        n_steps, alive = 0, []
     dt = time.perf_counter() - t
+    prompt_tokens = sum(len(tok(p, add_special_tokens=False).input_ids) for p in prompts)
     if prof:
         prof.__exit__(None, None, None)
         _profile_table(prof, dt, profile)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024, 'steps': n_steps}))
+    print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024, 'steps': n_steps,
+                      'alive': alive, 'prompt_tokens': prompt_tokens}))
 
 
 # where the profiled ops come from, for the profile table
@@ -160,9 +165,11 @@ def bench_extract(profile=False):
                 print('\n'.join(out.stdout.strip().splitlines()[:-1]))
             res[variant] = json.loads(out.stdout.strip().splitlines()[-1])
         g, o, e = res['generate'], res['extract (old loop)'], res['extract']
-        # floor for decoding: every token's forward reads all weights once per step (memory-bound at
-        # small batch) and costs 2 * params FLOPs; the tokens of one batch share the weight read
-        floor_s = max(2 * n_params * e['tokens'] / flops, 4 * n_params * mnt / bw)
+        # floor of this work: one prefill per prompt (2 x params FLOPs per prompt token), then per decoding
+        # step max(2 x params x rows alive / matmul rate, fp32 weight bytes / bandwidth): each step reads
+        # every weight once, and at few rows that read, not the matmuls, bounds it
+        floor_s = 2 * n_params * e['prompt_tokens'] / flops + sum(
+            max(2 * n_params * rows / flops, 4 * n_params / bw) for rows in e['alive'])
         rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
         rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
                      f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(e) / rate(o):.2f}" if o else '-',
@@ -170,8 +177,9 @@ def bench_extract(profile=False):
                      f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
     print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
-          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = '
-          f'max(2 x params x tokens / matmul rate, weight bytes x steps / bandwidth). MB = peak RSS growth.')
+          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill '
+          f'2 x params x prompt tokens / matmul rate + per decoding step max(2 x params x rows alive / matmul rate, '
+          f'weight bytes / bandwidth), rows alive as in the extract run. MB = peak RSS growth.')
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'extract/old',
                  'extract/generate', 'extract / floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
                  'steps/cand'])
