@@ -574,29 +574,35 @@ def prune_curve(sims, thresholds):
     return out
 
 
-def pools_of(problems, pool, n, k):
-    """(problem index, row indices) of every pool the simulation runs: the first k N-subsets of each problem."""
-    return [(i, sub) for i, q in enumerate(pool) for sub in q['subsets'][n][:k]]
+def pool_sims(problems, pool, n, k, replay, sel, temp):
+    """sims(x) -> per simulated pool (tokens, tokens without pruning, best-of-N, vote), over the first k
+    N-subsets of each problem. replay(i, sub, x) -> (kept, tokens) of problem i's rows sub; the kept
+    rows are selected by sel[i] and vote with softmax(sel[i] / temp) (temp None: sel[i] as weights)."""
+    pools = [(i, sub) for i, q in enumerate(pool) for sub in q['subsets'][n][:k]]
+
+    def sims(x):
+        res = []
+        for i, sub in pools:
+            q = pool[i]
+            kept, tok = replay(i, sub, x)
+            mask = np.zeros(len(q['labels']), dtype=bool)
+            mask[sub[kept]] = True
+            full = sum(len(problems[i]['candidates'][j]['token_ids']) for j in sub)
+            res.append((tok.sum(), full, *kept_metrics(mask, sel[i], q['labels'], q['groups'], sel[i], temp)))
+        return res
+    return sims
 
 
 def verifier_sims(problems, pool, n, k, prefix, rule, temp):
     """sims(threshold) for a verifier rule on a split (prefix: score_prefixes output). Selection and
     the vote use each kept row's full score (its last prefix score)."""
     final = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in prefix]
-    pools = pools_of(problems, pool, n, k)
 
-    def sims(th):
-        res = []
-        for i, sub in pools:
-            cs, q = problems[i]['candidates'], pool[i]
-            lengths = [len(cs[j]['token_ids']) for j in sub]
-            kept, tok = replay_prune([prefix[i][j] for j in sub], [cs[j]['step_pos'].tolist() for j in sub], lengths,
-                                     th, rule)
-            full = np.zeros(len(cs), dtype=bool)
-            full[sub[kept]] = True
-            res.append((tok.sum(), sum(lengths), *kept_metrics(full, final[i], q['labels'], q['groups'], final[i], temp)))
-        return res
-    return sims
+    def replay(i, sub, th):
+        cs = problems[i]['candidates']
+        return replay_prune([prefix[i][j] for j in sub], [cs[j]['step_pos'].tolist() for j in sub],
+                            [len(cs[j]['token_ids']) for j in sub], th, rule)
+    return pool_sims(problems, pool, n, k, replay, final, temp)
 
 
 def lowest_groups(problems, window):
@@ -611,25 +617,16 @@ def deepconf_sims(problems, pool, n, k, cfg, warmup):
     lowest group confidence (their vote weight)."""
     w = cfg['deepconf_window']
     gc, lows = lowest_groups(problems, w)
-    pools = pools_of(problems, pool, n, k)
 
-    def sims(x):
-        res = []
-        for i, sub in pools:
-            cs, q = problems[i]['candidates'], pool[i]
-            lengths = [len(cs[j]['token_ids']) for j in sub]
-            if warmup:
-                warm = lows[i][sub[:warmup]]
-                warm = warm[np.isfinite(warm)]
-                th = float(np.percentile(warm, 100 * (1 - x))) if warm.size else -np.inf
-            else:
-                th = x
-            kept, tok = replay_deepconf([gc[i][j] for j in sub], lows[i][sub], lengths, w, th, warmup)
-            full = np.zeros(len(cs), dtype=bool)
-            full[sub[kept]] = True
-            res.append((tok.sum(), sum(lengths), *kept_metrics(full, lows[i], q['labels'], q['groups'], lows[i], None)))
-        return res
-    return sims
+    def replay(i, sub, x):
+        th = x
+        if warmup:
+            warm = lows[i][sub[:warmup]]
+            warm = warm[np.isfinite(warm)]
+            th = float(np.percentile(warm, 100 * (1 - x))) if warm.size else -np.inf
+        return replay_deepconf([gc[i][j] for j in sub], lows[i][sub],
+                               [len(problems[i]['candidates'][j]['token_ids']) for j in sub], w, th, warmup)
+    return pool_sims(problems, pool, n, k, replay, lows, None)
 
 
 def choose_threshold(curve, tol):

@@ -526,13 +526,6 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 # online pruning exactly (unless extraction kept only the last max_steps states of a long candidate).
 
 
-def token_confidences(logits, k=20):
-    """DeepConf token confidence from untempered next-token logits [..., V] -> float32 [...]:
-    minus the mean log-probability of the k most likely tokens (high = peaked = confident)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -logp.topk(min(k, logp.shape[-1]), dim=-1).values.mean(-1)
-
-
 def cut_prefix(c, k):
     """Candidate dict of c's first k+1 steps: states[:k+1], and the tokens up to its step boundary,
     token_ids[:step_pos[k] + 1] (what a text verifier would have read by then)."""

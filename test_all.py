@@ -1274,21 +1274,6 @@ def test_cli_and_bad_config(tmp_path):
 # DeepConf baselines and online pruning, simulated offline
 
 
-def test_token_confidences_from_a_tiny_real_model():
-    from model import token_confidences
-    m = tiny_model('qwen3', 300)
-    ids = torch.randint(1, 300, (2, 12), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        logits = m(input_ids=ids).logits  # [2, 12, 300]
-    c = token_confidences(logits, 20)
-    want = -torch.log_softmax(logits.double(), -1).sort(-1, descending=True).values[..., :20].mean(-1)
-    assert c.shape == (2, 12) and c.dtype == torch.float32 and torch.allclose(c.double(), want, atol=1e-5)
-    flat, peaked = torch.zeros(300), torch.zeros(300)
-    peaked[5] = 20.0
-    assert token_confidences(flat).item() == pytest.approx(math.log(300), rel=1e-5)  # uniform: every log-prob -log V
-    assert token_confidences(peaked) > token_confidences(flat)  # a peaked distribution is the confident one
-
-
 def test_deepconf_scorers_follow_their_definitions():
     conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
     c = {'confidences': conf}
