@@ -657,6 +657,13 @@ def at_tolerance(curve, tol):
     return min(c['tokens'] for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12)
 
 
+def mean_curve(curves):
+    """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
+    so points are averaged by position: no pruning first, then grid quantile order)."""
+    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
+            for i in range(min(len(c) for c in curves))]
+
+
 def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
     rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
@@ -666,6 +673,10 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
         raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
+    w, wu = cfg['deepconf_window'], cfg['deepconf_warmup']
+    if not 0 < wu < n:
+        raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
+                         f"threshold); fix: --deepconf_warmup=2")
 
     def row(method, runs, **extra):
         r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
@@ -717,10 +728,6 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         out['notes'].append("DeepConf rows left out: the candidates have no 'confidences'; fix: re-extract with the "
                             "current extract.py")
         return out
-    w, wu = cfg['deepconf_window'], cfg['deepconf_warmup']
-    if not 0 < wu < n:
-        raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
-                         f"threshold); fix: --deepconf_warmup=2")
     base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf])[0]
     out['rows'].append(row(f'DeepConf (lowest group, window {w}), no pruning', [{**base, 'delta': 0.0}], rule='none'))
     online = deepconf_sims(problems, pool, n, k, cfg, wu)
@@ -747,12 +754,6 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         out['curves']['DeepConf, global threshold swept'] = curve
     return out
 
-
-def mean_curve(curves):
-    """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
-    so points are averaged by position: no pruning first, then grid quantile order)."""
-    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
-            for i in range(min(len(c) for c in curves))]
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
