@@ -657,6 +657,15 @@ def at_tolerance(curve, tol):
     return min(c['tokens'] for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12)
 
 
+def prefix_auroc(prefix, pool, max_steps=8):
+    """Mean within-problem AUROC of the score after step k = 1..max_steps (fewer steps: the full score)."""
+    out = []
+    for k in range(max_steps):
+        sc = [np.array([x[min(k, len(x) - 1)] if len(x) else -np.inf for x in pp]) for pp in prefix]
+        out.append(mean_auroc(sc, pool)[0])
+    return out
+
+
 def mean_curve(curves):
     """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
     so points are averaged by position: no pruning first, then grid quantile order)."""
@@ -705,7 +714,8 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf])[0]
-            runs['none'].append({'ckpt': path, 'acc': base['acc'], 'vote': base['vote'], 'tokens': 1.0, 'delta': 0.0})
+            runs['none'].append({'ckpt': path, 'acc': base['acc'], 'vote': base['vote'], 'tokens': 1.0, 'delta': 0.0,
+                                 'prefix_auroc': prefix_auroc(pre, pool)})
             for rule in cfg['prune_rules']:
                 vals = np.concatenate([x for pp in vpre for x in pp]) if rule == 'global' else margins(vpre)
                 grid = threshold_grid(vals, rule, cfg['prune_grid'])
@@ -717,6 +727,10 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
                                    'tokens': pt['tokens'], 'delta': pt['acc'] - base['acc'],
                                    'tokens_tol_test': at_tolerance(curve, tol), 'val_curve': vcurve, 'curve': curve})
         label = PRETTY.get(g, g)
+        if runs['none']:
+            au = [mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
+                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
         for rule, rs in runs.items():
             if rs:
                 name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
