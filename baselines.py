@@ -2,6 +2,8 @@
 Baselines HSRM is compared against, all read by evaluate.py:
 - cheap scorers: non-learned scores from the generator's own per-token statistics stored by
   extract.py (pure functions below; evaluate.py computes them itself, they cost nothing);
+- DeepConf's confidence scorers (mean, tail, bottom-10% group, lowest group) over the stored token
+  confidences, for its offline filtered votes and its online early stopping (simulated in evaluate.py);
 - EORM-style text-only verifiers (small 2.6M-ish, large 53.4M-ish): trained by train.py's `train`
   with verifier='text' on the same problems, split, loss and early stopping as HSRM;
 - an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached.
@@ -92,6 +94,69 @@ def cheap_scores(problems, name):
     f = CHEAP_SCORERS[name]
     return [np.array([f(c) for c in p['candidates']], dtype=np.float64) for p in problems]
 
+
+# -----------------------------------------------------------------------------
+# DeepConf (Fu et al. 2025; facebookresearch/deepconf, deepconf/utils.py): scorers over the per-token
+# confidences extract.py stores ('confidences' [T]: minus the mean log-prob of the top-k tokens of the
+# untempered distribution). Group confidence = the mean over a sliding window of `window` tokens
+# (every full window, as their compute_least_grouped); a trace shorter than the window is one group,
+# its mean confidence (their fallback). tail = the mean of the last `tail` tokens. Higher = more
+# confident. Their code rounds confidences to 3 decimals; we do not.
+
+
+def _confs(c):
+    if 'confidences' not in c:
+        raise ValueError("a candidate has no 'confidences' (extracted before DeepConf token confidences were stored); "
+                         "fix: re-extract with the current extract.py (or --mode=reencode on the same completions)")
+    return _arr(c['confidences'])
+
+
+def group_confidences(conf, window):
+    """Sliding-window means [T - window + 1] of token confidences [T]; [mean] when T < window; [] when T = 0."""
+    conf = np.asarray(conf, dtype=np.float64)
+    if conf.size < window:
+        return conf[:0] if conf.size == 0 else conf.mean(keepdims=True)
+    cs = np.concatenate([[0.0], np.cumsum(conf)])
+    return (cs[window:] - cs[:-window]) / window
+
+
+def deepconf_mean(c, window, tail):
+    conf = _confs(c)
+    return float(conf.mean()) if conf.size else -math.inf
+
+
+def deepconf_tail(c, window, tail):
+    conf = _confs(c)[-tail:]
+    return float(conf.mean()) if conf.size else -math.inf
+
+
+def deepconf_bottom10(c, window, tail):
+    """Mean of the lowest 10% of the group confidences (at least one group), their bottom_window."""
+    g = group_confidences(_confs(c), window)
+    return float(np.sort(g)[:max(1, int(0.1 * len(g)))].mean()) if g.size else -math.inf
+
+
+def deepconf_lowest(c, window, tail):
+    """The lowest group confidence, their min_window (and the online rule's statistic)."""
+    g = group_confidences(_confs(c), window)
+    return float(g.min()) if g.size else -math.inf
+
+
+DEEPCONF_SCORERS = {f.__name__: f for f in (deepconf_mean, deepconf_tail, deepconf_bottom10, deepconf_lowest)}
+
+
+def has_confidences(problems):
+    return all('confidences' in c for p in problems for c in p['candidates'])
+
+
+def deepconf_scores(problems, name, window=2048, tail=2048):
+    """Scores of DeepConf scorer `name` for every candidate: list (per problem) of float arrays [N]."""
+    if name not in DEEPCONF_SCORERS:
+        raise ValueError(f"DeepConf scorer {name!r} is not one of {sorted(DEEPCONF_SCORERS)}")
+    if window < 1 or tail < 1:
+        raise ValueError(f"deepconf_window={window}, deepconf_tail={tail}: both count tokens; fix: --deepconf_window=2048")
+    f = DEEPCONF_SCORERS[name]
+    return [np.array([f(c, window, tail) for c in p['candidates']], dtype=np.float64) for p in problems]
 
 # -----------------------------------------------------------------------------
 # off-the-shelf PRM (Qwen2.5-Math-PRM-7B usage, from its model card): system prompt, the question as

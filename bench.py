@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, label, train, cost
+    python bench.py --only=extract   # one of: extract, label, train, cost, prune
 """
 import json
 import os
@@ -377,13 +377,73 @@ def bench_cost(n_steps=20, n_tokens=300):
           [f'Verifier (S={n_steps} steps, T={n_tokens} tokens)', 'Params', 'fp16 MB', 'FLOPs / candidate', 'ms / candidate'])
 
 
+# ====================================================================================================
+# pruning: scoring every prefix next to scoring finished candidates, and the offline replay's speed
+# ====================================================================================================
+
+
+def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, repeats=3, window=64, gen_params=1.7e9,
+                seed=0):
+    """HSRM scoring of finished candidates (score_problems) vs of every step prefix (score_prefixes,
+    what online pruning needs) at the paper's shapes, each against its floor; the prefix scores'
+    cost next to the generator's own (gen_params: 2 FLOPs per parameter per token, Qwen3-1.7B by
+    default); and how many pools per second the offline replays simulate."""
+    import evaluate as E
+    from baselines import group_confidences
+    from model import score_prefixes
+    torch.manual_seed(seed)
+    gf, bw = machine_floor()
+    print(f"torch {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; fp32 matmul {gf / 1e9:.0f} "
+          f"GFLOP/s, copy {bw / 1e9:.1f} GB/s")
+    model = build_verifier('hsrm', d_gen).eval()
+    pool = synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, 100, seed)
+    n = n_problems * n_cands
+    f_full = n * verifier_flops(model, n_steps, 0)
+    f_pre = n * sum(verifier_flops(model, k + 1, 0) for k in range(n_steps))
+    b_full, b_pre = n * n_steps * d_gen * 2, n * n_steps * (n_steps + 1) // 2 * d_gen * 2  # fp16 states as read
+    rows = []
+    for name, fn, fl, by in (('score finished candidates', score_problems, f_full, b_full),
+                             ('score every step prefix', score_prefixes, f_pre, b_pre)):
+        fn(model, pool[:1])  # warm-up
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn(model, pool)
+            ts.append(time.perf_counter() - t)
+        dt, floor = float(np.median(ts)), max(fl / gf, by / bw)
+        rows.append((name, f'{fl / n / 1e6:.0f}', f'{dt / n * 1e3:.2f}', f'{floor / n * 1e3:.2f}', f'{dt / floor:.1f}x'))
+    table(rows, [f'HSRM, d_gen {d_gen}, S={n_steps} steps', 'MFLOP / candidate', 'ms / candidate', 'floor ms', 'slower by'])
+    gen = 2 * gen_params * n_tokens
+    print(f"prefix scores cost {f_pre / f_full:.1f}x the final score's FLOPs; per candidate that is "
+          f"{f_pre / n / gen:.2e} of the generator's {gen / 1e9:.0f} GFLOP for {n_tokens} tokens at {gen_params / 1e9:.1f}B "
+          f"parameters: scoring every prefix is free next to generating")
+    # replays: random prefix scores / confidences on pools of n_cands rows with n_steps steps and n_tokens tokens
+    rng = np.random.default_rng(seed)
+    pre = [rng.standard_normal(n_steps) for _ in range(n_cands)]
+    sp = [np.sort(rng.choice(n_tokens - 1, n_steps - 1, replace=False)).tolist() + [n_tokens - 1] for _ in range(n_cands)]
+    gc = [group_confidences(rng.random(n_tokens), window) for _ in range(n_cands)]
+    lows = np.array([g.min() for g in gc])
+    rows = []
+    for name, fn in (('verifier rule (model.prune_now at each step boundary)',
+                      lambda: E.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
+                     (f'DeepConf online (window {window})',
+                      lambda: E.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
+        k, t = 0, time.perf_counter()
+        while time.perf_counter() - t < 1.0:
+            fn()
+            k += 1
+        rows.append((name, f'{k / (time.perf_counter() - t):,.0f}'))
+    table(rows, [f'offline replay, pools of {n_cands} x {n_steps} steps x {n_tokens} tokens', 'pools / s'])
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
     only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling, 'train': bench_training, 'cost': bench_cost}
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling,
+                'train': bench_training, 'cost': bench_cost, 'prune': bench_prune}
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():

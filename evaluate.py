@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from configurator import configure, knobs
-from baselines import CHEAP_SCORERS, cheap_scores
+from baselines import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, group_confidences, has_confidences
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from model import (VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split,
-                   problem_files, reads, resolve_device, score_problems, top_mask, verifier_flops, within_auroc)
+from model import (PRUNE_RULES, VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
+                   load_split, problem_files, prune_now, reads, resolve_device, score_prefixes, score_problems, top_mask,
+                   verifier_flops, within_auroc)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -44,6 +45,20 @@ eval_batch_size = 1024      # candidates per scoring batch
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'; per-candidate times in the cost table are measured on it
 plots = True                # write PNG plots when matplotlib is installed
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
+deepconf_window = 2048      # DeepConf group confidence: sliding window in tokens (paper: 2048); a trace shorter than it
+                            # is one group (its mean confidence) and is never stopped online (their code)
+deepconf_tail = 2048        # DeepConf tail confidence: mean over the last this many tokens (paper: 2048)
+deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered votes; online 0.1 = DeepConf-low (threshold
+                            # at the 90th percentile of warm-up lowest-group confidences), 0.9 = DeepConf-high (10th)
+deepconf_warmup = 2         # DeepConf online: the first this many candidates of each pool run in full and set its
+                            # threshold (their code: 16 of 256); must be < n_eval
+prune = True                # simulate online pruning on the eval split (verifier rules need train_dir's validation split)
+prune_rules = ['global', 'relative']  # verifier pruning rules (model.prune_now): 'global' score threshold | 'relative'
+                            # margin behind the pool's current leader
+prune_tolerance = 0.01      # each rule's threshold is chosen on validation: the fewest tokens with validation
+                            # best-of-N at most this much below no pruning
+prune_grid = 21             # thresholds per rule (quantiles of the validation prefix scores), swept for the choice and curves
+prune_subsets = 4           # pools larger than n_eval: simulate on the first this many of the N-subsets
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -176,22 +191,25 @@ def _slug(path):
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
 
 
-def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device):
+def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
     """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
-    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file is unchanged."""
-    path = os.path.join(cache_dir, _slug(split_dir), _slug(os.path.dirname(ckpt_path)) + '.json')
+    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file is unchanged.
+    prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
+    path = os.path.join(cache_dir, _slug(split_dir), _slug(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
     stamp = os.path.getmtime(ckpt_path)
+    conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
     if os.path.exists(path):
         with open(path) as f:
             c = json.load(f)
         if c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and all(p['key'] in c['scores'] for p in problems):
-            return [np.array(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
+            return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
     t0 = time.perf_counter()
-    scores = score_problems(model, problems, batch_size, device, where=split_dir)
+    scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
     spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
     dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
     atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'seconds_per_candidate': spc, 'device': dev,
-                       'scores': {p['key']: s.tolist() for p, s in zip(problems, scores)}}, path)
+                       'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
+                                  for p, s in zip(problems, scores)}}, path)
     return scores, spc, dev
 
 
@@ -261,12 +279,28 @@ def render_markdown(res):
         out += ['', '### N-scaling (best-of-N accuracy, %)', '',
                 '| Method | ' + ' | '.join(str(k) for k in ns) + ' | Δ |', '|---|' + '---:|' * (len(ns) + 1)]
         for r in res['rows']:
-            if r['type'] in ('single', 'cheap'):
+            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote'):
                 continue
             a = [r['acc_at'].get(k) for k in ns]
             d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
             name = 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
             out.append(f"| {name} | " + ' | '.join(_fmt(x, None, True) for x in a) + f' | {d} |')
+    pr = res.get('prune')
+    if pr and pr['rows']:
+        tol = 100 * res['config']['prune_tolerance']
+        out += ['', f"### Online pruning (simulated on the evaluation pools, best-of-{n})", '',
+                f'| Method | Threshold | Bo{n} Acc. (%) | Δ Bo{n} (pts) | Vote Acc. (%) | Tokens (% of no pruning) '
+                f'| Tokens at ≤{tol:g} pt loss, test sweep (optimistic, %) |', '|---|---:|---:|---:|---:|---:|---:|']
+        for r in pr['rows']:
+            th = [x['threshold'] for x in r['runs'] if x.get('threshold') is not None and r['rule'] != 'none']
+            ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
+                   f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
+            seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
+            d = '–' if r['rule'] == 'none' else (f"{100 * r['delta']:+.2f}" + (f" ± {100 * r['delta_std']:.2f}" if r['delta_std'] else ''))
+            out.append(f"| {r['method']}{seeds} | {ths} | {_fmt(r['acc'], r['acc_std'], True)} | {d} | "
+                       f"{_fmt(r['vote'], r['vote_std'], True)} | {_fmt(r['tokens'], r['tokens_std'], True)} | "
+                       f"{_fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
+        out += [''] + [f'- {t}' for t in pr['notes']]
     out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     for c in res['cost']:
@@ -288,7 +322,7 @@ def make_plots(res, prefix):
     if len(res['ns']) > 1:
         fig, ax = plt.subplots(figsize=(6, 4))
         for r in res['rows']:
-            if r['type'] not in ('cheap',):
+            if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote'):
                 ax.plot(res['ns'], [100 * r['acc_at'][k] for k in res['ns']], marker='o',
                         label='Oracle pass@N' if r['type'] == 'oracle' else r['method'])
         ax.set(xscale='log', xlabel='N (candidates)', ylabel='accuracy (%)', title=f"best-of-N, {res['dataset']}")
@@ -309,6 +343,19 @@ def make_plots(res, prefix):
                title=f"accuracy vs verifier cost, {res['dataset']}")
         fig.tight_layout()
         files.append(f'{prefix}_acc_vs_flops.png')
+        fig.savefig(files[-1], dpi=150)
+        plt.close(fig)
+    pr = res.get('prune')
+    if pr and pr['curves']:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, key, what in ((axes[0], 'acc', f"best-of-{res['n_eval']}"), (axes[1], 'vote', 'weighted vote')):
+            for name, curve in pr['curves'].items():
+                ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', label=name)
+            ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
+                   title=f"online pruning (simulated), {res['dataset']}")
+        axes[0].legend(fontsize=6)
+        fig.tight_layout()
+        files.append(f'{prefix}_prune.png')
         fig.savefig(files[-1], dpi=150)
         plt.close(fig)
     return [f'plot: {f}' for f in files]
@@ -420,6 +467,308 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
     return rows, cost, sorted(trained_on)
 
 
+# -----------------------------------------------------------------------------
+# DeepConf offline: confidence scorers and their top-eta filtered, confidence-weighted votes
+
+
+def filtered_vote_sub(groups, labels, sub, conf, eta):
+    """DeepConf's offline vote on each subset: among candidates with an answer, keep those whose
+    confidence is >= the (1 - eta) quantile of theirs (numpy's linear percentile, as their
+    filter_top_confidence), then vote with the confidences as weights (answers grouped by our
+    equivalence, not by string). A subset with no answer at all is a uniform pick."""
+    accs = []
+    for row in sub:
+        has = row[groups[row] >= 0]
+        if not len(has):
+            accs.append(float(labels[row].mean()))
+            continue
+        c = conf[has]
+        keep = has[c >= np.percentile(c, 100 * (1 - eta))]
+        accs.append(vote_sub(groups, labels, keep[None, :], conf, None))
+    return float(np.mean(accs))
+
+
+def deepconf_rows(problems, pool, ns, n, cfg):
+    """Rows for DeepConf's four confidence scorers (best-of-N by each) and its offline votes: weighted
+    by the lowest-group confidence over all candidates, and top-eta filtered for bottom-10%, tail and
+    lowest-group confidence."""
+    w, tl = cfg['deepconf_window'], cfg['deepconf_tail']
+    conf = {k: deepconf_scores(problems, k, w, tl) for k in DEEPCONF_SCORERS}
+    pretty = {'deepconf_mean': 'mean', 'deepconf_tail': f'tail {tl}', 'deepconf_bottom10': f'bottom-10% group (window {w})',
+              'deepconf_lowest': f'lowest group (window {w})'}
+    rows = []
+    for k, sc in conf.items():
+        mt = scored_metrics(sc, pool, ns, where=f'DeepConf {k}')
+        rows.append(make_row(f'DeepConf {pretty[k]} confidence', 'deepconf', [{'acc': mt['acc_at'][n], **mt}]))
+    votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
+                                          for e in cfg['deepconf_etas']]
+    for k, eta in votes:
+        v = {m: float(np.mean([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
+                               for c, q in zip(conf[k], pool)])) for m in ns}
+        name = f'DeepConf vote, {pretty[k]}' + ('' if eta == 1.0 else f', top {100 * eta:g}%')
+        rows.append(make_row(name, 'deepconf_vote', [{'acc': v[n], 'acc_at': v}], eta=eta, scorer=k))
+    return rows
+
+
+# -----------------------------------------------------------------------------
+# online pruning, simulated offline and exactly. A pool's rows are sampled together from token 0 (as
+# extract.py does), so token index = time; a stopped row is never selected, does not vote, and costs
+# the tokens up to its cut. Every method is scored on the same pools (the first prune_subsets N-subsets).
+
+
+def replay_prune(prefix, step_pos, lengths, threshold, rule):
+    """model.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
+    scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
+    step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
+    n = len(prefix)
+    ev = sorted((int(t), i, k) for i, sp in enumerate(step_pos) for k, t in enumerate(sp))
+    latest, active, tokens = np.full(n, np.nan), np.ones(n, dtype=bool), np.array(lengths, dtype=np.int64)
+    j = 0
+    while j < len(ev):
+        t, new = ev[j][0], np.zeros(n, dtype=bool)
+        while j < len(ev) and ev[j][0] == t:  # every row closing a step at token t decides together
+            _, i, k = ev[j]
+            if active[i]:
+                latest[i], new[i] = prefix[i][k], True
+            j += 1
+        if new.any():
+            stop = prune_now(latest, active, new, threshold, rule)
+            active &= ~stop
+            tokens[stop] = t + 1
+    return active, tokens
+
+
+def replay_deepconf(groups_, lows, lengths, window, threshold, warmup=0):
+    """DeepConf's online stopping on one pool (their _deepthink_online and logits processor): rows
+    [:warmup] run in full; every other row stops at the first token t where the mean confidence of the
+    full window ending at t is below threshold, costing t + 1 tokens (the EOS it is forced to emit).
+    A row votes (kept) when its lowest group confidence is >= threshold: warm-up rows too, and a row
+    shorter than the window is judged by its mean but never stopped (their code). groups_: per row its
+    sliding-window means; lows: its lowest group confidence. -> (kept, tokens)."""
+    tokens = np.array(lengths, dtype=np.int64)
+    for i in range(warmup, len(groups_)):
+        if lengths[i] >= window:
+            below = np.flatnonzero(groups_[i] < threshold)
+            if below.size:
+                tokens[i] = below[0] + window
+    return np.asarray(lows) >= threshold, tokens
+
+
+def kept_metrics(kept, sel, labels, groups, weights, temp):
+    """(best-of-N, vote) among the kept rows of one pool: argmax of sel; vote with softmax(weights /
+    temp) (temp None: the weights themselves). No kept row = no answer = 0."""
+    if not kept.any():
+        return 0.0, 0.0
+    sub = np.flatnonzero(kept)[None, :]
+    return best_of_n_sub(sel, labels, sub), vote_sub(groups, labels, sub, weights, temp)
+
+
+def prune_curve(sims, thresholds):
+    """sims(threshold) -> per pool (kept, tokens, full tokens, bon, vote): the curve over thresholds,
+    each point {'threshold', 'acc', 'vote', 'tokens' (fraction of no pruning)}."""
+    out = []
+    for th in thresholds:
+        r = np.array(sims(th), dtype=np.float64)  # [pools, 4]: tokens, full, bon, vote
+        out.append({'threshold': float(th), 'tokens': float(r[:, 0].sum() / max(r[:, 1].sum(), 1)),
+                    'acc': float(r[:, 2].mean()), 'vote': float(r[:, 3].mean())})
+    return out
+
+
+def pool_sims(problems, pool, n, k, replay, sel, temp):
+    """sims(x) -> per simulated pool (tokens, tokens without pruning, best-of-N, vote), over the first k
+    N-subsets of each problem. replay(i, sub, x) -> (kept, tokens) of problem i's rows sub; the kept
+    rows are selected by sel[i] and vote with softmax(sel[i] / temp) (temp None: sel[i] as weights)."""
+    pools = [(i, sub) for i, q in enumerate(pool) for sub in q['subsets'][n][:k]]
+
+    def sims(x):
+        res = []
+        for i, sub in pools:
+            q = pool[i]
+            kept, tok = replay(i, sub, x)
+            mask = np.zeros(len(q['labels']), dtype=bool)
+            mask[sub[kept]] = True
+            full = sum(len(problems[i]['candidates'][j]['token_ids']) for j in sub)
+            res.append((tok.sum(), full, *kept_metrics(mask, sel[i], q['labels'], q['groups'], sel[i], temp)))
+        return res
+    return sims
+
+
+def verifier_sims(problems, pool, n, k, prefix, rule, temp):
+    """sims(threshold) for a verifier rule on a split (prefix: score_prefixes output). Selection and
+    the vote use each kept row's full score (its last prefix score)."""
+    final = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in prefix]
+
+    def replay(i, sub, th):
+        cs = problems[i]['candidates']
+        return replay_prune([prefix[i][j] for j in sub], [cs[j]['step_pos'].tolist() for j in sub],
+                            [len(cs[j]['token_ids']) for j in sub], th, rule)
+    return pool_sims(problems, pool, n, k, replay, final, temp)
+
+
+def lowest_groups(problems, window):
+    """Per problem: each candidate's group confidences (sliding-window means) and its lowest one (-inf if empty)."""
+    gc = [[group_confidences(c['confidences'].float().numpy(), window) for c in p['candidates']] for p in problems]
+    return gc, [np.array([g.min() if g.size else -np.inf for g in gg]) for gg in gc]
+
+
+def deepconf_sims(problems, pool, n, k, cfg, warmup):
+    """sims(x) for DeepConf online on a split: warmup > 0 = their protocol, x = eta (threshold set
+    per pool from its warm-up rows); warmup = 0, x = a global threshold. Selection and vote use the
+    lowest group confidence (their vote weight)."""
+    w = cfg['deepconf_window']
+    gc, lows = lowest_groups(problems, w)
+
+    def replay(i, sub, x):
+        th = x
+        if warmup:
+            warm = lows[i][sub[:warmup]]
+            warm = warm[np.isfinite(warm)]
+            th = float(np.percentile(warm, 100 * (1 - x))) if warm.size else -np.inf
+        return replay_deepconf([gc[i][j] for j in sub], lows[i][sub],
+                               [len(problems[i]['candidates'][j]['token_ids']) for j in sub], w, th, warmup)
+    return pool_sims(problems, pool, n, k, replay, lows, None)
+
+
+def choose_threshold(curve, tol):
+    """The point with the fewest tokens whose accuracy is at most tol below the curve's no-pruning
+    point (its first: thresholds are ordered from no pruning to the most)."""
+    ok = [c for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12]
+    return min(ok, key=lambda c: c['tokens'])['threshold']
+
+
+def threshold_grid(values, rule, size):
+    """No pruning first, then quantiles of the validation values (global: prefix scores; relative:
+    margins behind the pool's best final score), most lenient first."""
+    qs = np.quantile(values, np.linspace(0, 1, size))
+    return [-np.inf] + sorted(qs.tolist()) if rule in ('global', 'deepconf') else [np.inf] + sorted(qs.tolist(), reverse=True)
+
+
+def margins(prefix):
+    """Validation margins for the relative rule's grid: best full score of the pool minus each prefix score."""
+    out = []
+    for pp in prefix:
+        best = max((x[-1] for x in pp if len(x)), default=0.0)
+        out += [best - v for x in pp for v in x]
+    return np.maximum(np.array(out), 0.0)
+
+
+def at_tolerance(curve, tol):
+    """Fewest tokens on a (test) curve with accuracy at most tol below its no-pruning point: optimistic."""
+    return min(c['tokens'] for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12)
+
+
+def prefix_auroc(prefix, pool, max_steps=8):
+    """Mean within-problem AUROC of the score after step k = 1..max_steps (fewer steps: the full score)."""
+    out = []
+    for k in range(max_steps):
+        sc = [np.array([x[min(k, len(x) - 1)] if len(x) else -np.inf for x in pp]) for pp in prefix]
+        out.append(mean_auroc(sc, pool)[0])
+    return out
+
+
+def mean_curve(curves):
+    """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
+    so points are averaged by position: no pruning first, then grid quantile order)."""
+    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
+            for i in range(min(len(c) for c in curves))]
+
+
+def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
+    """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
+    rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
+    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes'}."""
+    eval_dir, train_dir, cache_dir = dirs
+    k, tol, out = cfg['prune_subsets'], cfg['prune_tolerance'], {'rows': [], 'curves': {}, 'notes': []}
+    bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
+    if bad:
+        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
+    w, wu = cfg['deepconf_window'], cfg['deepconf_warmup']
+    if not 0 < wu < n:
+        raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
+                         f"threshold); fix: --deepconf_warmup=2")
+
+    def row(method, runs, **extra):
+        r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
+        for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
+            r[key], r[key + '_std'] = mean_std([x.get(key) for x in runs])
+        return r
+
+    groups = {}
+    for path in paths:
+        groups.setdefault(run_group(path), []).append(path)
+    for g, gpaths in sorted(groups.items()):
+        runs = {r: [] for r in ['none'] + cfg['prune_rules']}
+        for path in gpaths:
+            model, ck = load_checkpoint(path, dev)
+            if not reads(ck['kind'], 'states'):
+                out['notes'].append(f'{g}: not pruned (reads no hidden states)')
+                break
+            tc = ck.get('train_config') or {}
+            val = val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
+            if val is None:
+                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
+                break
+            vp, vpool, vn = val
+            pre = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vpre = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
+            temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
+            base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf])[0]
+            runs['none'].append({'ckpt': path, 'acc': base['acc'], 'vote': base['vote'], 'tokens': 1.0, 'delta': 0.0,
+                                 'prefix_auroc': prefix_auroc(pre, pool)})
+            for rule in cfg['prune_rules']:
+                vals = np.concatenate([x for pp in vpre for x in pp]) if rule == 'global' else margins(vpre)
+                grid = threshold_grid(vals, rule, cfg['prune_grid'])
+                vcurve = prune_curve(verifier_sims(vp, vpool, vn, k, vpre, rule, temp), grid)
+                th = choose_threshold(vcurve, tol)
+                curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid)
+                pt = next(c for c in curve if c['threshold'] == th)
+                runs[rule].append({'ckpt': path, 'threshold': th, 'acc': pt['acc'], 'vote': pt['vote'],
+                                   'tokens': pt['tokens'], 'delta': pt['acc'] - base['acc'],
+                                   'tokens_tol_test': at_tolerance(curve, tol), 'val_curve': vcurve, 'curve': curve})
+        label = PRETTY.get(g, g)
+        if runs['none']:
+            au = [mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
+                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
+        for rule, rs in runs.items():
+            if rs:
+                name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
+                out['rows'].append(row(name, rs, group=g, rule=rule))
+                if rule != 'none':
+                    out['curves'][name] = rs[0]['curve'] if len(rs) == 1 else mean_curve([r['curve'] for r in rs])
+
+    if not has_confidences(problems):
+        out['notes'].append("DeepConf rows left out: the candidates have no 'confidences'; fix: re-extract with the "
+                            "current extract.py")
+        return out
+    base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf])[0]
+    out['rows'].append(row(f'DeepConf (lowest group, window {w}), no pruning', [{**base, 'delta': 0.0}], rule='none'))
+    online = deepconf_sims(problems, pool, n, k, cfg, wu)
+    etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
+    curve = [{**base, 'threshold': None}] + prune_curve(online, etas)  # no pruning first, then eta from lenient to strict
+    for eta in cfg['deepconf_etas']:
+        pt = next(c for c in curve if c['threshold'] == eta)
+        name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
+        out['rows'].append(row(f'{name} (eta {eta:g}, warm-up {wu})', [{**pt, 'delta': pt['acc'] - base['acc'],
+                                                                        'tokens_tol_test': at_tolerance(curve, tol)}],
+                               rule='deepconf_online', threshold=eta))
+    out['curves'][f'DeepConf online (warm-up {wu}, eta swept)'] = curve
+    val = val_split(cfg['val_frac'], cfg['val_seed'])
+    if val is not None and has_confidences(val[0]):
+        vp, vpool, vn = val
+        vsims = deepconf_sims(vp, vpool, vn, k, cfg, 0)
+        lows = np.concatenate(lowest_groups(vp, w)[1])
+        grid = threshold_grid(lows[np.isfinite(lows)], 'deepconf', cfg['prune_grid'])
+        th = choose_threshold(prune_curve(vsims, grid), tol)
+        curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid)
+        pt = next(c for c in curve if c['threshold'] == th)
+        out['rows'].append(row('DeepConf, global threshold chosen on validation', [{**pt, 'delta': pt['acc'] - base['acc'],
+                               'tokens_tol_test': at_tolerance(curve, tol)}], rule='deepconf_global', threshold=th))
+        out['curves']['DeepConf, global threshold swept'] = curve
+    return out
+
+
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     from label import answers_equal
@@ -473,6 +822,15 @@ def run(cfg):
         notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
 
     rows, val_acc = baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn)
+    if has_confidences(problems):
+        rows += deepconf_rows(problems, pool, ns, n, cfg)
+        notes.append(f"DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = mean "
+                     f"over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, its mean); "
+                     f"votes are weighted by the confidence named, over the top-eta fraction of candidates with an answer "
+                     f"(eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
+    else:
+        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they were "
+                     "stored); fix: re-extract with the current extract.py.")
     t_mean = float(np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]))
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'], t_mean)
     notes += [note] if note else []
@@ -483,6 +841,23 @@ def run(cfg):
         raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
     vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
+    prune = prune_section(paths, problems, pool, val_split, n, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')),
+                          dev) if cfg['prune'] else None
+    if prune:
+        prune['notes'][:0] = [
+            f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
+            f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
+            f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
+            f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
+            f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on the "
+            f"validation split of {train_dir} (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest "
+            f"tokens with validation best-of-N at most {100 * cfg['prune_tolerance']:g} pt below no pruning.",
+            f"DeepConf online (their protocol): the first {cfg['deepconf_warmup']} rows of each pool run in full and set "
+            f"the threshold (percentile 100(1 - eta) of their lowest group confidences; eta 0.1 = DeepConf-low, 0.9 = "
+            f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "
+            f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
+            f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
+            f"pool, chosen on validation like the verifier rules."]
     orc = {k: float(np.mean([oracle_sub(q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [{'acc': orc[n], 'acc_at': orc}])]
     notes.append('Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
@@ -495,7 +870,7 @@ def run(cfg):
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
            'generator': str(gen_cfg.get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0], 'n_eval': n,
            'ns': ns, 'transfer': transfer, 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
-           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
+           'notes': notes, 'prune': prune, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
     prefix = os.path.join(out_dir, tag)
     if cfg['plots']:
         notes += make_plots(res, prefix)

@@ -517,6 +517,74 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
     return list(np.split(s.float().cpu().numpy(), np.cumsum([len(p['candidates']) for p in problems])[:-1]))
 
 
+
+
+# -----------------------------------------------------------------------------
+# prefixes and online pruning: the verifier's score of a candidate after each of its steps, and the
+# policy that ends a candidate at a step boundary. The states of a prefix are the same whether or not
+# the candidate would have gone on (causal LM), so scoring prefixes of finished candidates replays
+# online pruning exactly (unless extraction kept only the last max_steps states of a long candidate).
+
+
+def cut_prefix(c, k):
+    """Candidate dict of c's first k+1 steps: states[:k+1], and the tokens up to its step boundary,
+    token_ids[:step_pos[k] + 1] (what a text verifier would have read by then)."""
+    cut = int(c['step_pos'][k]) + 1
+    out = {'states': c['states'][:k + 1], 'step_pos': c['step_pos'][:k + 1], 'token_ids': c['token_ids'][:cut]}
+    for key in ('logprobs', 'entropies', 'confidences'):
+        if key in c:
+            out[key] = c[key][:cut]
+    return out
+
+
+@torch.inference_mode()
+def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
+    """The verifier's score of every candidate after each of its steps: list (per problem) of lists
+    (per candidate) of float arrays [S], entry k = score of states[:k+1] (the last entry is the
+    candidate's full score). A candidate with no step has an empty array. All prefixes of all
+    problems are batched together, length-sorted (score_sorted)."""
+    if model.spec.get('tokenizer'):
+        raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need the "
+                         f"prefix text, which is not stored; fix: prune with a hidden-state verifier (e.g. hsrm)")
+    model.eval().to(device)
+    cols = problem_columns(problems, model.spec, where)
+    pre = [cut_prefix(c, k) for p in problems for c in p['candidates'] for k in range(len(c['step_pos']))]
+    s = score_sorted(model, pre, cols, batch_size, device).float().cpu().numpy() if pre else np.zeros(0)
+    out, i = [], 0
+    for p in problems:
+        out.append([])
+        for c in p['candidates']:
+            S = len(c['step_pos'])
+            out[-1].append(s[i:i + S])
+            i += S
+    return out
+
+
+PRUNE_RULES = ('global', 'relative')
+
+
+def prune_now(latest, active, new, threshold, rule='global'):
+    """Which rows of one problem's pool stop now (pure: extract.py calls it online at each decoding
+    step where some row closed a step; evaluate.py replays it offline on finished pools).
+    latest: float [n] each row's most recent prefix score (NaN: no step yet); active: bool [n] rows
+    not stopped (generating or finished normally); new: bool [n] rows that closed a step just now
+    (only those can be stopped now); rule 'global': stop when latest < threshold (calibrated on a
+    validation split); 'relative': stop when latest < (best latest score among active rows) -
+    threshold (threshold >= 0, a score margin behind the current leader). Never stops every active
+    row: if it would, the best-scored of them goes on. -> bool [n]."""
+    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
+    cand = np.asarray(new, dtype=bool) & active & ~np.isnan(latest)
+    if rule == 'global':
+        stop = cand & (latest < threshold)
+    elif rule == 'relative':
+        known = active & ~np.isnan(latest)
+        stop = cand & (latest < latest[known].max() - threshold) if known.any() else np.zeros_like(cand)
+    else:
+        raise ValueError(f"prune rule={rule!r} is not one of {PRUNE_RULES}; fix: --prune_rules=['global', 'relative']")
+    if stop.any() and not (active & ~stop).any():
+        stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
+    return stop
+
 # -----------------------------------------------------------------------------
 # losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
 # belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar

@@ -1710,11 +1710,14 @@ def test_verifier_flops_match_flop_counter(kind, steps):
 # end to end: tiny split dirs in the on-disk format -> train.py -> baselines.py -> evaluate.py
 
 
-def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0):
+def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, confidences=False):
     """Extraction format + labels.json with a learnable signal: correct candidates' states are shifted
     along a direction, their token ids include a marker token and their log-probs are a bit higher.
-    Wrong answers come from two values, so votes have something to do."""
+    Wrong answers come from two values, so votes have something to do. Steps end at the last token,
+    as extraction's do. confidences=True adds DeepConf token confidences (drawn from their own
+    generator, so the other fields do not change), a little higher for correct candidates."""
     g = torch.Generator().manual_seed(seed)
+    gc = torch.Generator().manual_seed(seed + 7)
     u = torch.randn(d_gen, generator=torch.Generator().manual_seed(99))
     os.makedirs(os.path.join(split_dir, 'problems'), exist_ok=True)
     labels = {}
@@ -1732,8 +1735,10 @@ def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0):
                 ids[-1] = 7
             text = '\n\n'.join(['Step %d.' % k for k in range(S - 1)] + [f'The answer is \\boxed{{{ans}}}'])
             cands.append({'text': text, 'token_ids': ids, 'logprobs': -torch.rand(T, generator=g) - (0 if ok else 0.2),
-                          'entropies': torch.rand(T, generator=g), 'step_pos': torch.arange(S) * (T // S),
+                          'entropies': torch.rand(T, generator=g), 'step_pos': (torch.arange(1, S + 1) * T) // S - 1,
                           'states': st.half(), 'finish': 'eos'})
+            if confidences:
+                cands[-1]['confidences'] = 2 + torch.rand(T, generator=gc) + (0.3 if ok else 0.0)
             labs.append({'correct': ok, 'answer': ans, 'stage': 'boxed/exact'})
         torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?', 'gold': gold,
                     'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
@@ -1836,6 +1841,179 @@ def test_cli_and_bad_config(tmp_path):
                        capture_output=True, text=True, cwd=str(tmp_path), env=env)
     assert r.returncode != 0 and 'n_eval=9' in r.stderr and 'fix: --n_eval=8' in r.stderr
 
+
+
+# -----------------------------------------------------------------------------
+# DeepConf baselines and online pruning, simulated offline
+
+
+def test_deepconf_scorers_follow_their_definitions():
+    conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
+    c = {'confidences': conf}
+    assert np.allclose(B.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert B.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert B.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert B.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert B.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
+    assert B.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
+    assert B.deepconf_lowest(c, 100, 2048) == B.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert B.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
+    assert B.has_confidences(probs) and B.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
+        B.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+
+
+def test_deepconf_filtered_vote_groups_equivalent_answers():
+    equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
+    q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
+    vote = lambda conf, eta: E.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
+    assert vote([1.6, 1.6, 1.5, 1.5, 9.0], 1.0) == 1.0   # 3.2 vs 3.0: only merged ('1/2' = '0.5') do they win
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
+
+
+def test_prune_now_rules():
+    from model import prune_now
+    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
+    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
+    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
+    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
+    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
+    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
+    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
+    # never every active row: the best-scored of those it would stop goes on
+    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
+    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
+    with pytest.raises(ValueError, match="rule='nope'.*fix"):
+        prune_now(latest, on, new, 0.0, 'nope')
+
+
+def test_replay_prune_follows_token_time():
+    step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
+    prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
+    kept, tok = E.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
+    assert kept.tolist() == [False, True, False] and tok.tolist() == [6, 8, 5]  # stopped after token 5 / token 4
+    assert E.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
+    # relative, margin 3.5: at token 4 row 2 (-3.0) trails row 1's 1.0 (known since token 3) by 4: stopped
+    kept, tok = E.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
+    assert kept.tolist() == [True, True, False] and tok.tolist() == [10, 8, 5]
+    # ... but if row 1 closed its first step only at token 6, at token 4 the leader is row 0 (0.0): row 2 goes on
+    kept, tok = E.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
+    assert kept.tolist() == [True, True, True] and tok.tolist() == lengths
+    # a threshold above every score stops each row at its first step, except the last one left
+    kept, tok = E.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
+    assert kept.tolist() == [False, False, True] and tok.tolist() == [3, 4, 16]
+
+
+def test_replay_deepconf_follows_their_online_protocol():
+    confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
+    gs = [B.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
+    kept, tok = E.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
+    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
+    assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
+    # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
+    probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
+                             for c in confs]}]
+    pool = [_pool([1, 0, 1, 0], answers=['1', '2', '1', '2'])]
+    sims = E.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
+    assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
+    assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
+
+
+def test_score_prefixes_equal_scoring_each_prefix_alone():
+    from model import cut_prefix, score_prefixes
+    torch.manual_seed(0)
+    cands = _cands(6, 16)
+    for c in cands:  # step boundaries ending at the last token, as extraction's
+        S, T_ = len(c['states']), len(c['token_ids'])
+        c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
+        c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
+        c['states'] = c['states'][:len(c['step_pos'])]
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
+    for kind in ('hsrm', 'deepset', 'text'):
+        m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
+        pre = score_prefixes(m, probs, batch_size=3)
+        full = score_problems(m, probs)
+        for pp, f, p in zip(pre, full, probs):
+            assert [len(x) for x in pp] == [len(c['step_pos']) for c in p['candidates']]
+            assert np.allclose([x[-1] for x in pp], f, atol=1e-5), kind  # the last prefix is the candidate
+            for x, c in zip(pp, p['candidates']):
+                alone = [score_problems(m, [{'key': 'k', 'layers': [-1], 'candidates': [cut_prefix(c, k)]}])[0][0]
+                         for k in range(len(x))]
+                assert np.allclose(x, alone, atol=1e-5), kind
+    c = cut_prefix(cands[0], 0)
+    assert len(c['token_ids']) == int(cands[0]['step_pos'][0]) + 1 and len(c['states']) == 1
+    with pytest.raises(ValueError, match='tokenizer.*fix'):
+        m = build_verifier('text', vocab_size=10)
+        m.spec['tokenizer'] = 'gpt2'
+        score_prefixes(m, probs)
+
+
+def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
+    write_split_train(str(tmp_path / 'tr'), n_problems=4, n_cands=6)
+    probs = load_split(str(tmp_path / 'tr'))
+    orig = [c for p in probs for c in p['candidates']]
+    cfg = {**T.DEFAULTS, 'batch_problems': 4, 'prefix_train': 1.0}
+    cands, labels, pids = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, cfg, np.random.default_rng(0))
+    assert labels.tolist() == [float(o['correct']) for o in orig]       # the final label, whatever the cut
+    for c, o in zip(cands, orig):
+        if c is o:  # one step: nothing to cut
+            assert len(o['step_pos']) == 1
+            continue
+        S = len(c['step_pos'])
+        assert 1 <= S <= len(o['step_pos']) and torch.equal(c['states'], o['states'][:S])
+        assert torch.equal(c['token_ids'], o['token_ids'][:int(o['step_pos'][S - 1]) + 1])
+    assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
+    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
+    assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
+    assert T.run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
+    with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
+        T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
+
+
+@pytest.mark.slow
+def test_pruning_end_to_end(tmp_path, one_thread_eval):
+    import train
+    out = str(tmp_path / 'run')
+    write_split_eval(f'{out}/train', 40, 16, seed=1, confidences=True)
+    write_split_eval(f'{out}/eval', 20, 8, seed=2, start=1000, confidences=True)
+    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
+               'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
+    cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
+    res = E.run(cfg)
+    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in res['prune']['rows']}
+    g = 'hsrm_prefix_train-0.5'
+    none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
+    assert none['n_runs'] == 2 and none['tokens'] == 1.0
+    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
+    dc = pr['DeepConf (lowest group, window 4), no pruning']
+    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group (window 4) confidence']['acc'])
+    for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
+                 'DeepConf, global threshold chosen on validation', 'DeepConf vote, tail 2048, top 10%'):
+        assert name in pr or name in rows, name
+    for r in res['prune']['rows']:
+        assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']
+    assert min(r['tokens'] for r in rules) < 1                         # the planted signal is in every step state
+    for name, curve in res['prune']['curves'].items():
+        assert curve[0]['tokens'] == 1.0 and min(c['tokens'] for c in curve) < 1, name
+    md = open(f'{out}/results.md').read()
+    assert '### Online pruning' in md and os.path.exists(f'{out}/results_prune.png')
+    # thresholds come from the validation split only: another eval split (an old extraction without
+    # confidences) gets the very same thresholds, and no DeepConf rows, with a note saying why
+    write_split_eval(str(tmp_path / 'other/eval'), 12, 8, seed=3, start=2000)
+    tr = E.run({**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False})
+    tpr = {r['method']: r for r in tr['prune']['rows']}
+    for rule in ('global', 'relative'):
+        assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
+    assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
+    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tr['prune']['notes'])
+    with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
+        E.run({**cfg, 'deepconf_warmup': 8, 'plots': False})
 
 # ====================================================================================================
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate

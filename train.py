@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 from configurator import configure, knobs
 from model import (LOSSES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli, count_params,
-                   load_split, pool_metrics, problem_columns, reads, resolve_device, save_checkpoint, score_problems,
-                   score_sorted, text_ids)
+                   cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device, save_checkpoint,
+                   score_problems, score_sorted, text_ids)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -58,6 +58,8 @@ eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
+prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
+                            # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
                             # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
                             # a list of K = one run per K (and per seed)
 seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
@@ -118,6 +120,11 @@ def preflight(train_problems, val_problems, cfg):
                     ('lr_schedule', ('constant', 'cosine')), ('input_steps', ('all', 'last'))):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    if not 0 <= cfg['prefix_train'] <= 1:
+        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 (0 = off)")
+    if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
+        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a prefix's text is "
+                         f"not stored; fix: --prefix_train=0 or --text_tokenizer=None")
     if not train_problems or not val_problems:
         raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
                          f"least one; fix: check train_dirs and val_frac")
@@ -170,6 +177,9 @@ def get_batch(pool, state, cfg, rng):
         cs = pool[pi]['candidates']
         if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
             cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
+        if cfg['prefix_train']:  # the candidate as it stood at a random earlier step boundary, same label
+            cs = [{**cut_prefix(c, int(rng.integers(len(c['step_pos'])))), 'correct': c['correct']}
+                  if len(c['step_pos']) > 1 and rng.random() < cfg['prefix_train'] else c for c in cs]
         cands += cs
         pids += [j] * len(cs)
     return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
@@ -274,7 +284,7 @@ def train(train_problems, val_problems, cfg):
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'input_steps', 'loss', 'n_train', 'max_train_problems')
+             'input_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train')
 
 
 def run_name(cfg, stored_layers=(-1,)):
