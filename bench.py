@@ -436,14 +436,80 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     table(rows, [f'offline replay, pools of {n_cands} x {n_steps} steps x {n_tokens} tokens', 'pools / s'])
 
 
+# -----------------------------------------------------------------------------
+# online pruning: extract.py's sampler with a verifier stopping rows, against the same run without it.
+# Each row's draws depend only on the seed, its row and the step, so the rows that are not stopped
+# generate exactly the tokens of the unpruned run: the two runs differ only by what pruning removes.
+
+DEMO_CKPT = os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm_seed42', 'ckpt.pt')
+
+
+def demo_threshold(ckpt, rule):
+    """The threshold evaluate.py chose on validation for this checkpoint and rule (its results.json)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ckpt))), 'results.json')
+    res = json.load(open(path)) if os.path.exists(path) else {}
+    for r in (res.get('prune') or {}).get('rows', []):
+        for run in r['runs'] if r.get('rule') == rule else []:
+            if os.path.abspath(run.get('ckpt', '')) == os.path.abspath(ckpt):
+                return run['threshold']
+    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python evaluate.py <its config> --prune=True "
+                     f"(chooses it on validation), or pass --prune_threshold=<x>")
+
+
+def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16, n_samples=8, max_new_tokens=64):
+    """SmolLM2 on the demo's evaluation problems (synthetic level 2, T=0.8, top-p 0.95), one thread: the
+    sampler with online pruning by a trained HSRM (the demo's, threshold chosen on validation by
+    evaluate.py) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
+    import extract as X
+    from model import load_checkpoint
+    if not os.path.exists(ckpt):
+        raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
+    threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
+    torch.set_num_threads(1)
+    model, tok = X.load_generator('smollm2')
+    verifier = load_checkpoint(ckpt)[0]
+    probs = X.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
+    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    table_ = X.step_table(tok)
+    spent = [0.0]
+    step = X._Pruner.step
+
+    def timed(self, *a):  # the verifier's scoring and the decisions, inside the pruned run
+        t = time.perf_counter()
+        out = step(self, *a)
+        spent[0] += time.perf_counter() - t
+        return out
+    runs = {}
+    for name, v in (('no pruning', None), (f'HSRM {rule} rule, threshold {threshold:.3g}', verifier)):
+        X._Pruner.step = timed
+        t = time.perf_counter()
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
+                                    verifier=v, prune_rule=rule, prune_threshold=threshold)
+        runs[name] = (res, time.perf_counter() - t)
+        X._Pruner.step = step
+    (full, t0), (cut, t1) = runs.values()
+    same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full) for c, f in zip(cs, fs))
+    n_tok = [sum(len(c['token_ids']) for cs in r for c in cs) for r in (full, cut)]
+    stopped = sum(c['finish'] == 'pruned' for cs in cut for c in cs)
+    print(f"{n_problems} problems x {n_samples}, max_new {max_new_tokens}, checkpoint {os.path.relpath(ckpt, HERE)}; "
+          f"{same} of {n_problems * n_samples} pruned-run candidates are prefixes of the unpruned run's (same seed)")
+    table([['no pruning', n_tok[0], '1.00', f'{t0:.1f}', '1.00', '-', 0],
+           [list(runs)[1], n_tok[1], f'{n_tok[1] / n_tok[0]:.2f}', f'{t1:.1f}', f'{t1 / t0:.2f}',
+            f'{100 * spent[0] / t1:.1f}%', stopped]],
+          ['sampling run', 'tokens', 'tokens / unpruned', 'seconds', 'seconds / unpruned', 'verifier share', 'stopped'])
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
-    only = next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith('--only=')), None)
+    flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
+    only = flag('only')
     sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling,
-                'train': bench_training, 'cost': bench_cost, 'prune': bench_prune}
+                'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
+                'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
+                                                                    ('threshold', flag('prune_threshold'))) if v is not None})}
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():

@@ -90,7 +90,8 @@ def subset_index(m, n, n_subsets, seed):
 
 
 def build_pool(problems, ns, n_subsets, seed, equal):
-    """Per problem: 'labels' [m] float, 'groups' [m] int, 'subsets' {n: [k, n]} for n in ns (n <= m)."""
+    """Per problem: 'labels' [m] float, 'groups' [m] int, 'subsets' {n: [k, n]} for n in ns (n <= m), 'stopped'
+    [m] bool (candidates ended by online pruning: never selected; label.py gives them no answer, so no vote)."""
     pool = []
     for p in problems:
         m = len(p['candidates'])
@@ -99,6 +100,7 @@ def build_pool(problems, ns, n_subsets, seed, equal):
                              f"fix: --n_eval=<= {m} or extract more samples")
         pool.append({'key': p['key'], 'labels': np.array([float(c['correct']) for c in p['candidates']]),
                      'groups': answer_groups([c.get('answer') for c in p['candidates']], equal),
+                     'stopped': np.array([c.get('finish') == 'pruned' for c in p['candidates']], dtype=bool),
                      'subsets': {n: subset_index(m, n, n_subsets, [seed, int(p['index'])]) for n in ns if n <= m}})
     return pool
 
@@ -107,11 +109,16 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 # selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
 
 
-def best_of_n_sub(scores, labels, sub):
-    """Mean over subsets of best_of_n (model.py's rule: argmax, ties = mean label of the tied)."""
+def best_of_n_sub(scores, labels, sub, stopped=None):
+    """Mean over subsets of best_of_n (model.py's rule: argmax, ties = mean label of the tied). stopped [m]:
+    candidates that are never selected (a subset of stopped candidates only selects nothing: 0)."""
     s, l = scores[sub], labels[sub]
-    top = top_mask(s)
-    return float(((top * l).sum(1) / top.sum(1)).mean())
+    if stopped is None or not stopped.any():
+        top = top_mask(s)
+        return float(((top * l).sum(1) / top.sum(1)).mean())
+    ok = ~stopped[sub]
+    top = top_mask(np.where(ok, s, -np.inf)) & ok
+    return float(((top * l).sum(1) / np.maximum(top.sum(1), 1)).mean())
 
 
 def vote_sub(groups, labels, sub, scores=None, temp=None):
@@ -147,7 +154,7 @@ def oracle_sub(labels, sub):
 
 
 def mean_auroc(score_lists, pool):
-    a = [within_auroc(s, q['labels']) for s, q in zip(score_lists, pool)]
+    a = [within_auroc(s[~q['stopped']], q['labels'][~q['stopped']]) for s, q in zip(score_lists, pool)]  # stopped: unlabelled
     a = [x for x in a if x is not None]
     return float(np.mean(a)) if a else float('nan'), len(a)
 
@@ -168,7 +175,7 @@ def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores')
     verifier-weighted vote at each n with temperature temp. where: the scorer, named in errors."""
     score_lists = check_scores(score_lists, pool, where)
     auroc, n_auc = mean_auroc(score_lists, pool)
-    m = {'acc_at': {n: float(np.mean([best_of_n_sub(s, q['labels'], q['subsets'][n])
+    m = {'acc_at': {n: float(np.mean([best_of_n_sub(s, q['labels'], q['subsets'][n], q['stopped'])
                                       for s, q in zip(score_lists, pool)])) for n in ns},
          'auroc': auroc, 'n_auroc_problems': n_auc}
     if vote:
@@ -841,8 +848,16 @@ def run(cfg):
         raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
     vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
+    stopped = sum(int(q['stopped'].sum()) for q in pool)
+    if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did; no second replay on top
+        gc = json.load(open(os.path.join(eval_dir, 'config.json'))) if os.path.exists(os.path.join(eval_dir, 'config.json')) else {}
+        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} rule, threshold "
+                     f"{gc.get('prune_threshold')}): {stopped} of {sum(len(q['labels']) for q in pool)} candidates were stopped "
+                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per candidate "
+                     f"generated). A stopped candidate is never selected, has no answer (no vote) and counts as wrong in "
+                     f"single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
     prune = prune_section(paths, problems, pool, val_split, n, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')),
-                          dev) if cfg['prune'] else None
+                          dev) if cfg['prune'] and not stopped else None
     if prune:
         prune['notes'][:0] = [
             f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "

@@ -10,15 +10,13 @@ and entropies for the cheap scorers. Writes one .pt file per problem (format: RE
 import glob
 import importlib.util
 import json
-import math
 import os
 import random
-import sys
 import time
 import warnings
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from transformers.cache_utils import DynamicLayer
@@ -66,6 +64,9 @@ batch_size = 64  # sequences per forward pass; problems per batch = batch_size /
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU: faster than bfloat16 on CPUs without AMX/avx512_bf16) | 'float16' | 'bfloat16' | 'float32'
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs on GPU); rows stay in the batch until all finish
+prune_ckpt = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g. 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
+prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
+prune_threshold = None  # the rule's threshold; evaluate.py's pruning table prints the one chosen on validation for each checkpoint
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 seed = 1337
@@ -327,8 +328,15 @@ def _fit(table, V):
     return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
 
 
-def _draw(weights, ids, gen):
-    return ids.gather(-1, torch.multinomial(weights, 1, generator=gen)).squeeze(-1)
+def _draw(weights, ids, u):
+    """Inverse-CDF draw per row: ids[j] for the first j whose cumulative weight exceeds u * total (weights
+    [B, k] >= 0, ids [B, k] or None for j itself, u [B] uniform in [0, 1)). A row's draw depends on its
+    own u only, and u is drawn for every original row each step: a row's tokens do not depend on which
+    other rows are still in the batch, so pruned or finished rows change nothing for the others."""
+    c = weights.cumsum(-1)
+    j = torch.searchsorted(c, (u * c[:, -1])[:, None], right=True)
+    j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive weight
+    return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
 
 # -----------------------------------------------------------------------------
 # sampling with capture
@@ -394,16 +402,22 @@ def _decode_cache(model, cache, repeats, capacity, static):
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, think_extract='full', max_steps=100, conf_topk=20,
-                        torch_compile=False):
+                        torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0):
     """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
     of lists of candidate dicts (README format).
 
     The step costs what the model costs: a KV cache preallocated once (no per-step copies), top-p on the
     top-64 tokens (full sort only when their mass is short of top_p: same distribution), boundaries and
     statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
-    per row), one host sync per step (has a row finished? did a row need the full sort?), finished rows
-    leave the batch and the cache at once. torch_compile: the decoding forward is compiled with a
-    static cache (CUDA graphs on GPU); rows then stay in the batch until all finish."""
+    per row), one host sync per step (has a row finished? did a row need the full sort? did a row close
+    a step?), finished rows leave the batch and the cache at once. Each row's draws depend only on the
+    seed, its row and the step (_draw), never on the other rows. torch_compile: the decoding forward is
+    compiled with a static cache (CUDA graphs on GPU); rows then stay in the batch until all finish.
+
+    verifier (a hidden-state verifier, model.load_checkpoint): online pruning. At each decoding step where
+    rows close a step, it scores their prefixes (the states kept so far) and model.prune_now decides, per
+    prompt, with prune_rule / prune_threshold; a stopped row leaves the batch with finish='pruned' and
+    its tokens up to that step boundary: what evaluate.py's offline replay of the same rule would cut."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
@@ -413,6 +427,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
     P, Lp = enc.input_ids.shape
     B, cap = P * n_samples, Lp + max_new_tokens + 1
+    D = len(layers) * model.config.hidden_size
+    pruner = _Pruner(verifier, layers, D, B, n_samples, prune_rule, prune_threshold, think_extract) if verifier else None
     from transformers import DynamicCache
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
@@ -431,7 +447,16 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
     step = torch.compile(forward, mode='reduce-overhead' if device.type == 'cuda' else 'default') if torch_compile else forward
 
-    D = len(layers) * model.config.hidden_size
+    def sample(logits, u):  # -> (next tokens [rows], rows whose nucleus is wider than the prefilter or None)
+        if temperature <= 0:
+            return logits.argmax(-1), None
+        probs = torch.softmax(logits / temperature, dim=-1)
+        if top_p >= 1.0:
+            return _draw(probs, None, u), None
+        w, ids, short = nucleus(probs, top_p)
+        nxt = _draw(w, ids, u)
+        return nxt, (short, probs)
+
     rows = torch.arange(B, device=device)  # original row of each batch row
     toks = torch.zeros(B, max_new_tokens + 1, dtype=torch.long, device=device)
     stats = torch.zeros(3, B, max_new_tokens + 1, device=device)  # log-prob, entropy, confidence
@@ -439,53 +464,57 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     ring_pos = torch.zeros(B, S + 1, dtype=torch.long, device=device)
     count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
     live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
+    zero = torch.zeros((), dtype=torch.long, device=device)
     h_prev = prev = None
     done_all = [None] * B
     for t in range(max_new_tokens + 1):
         ar = torch.arange(len(rows), device=device)
-        if t < max_new_tokens:
-            short = None
-            if temperature <= 0:
-                nxt = logits.argmax(-1)
-            else:
-                probs = torch.softmax(logits / temperature, dim=-1)
-                if top_p < 1.0:
-                    w, ids, short = nucleus(probs, top_p)
-                    nxt = _draw(w, ids, gen)
-                else:
-                    nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+        last = t == max_new_tokens
+        if not last:
+            u = torch.rand(B, generator=gen, device=device)[rows]  # every original row draws, alive or not
+            nxt, short = sample(logits, u)
             done = torch.isin(nxt, eos) & live
-            any_done, any_short = torch.stack([done.any(), short.any() if short is not None else done.new_zeros(())]).tolist()  # the step's one host sync
-            if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-                r = short.nonzero().squeeze(1)
-                nxt[r] = _draw(*full_nucleus(probs[r], top_p), gen)
-                done = torch.isin(nxt, eos) & live
-                any_done = bool(done.any())
+            # the state of token t-1 is kept if token t ends a step or the candidate (EOS, length limit)
+            keep = (done | step_ends(prev, nxt, table)) & live if t else done
+        else:
+            done, keep, short = live.clone(), live, None
+        flags = [done.any(), short[0].any() if short is not None else zero, keep.any() if t else zero,
+                 (count + keep).max() if pruner else zero]
+        any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()  # the step's one host sync
+        if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
+            r = short[0].nonzero().squeeze(1)
+            nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
+            done = torch.isin(nxt, eos) & live
+            keep = (done | step_ends(prev, nxt, table)) & live if t else done
+            any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (count + keep).max()]).tolist()
+        if not last:
             toks[:, t] = nxt
             stats[:, :, t] = torch.stack(token_stats(logits, nxt, conf_topk))
-            ends = step_ends(prev, nxt, table) if t else None
-        else:
-            done, any_done, ends = live.clone(), True, None
-        if t:  # the state of token t-1 is kept if token t ends a step or the candidate (EOS, length limit)
-            keep = (done | ends) & live if ends is not None else done
+        stop = None
+        if t:
             slot = torch.where(keep, count % S, S)
             ring[ar, slot] = h_prev.to(torch.float16)
             ring_pos[ar, slot] = t - 1
             count += keep
-        if any_done:
-            fin = done.nonzero().squeeze(1)
-            finish = 'length' if t == max_new_tokens else 'eos'
+            if pruner and any_keep:
+                stop = pruner.step(ring, count, keep, rows, min(n_kept, S))
+        if any_done or stop is not None:
+            ended = done | stop if stop is not None else done
+            fin = ended.nonzero().squeeze(1)
+            cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
+            finish = 'length' if last else 'eos'
             got = [x.cpu() for x in (rows[fin], toks[fin, :t], stats[:, fin, :t], ring[fin], ring_pos[fin], count[fin])]
             for j, r in enumerate(got[0].tolist()):
                 m = min(int(got[5][j]), S)
                 slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
-                done_all[r] = (got[1][j].tolist(), got[2][:, j], got[4][j, slots].tolist(), got[3][j, slots], finish)
+                done_all[r] = (got[1][j].tolist(), got[2][:, j], got[4][j, slots].tolist(), got[3][j, slots],
+                               'pruned' if cut[j] else finish)
             if torch_compile:
-                live &= ~done
+                live &= ~ended
                 if not live.any():
                     break
             else:
-                kept = (~done).nonzero().squeeze(1)
+                kept = (~ended).nonzero().squeeze(1)
                 if len(kept) == 0:
                     break
                 cache.batch_select_indices(kept)
@@ -499,6 +528,55 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     for r, (ids, st, spos, states, finish) in enumerate(done_all):
         results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, think_extract, max_steps, D))
     return results
+
+
+class _Pruner:
+    """Online pruning state of one sampling batch: the verifier, and per original row its latest prefix
+    score (NaN before its first step) and whether it still counts (not stopped), as model.prune_now wants."""
+
+    def __init__(self, verifier, layers, D, B, n_samples, rule, threshold, think_extract):
+        from model import PRUNE_RULES, layer_columns, reads
+        kind = verifier.spec['kind']
+        if reads(kind, 'tokens') or not reads(kind, 'states'):
+            raise ValueError(f"prune_ckpt: a {kind!r} verifier reads text; online pruning scores hidden states as they "
+                             f"arrive; fix: prune with a hidden-state verifier (e.g. hsrm)")
+        if rule not in PRUNE_RULES or threshold is None:
+            raise ValueError(f"prune_rule={rule!r}, prune_threshold={threshold!r}; fix: a rule of {PRUNE_RULES} and a "
+                             f"threshold (evaluate.py's pruning table prints the one chosen on validation)")
+        if think_extract != 'full':
+            raise ValueError("online pruning scores every kept state; fix: think_extract='full' with prune_ckpt")
+        self.v, self.rule, self.th, self.n = verifier, rule, float(threshold), n_samples
+        self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt')
+        self.latest, self.active = np.full(B, np.nan), np.ones(B, dtype=bool)
+
+    def step(self, ring, count, keep, rows, width):
+        """Score the rows that kept a state now (their last `width` or fewer states, in step order) and
+        decide. -> bool [batch rows] (stop now), or None when nobody stops."""
+        from model import prune_now
+        b = keep.nonzero().squeeze(1)
+        S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
+        m = count[b].clamp(max=S)
+        i = torch.arange(width, device=ring.device)
+        valid = i[None] < m[:, None]
+        if self.v.spec['input_steps'] == 'last':
+            st, valid = ring[b, (count[b] - 1) % S][:, None], valid[:, :1]
+        else:
+            st = ring[b[:, None], (count[b, None] - m[:, None] + i) % S] * valid[..., None]  # [nb, width, D], padding 0
+        if self.cols is not None:
+            st = st[..., self.cols.to(st.device)]
+        score = self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
+        orig = rows[b].cpu().numpy()
+        self.latest[orig] = score
+        new = np.zeros(len(self.latest), dtype=bool)
+        new[orig] = True
+        stop = np.zeros_like(new)
+        for p in np.unique(orig // self.n):  # each prompt's rows are one pool
+            sl = slice(p * self.n, (p + 1) * self.n)
+            stop[sl] = prune_now(self.latest[sl], self.active[sl], new[sl], self.th, self.rule)
+        if not stop.any():
+            return None
+        self.active &= ~stop
+        return torch.from_numpy(stop).to(rows.device)[rows]
 
 
 def _candidate(tok, ids, lps, ents, confs, spos, states, finish, think_extract, max_steps, d):
@@ -571,7 +649,7 @@ def read_candidates_file(path):
     return pool
 
 
-def run_split(split, problems, n, cfg, model, tok, table, pool=None):
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=None):
     """Extract one split into {out_dir}/{split}/problems/, skipping finished problems. Problems go in fixed
     batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with any
     file missing is redone whole (only missing files are written): a resumed or sharded run samples
@@ -593,7 +671,8 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None):
             res = sample_with_capture(model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'],
                                       cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table,
                                       think_extract=cfg['think_extract'], max_steps=cfg['max_steps'],
-                                      conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'])
+                                      conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'], verifier=verifier,
+                                      prune_rule=cfg['prune_rule'], prune_threshold=cfg['prune_threshold'])
         else:
             res = []
             for p, prompt in zip(batch, prompts):
@@ -619,11 +698,12 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None):
 
 
 def check_resume(split_dir, cfg):
-    """Refuse to mix outputs of different generators, layers or step rules in one split dir."""
+    """Refuse to mix outputs of different generators, layers, step rules or pruning in one split dir."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
-        for k in ('model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk'):
+        for k in ('model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
+                  'prune_ckpt', 'prune_rule', 'prune_threshold'):
             if k in old and old[k] != cfg[k]:
                 raise SystemExit(f"{split_dir} holds an extraction with {k}={old[k]!r}, this run has {k}={cfg[k]!r}; "
                                  f"fix: a new --out_dir, or delete {split_dir}")
@@ -655,9 +735,23 @@ if __name__ == '__main__':
                   has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
     table = step_table(tok)
     pool = read_candidates_file(candidates_file) if mode == 'reencode' else None
+    verifier = None
+    if prune_ckpt:  # the training split is never pruned: its candidates need their final labels
+        if mode == 'reencode':
+            raise SystemExit("prune_ckpt prunes while sampling; fix: mode='sample', or prune_ckpt=None to re-encode")
+        from model import load_checkpoint
+        if not os.path.isfile(prune_ckpt):
+            raise SystemExit(f"prune_ckpt={prune_ckpt!r} not found; fix: train a verifier first (python train.py <config>)")
+        verifier = load_checkpoint(prune_ckpt, device)[0]
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
-        check_resume(split_dir, config)
-        atomic_write_json({**config, 'split': split, 'n_samples': n}, os.path.join(split_dir, 'config.json'))
-        run_split(split, problems[split], n, config, gen_model, tok, table, pool)
+        cfg = {**config, 'split': split, 'n_samples': n}
+        if split != 'eval':
+            cfg.update(prune_ckpt=None, prune_threshold=None)
+        check_resume(split_dir, cfg)
+        atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
+        try:
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, verifier if split == 'eval' else None)
+        except ValueError as e:  # a pruning setting the sampler refuses (names the key and the fix)
+            raise SystemExit(str(e))
     print(f'done: {out_dir}')

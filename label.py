@@ -273,11 +273,14 @@ def answers_equal(a, b, timeout=2.0):
 
 def grade(text, gold, dataset, timeout=2.0, finish=None, meta=None, truncated_policy='incorrect'):
     """-> dict(correct, answer, stage): stage is '<extraction rule>/<comparison method>'.
-    finish: the candidate's 'eos' | 'length' (extract.py); with truncated_policy='incorrect' a candidate cut at
-    the length limit with no box or answer statement is wrong, whatever its last number ('.../truncated').
+    finish: the candidate's 'eos' | 'length' | 'pruned' (extract.py); with truncated_policy='incorrect' a
+    candidate cut at the length limit with no box or answer statement is wrong, whatever its last number
+    ('.../truncated'). A candidate stopped by online pruning never reached its answer: wrong, no answer ('pruned').
     meta: extract.py's problem meta; OlympiadBench's `unit` and `error` (absolute tolerance) are used."""
     if truncated_policy not in ('incorrect', 'grade'):
         raise ValueError(f"truncated_policy={truncated_policy!r} is unknown; fix: 'incorrect' or 'grade'")
+    if finish == 'pruned':  # a partial solution's last number is no answer; it must not vote either
+        return dict(correct=False, answer=None, stage='pruned')
     meta = meta or {}
     g = normalize_gold(gold, dataset)
     ans, stage = extract_answer(text)

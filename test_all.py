@@ -27,7 +27,7 @@ from extract import (build_prompt, load_generator, load_problems, step_table, re
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
-                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_problems,
+                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
                    within_auroc)
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
@@ -120,6 +120,60 @@ def test_nucleus_prefilter_equals_full_sort():
         assert torch.equal(dense(w, ids)[~short], full[~short])  # bit-identical probabilities
         assert short[0] and short.any() and (~short).any()  # the fallback triggers (flat rows) and is not always needed
         assert torch.equal(short, (full > 0).sum(-1) > k)  # short exactly where the nucleus is wider than k
+
+
+def test_draw_is_inverse_cdf_of_the_weights():
+    """The sampler's draw: token frequencies match the nucleus weights, a zero weight is never drawn (even at
+    u -> 1), and a row's draw depends on its own uniform only (so rows leaving the batch change nothing)."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.tensor([[0.5, 0.3, 0.2, 0.0, 0.0]]).repeat(200_000, 1)
+    ids = torch.tensor([7, 3, 9, 1, 2]).repeat(200_000, 1)
+    got = extract._draw(w, ids, torch.rand(200_000, generator=g))
+    freq = torch.stack([(got == i).float().mean() for i in (7, 3, 9, 1, 2)])
+    assert torch.allclose(freq, w[0], atol=4e-3)  # 4 sigma of a 200k-draw frequency is ~4.5e-3 at p = 0.5
+    assert extract._draw(w[:2], ids[:2], torch.tensor([1 - 2 ** -24, 0.0])).tolist() == [9, 7]
+    u = torch.rand(6, generator=g)
+    probs = torch.softmax(torch.randn(6, 300, generator=g), -1)
+    alone = [extract._draw(*extract.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
+    assert extract._draw(*extract.full_nucleus(probs, 0.9), u).tolist() == alone
+    assert extract._draw(probs, None, u).tolist() == [extract._draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
+
+
+def test_online_pruning_equals_offline_replay():
+    """Pruning inside the sampler decides what evaluate.py's offline replay decides on the unpruned
+    candidates (same seed): the same rows stop, after the same token, and what a stopped row keeps is the
+    unpruned candidate's prefix (tokens, statistics, step states)."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
+    n, table = 6, step_table(tok)
+    torch.manual_seed(0)
+    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
+    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=table)
+    full = sample_with_capture(model, tok, prompts, n, **args)
+    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
+    allp = np.sort(np.concatenate([x for pp in pre for x in pp]))
+    for rule, th in (('relative', 0.15), ('global', float(allp[len(allp) // 2 - 1: len(allp) // 2 + 1].mean()))):
+        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th, **args)
+        stopped = 0
+        for cs, os_, pp in zip(full, online, pre):
+            kept, tokens = E.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
+            stopped += int((~kept).sum())
+            for c, o, k, T_ in zip(cs, os_, kept, tokens):
+                assert (o['finish'] == 'pruned') == (not k), rule
+                assert torch.equal(o['token_ids'], c['token_ids'][:T_]), rule
+                S = len(o['step_pos'])
+                assert o['step_pos'].tolist() == c['step_pos'][:S].tolist() and int(o['step_pos'][-1]) == T_ - 1
+                torch.testing.assert_close(o['states'], c['states'][:S], rtol=4e-3, atol=4e-3)
+                torch.testing.assert_close(o['logprobs'], c['logprobs'][:T_], rtol=1e-4, atol=1e-4)
+                if k:
+                    assert o['finish'] == c['finish']
+        assert 0 < stopped < len(prompts) * (n - 1), (rule, stopped)  # some stop, some go on that could have stopped
+    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
+        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
+    with pytest.raises(ValueError, match='reads text.*fix'):
+        text = build_verifier('text', vocab_size=10)
+        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
 
 
 def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
@@ -1892,6 +1946,24 @@ def test_prune_now_rules():
         prune_now(latest, on, new, 0.0, 'nope')
 
 
+def test_stopped_candidates_are_never_selected_and_have_no_vote():
+    """An online-pruned pool (finish='pruned'): label.py gives a stopped candidate no answer and no credit,
+    best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
+    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
+    p = {'key': '000000', 'index': 0, 'candidates': [
+        {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
+        {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
+        {'correct': False, 'answer': '8', 'finish': 'length'}]}
+    q = E.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
+    assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
+    m = E.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
+    assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
+    assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
+    assert E.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
+    assert E.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
+    assert E.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+
+
 def test_replay_prune_follows_token_time():
     step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
     prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
@@ -1926,7 +1998,7 @@ def test_replay_deepconf_follows_their_online_protocol():
 
 
 def test_score_prefixes_equal_scoring_each_prefix_alone():
-    from model import cut_prefix, score_prefixes
+    from model import cut_prefix
     torch.manual_seed(0)
     cands = _cands(6, 16)
     for c in cands:  # step boundaries ending at the last token, as extraction's
@@ -2050,3 +2122,19 @@ n_eval = 4
               'Neg. varentropy', 'Shortest', 'Fewest steps', 'Longest', 'Single-pass', 'Oracle pass@4'):
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
+    # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
+    # leader, label it, evaluate it with the same checkpoints and validation split
+    pr = str(tmp_path / 'demo_prune')
+    common = [str(cfg), f'--out_dir={pr}']
+    for stage, extra in (('extract', ['--train_range=None', f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt',
+                                      '--prune_threshold=0.0']),
+                         ('label', []), ('evaluate', [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
+        r = subprocess.run([sys.executable, stage + '.py', *common, *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f'{stage} (pruned): {r.stderr[-3000:]}'
+    assert not os.path.exists(f'{pr}/train') and json.load(open(f'{pr}/eval/config.json'))['prune_rule'] == 'relative'
+    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems')) for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
+    labs = [l for ls in json.load(open(f'{pr}/eval/labels.json'))['labels'].values() for l in ls]
+    stopped = [c['finish'] == 'pruned' for c in cands]
+    assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)
+    res = json.load(open(f'{pr}/results.json'))
+    assert any('online pruning' in t for t in res['notes'])

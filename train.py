@@ -103,6 +103,10 @@ def load_train_data(dirs):
     for d in dirs:
         probs = load_split(d)
         check_states(probs, d)
+        cut = sum(c.get('finish') == 'pruned' for p in probs for c in p['candidates'])
+        if cut:  # a stopped candidate's label says nothing about where it was going
+            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on an "
+                             f"unpruned extraction (extract.py prunes only the eval split)")
         for p in probs:
             p['src'] = d
         out.append(probs)
