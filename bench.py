@@ -95,9 +95,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
             res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
         n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
         n_steps = sum(len(c['step_pos']) for cs in res for c in cs)
-        # for the floor: rows alive at each decoding step (a row runs one step per token plus the EOS step)
-        lens = torch.tensor([len(c['token_ids']) + (c['finish'] == 'eos') for cs in res for c in cs])
-        alive = [int((lens > t).sum()) for t in range(int(lens.max()))]
+        floor_work = _floor_work(model, tok, prompts, res)
     else:
         enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False)
         out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0, max_new_tokens=max_new_tokens,
@@ -108,7 +106,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         ended = torch.isin(new, eos)
         # finished-candidate tokens: up to (not counting) the first EOS
         n_tok = int(torch.where(ended.any(1), ended.float().argmax(1), torch.full((len(new),), new.shape[1])).sum())
-        n_steps, alive = 0, []
+        n_steps, floor_work = 0, None
     dt = time.perf_counter() - t
     prompt_tokens = sum(len(tok(p, add_special_tokens=False).input_ids) for p in prompts)
     if prof:
@@ -116,7 +114,30 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         _profile_table(prof, dt, profile)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024, 'steps': n_steps,
-                      'alive': alive, 'prompt_tokens': prompt_tokens}))
+                      'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
+
+
+def _floor_work(model, tok, prompts, res):
+    """The least work of an extract run, for its floor: (prefill FLOPs, [(FLOPs, bytes) per decoding step]).
+    FLOPs: 2 x matmul weights per token (the prefill's lm_head only at each prompt's last token) plus attention,
+    4 x layers x heads x head_dim per token and context token (QK^T and AV), over each row's own context (its
+    prompt without padding, then its tokens so far). Bytes per step: fp32 weights read once, plus the K/V cache of
+    the rows alive. A row forwards each of its tokens (an EOS is sampled, never forwarded)."""
+    cfg = model.config
+    hd = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
+    mm = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # lm_head included
+    head = model.get_output_embeddings().weight.numel()
+    att = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * hd
+    kv = 4 * 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * hd
+    weights = 4 * sum(p.numel() for p in model.parameters())
+    lp = [len(tok(p, add_special_tokens=False).input_ids) for p in prompts]
+    prefill = sum(2 * (mm - head) * L + 2 * head + att * L * (L + 1) // 2 for L in lp)
+    rows = [(L, len(c['token_ids'])) for L, cs in zip(lp, res) for c in cs]
+    steps = []
+    for t in range(max(n for _, n in rows)):
+        ctx = [L + t + 1 for L, n in rows if n > t]
+        steps.append((2 * mm * len(ctx) + att * sum(ctx), weights + kv * sum(ctx)))
+    return prefill, steps
 
 
 # where the profiled ops come from, for the profile table
@@ -144,7 +165,6 @@ def _profile_table(prof, wall, top=12):
 def bench_extract(profile=False):
     """Embedded model on CPU, one thread: tokens/s and peak memory of the ways to sample, same work for all.
     profile: also print a torch.profiler op table for the old and new loop on the first case."""
-    n_params = 134.5e6
     torch.set_num_threads(1)
     flops, bw = machine_floor()
     rows = []
@@ -165,11 +185,11 @@ def bench_extract(profile=False):
                 print('\n'.join(out.stdout.strip().splitlines()[:-1]))
             res[variant] = json.loads(out.stdout.strip().splitlines()[-1])
         g, o, e = res['generate'], res['extract (old loop)'], res['extract']
-        # floor of this work: one prefill per prompt (2 x params FLOPs per prompt token), then per decoding
-        # step max(2 x params x rows alive / matmul rate, fp32 weight bytes / bandwidth): each step reads
-        # every weight once, and at few rows that read, not the matmuls, bounds it
-        floor_s = 2 * n_params * e['prompt_tokens'] / flops + sum(
-            max(2 * n_params * rows / flops, 4 * n_params / bw) for rows in e['alive'])
+        # floor of this work: one prefill per prompt, then per decoding step max(FLOPs / matmul rate, bytes /
+        # bandwidth): each step reads every weight and the live rows' K/V cache once, and at few rows that
+        # read, not the matmuls, bounds it
+        prefill, steps = e['floor_work']
+        floor_s = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
         rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
         rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
                      f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(e) / rate(o):.2f}" if o else '-',
@@ -177,9 +197,11 @@ def bench_extract(profile=False):
                      f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
     print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
-          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill '
-          f'2 x params x prompt tokens / matmul rate + per decoding step max(2 x params x rows alive / matmul rate, '
-          f'weight bytes / bandwidth), rows alive as in the extract run. MB = peak RSS growth.')
+          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill FLOPs / '
+          f'matmul rate + per decoding step max(FLOPs / matmul rate, bytes / bandwidth), over the rows alive in the '
+          f'extract run. FLOPs count all of them: 2 x matmul weights per token (prefill: lm_head at the last prompt '
+          f'token only) + attention (QK^T, AV: 4 x layers x heads x head_dim x each row\'s real context, per token); '
+          f'bytes = fp32 weights + the live rows\' K/V cache. MB = peak RSS growth.')
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'extract/old',
                  'extract/generate', 'extract / floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
                  'steps/cand'])

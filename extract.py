@@ -19,7 +19,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from transformers import AttentionInterface
 from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import configure, knobs
 from model import atomic_save, atomic_write_json, resolve_device
@@ -380,6 +383,25 @@ class _PreallocLayer(DynamicLayer):
         self._views()
 
 
+def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
+    key/value head ([B, kv heads, group, head_dim]), scores masked where HF's mask says False, softmax, then the
+    values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
+    the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
+    B, H, q_len, hd = query.shape
+    G = key.shape[1]
+    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None and attention_mask.dtype != torch.bool):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2)).mul_(hd ** -0.5 if scaling is None else scaling)
+    if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
+        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
+    return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
+
+
+AttentionInterface.register('decode_sdpa', _decode_attention)
+AttentionMaskInterface.register('decode_sdpa', sdpa_mask)  # the masks HF builds for 'sdpa'
+
+
 def _decode_cache(model, cache, repeats, capacity, static):
     """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
     (eager) or HF's StaticCache (torch_compile: fixed shapes, so the compiled step can be CUDA-graphed)."""
@@ -446,6 +468,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                   use_cache=True, output_hidden_states=sel)
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
     step = torch.compile(forward, mode='reduce-overhead' if device.type == 'cuda' else 'default') if torch_compile else forward
+    attn = model.config._attn_implementation
+    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
 
     def sample(logits, u):  # -> (next tokens [rows], rows whose nucleus is wider than the prefilter or None)
         if temperature <= 0:
@@ -524,6 +549,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         pos = pos + 1
         logits, h_prev = step(nxt, mask if torch_compile else mask[:, :Lp + t + 1], pos)
         prev = nxt
+    model.config._attn_implementation = attn
     results = [[] for _ in prompts]
     for r, (ids, st, spos, states, finish) in enumerate(done_all):
         results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, think_extract, max_steps, D))

@@ -23,7 +23,7 @@ DATA = os.path.join(REPO, '..', 'shared', 'data')
 
 import extract  # noqa: E402
 from extract import (build_prompt, load_generator, load_problems, step_table, reencode,  # noqa: E402
-                     sample_with_capture, step_positions, synth_problem)
+                     sample_with_capture, synth_problem)
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
@@ -2138,3 +2138,29 @@ n_eval = 4
     assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)
     res = json.load(open(f'{pr}/results.json'))
     assert any('online pruning' in t for t in res['notes'])
+
+
+def test_decode_attention_equals_sdpa():
+    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
+    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    g = torch.Generator().manual_seed(0)
+    B, H, G, hd, n = 5, 6, 2, 16, 37
+
+    class Attn:  # what sdpa_attention_forward reads from the attention module
+        num_key_value_groups, is_causal, training = H // G, True, False
+    kb, vb = torch.randn(2, B, G, n + 9, hd, generator=g)  # cache buffers, read through views of the first n positions
+    k, v = kb[:, :, :n], vb[:, :, :n]
+    mask = torch.ones(B, 1, 1, n, dtype=torch.bool)
+    mask[1, ..., :5] = mask[3, ..., :30] = False  # left padding
+    for q_len, m in ((1, mask), (1, None), (4, None)):
+        q = torch.randn(B, H, q_len, hd, generator=g)
+        ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        out = extract._decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok))
+    seen = []
+    model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
+    sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
+    assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
