@@ -12,6 +12,8 @@
 # rule: 73.7 +- 7.3% tokens at -0.67 +- 4.19 pts (plain), 76.2 +- 8.7% at +0.17 +- 0.58 (prefix training); global rule
 # loses 5-8 pts; DeepConf-low / -high 91.9 / 93.6% tokens at +0.00. 60 validation problems (1.7 pts each) are coarse
 # for a 1-pt tolerance: thresholds chosen there transfer unevenly across seeds.
+# Level 4 (`--synth_level=4 --out_dir=out/prune_synth4`, 120 + 120 problems x 8, 2026-11-23): SmolLM2 solves 7%
+# (pass@8 ~35%), too few for any verifier to learn (within-AUROC ~0.53): uninformative.
 out_dir = 'out/prune_synth3'
 model = 'smollm2'
 dataset = 'synth'
