@@ -59,6 +59,9 @@ prune_tolerance = 0.01      # each rule's threshold is chosen on validation: the
                             # best-of-N at most this much below no pruning
 prune_grid = 21             # thresholds per rule (quantiles of the validation prefix scores), swept for the choice and curves
 prune_subsets = 4           # pools larger than n_eval: simulate on the first this many of the N-subsets
+calib_dir = ''              # '' = pruning thresholds on train_dir's validation split (which also picked the checkpoint);
+                            # a labelled split of other problems (e.g. out/x_calib/eval, extracted with train_range=None
+                            # and a fresh eval_range) = thresholds and the pruning rows' vote temperature chosen there
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -686,6 +689,16 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes'}."""
     eval_dir, train_dir, cache_dir = dirs
     k, tol, out = cfg['prune_subsets'], cfg['prune_tolerance'], {'rows': [], 'curves': {}, 'notes': []}
+    calib, calib_dir = None, cfg['calib_dir'] or train_dir
+    if cfg['calib_dir']:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
+        from label import answers_equal
+        if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
+            raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
+                             f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
+                             f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
+        cp = load_split(calib_dir)
+        cn = min(n, min(len(p['candidates']) for p in cp))
+        calib = cp, build_pool(cp, [cn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), cn
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
         raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
@@ -711,13 +724,14 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
                 out['notes'].append(f'{g}: not pruned (reads no hidden states)')
                 break
             tc = ck.get('train_config') or {}
-            val = val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
+            val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
+                                     tc.get('max_train_problems'))
             if val is None:
                 out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
                 break
             vp, vpool, vn = val
             pre = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vpre = cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf])[0]
@@ -761,7 +775,7 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
                                                                         'tokens_tol_test': at_tolerance(curve, tol)}],
                                rule='deepconf_online', threshold=eta))
     out['curves'][f'DeepConf online (warm-up {wu}, eta swept)'] = curve
-    val = val_split(cfg['val_frac'], cfg['val_seed'])
+    val = calib or val_split(cfg['val_frac'], cfg['val_seed'])
     if val is not None and has_confidences(val[0]):
         vp, vpool, vn = val
         vsims = deepconf_sims(vp, vpool, vn, k, cfg, 0)
@@ -864,9 +878,10 @@ def run(cfg):
             f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
             f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
             f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
-            f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on the "
-            f"validation split of {train_dir} (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest "
-            f"tokens with validation best-of-N at most {100 * cfg['prune_tolerance']:g} pt below no pruning.",
+            f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
+            + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
+            + f" (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest tokens with its best-of-N at "
+            f"most {100 * cfg['prune_tolerance']:g} pt below no pruning.",
             f"DeepConf online (their protocol): the first {cfg['deepconf_warmup']} rows of each pool run in full and set "
             f"the threshold (percentile 100(1 - eta) of their lowest group confidences; eta 0.1 = DeepConf-low, 0.9 = "
             f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "

@@ -2086,6 +2086,17 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tr['prune']['notes'])
     with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
         E.run({**cfg, 'deepconf_warmup': 8, 'plots': False})
+    # a calibration split replaces validation for the thresholds: calibrating on the test split itself
+    # must land exactly on the test curve's best point within the tolerance
+    cal = E.run({**cfg, 'calib_dir': f'{out}/eval', 'plots': False})
+    for r in cal['prune']['rows']:
+        if r['rule'] in ('global', 'relative', 'deepconf_global'):
+            for x in r['runs']:
+                assert x['delta'] >= -cfg.get('prune_tolerance', E.prune_tolerance) - 1e-9, r['method']
+                assert x['tokens'] == pytest.approx(x['tokens_tol_test']), r['method']
+    assert any('calibration split' in t for t in cal['prune']['notes'])
+    with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
+        E.run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
 
 # ====================================================================================================
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
