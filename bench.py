@@ -73,7 +73,7 @@ def _old_extract_module():
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import extract as X
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2')
+    model, tok = X.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
     probs = (X.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
              else X.load_problems('synth', 0, n_problems - 1, synth_level=2))
     prompts = [X.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
@@ -173,7 +173,7 @@ def bench_extract(profile=False):
     variants = ('generate', 'generate+hidden', 'extract (old loop)', 'extract')
     for i, (dataset, n_problems, n_samples, mnt) in enumerate(cases):
         res = {}
-        for variant in variants:
+        for variant in variants + (('extract bf16',) if i == 0 else ()):  # bf16 weights: once, to pick the CPU default
             args = [sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
             if profile and i == 0 and variant.startswith('extract'):
                 args.append('--profile')
@@ -184,7 +184,7 @@ def bench_extract(profile=False):
                 print(f'\n{variant}, {dataset} {n_problems}x{n_samples}, max_new {mnt}:')
                 print('\n'.join(out.stdout.strip().splitlines()[:-1]))
             res[variant] = json.loads(out.stdout.strip().splitlines()[-1])
-        g, o, e = res['generate'], res['extract (old loop)'], res['extract']
+        g, o, e, h = res['generate'], res['extract (old loop)'], res['extract'], res.get('extract bf16')
         # floor of this work: one prefill per prompt, then per decoding step max(FLOPs / matmul rate, bytes /
         # bandwidth): each step reads every weight and the live rows' K/V cache once, and at few rows that
         # read, not the matmuls, bounds it
@@ -192,7 +192,8 @@ def bench_extract(profile=False):
         floor_s = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
         rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
         rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
-                     f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(e) / rate(o):.2f}" if o else '-',
+                     f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(h):.0f}" if h else '-',
+                     f"{rate(e) / rate(o):.2f}" if o else '-',
                      f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{g['delta_mb']:.0f}",
                      f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
@@ -202,7 +203,11 @@ def bench_extract(profile=False):
           f'extract run. FLOPs count all of them: 2 x matmul weights per token (prefill: lm_head at the last prompt '
           f'token only) + attention (QK^T, AV: 4 x layers x heads x head_dim x each row\'s real context, per token); '
           f'bytes = fp32 weights + the live rows\' K/V cache. MB = peak RSS growth.')
-    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'extract/old',
+    flags = open('/proc/cpuinfo').read() if os.path.exists('/proc/cpuinfo') else ''
+    print(f"bf16 extract tok/s: the same loop with bfloat16 weights (first case only); this CPU "
+          f"{'has' if 'avx512_bf16' in flags or 'amx_bf16' in flags else 'has no'} avx512_bf16 / amx_bf16. extract.py's "
+          f"dtype='auto' keeps float32 on CPU: the faster one where bf16 has no hardware path.")
+    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'bf16 extract tok/s', 'extract/old',
                  'extract/generate', 'extract / floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
                  'steps/cand'])
 
