@@ -19,6 +19,7 @@ A positional argument is a config file (plain Python assignments); several stack
 """
 import ast
 import difflib
+import functools
 import os
 import sys
 
@@ -45,6 +46,7 @@ def knobs(g):
     return {k: g[k] for k in knob_names(g['__file__']) if k in g}
 
 
+@functools.lru_cache(maxsize=1)  # five stage files parsed once per process
 def _all_stage_keys():
     here = os.path.dirname(os.path.abspath(__file__))
     return {k for s in STAGES for k in knob_names(os.path.join(here, s + '.py'))}

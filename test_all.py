@@ -2,6 +2,7 @@
 
     python -m pytest -q test_all.py
 """
+import glob
 import importlib.util
 import inspect
 import json
@@ -449,6 +450,24 @@ def test_config_errors():
     r = _run('extract.py', '--device=cuda', '--train_range=(0,0)', '--eval_range=None', '--out_dir=/tmp/never')
     if not torch.cuda.is_available():
         assert r.returncode != 0 and 'CUDA is not available' in r.stderr
+
+
+def test_every_config_file_applies_to_every_stage():
+    """Each config/*.py (paper cells, ablations, experiments) loads into every stage: no stale key, no
+    value of the wrong type. A cell stacked with an ablation, as the README runs them, too."""
+    from configurator import apply_config
+    import baselines as B
+    import label
+    import train as T
+    import extract as X
+    files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
+    assert len(files) > 20
+    for stage in (X, label, T, E, B):
+        for f in files + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
+            cfg = apply_config({**stage.DEFAULTS}, f if isinstance(f, list) else [f], stage.DEFAULTS)
+            assert set(cfg) == set(stage.DEFAULTS), (stage.__name__, f)
+    cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
+    assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
 
 
 # ====================================================================================================

@@ -2,6 +2,10 @@
 # problems for a result above noise (200 training problems x 16 samples, 300 held-out x 8), 5 seeds.
 # Eight layers are stored once so the layer ablation needs no second extraction; HSRM reads the final
 # layer unless verifier_layers says otherwise.
+# Pruning thresholds from a separate calibration split (200 fresh problems x 8) instead of the 40 validation problems:
+#   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1300,1499)"
+#   python label.py config/synth_smollm.py --out_dir=out/synth_smollm_calib
+#   python evaluate.py config/synth_smollm.py --calib_dir=out/synth_smollm_calib/eval
 out_dir = 'out/synth_smollm'
 model = 'smollm2'
 dataset = 'synth'
@@ -19,4 +23,6 @@ verifier_layers = [-1]
 seeds = [42, 123, 456, 789, 1024]
 max_iters = 300  # 160 training problems: 300 steps of 8 problems is 15 epochs
 eval_interval = 25
+deepconf_window = 16  # traces are ~36 tokens: the paper's 2048 would make each one group, never stopped online
+deepconf_tail = 32
 text_sizes = ['small']  # the 53M text verifier needs ~400 GFLOP per step here: a GPU job
