@@ -784,7 +784,8 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         th = choose_threshold(prune_curve(vsims, grid), tol)
         curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid)
         pt = next(c for c in curve if c['threshold'] == th)
-        out['rows'].append(row('DeepConf, global threshold chosen on validation', [{**pt, 'delta': pt['acc'] - base['acc'],
+        where = 'the calibration split' if calib else 'validation'
+        out['rows'].append(row(f'DeepConf, global threshold chosen on {where}', [{**pt, 'delta': pt['acc'] - base['acc'],
                                'tokens_tol_test': at_tolerance(curve, tol)}], rule='deepconf_global', threshold=th))
         out['curves']['DeepConf, global threshold swept'] = curve
     return out
@@ -887,7 +888,7 @@ def run(cfg):
             f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "
             f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
             f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
-            f"pool, chosen on validation like the verifier rules."]
+            f"pool, chosen where the verifier rules' thresholds are."]
     orc = {k: float(np.mean([oracle_sub(q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [{'acc': orc[n], 'acc_at': orc}])]
     notes.append('Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '

@@ -2114,6 +2114,7 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
                 assert x['delta'] >= -cfg.get('prune_tolerance', E.prune_tolerance) - 1e-9, r['method']
                 assert x['tokens'] == pytest.approx(x['tokens_tol_test']), r['method']
     assert any('calibration split' in t for t in cal['prune']['notes'])
+    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['prune']['rows'])
     with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
         E.run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
 
