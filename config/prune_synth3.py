@@ -12,6 +12,12 @@
 # rule: 73.7 +- 7.3% tokens at -0.67 +- 4.19 pts (plain), 76.2 +- 8.7% at +0.17 +- 0.58 (prefix training); global rule
 # loses 5-8 pts; DeepConf-low / -high 91.9 / 93.6% tokens at +0.00. 60 validation problems (1.7 pts each) are coarse
 # for a 1-pt tolerance: thresholds chosen there transfer unevenly across seeds.
+# With a separate calibration split (200 fresh problems x 8, 23.1% solved; extraction 10 min as two 1-thread shards):
+#   python extract.py config/prune_synth3.py --out_dir=out/prune_synth3_calib --train_range=None --eval_range="(1200,1399)"
+#   python label.py config/prune_synth3.py --out_dir=out/prune_synth3_calib
+#   python evaluate.py config/prune_synth3.py --calib_dir=out/prune_synth3_calib/eval
+# relative rule 69.2 +- 5.1% tokens at -1.67 +- 4.01 (plain), 66.3 +- 0.1% at -1.50 +- 1.80 (prefix training); global rule
+# 78.5 +- 4.5% at +0.33 +- 0.76 (plain), 77.0 +- 13.1% at -1.33 +- 1.53 (prefix); DeepConf global 87.0% at -1.0.
 # Level 4 (`--synth_level=4 --out_dir=out/prune_synth4`, 120 + 120 problems x 8, 2026-11-23): SmolLM2 solves 7%
 # (pass@8 ~35%), too few for any verifier to learn (within-AUROC ~0.53): uninformative.
 out_dir = 'out/prune_synth3'
