@@ -47,6 +47,28 @@ def machine_floor(n=1024, secs=1.0):
         k += 1
     return flops, 2 * x.numel() * 4 * k / (time.perf_counter() - t)
 
+def model_matmul_rate(rows=32, d=576, inter=1536, q=576, kv=192, layers=30, vocab=49152, secs=1.0):
+    """FLOP/s of SmolLM2-135M's own matmuls at `rows` rows, one decoding step's worth: every layer's q, k, v,
+    o, gate, up, down projections and the lm_head, each weight distinct (so streamed from memory, as in the
+    loop: ~540 MB fp32), and the same shapes with one cache-resident weight per shape. -> (streamed, cached)."""
+    shapes = [(q, d), (kv, d), (kv, d), (d, q), (inter, d), (inter, d), (d, inter)]
+    ws = [torch.randn(o, i) for _ in range(layers) for o, i in shapes] + [torch.randn(vocab, d)]
+    xs = {i: torch.randn(rows, i) for i in {d, q, inter}}
+    flop = sum(2 * rows * w.numel() for w in ws)
+
+    def rate(weights):
+        for w in weights:
+            torch.nn.functional.linear(xs[w.shape[1]], w)
+        t, k = time.perf_counter(), 0
+        while time.perf_counter() - t < secs:
+            for w in weights:
+                torch.nn.functional.linear(xs[w.shape[1]], w)
+            k += 1
+        return flop * k / (time.perf_counter() - t)
+    one = {w.shape: w for w in ws[:len(shapes)]}
+    cached = [one[w.shape] if w.shape in one else w for w in ws[:-1]]  # lm_head (113 MB) cannot sit in cache anyway
+    return rate(ws), rate(cached + ws[-1:])
+
 # -----------------------------------------------------------------------------
 # extraction: extract's sampling loop with capture vs plain generate (and vs the loop as it was at
 # OLD_LOOP_REV, read from git), one subprocess per variant so that peak memory (max RSS) is each
@@ -167,6 +189,7 @@ def bench_extract(profile=False):
     profile: also print a torch.profiler op table for the old and new loop on the first case."""
     torch.set_num_threads(1)
     flops, bw = machine_floor()
+    mm_streamed, mm_cached = model_matmul_rate()
     rows = []
     # several problems x N (finished rows leave the batch), N samples of one prompt, and a longer limit
     cases = [('synth', 4, 8, 64), ('gsm8k', 1, 32, 128), ('gsm8k', 1, 32, 256)]
@@ -190,11 +213,12 @@ def bench_extract(profile=False):
         # read, not the matmuls, bounds it
         prefill, steps = e['floor_work']
         floor_s = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
+        mm_s = prefill / flops + sum(f / mm_streamed for f, b in steps)  # the same FLOPs at the model's own matmul rate
         rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
         rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
                      f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(h):.0f}" if h else '-',
                      f"{rate(e) / rate(o):.2f}" if o else '-',
-                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{g['delta_mb']:.0f}",
+                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{e['seconds'] / mm_s:.2f}", f"{g['delta_mb']:.0f}",
                      f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
     print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
@@ -203,12 +227,15 @@ def bench_extract(profile=False):
           f'extract run. FLOPs count all of them: 2 x matmul weights per token (prefill: lm_head at the last prompt '
           f'token only) + attention (QK^T, AV: 4 x layers x heads x head_dim x each row\'s real context, per token); '
           f'bytes = fp32 weights + the live rows\' K/V cache. MB = peak RSS growth.')
+    print(f"Model-matmul floor: the same FLOPs at the rate SmolLM2's own matmuls reach at 32 rows, {mm_streamed / 1e9:.0f} "
+          f"GFLOP/s with every layer's weights streamed from memory as in the loop ({mm_cached / 1e9:.0f} GFLOP/s when each "
+          f"layer shape's weight stays in cache): what the loop could reach with no work besides those matmuls.")
     flags = open('/proc/cpuinfo').read() if os.path.exists('/proc/cpuinfo') else ''
     print(f"bf16 extract tok/s: the same loop with bfloat16 weights (first case only); this CPU "
           f"{'has' if 'avx512_bf16' in flags or 'amx_bf16' in flags else 'has no'} avx512_bf16 / amx_bf16. extract.py's "
           f"dtype='auto' keeps float32 on CPU: the faster one where bf16 has no hardware path.")
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'bf16 extract tok/s', 'extract/old',
-                 'extract/generate', 'extract / floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
+                 'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
                  'steps/cand'])
 
 
