@@ -225,7 +225,8 @@ def bench_extract(profile=False):
         rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
                      f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(h):.0f}" if h else '-',
                      f"{rate(e) / rate(o):.2f}" if o else '-',
-                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{e['seconds'] / mm_s:.2f}", f"{g['delta_mb']:.0f}",
+                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{e['seconds'] / mm_s:.2f}",
+                     f"{g['delta_mb']:.0f}",
                      f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
     print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; extract and old loop: fastest of {REPEATS} interleaved runs; '
@@ -242,9 +243,9 @@ def bench_extract(profile=False):
     print(f"bf16 extract tok/s: the same loop with bfloat16 weights (first case only); this CPU "
           f"{'has' if 'avx512_bf16' in flags or 'amx_bf16' in flags else 'has no'} avx512_bf16 / amx_bf16. extract.py's "
           f"dtype='auto' keeps float32 on CPU: the faster one where bf16 has no hardware path.")
-    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'bf16 extract tok/s', 'extract/old',
-                 'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB', 'generate+hidden MB', 'old loop MB', 'extract MB',
-                 'steps/cand'])
+    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'bf16 extract tok/s',
+                 'extract/old', 'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
+                 'generate+hidden MB', 'old loop MB', 'extract MB', 'steps/cand'])
 
 
 # -----------------------------------------------------------------------------

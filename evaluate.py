@@ -733,7 +733,7 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             pre = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vpre = cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
-            temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
+            temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf])[0]
             runs['none'].append({'ckpt': path, 'acc': base['acc'], 'vote': base['vote'], 'tokens': 1.0, 'delta': 0.0,
                                  'prefix_auroc': prefix_auroc(pre, pool)})
