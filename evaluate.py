@@ -112,6 +112,15 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 # selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
 
 
+def choice_split(split_dir, n, cfg, files=None):
+    """A labelled split that choices are made on (validation, calibration): (problems, pool, best-of-n), with
+    n lowered to its smallest pool."""
+    from label import answers_equal
+    ps = load_split(split_dir, files=files)
+    vn = min(n, min(len(p['candidates']) for p in ps))
+    return ps, build_pool(ps, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+
+
 def best_of_n_sub(scores, labels, sub, stopped=None):
     """Mean over subsets of best_of_n (model.py's rule: argmax, ties = mean label of the tied). stopped [m]:
     candidates that are never selected (a subset of stopped candidates only selects nothing: 0)."""
@@ -691,14 +700,11 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     k, tol, out = cfg['prune_subsets'], cfg['prune_tolerance'], {'rows': [], 'curves': {}, 'notes': []}
     calib, calib_dir = None, cfg['calib_dir'] or train_dir
     if cfg['calib_dir']:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
-        from label import answers_equal
         if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
             raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
                              f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
                              f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
-        cp = load_split(calib_dir)
-        cn = min(n, min(len(p['candidates']) for p in cp))
-        calib = cp, build_pool(cp, [cn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), cn
+        calib = choice_split(calib_dir, n, cfg)
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
         raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
@@ -827,9 +833,7 @@ def run(cfg):
         if not os.path.exists(os.path.join(train_dir, 'labels.json')):
             return None
         if (frac, seed, k) not in splits:
-            vp = load_split(train_dir, files=split_problems(problem_files(train_dir), frac, seed, k)[1])
-            vn = min(n, min(len(p['candidates']) for p in vp))
-            splits[frac, seed, k] = vp, build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+            splits[frac, seed, k] = choice_split(train_dir, n, cfg, split_problems(problem_files(train_dir), frac, seed, k)[1])
         return splits[frac, seed, k]
 
     val = val_split(cfg['val_frac'], cfg['val_seed'])
