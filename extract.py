@@ -7,6 +7,7 @@ and entropies for the cheap scorers. Writes one .pt file per problem (format: RE
     python extract.py config/gsm8k_1p7b.py --shard=0 --num_shards=4
     python extract.py config/demo.py --mode=reencode --candidates_file=pool.jsonl
 """
+import functools
 import glob
 import importlib.util
 import json
@@ -47,7 +48,7 @@ dataset = 'synth'  # 'synth' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
 data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
 data_path = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
-synth_level = 2  # synthetic task: number of +/- operations on one-digit numbers
+synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
 synth_seed = 1337
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
@@ -81,22 +82,43 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 # problems
 
 
+SYNTH_LEVELS = (1, 2, 3, 4)  # level 4 enumerates 5.9M operand/operator tuples once (about a second)
+
+
+@functools.lru_cache(maxsize=8)
+def synth_space(level, seed):
+    """Every distinct synthetic question of a level, in one fixed shuffled order: rows of (level+1 operands
+    in 1..9, level operators, 0 = '+', 1 = '-'), each running result >= 0. Sizes: level 1: 126, 2: 1,899,
+    3: 30,036, 4: 487,674 questions. Index i is row i, so disjoint index ranges never share a question."""
+    if level not in SYNTH_LEVELS:
+        raise SystemExit(f"synth_level={level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
+    grids = np.meshgrid(*[np.arange(1, 10)] * (level + 1), *[np.arange(2)] * level, indexing='ij')
+    rows = np.stack([g.ravel() for g in grids], 1).astype(np.int8)  # [9^(L+1) * 2^L, 2L+1]
+    acc, ok = rows[:, 0].astype(np.int32), np.ones(len(rows), bool)
+    for k in range(level):
+        acc = acc + np.where(rows[:, level + 1 + k] == 0, 1, -1) * rows[:, k + 1]
+        ok &= acc >= 0
+    rows = rows[ok]
+    order = list(range(len(rows)))
+    random.Random(f'{seed}-{level}').shuffle(order)  # Python's shuffle: the same order on every platform and version
+    return rows[order]
+
+
 def synth_problem(index, level, seed):
-    """Synthetic arithmetic: level+1 one-digit operands joined by + and -, result kept >= 0.
-    Problem `index` is a pure function of (seed, level, index), so index ranges make disjoint splits."""
-    rng = random.Random(f'{seed}-{level}-{index}')
-    while True:
-        nums = [rng.randint(1, 9) for _ in range(level + 1)]
-        ops = ['+' if i % 2 == 0 else '-' for i in range(level)]  # a + b - c + d - ...
-        vals, acc = [], nums[0]
-        for op, n in zip(ops, nums[1:]):
-            acc = acc + n if op == '+' else acc - n
-            vals.append(acc)
-        if min(vals) >= 0:
-            break
+    """Synthetic arithmetic: level+1 one-digit operands, each joined by + or -, every running result >= 0.
+    Problem `index` is entry `index` of synth_space(level, seed): distinct indices are distinct questions."""
+    space = synth_space(level, seed)
+    if not 0 <= index < len(space):
+        raise SystemExit(f"synthetic index {index} is outside level {level}'s {len(space)} distinct questions; "
+                         f"fix: keep train_range / eval_range within 0..{len(space) - 1} (or raise synth_level)")
+    row = space[index].tolist()
+    nums, ops = row[:level + 1], ['+' if o == 0 else '-' for o in row[level + 1:]]
+    acc = nums[0]
+    for op, n in zip(ops, nums[1:]):
+        acc = acc + n if op == '+' else acc - n
     expr = ' '.join([str(nums[0])] + [f'{o} {n}' for o, n in zip(ops, nums[1:])])
     return {'index': index, 'id': f'synth-{level}-{index}', 'dataset': 'synth', 'question': f'Compute {expr}.',
-            'gold': str(vals[-1]), 'meta': {'level': level}}
+            'gold': str(acc), 'meta': {'level': level}}
 
 
 def synth_example(level):
