@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -469,6 +470,37 @@ def test_every_config_file_applies_to_every_stage():
     cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
     assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
 
+
+
+def test_synthetic_config_ranges_share_no_question():
+    """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
+    extraction commands in its header) never share a question, and every range fits the level's space."""
+    from configurator import apply_config
+    import extract as X
+    checked = {}  # config file -> how many ranges it names
+    for f in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))):
+        cfg = apply_config({**X.DEFAULTS}, [f], X.DEFAULTS)
+        if cfg['dataset'] != 'synth':
+            continue
+        ranges = {'train_range': cfg['train_range'], 'eval_range': cfg['eval_range']}
+        for m in re.finditer(r'--eval_range="?\((\d+),\s*(\d+)\)', open(f).read()):
+            ranges[f'header eval_range {m.group(0)}'] = (int(m.group(1)), int(m.group(2)))
+        seen = {}
+        for name, r in ranges.items():
+            if r is None:
+                continue
+            for p in X.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
+                assert p['question'] not in seen, (f, p['question'], name, seen.get(p['question']))
+                seen[p['question']] = name
+        checked[os.path.basename(f)] = len(ranges)
+    assert checked['demo.py'] == 2 and checked['synth_smollm.py'] == 3 and checked['prune_synth3.py'] == 3, checked
+    space = len(X.synth_space(2, 1337))
+    assert space == 1899 and len({X.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
+    with pytest.raises(SystemExit, match='outside level 2'):
+        X.load_problems('synth', space - 1, space, synth_level=2)
+    with pytest.raises(SystemExit, match='synth_level=7'):
+        X.synth_problem(0, 7, 1337)
+    assert {'+', '-'} <= {q.split()[2] for q in (X.synth_problem(i, 2, 1337)['question'] for i in range(50))}
 
 # ====================================================================================================
 # label.py: answer extraction and equivalence
