@@ -2195,3 +2195,18 @@ def test_decode_attention_equals_sdpa():
     model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
     sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
     assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
+
+
+# --- issue 21: tests that can fail
+
+
+def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
+    """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
+    final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
+    split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
+    tr, va = T.split_problems(load_split(split))
+    runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
+    (m10, log10), (m3, log3) = runs
+    assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
+    assert [l for _, l in log3['train_loss']] == [l for _, l in log10['train_loss']]
+    assert [m['iter'] for m in log3['val']] == [3, 6, 9, 10] and log3['val'][-1] == log10['val'][-1]
