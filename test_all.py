@@ -462,10 +462,23 @@ def test_every_config_file_applies_to_every_stage():
     import extract as X
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
-    for stage in (X, label, T, E, B):
-        for f in files + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
-            cfg = apply_config({**stage.DEFAULTS}, f if isinstance(f, list) else [f], stage.DEFAULTS)
-            assert set(cfg) == set(stage.DEFAULTS), (stage.__name__, f)
+    stages = (X, label, T, E, B)
+    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
+        sets = {}  # what the file(s) assign, later files winning, as a stage reads it
+        for path in f:
+            ns = {}
+            exec(open(path).read(), {}, ns)
+            sets.update({k: v for k, v in ns.items() if not k.startswith('_') and not callable(v)})
+        owned = set()
+        for stage in stages:
+            cfg = apply_config({**stage.DEFAULTS}, f, stage.DEFAULTS)
+            for k, default in stage.DEFAULTS.items():
+                if k in sets:  # the file's value arrives, with the default's type
+                    owned.add(k)
+                    assert cfg[k] == sets[k] and (default is None or sets[k] is None or type(cfg[k]) is type(default)), (stage.__name__, f, k)
+                else:          # and nothing else moves
+                    assert cfg[k] == default, (stage.__name__, f, k)
+        assert owned == set(sets), (f, set(sets) - owned)  # every key it sets is some stage's knob
     cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
     assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
 
