@@ -1396,11 +1396,26 @@ def test_training_learns_synthetic_signal(tmp_path):
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
     tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
-    model, log = T.train(tr, va, _cfg(max_iters=10, eval_interval=5, **kw))
-    assert log['best_step'] in (5, 10) and all(np.isfinite(l) for _, l in log['train_loss'])
-    assert model.spec['kind'] == kw['verifier']
+    cfg = _cfg(max_iters=10, eval_interval=2, run_dir=str(tmp_path / 'run'), **kw)
+    model, log = T.train(tr, va, cfg)
+    assert all(np.isfinite(l) for _, l in log['train_loss']) and model.spec['kind'] == kw['verifier']
+    # the kept model is the first evaluation with the best validation metric in the log ...
+    metric = kw.get('early_stop_metric', 'auroc')
+    vals = [m[metric] for m in log['val']]
+    best = (min if metric == 'loss' else max)(vals)
+    assert [m['iter'] for m in log['val']] == [2, 4, 6, 8, 10]
+    assert log['best_step'] == log['val'][vals.index(best)]['iter'] and log['best_metric'] == best
+    # ... and the returned and the saved weights are that step's: they score validation as it did (the
+    # validation loss differs at every evaluation, so another step's weights would not match)
+    assert len({m['loss'] for m in log['val']}) == len(log['val'])
+    ck_model, ck = load_checkpoint(str(tmp_path / 'run' / 'ckpt.pt'))
+    assert ck['best_step'] == log['best_step']
+    for m in (model, ck_model):
+        again = T.val_metrics(m, va, {**T.DEFAULTS, **cfg}, 'cpu')
+        assert again[metric] == pytest.approx(best, abs=1e-6)
+        assert again['loss'] == pytest.approx(log['best_val']['loss'], abs=1e-6)
     if kw['verifier'] == 'deepset':  # the seed fixes everything: same run, same losses and model
-        model2, log2 = T.train(tr, va, _cfg(max_iters=10, eval_interval=5, **kw))
+        model2, log2 = T.train(tr, va, _cfg(max_iters=10, eval_interval=2, **kw))
         assert log2['train_loss'] == log['train_loss']
         assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model2.state_dict().values()))
     if 'max_train_problems' in kw:  # K = 12 problems: 10 train + 2 validation (val_frac 0.2)
