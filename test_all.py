@@ -1713,15 +1713,48 @@ def test_cheap_scorers_on_hand_made_statistics():
 
 
 # -----------------------------------------------------------------------------
-# off-the-shelf PRM scoring path on a tiny random model with the same head shape
+# off-the-shelf PRM scoring path on a tiny random model laid out like Qwen/Qwen2.5-Math-PRM-7B: its
+# config.json's auto_map sends AutoConfig / AutoModel to remote code in the folder (trust_remote_code),
+# a Qwen2RMConfig and a Qwen2ForProcessRewardModel (Qwen2 backbone, score head Linear(h, h) -> ReLU ->
+# Linear(h, 2), logits [B, T, 2] first in its output). The two files below are written for the test with
+# that interface (the hub's own modeling_qwen2_rm.py is not available offline).
+
+PRM_CONFIG_PY = """from transformers import Qwen2Config
 
 
-@pytest.fixture(scope='module')
-def tiny_prm(tmp_path_factory):
-    """A Qwen2 backbone with a 2-class token head and a byte-level BPE tokenizer that has <extra_0>
-    and a ChatML template, saved like a hub checkpoint."""
+class Qwen2RMConfig(Qwen2Config):
+    model_type = 'qwen2'
+"""
+PRM_MODELING_PY = """import torch.nn as nn
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+from .configuration_qwen2_rm import Qwen2RMConfig
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = Qwen2RMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                                   nn.Linear(config.hidden_size, self.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                inputs_embeds=None, use_cache=False, **kwargs):
+        out = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
+        return SequenceClassifierOutputWithPast(logits=self.score(out[0]), past_key_values=out.past_key_values)
+"""
+
+
+def _tiny_prm_tokenizer():
+    """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForTokenClassification
+    from transformers import PreTrainedTokenizerFast
     specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
     tok = Tokenizer(models.BPE(unk_token='<unk>'))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -1733,23 +1766,54 @@ def tiny_prm(tmp_path_factory):
                                  additional_special_tokens=specials[2:])
     hf.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
                         "{% endfor %}")
+    return hf
+
+
+def _qwen2_args(vocab):
+    return dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=64)
+
+
+@pytest.fixture(scope='module')
+def tiny_prm(tmp_path_factory):
+    """The remote-code layout of the hub PRM, saved like a hub checkpoint: config.json (architectures
+    Qwen2ForProcessRewardModel, auto_map to the folder's two .py files), weights, tokenizer."""
+    path = tmp_path_factory.mktemp('tiny_prm')
+    (path / 'configuration_qwen2_rm.py').write_text(PRM_CONFIG_PY)
+    (path / 'modeling_qwen2_rm.py').write_text(PRM_MODELING_PY)
+    spec = importlib.util.spec_from_file_location('tiny_prm_pkg', path / '__init__.py',
+                                                  submodule_search_locations=[str(path)])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules['tiny_prm_pkg'] = pkg  # the modeling file imports its config relatively, as the hub's does
+    try:
+        conf = importlib.import_module('tiny_prm_pkg.configuration_qwen2_rm')
+        modeling = importlib.import_module('tiny_prm_pkg.modeling_qwen2_rm')
+    finally:
+        for k in [k for k in sys.modules if k.startswith('tiny_prm_pkg')]:
+            del sys.modules[k]
+    hf = _tiny_prm_tokenizer()
+    cfg = conf.Qwen2RMConfig(**_qwen2_args(len(hf)))
+    cfg.auto_map = {'AutoConfig': 'configuration_qwen2_rm.Qwen2RMConfig',
+                    'AutoModel': 'modeling_qwen2_rm.Qwen2ForProcessRewardModel'}
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(hf), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=64, num_labels=2)
-    path = str(tmp_path_factory.mktemp('tiny_prm'))
-    Qwen2ForTokenClassification(cfg).save_pretrained(path)
-    hf.save_pretrained(path)
-    return path
+    modeling.Qwen2ForProcessRewardModel(cfg).save_pretrained(str(path))
+    hf.save_pretrained(str(path))
+    return str(path)
 
 
 TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
 
 
-def test_prm_scoring_path(tiny_prm):
+def test_prm_scoring_path(tiny_prm, tmp_path):
     assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
     assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
     model, tok = B.load_prm(tiny_prm, 'float32')
-    assert type(model).__name__ == 'Qwen2ForTokenClassification'
+    # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
+    from safetensors.torch import load_file
+    assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
+    assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
+    saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
+    assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
     text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
     assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
     probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
@@ -1764,6 +1828,14 @@ def test_prm_scoring_path(tiny_prm):
     one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
     for a, b in zip(probs, one):
         assert a == pytest.approx(b, abs=1e-5)
+    # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
+    from transformers import Qwen2Config, Qwen2ForTokenClassification
+    tc = str(tmp_path / 'token_classification')
+    Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
+    tok.save_pretrained(tc)
+    m2, tok2 = B.load_prm(tc, 'float32')
+    assert type(m2).__name__ == 'Qwen2ForTokenClassification'
+    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
     assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
     assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
     assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
