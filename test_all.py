@@ -2392,3 +2392,19 @@ def test_olympiadbench_scorer_examples():
     assert differ == sorted(OB_SCORER_DIFFER), differ
     assert not any(g and not want for g, (*_, want) in zip(got, OB_SCORER_EXAMPLES))  # no false positive
     assert len(OB_SCORER_EXAMPLES) - len(differ) == 32  # the README's "32/36"
+
+
+def test_hybrid_size_is_top4_hsrm_plus_the_text_model():
+    """The hybrid is the top-4-layer HSRM (d_gen 2048 x 4, the paper's 3.69M) and the small text model, their
+    two heads replaced by one over both pooled vectors: 3.69M more than the text-only model whatever the
+    vocabulary and position table. The paper's table puts its hybrid (4.77M) only 1.08M above its
+    HSRM and 2.21M above its text-only model (2.56M), which no text branch of this shape gives."""
+    from model import _score_head
+    head = lambda d: count_params(_score_head(d))  # noqa: E731
+    top4 = count_params(build_verifier('hsrm', 2048, layers=[-1, -2, -3, -4]))
+    assert round(top4 / 1e6, 2) == 3.69
+    for V, P in ((6493, 512), (50259, 512), (1000, 64)):
+        h = count_params(build_verifier('hybrid', 2048, layers=[-1, -2, -3, -4], vocab_size=V, max_tokens=P))
+        t = count_params(build_verifier('text', vocab_size=V, max_tokens=P))
+        assert h == top4 + t - 2 * head(256) + head(512) and round((h - t) / 1e6, 2) == 3.69
+    assert round((2.56e6 + h - t) / 1e6, 2) == 6.25  # at the paper's text-only size: 6.25M, not 4.77M
