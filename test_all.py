@@ -475,7 +475,8 @@ def test_every_config_file_applies_to_every_stage():
             for k, default in stage.DEFAULTS.items():
                 if k in sets:  # the file's value arrives, with the default's type
                     owned.add(k)
-                    assert cfg[k] == sets[k] and (default is None or sets[k] is None or type(cfg[k]) is type(default)), (stage.__name__, f, k)
+                    assert cfg[k] == sets[k], (stage.__name__, f, k)
+                    assert default is None or sets[k] is None or type(cfg[k]) is type(default), (stage.__name__, f, k)
                 else:          # and nothing else moves
                     assert cfg[k] == default, (stage.__name__, f, k)
         assert owned == set(sets), (f, set(sets) - owned)  # every key it sets is some stage's knob
