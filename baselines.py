@@ -182,8 +182,8 @@ def prm_text(tokenizer, question, completion):
 
 def load_prm(name, dtype='bfloat16', device='cpu'):
     """(model, tokenizer). The hub PRM is a Qwen2ForProcessRewardModel behind trust_remote_code (its
-    config's auto_map); a local token-classification checkpoint with a 2-class head (the tiny test
-    model) loads through AutoModelForTokenClassification. Both return logits [B, T, 2] first."""
+    config's auto_map); a local token-classification checkpoint with a 2-class head (no auto_map)
+    loads through AutoModelForTokenClassification. Both return logits [B, T, 2] first."""
     from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
     if dtype not in ('bfloat16', 'float16', 'float32'):
         raise ValueError(f"prm_dtype={dtype!r}; fix: --prm_dtype=bfloat16 (or float16, float32)")

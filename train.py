@@ -189,7 +189,11 @@ def get_batch(pool, state, cfg, rng):
     return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
 
 
-def val_metrics(model, problems, cfg, dev, gen):
+def val_metrics(model, problems, cfg, dev):
+    """Metrics on the validation split. The loss's random choices (ListMLE tie breaks) come from a
+    generator of their own, fresh each time: validation never moves the training draws, and every
+    evaluation sees the same tie breaks."""
+    gen = torch.Generator().manual_seed(cfg['val_seed'])
     scores = score_problems(model, problems, cfg['eval_batch_size'], dev, where='validation split')
     m = pool_metrics(scores, _labels(problems))
     s = torch.tensor(np.concatenate(scores))
@@ -217,7 +221,7 @@ def train(train_problems, val_problems, cfg):
     pool = preflight(train_problems, val_problems, cfg)
     torch.manual_seed(cfg['seed'])
     rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
-    gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside losses (ListMLE tie breaks)
+    gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside training losses (ListMLE tie breaks)
     dev = resolve_device(cfg['device'])
     loss_fn = LOSSES[cfg['loss']][0]
     model = build_model(train_problems, cfg).to(dev)
@@ -254,7 +258,7 @@ def train(train_problems, val_problems, cfg):
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
 
         if (it + 1) % cfg['eval_interval'] == 0 or it + 1 == cfg['max_iters']:
-            m = val_metrics(model, val_problems, cfg, dev, gen)
+            m = val_metrics(model, val_problems, cfg, dev)
             m['iter'] = it + 1
             log['val'].append(m)
             v = m[metric]
