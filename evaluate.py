@@ -12,6 +12,7 @@ Best-of-N, votes and temperatures are chosen on nothing from the test split exce
 of {train_dir} (train.py's split_problems, same val_frac / val_seed as training).
 """
 import glob
+import hashlib
 import json
 import os
 import re
@@ -21,7 +22,8 @@ import numpy as np
 import torch
 
 from configurator import configure, knobs
-from baselines import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, group_confidences, has_confidences
+from baselines import (CHEAP_SCORERS, DEEPCONF_SCORERS, PRM_7B_ARCH, cheap_scores, deepconf_scores, group_confidences,
+                       has_confidences, prm_flops, prm_tokens_estimate)
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from model import (PRUNE_RULES, VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
                    load_split, problem_files, prune_now, reads, resolve_device, score_prefixes, score_problems, top_mask,
@@ -234,25 +236,40 @@ def _slug(path):
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
 
 
+def split_stamp(split_dir):
+    """What a split's scores depend on besides the checkpoint, as a hash: its config.json and each problem
+    file's name, size and mtime (a re-extraction with the same problem keys changes them)."""
+    h = hashlib.sha256()
+    if os.path.exists(os.path.join(split_dir, 'config.json')):
+        with open(os.path.join(split_dir, 'config.json'), 'rb') as f:
+            h.update(f.read())
+    for path in problem_files(split_dir):
+        st = os.stat(path)
+        h.update(f'{os.path.basename(path)} {st.st_size} {st.st_mtime_ns}\n'.encode())
+    return h.hexdigest()
+
+
 def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
     """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
-    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file is unchanged.
-    prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
+    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file and the split's files
+    (split_stamp) are unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of
+    arrays per problem), {run}.prefixes.json."""
     path = os.path.join(cache_dir, _slug(split_dir), _slug(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
-    stamp = os.path.getmtime(ckpt_path)
+    stamp, split = os.path.getmtime(ckpt_path), split_stamp(split_dir)
     conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
     if os.path.exists(path):
         with open(path) as f:
             c = json.load(f)
-        if c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and all(p['key'] in c['scores'] for p in problems):
+        if (c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and c.get('split') == split
+                and all(p['key'] in c['scores'] for p in problems)):
             return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
     t0 = time.perf_counter()
     scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
     spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
     dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
-    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'seconds_per_candidate': spc, 'device': dev,
-                       'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
-                                  for p, s in zip(problems, scores)}}, path)
+    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'split': split, 'seconds_per_candidate': spc,
+                       'device': dev, 'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
+                                                 for p, s in zip(problems, scores)}}, path)
     return scores, spc, dev
 
 
@@ -555,9 +572,11 @@ def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
     return rows, val_acc
 
 
-def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
-    """PRM rows from the per-step probabilities baselines.py cached, its cost row (nominal 7.6B
-    parameters when it was not run) and a note when the cache is incomplete."""
+def prm_rows(eval_dir, problems, pool, ns, n, how):
+    """PRM rows from the per-step probabilities baselines.py cached, its cost row and a note when the
+    cache is incomplete. Cost: FLOPs of one forward over each candidate's whole PRM input (system prompt,
+    question, steps), attention included, as the verifiers' are counted; with the input lengths and
+    architecture the cache holds, else estimated (Qwen2.5-Math-PRM-7B's figures when it was not run)."""
     path, prm, rows, note = os.path.join(eval_dir, 'prm_scores.json'), None, [], None
     if os.path.exists(path):
         with open(path) as f:
@@ -573,9 +592,18 @@ def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
         name = f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)"
         rows = [make_row(name, 'prm', [mt], params=prm.get('n_params')),
                 make_row(f'{name} + weighted vote', 'prm_vote', [per_problem_run(mt['per_problem']['vote_at'], n=n)])]
-    params = (prm or {}).get('n_params') or 7.6e9
-    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)', 'params': params,
-            'input': f'T text tokens (mean {t_mean:.0f})', 'flops': 2 * params * t_mean,
+    arch, tokens = (prm or {}).get('arch') or PRM_7B_ARCH, (prm or {}).get('tokens') or {}
+    exact = 'arch' in (prm or {}) and all(len(tokens.get(p['key'], [])) == len(p['candidates']) for p in problems)
+    if exact:
+        L = [x for p in problems for x in tokens[p['key']]]
+    else:
+        cands = [c for p in problems for c in p['candidates']]
+        tpc = sum(len(c['token_ids']) for c in cands) / max(1, sum(len(c['text']) for c in cands))
+        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems for c in p['candidates']]
+    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
+            'params': (prm or {}).get('n_params') or arch['n_params'],
+            'input': f"L tokens: system prompt + question + steps (mean {np.mean(L):.0f}{'' if exact else ', estimated'})",
+            'flops': float(np.mean([prm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
             'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
     return rows, cost, note
@@ -1027,8 +1055,7 @@ def run(cfg):
     else:
         notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they were "
                      "stored); fix: re-extract with the current extract.py.")
-    t_mean = float(np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]))
-    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'], t_mean)
+    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
     # ckpts entries may be globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt' (N-scaling)
     paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
