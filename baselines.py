@@ -180,6 +180,42 @@ def prm_text(tokenizer, question, completion):
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
 
 
+def prm_input_ids(tokenizer, question, texts):
+    """The PRM's input token ids for each completion in texts (system prompt, question, steps)."""
+    return [tokenizer(prm_text(tokenizer, question, t), add_special_tokens=False)['input_ids'] for t in texts]
+
+
+# PRM cost, counted as model.py counts the verifiers' FLOPs (2 per multiply-add of every matmul, attention
+# included; embedding lookups, norms, softmax and the rotary outer product count 0): one forward over its
+# whole input of L tokens (system prompt, question, steps) is 2 L W + 4 L^2 d_attn per layer, W = the weights
+# of every nn.Linear (attention, MLP, score head), d_attn = heads x head dim; the causal mask does not halve
+# it (torch's FLOP counter counts the full L x L products, as for HSRM's encoder). Qwen2.5-Math-PRM-7B from
+# its config.json (hidden 3584, FFN 18944, 28 layers, 28 heads of 128 with 4 KV heads, vocab 152064, score
+# head 3584 -> 3584 -> 2; no LM head): the nominal figures when it has not run here.
+PRM_7B_ARCH = {'linear_params': 6_538_140_672, 'n_layer': 28, 'd_attn': 3584, 'n_params': 7_083_474_946}
+
+
+def prm_arch(model):
+    """PRM_7B_ARCH's figures of a loaded PRM."""
+    cfg = model.config
+    head_dim = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
+    return {'linear_params': sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)),
+            'n_layer': cfg.num_hidden_layers, 'd_attn': cfg.num_attention_heads * head_dim,
+            'n_params': sum(p.numel() for p in model.parameters())}
+
+
+def prm_flops(arch, n_tokens):
+    """Forward FLOPs of the PRM (arch: PRM_7B_ARCH's keys) on one input of n_tokens tokens."""
+    return 2 * n_tokens * arch['linear_params'] + 4 * arch['n_layer'] * n_tokens ** 2 * arch['d_attn']
+
+
+def prm_tokens_estimate(question, completion, n_tokens, tokens_per_char):
+    """PRM input tokens without its tokenizer: the completion's n_tokens (generator tokens), the system
+    prompt and question at tokens_per_char, one separator per step and 15 ChatML tokens (3 turns of
+    <|im_start|> role \\n ... <|im_end|> \\n)."""
+    return n_tokens + round(tokens_per_char * len(PRM_SYSTEM + question)) + len(split_steps(completion)) + 15
+
+
 def load_prm(name, dtype='bfloat16', device='cpu'):
     """(model, tokenizer). The hub PRM is a Qwen2ForProcessRewardModel behind trust_remote_code (its
     config's auto_map); a local token-classification checkpoint with a 2-class head (no auto_map)
@@ -203,7 +239,7 @@ def prm_step_probs(model, tokenizer, question, texts, batch_size=8, device='cpu'
     Right padding with an attention mask: a causal model's real positions never see the pads."""
     sep = tokenizer.convert_tokens_to_ids(PRM_SEP)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = [tokenizer(prm_text(tokenizer, question, t), add_special_tokens=False)['input_ids'] for t in texts]
+    ids = prm_input_ids(tokenizer, question, texts)
     out = [None] * len(ids)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
     for b in range(0, len(order), batch_size):
@@ -233,8 +269,9 @@ def prm_reduce(step_probs, how='last'):
 
 def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', device='cpu', save_every=16):
     """Score every candidate of problems with the PRM, resumably: per-step probabilities go to
-    cache_path ({'model', 'steps': {problem key: [[p per step] per candidate]}}), rewritten
-    atomically every save_every problems. Returns the cache dict."""
+    cache_path ({'model', 'steps': {problem key: [[p per step] per candidate]}, 'tokens': {problem key:
+    [input tokens per candidate]}, 'arch': prm_arch}), rewritten atomically every save_every problems.
+    Returns the cache dict."""
     from tqdm import tqdm
     cache = {'version': 1, 'model': prm_model, 'steps': {}}
     if os.path.exists(cache_path):
@@ -247,11 +284,12 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
     if not todo:
         return cache
     model, tokenizer = load_prm(prm_model, dtype, device)
-    cache['n_params'], cache['device'] = sum(p.numel() for p in model.parameters()), str(device)
+    cache['n_params'], cache['arch'], cache['device'] = sum(p.numel() for p in model.parameters()), prm_arch(model), str(device)
     t0, n = time.time(), 0
     for i, p in enumerate(tqdm(todo, desc='prm')):
-        cache['steps'][p['key']] = prm_step_probs(model, tokenizer, p['question'],
-                                                  [c['text'] for c in p['candidates']], batch_size, device)
+        texts = [c['text'] for c in p['candidates']]
+        cache['steps'][p['key']] = prm_step_probs(model, tokenizer, p['question'], texts, batch_size, device)
+        cache.setdefault('tokens', {})[p['key']] = [len(x) for x in prm_input_ids(tokenizer, p['question'], texts)]
         n += len(p['candidates'])
         if (i + 1) % save_every == 0 or i + 1 == len(todo):
             cache['seconds_per_candidate'] = (time.time() - t0) / n

@@ -12,6 +12,7 @@ Best-of-N, votes and temperatures are chosen on nothing from the test split exce
 of {train_dir} (train.py's split_problems, same val_frac / val_seed as training).
 """
 import glob
+import hashlib
 import json
 import os
 import re
@@ -21,7 +22,8 @@ import numpy as np
 import torch
 
 from configurator import configure, knobs
-from baselines import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, group_confidences, has_confidences
+from baselines import (CHEAP_SCORERS, DEEPCONF_SCORERS, PRM_7B_ARCH, cheap_scores, deepconf_scores, group_confidences,
+                       has_confidences, prm_flops, prm_tokens_estimate)
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from model import (PRUNE_RULES, VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
                    load_split, problem_files, prune_now, reads, resolve_device, score_prefixes, score_problems, top_mask,
@@ -37,6 +39,9 @@ n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
 n_subsets = 100             # random N-subsets per problem when the pool holds more than N
 subset_seed = 0             # seed of those subsets (the same subsets for every method)
+n_boot = 2000               # bootstrap draws behind every 95% interval: problems resampled with replacement, the same
+                            # draws for every method (so differences are paired); learned verifiers also resample seeds
+boot_seed = 0               # seed of those draws
 vote_temps = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0]  # weighted-vote temperature grid (chosen on validation)
 val_frac = 0.2              # validation split of train_dir: as train.py's (same meaning, same defaults)
 val_seed = 42
@@ -165,10 +170,17 @@ def oracle_sub(labels, sub):
     return float(labels[sub].max(1).mean())
 
 
+def problem_aurocs(score_lists, pool):
+    """Within-problem AUROC per problem [P] (stopped candidates are unlabelled: left out); NaN where the
+    pool is all right or all wrong."""
+    a = [within_auroc(s[~q['stopped']], q['labels'][~q['stopped']]) for s, q in zip(score_lists, pool)]
+    return np.array([np.nan if x is None else x for x in a], dtype=np.float64)
+
+
 def mean_auroc(score_lists, pool):
-    a = [within_auroc(s[~q['stopped']], q['labels'][~q['stopped']]) for s, q in zip(score_lists, pool)]  # stopped: unlabelled
-    a = [x for x in a if x is not None]
-    return float(np.mean(a)) if a else float('nan'), len(a)
+    a = problem_aurocs(score_lists, pool)
+    a = a[~np.isnan(a)]
+    return float(a.mean()) if len(a) else float('nan'), len(a)
 
 
 def check_scores(score_lists, pool, where):
@@ -182,17 +194,31 @@ def check_scores(score_lists, pool, where):
     return out
 
 
-def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores'):
+def per_problem_run(acc_at, auroc=None, n=None, **extra):
+    """A run's metrics from its per-problem values (acc_at {n: [P]}, auroc [P] with NaN where undefined):
+    their means (acc = acc_at[n]), with the values kept under 'per_problem' for the intervals."""
+    m = {'acc_at': {k: float(np.mean(v)) for k, v in acc_at.items()}, **extra,
+         'per_problem': {'acc_at': acc_at, 'auroc': auroc}}
+    if n is not None:
+        m['acc'] = m['acc_at'][n]
+    if auroc is not None:
+        ok = auroc[~np.isnan(auroc)]
+        m['auroc'], m['n_auroc_problems'] = (float(ok.mean()) if len(ok) else float('nan')), len(ok)
+    return m
+
+
+def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores', n=None):
     """Best-of-n for n in ns, mean within-problem AUROC over the full pool, and (vote=True) the
-    verifier-weighted vote at each n with temperature temp. where: the scorer, named in errors."""
+    verifier-weighted vote at each n with temperature temp ('vote_at', per problem under
+    'per_problem'). where: the scorer, named in errors; n: the headline n ('acc')."""
     score_lists = check_scores(score_lists, pool, where)
-    auroc, n_auc = mean_auroc(score_lists, pool)
-    m = {'acc_at': {n: float(np.mean([best_of_n_sub(s, q['labels'], q['subsets'][n], q['stopped'])
-                                      for s, q in zip(score_lists, pool)])) for n in ns},
-         'auroc': auroc, 'n_auroc_problems': n_auc}
+    acc = {k: np.array([best_of_n_sub(s, q['labels'], q['subsets'][k], q['stopped']) for s, q in zip(score_lists, pool)])
+           for k in ns}
+    m = per_problem_run(acc, problem_aurocs(score_lists, pool), n)
     if vote:
-        m['vote_at'] = {n: float(np.mean([vote_sub(q['groups'], q['labels'], q['subsets'][n], s, temp)
-                                          for s, q in zip(score_lists, pool)])) for n in ns}
+        m['per_problem']['vote_at'] = {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k], s, temp)
+                                                    for s, q in zip(score_lists, pool)]) for k in ns}
+        m['vote_at'] = {k: float(v.mean()) for k, v in m['per_problem']['vote_at'].items()}
     return m
 
 
@@ -210,25 +236,40 @@ def _slug(path):
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
 
 
+def split_stamp(split_dir):
+    """What a split's scores depend on besides the checkpoint, as a hash: its config.json and each problem
+    file's name, size and mtime (a re-extraction with the same problem keys changes them)."""
+    h = hashlib.sha256()
+    if os.path.exists(os.path.join(split_dir, 'config.json')):
+        with open(os.path.join(split_dir, 'config.json'), 'rb') as f:
+            h.update(f.read())
+    for path in problem_files(split_dir):
+        st = os.stat(path)
+        h.update(f'{os.path.basename(path)} {st.st_size} {st.st_mtime_ns}\n'.encode())
+    return h.hexdigest()
+
+
 def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
     """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
-    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file is unchanged.
-    prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
+    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file and the split's files
+    (split_stamp) are unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of
+    arrays per problem), {run}.prefixes.json."""
     path = os.path.join(cache_dir, _slug(split_dir), _slug(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
-    stamp = os.path.getmtime(ckpt_path)
+    stamp, split = os.path.getmtime(ckpt_path), split_stamp(split_dir)
     conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
     if os.path.exists(path):
         with open(path) as f:
             c = json.load(f)
-        if c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and all(p['key'] in c['scores'] for p in problems):
+        if (c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and c.get('split') == split
+                and all(p['key'] in c['scores'] for p in problems)):
             return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
     t0 = time.perf_counter()
     scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
     spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
     dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
-    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'seconds_per_candidate': spc, 'device': dev,
-                       'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
-                                  for p, s in zip(problems, scores)}}, path)
+    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'split': split, 'seconds_per_candidate': spc,
+                       'device': dev, 'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
+                                                 for p, s in zip(problems, scores)}}, path)
     return scores, spc, dev
 
 
@@ -252,14 +293,85 @@ def mean_std(values):
 
 
 def make_row(method, kind, runs, params=None, **extra):
-    """A table row from per-run metric dicts (one per seed): mean and std of each metric."""
+    """A table row from per-run metric dicts (one per seed): mean and std of each metric, and the runs'
+    per-problem values stacked [runs, P] under 'per_problem' (for the intervals)."""
+    pp = [r.get('per_problem') for r in runs]
     row = {'method': method, 'type': kind, 'n_runs': len(runs), 'params': params, 'runs': runs, **extra}
     row['acc'], row['acc_std'] = mean_std([r['acc'] for r in runs])
     row['auroc'], row['auroc_std'] = mean_std([r.get('auroc') for r in runs])
     ns = sorted({n for r in runs for n in r.get('acc_at', {})})
     row['acc_at'] = {n: mean_std([r['acc_at'][n] for r in runs])[0] for n in ns}
     row['acc_at_std'] = {n: mean_std([r['acc_at'][n] for r in runs])[1] for n in ns}
+    if all(pp):
+        row['per_problem'] = {'acc_at': {n: np.stack([p['acc_at'][n] for p in pp]) for n in ns},
+                              'auroc': np.stack([p['auroc'] for p in pp]) if all(p['auroc'] is not None for p in pp) else None}
     return row
+
+
+# -----------------------------------------------------------------------------
+# 95% intervals: a paired bootstrap over problems (rows of several runs also resample their seeds)
+
+REFS = {'majority': 'vote', 'best_cheap_val': 'cheap_best_val'}  # differences are taken against these rows (by type)
+
+
+def boot_draws(n_problems, n_boot, seed):
+    """[n_boot, P] problem indices drawn with replacement; the same draws serve every method (paired)."""
+    return np.random.default_rng([seed, n_problems]).integers(0, n_problems, (n_boot, n_problems))
+
+
+def boot_means(values, idx, seed):
+    """Bootstrap distribution [B] of the mean of per-problem values [R, P] of R runs (seeds): draw b
+    averages the problems idx[b] over R runs drawn with replacement (R > 1; run draws seeded by (seed,
+    R), so equal values give an equal distribution). NaN = no value for that problem (the AUROC of an
+    all-right or all-wrong pool): left out of the mean."""
+    v = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    R, ok = len(v), ~np.isnan(v)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        if R > 1:
+            runs = np.random.default_rng([seed, R]).integers(0, R, (len(idx), R))
+            w = (runs[:, :, None] == np.arange(R)).sum(1).astype(np.float64)  # [B, R] times each run was drawn
+            x = np.take_along_axis((w @ np.where(ok, v, 0.0)) / (w @ ok), idx, 1)
+        else:
+            x = v[0][idx]
+        ok = ~np.isnan(x)
+        return np.where(ok, x, 0.0).sum(1) / ok.sum(1)
+
+
+def ci(boot):
+    """95% percentile interval [lo, hi] of a bootstrap distribution; None without a finite draw."""
+    b = np.asarray(boot)[np.isfinite(boot)]
+    return [float(x) for x in np.percentile(b, [2.5, 97.5])] if len(b) else None
+
+
+def add_intervals(rows, n, n_boot, seed):
+    """Every row with per-problem values gets acc_ci (best-of-n), acc_ci_at {k: ...} (every N), auroc_ci,
+    and under 'vs' its paired difference against each REFS row present: {ref: {'acc', 'acc_ci', 'auroc',
+    'auroc_ci'}} (observed difference, and the interval of the differences over the same draws)."""
+    rows = [r for r in rows if r.get('per_problem')]
+    if not rows:
+        return
+    idx = boot_draws(rows[0]['per_problem']['acc_at'][n].shape[1], n_boot, seed)
+    b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
+                 'auroc': None if r['per_problem']['auroc'] is None else boot_means(r['per_problem']['auroc'], idx, seed)}
+         for r in rows}
+    refs = {name: next((r for r in rows if r['type'] == t), None) for name, t in REFS.items()}
+    for r in rows:
+        br = b[id(r)]
+        r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
+        r['auroc_ci'], r['vs'] = None if br['auroc'] is None else ci(br['auroc']), {}
+        for name, ref in refs.items():
+            if ref is not None:
+                bf = b[id(ref)]
+                r['vs'][name] = {'acc': r['acc'] - ref['acc'], 'acc_ci': ci(br['acc_at'][n] - bf['acc_at'][n])}
+                if br['auroc'] is not None and bf['auroc'] is not None:
+                    r['vs'][name] |= {'auroc': r['auroc'] - ref['auroc'], 'auroc_ci': ci(br['auroc'] - bf['auroc'])}
+
+
+def for_json(obj):
+    """obj without its 'per_problem' entries (numpy arrays, used for the intervals only)."""
+    if isinstance(obj, dict):
+        return {k: for_json(v) for k, v in obj.items() if k != 'per_problem'}
+    return [for_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
 
 
 # -----------------------------------------------------------------------------
@@ -271,6 +383,24 @@ def _fmt(v, sd, pct):
         return '–'
     s = f'{100 * v:.2f}' if pct else f'{v:.3f}'
     return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
+
+
+def _ci(v, interval, pct, diff=False):
+    """'44.0 [38.2, 49.8]' (pct: points, 1 decimal; else 3 decimals); diff: signed, and bold where the
+    interval excludes zero."""
+    if v is None or np.isnan(v):
+        return '–'
+    f = (lambda x: f"{100 * x:{'+' if diff else ''}.1f}") if pct else (lambda x: f"{x:{'+' if diff else ''}.3f}")
+    s = f(v) + (f' [{f(interval[0])}, {f(interval[1])}]' if interval else '')
+    return f'**{s}**' if diff and interval and (interval[0] > 0 or interval[1] < 0) else s
+
+
+def _vs(r, ref, key, pct):
+    """A row's difference against reference row ref ('ref.' on the reference itself, '–' without one)."""
+    if r['type'] == REFS[ref]:
+        return 'ref.'
+    d = r.get('vs', {}).get(ref, {})
+    return _ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
 
 
 def _num(x, unit='', giga='G'):
@@ -287,11 +417,13 @@ def render_markdown(res):
     out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
            f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
            + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer'] else '') + '.',
-           '', f'| Method | Params | Bo{n} Acc. (%) | Within-AUROC |', '|---|---:|---:|---:|']
+           '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) '
+           f'| Within-AUROC [95% CI] | Δ AUROC vs best cheap on val |', '|---|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
-        out.append(f"| {r['method']}{seeds} | {_num(r['params'], giga='B')} | {_fmt(r['acc'], r['acc_std'], True)} "
-                   f"| {_fmt(r.get('auroc'), r.get('auroc_std'), False)} |")
+        out.append(f"| {r['method']}{seeds} | {_num(r['params'], giga='B')} | {_ci(r['acc'], r.get('acc_ci'), True)} "
+                   f"| {_vs(r, 'majority', 'acc', True)} | {_vs(r, 'best_cheap_val', 'acc', True)} "
+                   f"| {_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {_vs(r, 'best_cheap_val', 'auroc', False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
     ns = res['ns']
     if len(ns) > 1:
@@ -308,16 +440,17 @@ def render_markdown(res):
     if pr and pr['rows']:
         tol = 100 * res['config']['prune_tolerance']
         out += ['', f"### Online pruning (simulated on the evaluation pools, best-of-{n})", '',
-                f'| Method | Threshold | Bo{n} Acc. (%) | Δ Bo{n} (pts) | Vote Acc. (%) | Tokens (% of no pruning) '
+                f'| Method | Threshold | Bo{n} Acc. (%) [95% CI] | Δ Bo{n} vs no pruning (pts) | Vote Acc. (%) [95% CI] '
+                f'| Tokens (% of no pruning) '
                 f'| Tokens at ≤{tol:g} pt loss, test sweep (optimistic, %) |', '|---|---:|---:|---:|---:|---:|---:|']
         for r in pr['rows']:
             th = [x['threshold'] for x in r['runs'] if x.get('threshold') is not None and r['rule'] != 'none']
             ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
                    f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
             seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
-            d = '–' if r['rule'] == 'none' else (f"{100 * r['delta']:+.2f}" + (f" ± {100 * r['delta_std']:.2f}" if r['delta_std'] else ''))
-            out.append(f"| {r['method']}{seeds} | {ths} | {_fmt(r['acc'], r['acc_std'], True)} | {d} | "
-                       f"{_fmt(r['vote'], r['vote_std'], True)} | {_fmt(r['tokens'], r['tokens_std'], True)} | "
+            d = '–' if r['rule'] == 'none' else _ci(r['delta'], r.get('delta_ci'), True, diff=True)
+            out.append(f"| {r['method']}{seeds} | {ths} | {_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
+                       f"{_ci(r['vote'], r.get('vote_ci'), True)} | {_fmt(r['tokens'], r['tokens_std'], True)} | "
                        f"{_fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
         out += [''] + [f'- {t}' for t in pr['notes']]
     out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
@@ -329,54 +462,89 @@ def render_markdown(res):
     return '\n'.join(out) + '\n'
 
 
+def _yerr(vals, intervals):
+    """matplotlib yerr [2, k] in points from values and their [lo, hi] intervals (None: no bars)."""
+    if any(c is None for c in intervals):
+        return None
+    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)], [c[1] - v for v, c in zip(vals, intervals)]]))
+
+
 def make_plots(res, prefix):
-    """{prefix}_bon_vs_n.png and {prefix}_acc_vs_flops.png; a note instead when matplotlib is missing."""
+    """{prefix}_bon_vs_n.png, {prefix}_acc_vs_flops.png and (pruning) {prefix}_prune.png, every accuracy
+    with its 95% interval as an error bar (or band); a note instead when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
         return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
-    files = []
+    files, rows, n = [], res['rows'], res['n_eval']
+
+    def save(fig, name, legend_ax):
+        legend_ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
+        files.append(f'{prefix}_{name}.png')
+        fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend and long labels stay in the frame
+        plt.close(fig)
+
+    def references(axes, refs):
+        """Horizontal lines (point estimate) and bands (95% interval) for rows of reference."""
+        for r in refs:
+            ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
+            for i, ax in enumerate(axes):
+                ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
+                if r.get('acc_ci'):
+                    ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)
+
     if len(res['ns']) > 1:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for r in res['rows']:
-            if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote'):
-                ax.plot(res['ns'], [100 * r['acc_at'][k] for k in res['ns']], marker='o',
-                        label='Oracle pass@N' if r['type'] == 'oracle' else r['method'])
-        ax.set(xscale='log', xlabel='N (candidates)', ylabel='accuracy (%)', title=f"best-of-N, {res['dataset']}")
+        shown = [r for r in rows if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote')]
+        for i, r in enumerate(shown):
+            y = [r['acc_at'][k] for k in res['ns']]
+            x = np.array(res['ns']) * 1.03 ** (i - (len(shown) - 1) / 2)  # side by side on the log axis: bars stay apart
+            ax.errorbar(x, [100 * v for v in y], yerr=_yerr(y, [r.get('acc_ci_at', {}).get(k) for k in res['ns']]),
+                        marker='o', ms=3, lw=1, capsize=2, label='Oracle pass@N' if r['type'] == 'oracle' else r['method'])
+        ax.set(xscale='log', xlabel='N (candidates)', ylabel='accuracy (%), 95% CI',
+               title=f"best-of-N, {res['dataset']}")
         ax.minorticks_off()
         ax.set_xticks(res['ns'], [str(k) for k in res['ns']])
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        files.append(f'{prefix}_bon_vs_n.png')
-        fig.savefig(files[-1], dpi=150)
-        plt.close(fig)
-    pts = [(c['flops'], c['acc'], c['verifier']) for c in res['cost'] if c.get('acc') is not None]
-    if pts:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for f, a, name in pts:
-            ax.scatter(f, 100 * a)
-            ax.annotate(name, (f, 100 * a), fontsize=7)
-        ax.set(xscale='log', xlabel='verifier FLOPs per candidate', ylabel=f"Bo{res['n_eval']} accuracy (%)",
-               title=f"accuracy vs verifier cost, {res['dataset']}")
-        fig.tight_layout()
-        files.append(f'{prefix}_acc_vs_flops.png')
-        fig.savefig(files[-1], dpi=150)
-        plt.close(fig)
+        save(fig, 'bon_vs_n', ax)
+    by_name = {r['method']: r for r in rows}
+    learned = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name]
+    if learned:
+        free = [r for r in rows if r['type'] in ('cheap', 'deepconf')]
+        best = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
+        fig, (a0, a1) = plt.subplots(1, 2, figsize=(9, 4.5), sharey=True, gridspec_kw={'width_ratios': [2, 3]})
+        y = [r['acc'] for r in free]
+        a0.errorbar(range(len(free)), [100 * v for v in y], yerr=_yerr(y, [r.get('acc_ci') for r in free]),
+                    fmt='o', ms=3, capsize=2, color='k')
+        a0.set_xticks(range(len(free)), [r['method'] + (' (chosen on val)' if CHEAP_PRETTY.get(best) == r['method'] else '')
+                                         for r in free], rotation=90, fontsize=6)
+        a0.set(title='free scorers (0 verifier FLOPs)', ylabel=f'Bo{n} accuracy (%), 95% CI', xlim=(-0.7, len(free) - 0.3))
+        for c, r in learned:
+            vote = by_name.get(f"{r['method']} + weighted vote")
+            h = a1.errorbar([c['flops']], [100 * r['acc']], yerr=_yerr([r['acc']], [r.get('acc_ci')]), fmt='o', capsize=3,
+                            label=r['method'])
+            if vote:  # the same verifier's weighted vote: same cost, open marker
+                a1.errorbar([c['flops'] * 1.15], [100 * vote['acc']], yerr=_yerr([vote['acc']], [vote.get('acc_ci')]),
+                            fmt='o', mfc='white', capsize=3, color=h[0].get_color(), label=vote['method'])
+        a1.set(xscale='log', xlabel='verifier FLOPs per candidate', title=f"learned verifiers, {res['dataset']}")
+        a1.margins(x=0.3)
+        references((a0, a1), [r for r in rows if r['type'] in ('single', 'vote', 'oracle')])
+        save(fig, 'acc_vs_flops', a1)
     pr = res.get('prune')
     if pr and pr['curves']:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, key, what in ((axes[0], 'acc', f"best-of-{res['n_eval']}"), (axes[1], 'vote', 'weighted vote')):
+        for ax, key, what in ((axes[0], 'acc', f'best-of-{n}'), (axes[1], 'vote', 'weighted vote')):
             for name, curve in pr['curves'].items():
-                ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', label=name)
+                ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
+            for r in pr['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
+                ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=_yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+                            color='k', ms=4, elinewidth=0.8, capsize=2,
+                            label='chosen threshold / no pruning, 95% CI' if r is pr['rows'][0] else None)
+            references([ax], pr['refs'])
             ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
                    title=f"online pruning (simulated), {res['dataset']}")
-        axes[0].legend(fontsize=6)
-        fig.tight_layout()
-        files.append(f'{prefix}_prune.png')
-        fig.savefig(files[-1], dpi=150)
-        plt.close(fig)
+        save(fig, 'prune', axes[1])
     return [f'plot: {f}' for f in files]
 
 
@@ -386,14 +554,13 @@ def make_plots(res, prefix):
 
 def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
     """Single-pass, majority vote, every cheap scorer and the best cheap scorer (validation / test)."""
-    single = float(np.mean([q['labels'].mean() for q in pool]))
-    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [{'acc': single, 'acc_at': {k: single for k in ns}}])]
-    maj = {k: float(np.mean([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
-    rows.append(make_row('Majority vote (extracted answers)', 'vote', [{'acc': maj[n], 'acc_at': maj}]))
+    single = np.array([q['labels'].mean() for q in pool])
+    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [per_problem_run({k: single for k in ns}, n=n)])]
+    maj = {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
+    rows.append(make_row('Majority vote (extracted answers)', 'vote', [per_problem_run(maj, n=n)]))
     cheap, val_acc = {}, {}
     for name in CHEAP_SCORERS:
-        mt = scored_metrics(cheap_scores(problems, name), pool, ns, where=f'cheap scorer {name}')
-        cheap[name] = {'acc': mt['acc_at'][n], **mt}
+        cheap[name] = scored_metrics(cheap_scores(problems, name), pool, ns, where=f'cheap scorer {name}', n=n)
         rows.append(make_row(CHEAP_PRETTY[name], 'cheap', [cheap[name]]))
     if val_pool is not None:
         val_acc = {k: scored_metrics(cheap_scores(val_problems, k), val_pool, [vn], where=f'cheap scorer {k} (validation)')
@@ -405,9 +572,11 @@ def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
     return rows, val_acc
 
 
-def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
-    """PRM rows from the per-step probabilities baselines.py cached, its cost row (nominal 7.6B
-    parameters when it was not run) and a note when the cache is incomplete."""
+def prm_rows(eval_dir, problems, pool, ns, n, how):
+    """PRM rows from the per-step probabilities baselines.py cached, its cost row and a note when the
+    cache is incomplete. Cost: FLOPs of one forward over each candidate's whole PRM input (system prompt,
+    question, steps), attention included, as the verifiers' are counted; with the input lengths and
+    architecture the cache holds, else estimated (Qwen2.5-Math-PRM-7B's figures when it was not run)."""
     path, prm, rows, note = os.path.join(eval_dir, 'prm_scores.json'), None, [], None
     if os.path.exists(path):
         with open(path) as f:
@@ -419,13 +588,22 @@ def prm_rows(eval_dir, problems, pool, ns, n, how, t_mean):
             prm = None
     if prm:
         sc = [np.array([reduce_steps(st, how) for st in prm['steps'][p['key']]]) for p in problems]
-        mt = scored_metrics(sc, pool, ns, None, vote=True, where=path)
+        mt = scored_metrics(sc, pool, ns, None, vote=True, where=path, n=n)
         name = f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)"
-        rows = [make_row(name, 'prm', [{'acc': mt['acc_at'][n], **mt}], params=prm.get('n_params')),
-                make_row(f'{name} + weighted vote', 'prm_vote', [{'acc': mt['vote_at'][n], 'acc_at': mt['vote_at']}])]
-    params = (prm or {}).get('n_params') or 7.6e9
-    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)', 'params': params,
-            'input': f'T text tokens (mean {t_mean:.0f})', 'flops': 2 * params * t_mean,
+        rows = [make_row(name, 'prm', [mt], params=prm.get('n_params')),
+                make_row(f'{name} + weighted vote', 'prm_vote', [per_problem_run(mt['per_problem']['vote_at'], n=n)])]
+    arch, tokens = (prm or {}).get('arch') or PRM_7B_ARCH, (prm or {}).get('tokens') or {}
+    exact = 'arch' in (prm or {}) and all(len(tokens.get(p['key'], [])) == len(p['candidates']) for p in problems)
+    if exact:
+        L = [x for p in problems for x in tokens[p['key']]]
+    else:
+        cands = [c for p in problems for c in p['candidates']]
+        tpc = sum(len(c['token_ids']) for c in cands) / max(1, sum(len(c['text']) for c in cands))
+        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems for c in p['candidates']]
+    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
+            'params': (prm or {}).get('n_params') or arch['n_params'],
+            'input': f"L tokens: system prompt + question + steps (mean {np.mean(L):.0f}{'' if exact else ', estimated'})",
+            'flops': float(np.mean([prm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
             'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
     return rows, cost, note
@@ -458,16 +636,16 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
                 vs = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
                 temp = choose_temp(vs, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
             voted = temp is not None
-            mt = scored_metrics(sc, pool, ns, temp, vote=voted, where=f'{path} on {eval_dir}')
+            mt = scored_metrics(sc, pool, ns, temp, vote=voted, where=f'{path} on {eval_dir}', n=n)
             lengths = [input_lengths(c, model.spec) for p in problems for c in p['candidates']]
-            runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'acc': mt['acc_at'][n],
-                         'temp': temp, 'seconds_per_candidate': spc, 'device': where, **mt,
+            runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'temp': temp,
+                         'seconds_per_candidate': spc, 'device': where, **mt,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
         label, kind = PRETTY.get(g, g), arch[0]
         rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind))
         if voted:
             rows.append(make_row(f'{label} + weighted vote', 'verifier_vote',
-                                 [{'acc': r['vote_at'][n], 'acc_at': r['vote_at']} for r in runs], group=g))
+                                 [per_problem_run(r['per_problem']['vote_at'], n=n) for r in runs], group=g))
         # what the last checkpoint of the group actually read (the runs of a group share the input spec)
         spec, inputs = model.spec, []
         if reads(kind, 'states'):
@@ -517,15 +695,15 @@ def deepconf_rows(problems, pool, ns, n, cfg):
               'deepconf_lowest': f'lowest group (window {w})'}
     rows = []
     for k, sc in conf.items():
-        mt = scored_metrics(sc, pool, ns, where=f'DeepConf {k}')
-        rows.append(make_row(f'DeepConf {pretty[k]} confidence', 'deepconf', [{'acc': mt['acc_at'][n], **mt}]))
+        mt = scored_metrics(sc, pool, ns, where=f'DeepConf {k}', n=n)
+        rows.append(make_row(f'DeepConf {pretty[k]} confidence', 'deepconf', [mt]))
     votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
                                           for e in cfg['deepconf_etas']]
     for k, eta in votes:
-        v = {m: float(np.mean([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
-                               for c, q in zip(conf[k], pool)])) for m in ns}
+        v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
+                          for c, q in zip(conf[k], pool)]) for m in ns}
         name = f'DeepConf vote, {pretty[k]}' + ('' if eta == 1.0 else f', top {100 * eta:g}%')
-        rows.append(make_row(name, 'deepconf_vote', [{'acc': v[n], 'acc_at': v}], eta=eta, scorer=k))
+        rows.append(make_row(name, 'deepconf_vote', [per_problem_run(v, n=n)], eta=eta, scorer=k))
     return rows
 
 
@@ -582,15 +760,24 @@ def kept_metrics(kept, sel, labels, groups, weights, temp):
     return best_of_n_sub(sel, labels, sub), vote_sub(groups, labels, sub, weights, temp)
 
 
-def prune_curve(sims, thresholds):
-    """sims(threshold) -> per pool (kept, tokens, full tokens, bon, vote): the curve over thresholds,
-    each point {'threshold', 'acc', 'vote', 'tokens' (fraction of no pruning)}."""
+def prune_curve(sims, thresholds, pid=None):
+    """sims(threshold) -> per pool (tokens, full tokens, bon, vote): the curve over thresholds, each
+    point {'threshold', 'acc', 'vote', 'tokens' (fraction of no pruning)}; with pid (each pool's problem,
+    pool_problems), also the per-problem best-of-N and vote [P] under 'per_problem', for the intervals."""
     out = []
     for th in thresholds:
         r = np.array(sims(th), dtype=np.float64)  # [pools, 4]: tokens, full, bon, vote
         out.append({'threshold': float(th), 'tokens': float(r[:, 0].sum() / max(r[:, 1].sum(), 1)),
                     'acc': float(r[:, 2].mean()), 'vote': float(r[:, 3].mean())})
+        if pid is not None:
+            cnt = np.bincount(pid)
+            out[-1]['per_problem'] = {'acc': np.bincount(pid, r[:, 2]) / cnt, 'vote': np.bincount(pid, r[:, 3]) / cnt}
     return out
+
+
+def pool_problems(pool, n, k):
+    """The problem of each simulated pool, in pool_sims' order (its first k N-subsets)."""
+    return np.array([i for i, q in enumerate(pool) for _ in q['subsets'][n][:k]])
 
 
 def pool_sims(problems, pool, n, k, replay, sel, temp):
@@ -717,7 +904,19 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
         for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
             r[key], r[key + '_std'] = mean_std([x.get(key) for x in runs])
+        r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
         return r
+
+    def point(pt, base, **extra):
+        """A run's entry at curve point pt, with its difference from the same scorer's no-pruning point base."""
+        return {**pt, 'delta': pt['acc'] - base['acc'], **extra,
+                'per_problem': {**pt['per_problem'], 'delta': pt['per_problem']['acc'] - base['per_problem']['acc']}}
+
+    pid, subs = pool_problems(pool, n, k), [q['subsets'][n][:k] for q in pool]
+    maj = np.array([vote_sub(q['groups'], q['labels'], s) for q, s in zip(pool, subs)])
+    orc = np.array([oracle_sub(q['labels'], s) for q, s in zip(pool, subs)])
+    out['refs'] = [{'method': name, 'type': t, 'acc': float(v.mean()), 'per_problem': {'acc': v}}  # on the same pools
+                   for name, t, v in (('Majority vote', 'vote', maj), (f'Oracle pass@{n}', 'oracle', orc))]
 
     groups = {}
     for path in paths:
@@ -740,19 +939,17 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             vpre = cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
-            base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf])[0]
-            runs['none'].append({'ckpt': path, 'acc': base['acc'], 'vote': base['vote'], 'tokens': 1.0, 'delta': 0.0,
-                                 'prefix_auroc': prefix_auroc(pre, pool)})
+            base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
+            runs['none'].append(point(base, base, ckpt=path, tokens=1.0, prefix_auroc=prefix_auroc(pre, pool)))
             for rule in cfg['prune_rules']:
                 vals = np.concatenate([x for pp in vpre for x in pp]) if rule == 'global' else margins(vpre)
                 grid = threshold_grid(vals, rule, cfg['prune_grid'])
                 vcurve = prune_curve(verifier_sims(vp, vpool, vn, k, vpre, rule, temp), grid)
                 th = choose_threshold(vcurve, tol)
-                curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid)
+                curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid, pid)
                 pt = next(c for c in curve if c['threshold'] == th)
-                runs[rule].append({'ckpt': path, 'threshold': th, 'acc': pt['acc'], 'vote': pt['vote'],
-                                   'tokens': pt['tokens'], 'delta': pt['acc'] - base['acc'],
-                                   'tokens_tol_test': at_tolerance(curve, tol), 'val_curve': vcurve, 'curve': curve})
+                runs[rule].append(point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
+                                        curve=curve))
         label = PRETTY.get(g, g)
         if runs['none']:
             au = [mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
@@ -769,17 +966,17 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         out['notes'].append("DeepConf rows left out: the candidates have no 'confidences'; fix: re-extract with the "
                             "current extract.py")
         return out
-    base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf])[0]
-    out['rows'].append(row(f'DeepConf (lowest group, window {w}), no pruning', [{**base, 'delta': 0.0}], rule='none'))
+    base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf], pid)[0]
+    out['rows'].append(row(f'DeepConf (lowest group, window {w}), no pruning', [point(base, base)], rule='none'))
     online = deepconf_sims(problems, pool, n, k, cfg, wu)
     etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
-    curve = [{**base, 'threshold': None}] + prune_curve(online, etas)  # no pruning first, then eta from lenient to strict
+    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to strict
     for eta in cfg['deepconf_etas']:
         pt = next(c for c in curve if c['threshold'] == eta)
         name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
-        out['rows'].append(row(f'{name} (eta {eta:g}, warm-up {wu})', [{**pt, 'delta': pt['acc'] - base['acc'],
-                                                                        'tokens_tol_test': at_tolerance(curve, tol)}],
-                               rule='deepconf_online', threshold=eta))
+        out['rows'].append(row(f'{name} (eta {eta:g}, warm-up {wu})',
+                               [point(pt, base, tokens_tol_test=at_tolerance(curve, tol))], rule='deepconf_online',
+                               threshold=eta))
     out['curves'][f'DeepConf online (warm-up {wu}, eta swept)'] = curve
     val = calib or val_split(cfg['val_frac'], cfg['val_seed'])
     if val is not None and has_confidences(val[0]):
@@ -788,11 +985,12 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         lows = np.concatenate(lowest_groups(vp, w)[1])
         grid = threshold_grid(lows[np.isfinite(lows)], 'deepconf', cfg['prune_grid'])
         th = choose_threshold(prune_curve(vsims, grid), tol)
-        curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid)
+        curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid, pid)
         pt = next(c for c in curve if c['threshold'] == th)
         where = 'the calibration split' if calib else 'validation'
-        out['rows'].append(row(f'DeepConf, global threshold chosen on {where}', [{**pt, 'delta': pt['acc'] - base['acc'],
-                               'tokens_tol_test': at_tolerance(curve, tol)}], rule='deepconf_global', threshold=th))
+        out['rows'].append(row(f'DeepConf, global threshold chosen on {where}',
+                               [point(pt, base, tokens_tol_test=at_tolerance(curve, tol))], rule='deepconf_global',
+                               threshold=th))
         out['curves']['DeepConf, global threshold swept'] = curve
     return out
 
@@ -857,8 +1055,7 @@ def run(cfg):
     else:
         notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they were "
                      "stored); fix: re-extract with the current extract.py.")
-    t_mean = float(np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]))
-    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'], t_mean)
+    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
     # ckpts entries may be globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt' (N-scaling)
     paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
@@ -878,6 +1075,9 @@ def run(cfg):
     prune = prune_section(paths, problems, pool, val_split, n, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')),
                           dev) if cfg['prune'] and not stopped else None
     if prune:
+        idx = boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the main table's draws
+        for r in prune['rows'] + prune['refs']:
+            r |= {f'{key}_ci': ci(boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
         prune['notes'][:0] = [
             f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
             f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
@@ -892,11 +1092,22 @@ def run(cfg):
             f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "
             f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
             f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
-            f"pool, chosen where the verifier rules' thresholds are."]
-    orc = {k: float(np.mean([oracle_sub(q['labels'], q['subsets'][k]) for q in pool])) for k in ns}
-    rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [{'acc': orc[n], 'acc_at': orc}])]
+            f"pool, chosen where the verifier rules' thresholds are.",
+            "On the same pools: " + ', '.join(f"{r['method']} {_ci(r['acc'], r['acc_ci'], True)}" for r in prune['refs'])
+            + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
+            "table; **bold** where the interval of Δ excludes 0."]
+    orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
+    rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
+    add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    best_val = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
     notes.append('Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
-                 'candidates. Learned verifiers: mean ± sample std over seeds, one row per run name.')
+                 'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
+                 'json).')
+    notes.append(f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
+                 f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
+                 f"paired difference against majority vote and against the best cheap scorer chosen on validation"
+                 + (f" ({best_val})" if best_val else " (none: no validation split)")
+                 + ", each with the interval of the paired differences; **bold** where that interval excludes 0.")
     if trained_on and trained_on != [os.path.abspath(train_dir)]:
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
 
@@ -910,7 +1121,7 @@ def run(cfg):
     if cfg['plots']:
         notes += make_plots(res, prefix)
     md = render_markdown(res)
-    atomic_write_json(res, prefix + '.json')
+    atomic_write_json(for_json(res), prefix + '.json')
     with open(f'{prefix}.md.tmp{os.getpid()}', 'w') as f:
         f.write(md)
     os.replace(f'{prefix}.md.tmp{os.getpid()}', prefix + '.md')

@@ -1997,7 +1997,7 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert cost['HSRM']['flops'] > 0 and cost['HSRM']['seconds_per_candidate'] > 0
     assert cost[f'{os.path.basename(tiny_prm)} (last step)']['params'] < 1e6  # the tiny PRM's real count
     md = open(f'{out}/results.md').read()
-    assert '| Method | Params | Bo8 Acc. (%) | Within-AUROC |' in md and '| HSRM (2 seeds) |' in md
+    assert '| Method | Params | Bo8 Acc. (%) [95% CI] |' in md and '| HSRM (2 seeds) |' in md
     assert '### N-scaling' in md and '### Verifier cost' in md and '50 random N-subsets' in md
     saved = json.load(open(f'{out}/results.json'))
     assert saved['rows'][0]['acc'] == pytest.approx(res['rows'][0]['acc'])
@@ -2441,3 +2441,158 @@ def test_hybrid_size_is_top4_hsrm_plus_the_text_model():
         t = count_params(build_verifier('text', vocab_size=V, max_tokens=P))
         assert h == top4 + t - 2 * head(256) + head(512) and round((h - t) / 1e6, 2) == 3.69
     assert round((2.56e6 + h - t) / 1e6, 2) == 6.25  # at the paper's text-only size: 6.25M, not 4.77M
+
+
+# --- issue 21: intervals
+
+
+def _row(name, kind, runs, auroc=None, n=8):
+    """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
+    return E.make_row(name, kind, [E.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+                                   for i, v in enumerate(runs)])
+
+
+def test_intervals_difference_with_itself_is_zero():
+    rng = np.random.default_rng(0)
+    P = 60
+    runs = [rng.random(P) < 0.4 + 0.1 * r for r in range(3)]          # three seeds
+    au = rng.random((3, P))
+    au[:, :7] = np.nan                                                   # problems without both labels
+    maj = _row('Majority', 'vote', [rng.random(P) < 0.4])
+    ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'cheap_best_val', runs, au)
+    E.add_intervals([maj, ver, same], 8, 500, 0)
+    assert ver['vs']['best_cheap_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
+    assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
+    assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
+    assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
+    assert 'auroc' not in maj['vs']['best_cheap_val']                    # a vote has no AUROC to compare
+    assert [E._vs(r, 'best_cheap_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+
+
+def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
+    rng = np.random.default_rng(1)
+    width = {}
+    for P in (50, 200, 800):
+        lo, hi = E.ci(E.boot_means(rng.random(P) < 0.4, E.boot_draws(P, 2000, 0), 0))
+        width[P] = hi - lo
+    assert width[800] < width[200] < width[50] and width[50] / width[800] == pytest.approx(4, rel=0.25)  # ~ 1 / sqrt(P)
+    hits = 0  # data sets of 100 Bernoulli(0.4) problems: the interval holds 0.4 about 95% of the time
+    for d in range(200):
+        lo, hi = E.ci(E.boot_means(rng.random(100) < 0.4, E.boot_draws(100, 1000, d), d))
+        hits += lo <= 0.4 <= hi
+    assert 180 <= hits <= 199
+
+
+def test_intervals_are_seeded_and_resample_seeds():
+    v = np.repeat([[0.4], [0.5], [0.6]], 40, axis=1)                    # three seeds, each constant over problems
+    b = E.boot_means(v, E.boot_draws(40, 2000, 0), 0)
+    assert np.array_equal(b, E.boot_means(v, E.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
+    assert E.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
+    assert E.ci(E.boot_means(v[:1], E.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
+    x = np.random.default_rng(3).random((2, 40))
+    assert E.ci(E.boot_means(x, E.boot_draws(40, 500, 0), 0)) != E.ci(E.boot_means(x, E.boot_draws(40, 500, 1), 1))
+
+
+def test_a_dominating_method_is_better_and_marked():
+    rng = np.random.default_rng(2)
+    P = 100
+    maj = (rng.random(P) < 0.4).astype(float)
+    better = np.maximum(maj, rng.random(P) < 0.12)                      # never worse, better on a few problems
+    level = rng.permutation(maj)                                         # as accurate, on other problems
+    rows = [_row('Majority', 'vote', [maj]), _row('Better', 'cheap', [better]), _row('Level', 'cheap', [level])]
+    E.add_intervals(rows, 8, 2000, 0)
+    assert rows[1]['vs']['majority']['acc_ci'][0] > 0                   # paired: the difference excludes zero ...
+    assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
+    lo, hi = rows[2]['vs']['majority']['acc_ci']
+    assert lo < 0 < hi
+    assert E._vs(rows[1], 'majority', 'acc', True).startswith('**+') and not E._vs(rows[2], 'majority', 'acc', True).startswith('**')
+
+
+@pytest.mark.slow
+def test_results_carry_intervals(tmp_path, one_thread_eval):
+    out = str(tmp_path / 'run')
+    write_split_eval(f'{out}/train', 20, 8, seed=1, confidences=True)
+    write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
+    for s in (1, 2):  # two seeds of a real (untrained) HSRM
+        torch.manual_seed(s)
+        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0), {'train_config': {'seed': s}})
+    cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'prune_grid': 5, 'deepconf_window': 4}
+    res = E.run(cfg)
+    rows = {r['method']: r for r in res['rows']}
+    assert rows['HSRM']['per_problem']['acc_at'][8].shape == (2, 30)
+    for r in res['rows']:
+        lo, hi = r['acc_ci']
+        assert lo - 1e-9 <= r['acc'] <= hi + 1e-9 and set(r['vs']) == {'majority', 'best_cheap_val'}, r['method']
+        assert all(r['acc_ci_at'][k] is not None for k in (2, 8))
+    for r in res['prune']['rows'] + res['prune']['refs']:
+        assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
+    assert all(r['delta_ci'] == [0.0, 0.0] for r in res['prune']['rows'] if r['rule'] == 'none')
+    md = open(f'{out}/results.md').read()
+    assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) |' in md
+    assert f"| HSRM (2 seeds) | {E._num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
+    assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in md
+    saved = json.load(open(f'{out}/results.json'))
+    assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
+    for name in ('bon_vs_n', 'acc_vs_flops', 'prune'):
+        assert os.path.getsize(f'{out}/results_{name}.png') > 0
+    quick = {**cfg, 'prune': False, 'plots': False}
+    again, other = E.run(quick), E.run({**quick, 'boot_seed': 1})
+    assert [r['acc_ci'] for r in again['rows']] == [r['acc_ci'] for r in res['rows']]  # seeded
+    assert [r['acc_ci'] for r in other['rows']] != [r['acc_ci'] for r in res['rows']]
+
+
+def test_score_cache_follows_the_split_content(tmp_path):
+    split, ck, cache = str(tmp_path / 'run/eval'), str(tmp_path / 'run/verifiers/hsrm_seed1/ckpt.pt'), str(tmp_path / 'run/scores')
+    write_split_eval(split, 4, 6, seed=2)
+    torch.manual_seed(0)
+    save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
+    model = load_checkpoint(ck)[0]
+    first = E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
+    path = glob.glob(f'{cache}/*/*.json')[0]
+    stamp = os.path.getmtime(path)
+    assert all(np.array_equal(a, b) for a, b in zip(E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
+    write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
+    probs = load_split(split)
+    new = E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(new, score_problems(model, probs)))
+    assert not all(np.allclose(a, b) for a, b in zip(new, first))
+    stamp = os.path.getmtime(path)
+    cfg = json.load(open(f'{split}/config.json'))
+    json.dump({**cfg, 'temperature': 0.5}, open(f'{split}/config.json', 'w'))  # same files, another generation config
+    E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
+    assert os.path.getmtime(path) != stamp
+
+
+def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    out = str(tmp_path / 'run')
+    write_split_eval(f'{out}/eval', 3, 4, seed=2)
+    problems = load_split(f'{out}/eval')
+    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'prune': False})
+    model, tok = B.load_prm(tiny_prm, 'float32')
+    flops = []
+    for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
+        for c in p['candidates']:
+            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
+            with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+                model(input_ids=torch.tensor([ids]))
+            flops.append(fc.get_total_flops())
+    cost = res['cost'][0]
+    assert cost['verifier'] == f'{os.path.basename(tiny_prm)} (last step)' and 'estimated' not in cost['input']
+    assert cost['flops'] == pytest.approx(np.mean(flops), rel=1e-12)
+
+
+def test_prm_7b_nominal_figures_match_its_config():
+    from transformers import Qwen2Config, Qwen2Model
+    cfg = Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                      num_key_value_heads=4, vocab_size=152064)  # Qwen/Qwen2.5-Math-PRM-7B's config.json
+    with torch.device('meta'):
+        m = Qwen2Model(cfg)
+        m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
+    assert B.prm_arch(m) == B.PRM_7B_ARCH
+    # not run: its input estimated as question + completion, so a longer question costs more
+    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
