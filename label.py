@@ -6,8 +6,9 @@ statements, GSM8K '####', the last math span or number), then compare it with th
 exactly here (fast path), everything else with Hugging Face's Math-Verify (`parse` + `verify`, pinned in
 requirements.txt) in a worker process that is killed past `sympy_timeout`. Results are cached per
 (answer, gold) pair, so a pool whose 64 candidates repeat a few answers costs a few comparisons.
-Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct;
-decisions are cached in {split}/judge_cache.json.
+Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct (an
+online-pruned candidate, a partial solution, stays incorrect and is never judged); decisions are cached in
+{split}/judge_cache.json.
 
 Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.json atomically.
     python label.py config/gsm8k_1p7b.py
@@ -32,7 +33,7 @@ out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
 judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
-judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
+judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
 truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong; 'grade'
 sympy_timeout = 2.0  # seconds per Math-Verify comparison; the worker process is killed past it
@@ -512,7 +513,7 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])
             for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
-                if judge_scope == 'all' or not r['correct']:
+                if r['stage'] != 'pruned' and (judge_scope == 'all' or not r['correct']):  # pruned: partial, stays wrong
                     item = (p['question'], t, gold)
                     key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, judge_max_tokens, p['question'], t, gold])
                                          .encode()).hexdigest()

@@ -2195,3 +2195,30 @@ def test_decode_attention_equals_sdpa():
     model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
     sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
     assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
+
+
+# --- issue 21: bugs 1, 4, 5, 9, 10
+def test_judge_never_relabels_pruned_candidates(tmp_path):
+    """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
+    reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
+    split_dir = str(tmp_path / 'eval')
+    write_split_label(split_dir, PROBLEMS[:2])
+    path = os.path.join(split_dir, 'problems', '000000.pt')
+    d = torch.load(path, weights_only=True)
+    for j in (1, 2):  # '\boxed{12}' and 'I do not know.' were stopped by online pruning
+        d['candidates'][j]['finish'] = 'pruned'
+    torch.save(d, path)
+    tok = tiny_tokenizer()
+    model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
+    prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
+    with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
+        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
+        model.lm_head.weight[yes] += 30 * h / h.square().sum()
+    assert all(label.judge_decide(model, tok, prompts))
+    for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
+        label_split(split_dir, judge_model=('yes-judge', model, tok), judge_scope=scope)
+        labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
+        assert labels['000000'][1] == labels['000000'][2] == dict(correct=False, answer=None, stage='pruned'), scope
+        judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
+        assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
+        assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
