@@ -191,6 +191,8 @@ def _masked_mean(z, mask):
 
 def _encode(encoder, z, mask):
     # masked positions may come back as garbage (or 0 on the fast path); _masked_mean drops them
+    if z.shape[1] == 0:  # a batch of zero-step candidates: the mean over no step is 0, as for one in a mixed batch
+        return z.new_zeros(z.shape[0], z.shape[2])
     return _masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
 
 

@@ -2222,3 +2222,26 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
         judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
         assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
         assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
+
+
+def test_score_chunk_of_zero_step_candidates():
+    """Bug 5: a scoring chunk made only of zero-step candidates (an empty completion: no state) scores them as
+    a mixed chunk does (their mean over no step is 0), at inference and in training."""
+    from model import build_vocab, score_sorted
+    tok = tiny_tokenizer()
+    gen = tiny_model('qwen3', len(tok))
+    comp = [[], tok('Step 1: 3 + 4 = 7.\nThe answer is 7.', add_special_tokens=False).input_ids]
+    empty, full = reencode(gen, tok, ['Compute 3 + 4.'] * 2, comp)
+    assert empty['states'].shape == (0, 64) and len(full['states']) == 2
+    p = {'key': '000000', 'layers': [-1], 'candidates': [empty, full, empty]}
+    for kind, steps in (('hsrm', 'all'), ('hsrm', 'last'), ('hybrid', 'all')):
+        torch.manual_seed(0)
+        v = build_verifier(kind, 64, layers=[-1], input_steps=steps, dropout=0.0,
+                           vocab=build_vocab([p]) if kind == 'hybrid' else None)
+        mixed = score_problems(v, [p], batch_size=3)[0]
+        split = score_problems(v, [p], batch_size=2)[0]  # length-sorted: the two empty ones make one chunk
+        assert np.isfinite(split).all() and np.allclose(split, mixed, atol=1e-5), (kind, steps)
+        v.train()
+        s = score_sorted(v, p['candidates'], None, 2, 'cpu')  # training's path, autograd on
+        s.sum().backward()
+        assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
