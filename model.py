@@ -45,6 +45,22 @@ def resolve_device(device):
     return device
 
 
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
+                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+
+
 def cli(run, config, name):
     """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
     with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
@@ -415,7 +431,7 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
 def text_tokenizer(name):
     """A HF tokenizer (hub name or local dir) whose whole vocabulary a text verifier reads."""
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(name)
+    return from_pretrained(AutoTokenizer, 'text_tokenizer', name)
 
 
 def text_ids(c, spec):

@@ -2245,3 +2245,29 @@ def test_score_chunk_of_zero_step_candidates():
         s = score_sorted(v, p['candidates'], None, 2, 'cpu')  # training's path, autograd on
         s.sum().backward()
         assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
+
+
+def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
+    """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
+    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
+    import huggingface_hub.constants
+    from model import text_tokenizer
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
+    monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
+        with pytest.raises(SystemExit) as e:
+            load_generator(name)
+        msg = str(e.value)
+        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
+        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
+    for load, key in ((label.load_judge, 'judge_model'), (lambda n: B.load_prm(n, 'float32'), 'prm_model'),
+                      (text_tokenizer, 'text_tokenizer')):
+        with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
+            load('nobody/model')
+    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
+                        '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
