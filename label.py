@@ -485,14 +485,13 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
                 sympy_timeout=2.0, device='cpu', truncated_policy='incorrect', judge_max_tokens=3072):
     """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
-    import torch
     from tqdm import tqdm
-    from model import atomic_write_json, problem_files
+    from model import atomic_write_json, load_problem, problem_files
     if judge_scope not in ('unresolved', 'all'):
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
     for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
-        d = torch.load(path, weights_only=True, mmap=True)  # mmap: the hidden states are never read
+        d = load_problem(path, mmap=True)  # mmap: the hidden states are never read
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)

@@ -6,6 +6,7 @@ import functools
 import glob
 import json
 import os
+import pickle
 import warnings
 
 import numpy as np
@@ -80,8 +81,19 @@ def problem_files(split_dir):
     return files
 
 
-def load_problem(path):
-    return torch.load(path, weights_only=True)
+# what torch.load raises on a file that is not a whole torch.save file (cut short, zeros, garbage)
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError)
+
+
+def load_problem(path, mmap=False):
+    """One extracted problem file (mmap=True: tensors are read only when touched). A file that does not
+    load (an interrupted copy, a full disk) is an error naming it; extract.py's resume extracts it again."""
+    try:
+        return torch.load(path, weights_only=True, mmap=mmap)
+    except DAMAGED as e:
+        raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: delete it and re-run "
+                         f"`python extract.py <config>` with the same out_dir to extract it again") from None
 
 
 def load_labels(split_dir):

@@ -2198,6 +2198,8 @@ def test_decode_attention_equals_sdpa():
 
 
 # --- issue 21: bugs 1, 4, 5, 9, 10
+
+
 def test_judge_never_relabels_pruned_candidates(tmp_path):
     """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
     reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
@@ -2222,6 +2224,66 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
         judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
         assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
         assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
+
+
+def test_resume_refuses_changed_sampling_settings(tmp_path):
+    """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
+    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
+    split_dir = tmp_path / 'train'
+    (split_dir / 'problems').mkdir(parents=True)
+    (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
+    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': extract.STEP_RULE,
+            'exclude_ids': ['1965', '2349']}
+
+    def resume(old, **new):
+        extract.atomic_write_json(old, str(split_dir / 'config.json'))
+        extract.check_resume(str(split_dir), {**old, **new})
+    resume(base)
+    gsm = {**base, 'dataset': 'gsm8k'}
+    for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
+                                (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
+                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
+                                (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
+        with pytest.raises(SystemExit) as e:
+            resume(cfg, **{key: new})
+        msg = str(e.value)
+        assert f'{name}={cfg[key]!r}' in msg and f'{name}={new!r}' in msg and 'fix: a new --out_dir' in msg, msg
+    resume(base, system_prompt='Be brief.')  # the synthetic task has no system prompt
+    resume(gsm, synth_seed=7)  # only the synthetic task reads it
+    resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
+    resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
+    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+
+
+def _extract_tiny(out_dir, problems, model, tok):
+    """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
+    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
+    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
+    return os.path.join(out_dir, 'train', 'problems')
+
+
+def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
+    """Bug 4, data source: resuming with the same data from another folder goes on; data whose question at an
+    index differs from the one extracted there (an edited file, another dataset file) is refused."""
+    a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
+    a.mkdir(parents=True)
+    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
+    (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(a.parent)), model, tok)
+    b.mkdir(parents=True)
+    (b / 'test.jsonl').write_text((a / 'test.jsonl').read_text())  # the data moved: same content
+    capsys.readouterr()
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '3 done already, 0 to go' in capsys.readouterr().out
+    rows[1]['question'] = 'Ann has 5 pears. How many now?'
+    (b / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    with pytest.raises(SystemExit) as e:
+        _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '000001.pt' in str(e.value) and 'Ann has 5 pears' in str(e.value) and 'fix: a new --out_dir' in str(e.value)
 
 
 def test_score_chunk_of_zero_step_candidates():
@@ -2271,3 +2333,30 @@ def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
                        timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
     assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
     assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
+
+
+def test_resume_reextracts_damaged_files(tmp_path, capsys):
+    """Bug 10: a damaged problem file (the first 1,000 bytes of a real one) is re-extracted on resume (counted),
+    the same as before; label.py and the stages that load splits name the file and the fix."""
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]), str(tmp_path / 'run')
+    problems = [synth_problem(i, 2, 1337) for i in range(3)]
+    d = _extract_tiny(out, problems, model, tok)
+    before = {f: torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))}
+    bad = os.path.join(d, '000001.pt')
+    with open(bad, 'rb') as f:
+        head = f.read(1000)
+    with open(bad, 'wb') as f:
+        f.write(head)
+    for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
+        with pytest.raises(SystemExit) as e:
+            load()
+        assert bad in str(e.value) and 'fix: delete it and re-run `python extract.py' in str(e.value), str(e.value)
+    mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
+    capsys.readouterr()
+    _extract_tiny(out, problems, model, tok)
+    assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
+    assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
+    after = torch.load(bad, weights_only=True)
+    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
+    assert len(load_split(os.path.dirname(d), labels=False)) == 3
