@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from configurator import apply_config, configure, knobs
-from model import atomic_write_json, cli, load_split, resolve_device
+from model import atomic_write_json, cli, from_pretrained, load_split, resolve_device
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -223,10 +223,11 @@ def load_prm(name, dtype='bfloat16', device='cpu'):
     from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
     if dtype not in ('bfloat16', 'float16', 'float32'):
         raise ValueError(f"prm_dtype={dtype!r}; fix: --prm_dtype=bfloat16 (or float16, float32)")
-    cfg = AutoConfig.from_pretrained(name, trust_remote_code=True)
+    cfg = from_pretrained(AutoConfig, 'prm_model', name, trust_remote_code=True)
     cls = AutoModel if 'AutoModel' in (getattr(cfg, 'auto_map', None) or {}) else AutoModelForTokenClassification
-    model = cls.from_pretrained(name, dtype=getattr(torch, dtype), trust_remote_code=True, device_map=device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
+    model = from_pretrained(cls, 'prm_model', name, dtype=getattr(torch, dtype), trust_remote_code=True,
+                            device_map=device).eval()
+    tokenizer = from_pretrained(AutoTokenizer, 'prm_model', name, trust_remote_code=True)
     if tokenizer.convert_tokens_to_ids(PRM_SEP) in (None, tokenizer.unk_token_id):
         raise ValueError(f"prm_model={name!r}: its tokenizer has no {PRM_SEP} token, so it is not a "
                          f"Qwen2.5-Math-PRM-style model; fix: --prm_model=Qwen/Qwen2.5-Math-PRM-7B")

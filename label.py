@@ -6,8 +6,9 @@ statements, GSM8K '####', the last math span or number), then compare it with th
 exactly here (fast path), everything else with Hugging Face's Math-Verify (`parse` + `verify`, pinned in
 requirements.txt) in a worker process that is killed past `sympy_timeout`. Results are cached per
 (answer, gold) pair, so a pool whose 64 candidates repeat a few answers costs a few comparisons.
-Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct;
-decisions are cached in {split}/judge_cache.json.
+Stage 2 (optional): a local Hugging Face causal LM judges the candidates stage 1 did not mark correct (an
+online-pruned candidate, a partial solution, stays incorrect and is never judged); decisions are cached in
+{split}/judge_cache.json.
 
 Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.json atomically.
     python label.py config/gsm8k_1p7b.py
@@ -32,7 +33,7 @@ out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
 judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
-judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all'
+judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
 truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong; 'grade'
 sympy_timeout = 2.0  # seconds per Math-Verify comparison; the worker process is killed past it
@@ -399,7 +400,7 @@ JUDGE_PROMPT = ("Problem:\n{question}\n\nA student's solution:\n{solution}\n\nRe
 def load_judge(name, device='cpu'):
     """(model, tokenizer) for a local HF causal LM: 'smollm2' (embedded), a .gguf path, a folder or hub id."""
     from extract import load_generator
-    return load_generator(name, device)
+    return load_generator(name, device, key='judge_model')
 
 
 def _cut_middle(tok, text, max_tokens):
@@ -484,14 +485,13 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
                 sympy_timeout=2.0, device='cpu', truncated_policy='incorrect', judge_max_tokens=3072):
     """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
-    import torch
     from tqdm import tqdm
-    from model import atomic_write_json, problem_files
+    from model import atomic_write_json, load_problem, problem_files
     if judge_scope not in ('unresolved', 'all'):
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
     for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
-        d = torch.load(path, weights_only=True, mmap=True)  # mmap: the hidden states are never read
+        d = load_problem(path, mmap=True)  # mmap: the hidden states are never read
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)
@@ -512,7 +512,7 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])
             for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
-                if judge_scope == 'all' or not r['correct']:
+                if r['stage'] != 'pruned' and (judge_scope == 'all' or not r['correct']):  # pruned: partial, stays wrong
                     item = (p['question'], t, gold)
                     key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, judge_max_tokens, p['question'], t, gold])
                                          .encode()).hexdigest()

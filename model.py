@@ -6,6 +6,7 @@ import functools
 import glob
 import json
 import os
+import pickle
 import warnings
 
 import numpy as np
@@ -45,6 +46,22 @@ def resolve_device(device):
     return device
 
 
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
+                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+
+
 def cli(run, config, name):
     """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
     with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
@@ -64,8 +81,19 @@ def problem_files(split_dir):
     return files
 
 
-def load_problem(path):
-    return torch.load(path, weights_only=True)
+# what torch.load raises on a file that is not a whole torch.save file (cut short, zeros, garbage)
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError)
+
+
+def load_problem(path, mmap=False):
+    """One extracted problem file (mmap=True: tensors are read only when touched). A file that does not
+    load (an interrupted copy, a full disk) is an error naming it; extract.py's resume extracts it again."""
+    try:
+        return torch.load(path, weights_only=True, mmap=mmap)
+    except DAMAGED as e:
+        raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: delete it and re-run "
+                         f"`python extract.py <config>` with the same out_dir to extract it again") from None
 
 
 def load_labels(split_dir):
@@ -191,6 +219,8 @@ def _masked_mean(z, mask):
 
 def _encode(encoder, z, mask):
     # masked positions may come back as garbage (or 0 on the fast path); _masked_mean drops them
+    if z.shape[1] == 0:  # a batch of zero-step candidates: the mean over no step is 0, as for one in a mixed batch
+        return z.new_zeros(z.shape[0], z.shape[2])
     return _masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
 
 
@@ -413,7 +443,7 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
 def text_tokenizer(name):
     """A HF tokenizer (hub name or local dir) whose whole vocabulary a text verifier reads."""
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(name)
+    return from_pretrained(AutoTokenizer, 'text_tokenizer', name)
 
 
 def text_ids(c, spec):

@@ -2596,3 +2596,168 @@ def test_prm_7b_nominal_figures_match_its_config():
     # not run: its input estimated as question + completion, so a longer question costs more
     short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
     assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
+
+
+# --- issue 21: bugs 1, 4, 5, 9, 10
+
+
+def test_judge_never_relabels_pruned_candidates(tmp_path):
+    """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
+    reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
+    split_dir = str(tmp_path / 'eval')
+    write_split_label(split_dir, PROBLEMS[:2])
+    path = os.path.join(split_dir, 'problems', '000000.pt')
+    d = torch.load(path, weights_only=True)
+    for j in (1, 2):  # '\boxed{12}' and 'I do not know.' were stopped by online pruning
+        d['candidates'][j]['finish'] = 'pruned'
+    torch.save(d, path)
+    tok = tiny_tokenizer()
+    model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
+    prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
+    with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
+        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
+        model.lm_head.weight[yes] += 30 * h / h.square().sum()
+    assert all(label.judge_decide(model, tok, prompts))
+    for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
+        label_split(split_dir, judge_model=('yes-judge', model, tok), judge_scope=scope)
+        labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
+        assert labels['000000'][1] == labels['000000'][2] == dict(correct=False, answer=None, stage='pruned'), scope
+        judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
+        assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
+        assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
+
+
+def test_resume_refuses_changed_sampling_settings(tmp_path):
+    """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
+    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
+    split_dir = tmp_path / 'train'
+    (split_dir / 'problems').mkdir(parents=True)
+    (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
+    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': extract.STEP_RULE,
+            'exclude_ids': ['1965', '2349']}
+
+    def resume(old, **new):
+        extract.atomic_write_json(old, str(split_dir / 'config.json'))
+        extract.check_resume(str(split_dir), {**old, **new})
+    resume(base)
+    gsm = {**base, 'dataset': 'gsm8k'}
+    for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
+                                (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
+                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
+                                (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
+        with pytest.raises(SystemExit) as e:
+            resume(cfg, **{key: new})
+        msg = str(e.value)
+        assert f'{name}={cfg[key]!r}' in msg and f'{name}={new!r}' in msg and 'fix: a new --out_dir' in msg, msg
+    resume(base, system_prompt='Be brief.')  # the synthetic task has no system prompt
+    resume(gsm, synth_seed=7)  # only the synthetic task reads it
+    resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
+    resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
+    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+
+
+def _extract_tiny(out_dir, problems, model, tok):
+    """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
+    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
+    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
+    return os.path.join(out_dir, 'train', 'problems')
+
+
+def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
+    """Bug 4, data source: resuming with the same data from another folder goes on; data whose question at an
+    index differs from the one extracted there (an edited file, another dataset file) is refused."""
+    a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
+    a.mkdir(parents=True)
+    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
+    (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(a.parent)), model, tok)
+    b.mkdir(parents=True)
+    (b / 'test.jsonl').write_text((a / 'test.jsonl').read_text())  # the data moved: same content
+    capsys.readouterr()
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '3 done already, 0 to go' in capsys.readouterr().out
+    rows[1]['question'] = 'Ann has 5 pears. How many now?'
+    (b / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    with pytest.raises(SystemExit) as e:
+        _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '000001.pt' in str(e.value) and 'Ann has 5 pears' in str(e.value) and 'fix: a new --out_dir' in str(e.value)
+
+
+def test_score_chunk_of_zero_step_candidates():
+    """Bug 5: a scoring chunk made only of zero-step candidates (an empty completion: no state) scores them as
+    a mixed chunk does (their mean over no step is 0), at inference and in training."""
+    from model import build_vocab, score_sorted
+    tok = tiny_tokenizer()
+    gen = tiny_model('qwen3', len(tok))
+    comp = [[], tok('Step 1: 3 + 4 = 7.\nThe answer is 7.', add_special_tokens=False).input_ids]
+    empty, full = reencode(gen, tok, ['Compute 3 + 4.'] * 2, comp)
+    assert empty['states'].shape == (0, 64) and len(full['states']) == 2
+    p = {'key': '000000', 'layers': [-1], 'candidates': [empty, full, empty]}
+    for kind, steps in (('hsrm', 'all'), ('hsrm', 'last'), ('hybrid', 'all')):
+        torch.manual_seed(0)
+        v = build_verifier(kind, 64, layers=[-1], input_steps=steps, dropout=0.0,
+                           vocab=build_vocab([p]) if kind == 'hybrid' else None)
+        mixed = score_problems(v, [p], batch_size=3)[0]
+        split = score_problems(v, [p], batch_size=2)[0]  # length-sorted: the two empty ones make one chunk
+        assert np.isfinite(split).all() and np.allclose(split, mixed, atol=1e-5), (kind, steps)
+        v.train()
+        s = score_sorted(v, p['candidates'], None, 2, 'cpu')  # training's path, autograd on
+        s.sum().backward()
+        assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
+
+
+def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
+    """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
+    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
+    import huggingface_hub.constants
+    from model import text_tokenizer
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
+    monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
+        with pytest.raises(SystemExit) as e:
+            load_generator(name)
+        msg = str(e.value)
+        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
+        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
+    for load, key in ((label.load_judge, 'judge_model'), (lambda n: B.load_prm(n, 'float32'), 'prm_model'),
+                      (text_tokenizer, 'text_tokenizer')):
+        with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
+            load('nobody/model')
+    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
+                        '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
+
+
+def test_resume_reextracts_damaged_files(tmp_path, capsys):
+    """Bug 10: a damaged problem file (the first 1,000 bytes of a real one) is re-extracted on resume (counted),
+    the same as before; label.py and the stages that load splits name the file and the fix."""
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]), str(tmp_path / 'run')
+    problems = [synth_problem(i, 2, 1337) for i in range(3)]
+    d = _extract_tiny(out, problems, model, tok)
+    before = {f: torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))}
+    bad = os.path.join(d, '000001.pt')
+    with open(bad, 'rb') as f:
+        head = f.read(1000)
+    with open(bad, 'wb') as f:
+        f.write(head)
+    for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
+        with pytest.raises(SystemExit) as e:
+            load()
+        assert bad in str(e.value) and 'fix: delete it and re-run `python extract.py' in str(e.value), str(e.value)
+    mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
+    capsys.readouterr()
+    _extract_tiny(out, problems, model, tok)
+    assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
+    assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
+    after = torch.load(bad, weights_only=True)
+    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
+    assert len(load_split(os.path.dirname(d), labels=False)) == 3
