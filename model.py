@@ -598,8 +598,8 @@ def cut_prefix(c, k):
 @torch.inference_mode()
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists
-    (per candidate) of float arrays [S], entry k = score of states[:k+1] (the last entry is the
-    candidate's full score). A candidate with no step has an empty array. All prefixes of all
+    (per candidate) of float arrays [S], entry k = score of the prefix cut after stored step k, read as
+    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All prefixes of all
     problems are batched together, length-sorted (score_sorted)."""
     if model.spec.get('tokenizer'):
         raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need the "
