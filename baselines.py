@@ -4,12 +4,13 @@ Baselines HSRM is compared against, all read by evaluate.py:
   extract.py (pure functions below; evaluate.py computes them itself, they cost nothing);
 - DeepConf's confidence scorers (mean, tail, bottom-10% group, lowest group) over the stored token
   confidences, for its offline filtered votes and its online early stopping (simulated in evaluate.py);
-- EORM-style text-only verifiers (small 2.6M-ish, large 53.4M-ish): trained by train.py's `train`
-  with verifier='text' on the same problems, split, loss and early stopping as HSRM;
+- EORM-style text-only verifiers (GPT-2's tokenizer, 512 positions: small 13.80M, large 53.22M; the paper
+  says 2.6M / 53.4M): trained by train.py's `train` with verifier='text' on the same problems, split, loss
+  and early stopping as HSRM, reading every split through the same tokenizer and position table;
 - an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached.
 
     python baselines.py config/gsm8k_1p7b.py                                  # text verifiers
-    python baselines.py config/gsm8k_1p7b.py --text_sizes="['large']" --text_tokenizer=gpt2 --max_iters=2000
+    python baselines.py config/gsm8k_1p7b.py --text_sizes="['large']" --text_tokenizer=gpt2 --max_tokens=512
     python baselines.py config/gsm8k_1p7b.py --prm_model=Qwen/Qwen2.5-Math-PRM-7B --device=cuda
 """
 import json

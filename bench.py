@@ -395,9 +395,9 @@ def bench_training(train_steps=6, score_problems_n=40, threads=None):
 # verifier cost: the evaluation cost table's measured column at the paper's shapes
 
 
-# text vocabularies (+ PAD/UNK) as train.py builds them: small, a GSM8K-sized restricted vocab (2.60M
-# parameters, the paper's 2.6M); large, text_tokenizer='gpt2' (53.22M at 512 positions; the paper says 53.4M)
-TEXT_VOCAB = {'small': 6_493, 'large': 50_257 + 2}
+# text vocabularies (+ PAD/UNK) as train.py builds them by default: GPT-2's 50,257 tokens for both sizes (small
+# 13.80M, large 53.22M at 512 positions; the paper says 2.6M / 53.4M). Scoring cost does not depend on the vocab.
+TEXT_VOCAB = {'small': 50_257 + 2, 'large': 50_257 + 2}
 
 
 def synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, vocab_size, seed=0):

