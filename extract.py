@@ -3,6 +3,18 @@ Stage 1: sample N solutions per problem with a frozen causal LM and keep, while 
 hidden state at every reasoning-step boundary (no extra forward pass), plus per-token log-probs
 and entropies for the cheap scorers. Writes one .pt file per problem (format: README).
 
+A step ends at the token just before a step delimiter (the first of a run of newline tokens); the last
+token closes the final step; `max_steps` keeps the last 100 boundaries (None: all, for thinking traces,
+with the </think> position stored so train.py chooses the steps). `layers` follows HF `hidden_states`
+(-1 = final layer after the norm). The loop preallocates its KV cache, samples top-p from a top-64
+prefilter with an exact fall back to the full sort (one uniform per row and step, so a row's tokens never
+depend on which other rows still run), syncs with the host once per step and drops finished rows; the
+tests prove the captured states equal a teacher-forced re-encoding. `torch_compile=True` compiles the step
+over a static cache (a GPU option: slower than eager on CPU). `mode='reencode'` gives pools sampled
+elsewhere (`candidates_file`) the same states. Writes are atomic per problem; a re-run resumes (a file
+that does not load is extracted again); `shard`/`num_shards` split whole batches; mixing another
+generator, layers, step rule, mode, sampling settings or data into a split dir is refused.
+
     python extract.py config/demo.py
     python extract.py config/gsm8k_1p7b.py --shard=0 --num_shards=4
     python extract.py config/demo.py --mode=reencode --candidates_file=pool.jsonl
