@@ -528,6 +528,7 @@ def make_plots(res, prefix):
                 a1.errorbar([c['flops'] * 1.15], [100 * vote['acc']], yerr=_yerr([vote['acc']], [vote.get('acc_ci')]),
                             fmt='o', mfc='white', capsize=3, color=h[0].get_color(), label=vote['method'])
         a1.set(xscale='log', xlabel='verifier FLOPs per candidate', title=f"learned verifiers, {res['dataset']}")
+        a1.xaxis.set_minor_formatter(plt.NullFormatter())  # labelled minor ticks collide within a decade
         a1.margins(x=0.3)
         references((a0, a1), [r for r in rows if r['type'] in ('single', 'vote', 'oracle')])
         save(fig, 'acc_vs_flops', a1)
