@@ -22,6 +22,7 @@ generator, layers, step rule, mode, sampling settings or data into a split dir i
 import functools
 import glob
 import importlib.util
+import itertools
 import json
 import os
 import random
@@ -51,17 +52,19 @@ DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallb
     'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer', ('AI-MO/aimo-validation-aime', None, 'train')),
     'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer', ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
 }
+GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the previous turn instead of a system prompt
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'
 model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Qwen3-1.7B) | local folder | x.gguf
-dataset = 'synth'  # 'synth' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
+dataset = 'synth'  # 'synth' | 'words' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
 data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
 data_path = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
-synth_seed = 1337
+word_family = 'shop'  # dataset='words': GSM8K-style word problems generated here: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
+synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
 n_train_samples = 64  # candidates per training problem (paper: 64)
@@ -145,6 +148,91 @@ def synth_example(level):
     return f"Compute {' '.join(['23'] + ops)}.", '\n'.join(lines + [f'The answer is {acc}.'])
 
 
+# GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
+# steps, names and objects drawn per question. A family's questions are enumerated once and shuffled by the seed,
+# as synth_space, so disjoint index ranges never share a question. Each entry: (parameter ranges, a valid(p) filter,
+# the question, the worked solution lines -> answer). The worked example shown before a question is the family's
+# own template at EXAMPLE parameters, never in its space (kept out by `valid`).
+_NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
+          ('Hugo', 'he')]
+
+
+def _shop(p, name, pr, items):
+    a, b, c, d = p
+    (i1, i2) = items
+    q = (f'{name} buys {a} {i1} at {b} dollars each and {c} {i2} at {d} dollars each. '
+         f'How many dollars does {pr} spend in all?')
+    return q, [f'The {i1} cost {a} * {b} = {a * b} dollars.', f'The {i2} cost {c} * {d} = {c * d} dollars.',
+               f'In all {pr} spends {a * b} + {c * d} = {a * b + c * d} dollars.'], a * b + c * d
+
+
+def _travel(p, name, pr, items):
+    a, b, c = p
+    (vehicle,) = items
+    q = f'{name} rides a {vehicle} {a} km each day for {b} days and then {c} km more. How many km does {pr} ride in all?'
+    return q, [f'The {b} days are {a} * {b} = {a * b} km.', f'In all {a * b} + {c} = {a * b + c} km.'], a * b + c
+
+
+def _bake(p, name, pr, items):
+    a, b, c = p
+    (thing,) = items
+    q = f'{name} bakes {a} trays with {b} {thing} on each tray and packs them in boxes of {c}. How many boxes does {pr} fill?'
+    return q, [f'There are {a} * {b} = {a * b} {thing}.', f'They fill {a * b} / {c} = {a * b // c} boxes.'], a * b // c
+
+
+def _share(p, name, pr, items):
+    a, b, c = p
+    (thing,) = items
+    q = f'{name} has {a} {thing}. {pr.capitalize()} gives away {b} and then finds {c} more. How many {thing} does {name} have now?'
+    return q, [f'After giving away {pr} has {a} - {b} = {a - b} {thing}.',
+               f'After finding more {pr} has {a - b} + {c} = {a - b + c} {thing}.'], a - b + c
+
+
+WORD_FAMILIES = {  # name: (make, parameter ranges, valid(params), object choices, the worked example's parameters)
+    'shop': (_shop, [range(2, 6), range(2, 10), range(2, 6), range(2, 10)], lambda p: p[0] != p[2],
+             [('pens', 'notebooks'), ('apples', 'pears'), ('cups', 'plates'), ('stamps', 'cards')], (7, 12, 6, 11)),
+    'travel': (_travel, [range(2, 10), range(2, 6), range(1, 10)], lambda p: True,
+               [('bike',), ('scooter',), ('horse',)], (12, 3, 14)),
+    'bake': (_bake, [range(2, 7), range(2, 10), range(2, 7)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
+             [('muffins',), ('cookies',), ('rolls',)], (8, 6, 12)),
+    'share': (_share, [range(6, 16), range(1, 6), range(1, 10)], lambda p: p[1] < p[0],
+              [('stickers',), ('marbles',), ('shells',)], (52, 17, 13)),
+}
+
+
+@functools.lru_cache(maxsize=8)
+def word_space(family, seed):
+    """Every distinct question of a word family as (params, name index, object index), in one fixed shuffled
+    order (Python's shuffle: the same on every platform)."""
+    if family not in WORD_FAMILIES:
+        raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
+    _, ranges, valid, items, _ = WORD_FAMILIES[family]
+    params = [p for p in itertools.product(*ranges) if valid(p)]
+    rows = [(p, n, i) for p in params for n in range(len(_NAMES)) for i in range(len(items))]
+    random.Random(f'{seed}-{family}').shuffle(rows)
+    return rows
+
+
+def word_solution(family, params, name=0, item=0):
+    """(question, worked solution text, answer) of one family question."""
+    make, _, _, items, _ = WORD_FAMILIES[family]
+    q, lines, ans = make(params, *_NAMES[name], items[item])
+    return q, '\n'.join(lines + [f'The answer is {ans}.']), ans
+
+
+def word_problem(index, family, seed):
+    """Problem `index` of a word family: entry `index` of word_space(family, seed), GSM8K-style (the gold
+    solution ends in '#### answer' in meta)."""
+    space = word_space(family, seed)
+    if not 0 <= index < len(space):
+        raise SystemExit(f"word index {index} is outside family {family!r}'s {len(space)} distinct questions; "
+                         f"fix: keep train_range / eval_range within 0..{len(space) - 1}")
+    params, name, item = space[index]
+    q, sol, ans = word_solution(family, params, name, item)
+    return {'index': index, 'id': f'words-{family}-{index}', 'dataset': 'words', 'question': q, 'gold': str(ans),
+            'meta': {'family': family, 'solution': f'{sol}\n#### {ans}'}}
+
+
 def _read_jsonl(path, key, value):
     if not os.path.isfile(path):
         raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the folder/file "
@@ -153,13 +241,16 @@ def _read_jsonl(path, key, value):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=()):
+def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
+                  word_family='shop'):
     """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
     id is in exclude_ids (their indices are skipped, the others keep their file index)."""
     if dataset == 'synth':
         return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
+    if dataset == 'words':
+        return [word_problem(i, word_family, seed) for i in range(lo, hi + 1)]
     if dataset not in DATASETS:
-        raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(['synth', *DATASETS])}")
+        raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(['synth', 'words', *DATASETS])}")
     rel, qkeys, gkey, hf = DATASETS[dataset]
     path = data_path or (os.path.join(data_dir, rel) if data_dir else None)
     if path is None:
@@ -199,8 +290,9 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
 def build_prompt(tok, problem, system_prompt, enable_thinking, warn=[True]):
     """Chat-templated prompt text; a plain prompt (with a one-time warning) for tokenizers without a template."""
     msgs = [{'role': 'system', 'content': system_prompt}] if system_prompt else []
-    if problem['dataset'] == 'synth':
-        ex_q, ex_a = synth_example(problem['meta']['level'])
+    if problem['dataset'] in GENERATED:
+        fam = problem['meta'].get('family')
+        ex_q, ex_a = synth_example(problem['meta']['level']) if fam is None else word_solution(fam, WORD_FAMILIES[fam][4])[:2]
         msgs += [{'role': 'user', 'content': ex_q}, {'role': 'assistant', 'content': ex_a}]
     msgs.append({'role': 'user', 'content': problem['question']})
     if getattr(tok, 'chat_template', None):
@@ -729,7 +821,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
           f"{n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
     for batch in todo:
-        prompts = [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] != 'synth' else None,
+        prompts = [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
                                 cfg['enable_thinking']) for p in batch]
         if pool is None:
             res = sample_with_capture(model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'],
@@ -780,7 +872,7 @@ def finished(problems, path):
             raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
                              f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
                              f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
-                             f"exclude_ids, synth_level / synth_seed); fix: a new --out_dir, or the data it was extracted from")
+                             f"exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data it was extracted from")
         done.add(path(p))
     return done, damaged
 
@@ -797,7 +889,8 @@ def check_resume(split_dir, cfg):
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
         keys = ['model', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'exclude_ids']
-        keys += ['synth_level', 'synth_seed'] if cfg['dataset'] == 'synth' else ['system_prompt']  # synth has no system prompt
+        keys += {'synth': ['synth_level', 'synth_seed'], 'words': ['word_family', 'synth_seed']}.get(
+            cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
         norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
@@ -827,7 +920,7 @@ if __name__ == '__main__':
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     splits = [(s, r, n) for s, r, n in (('train', train_range, n_train_samples), ('eval', eval_range, n_eval_samples)) if r]
-    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids)
+    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family)
                 for s, r, _ in splits}
     gen_model, tok = load_generator(model, device, dtype)
     check_layers(gen_model, layers)

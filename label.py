@@ -153,7 +153,7 @@ def normalize_gold(gold, dataset):
     gold = str(gold).strip()
     if dataset == 'gsm8k':
         return gold.split('####')[-1].strip().replace(',', '')
-    if dataset in ('aime', 'synth') and re.fullmatch(r'[+-]?\d+', gold):
+    if dataset in ('aime', 'synth', 'words') and re.fullmatch(r'[+-]?\d+', gold):
         return str(int(gold))  # AIME "025" == 25
     return gold
 
