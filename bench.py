@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, label, train, cost, prune
+    python bench.py --only=extract   # one of: extract, label, train, cost, prune, search, online
 """
 import json
 import os
@@ -535,7 +535,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     prompts = [X.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     spent = [0.0]
-    step = X._Pruner.step
+    step = X._Steer.step
 
     def timed(self, *a):  # the verifier's scoring and the decisions, inside the pruned run
         t = time.perf_counter()
@@ -544,12 +544,12 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
         return out
     runs = {}
     for name, v in (('no pruning', None), (f'HSRM {rule} rule, threshold {threshold:.3g}', verifier)):
-        X._Pruner.step = timed
+        X._Steer.step = timed
         t = time.perf_counter()
         res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
                                     verifier=v, prune_rule=rule, prune_threshold=threshold)
         runs[name] = (res, time.perf_counter() - t)
-        X._Pruner.step = step
+        X._Steer.step = step
     (full, t0), (cut, t1) = runs.values()
     same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full) for c, f in zip(cs, fs))
     n_tok = [sum(len(c['token_ids']) for cs in r for c in cs) for r in (full, cut)]
@@ -562,6 +562,69 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
           ['sampling run', 'tokens', 'tokens / unpruned', 'seconds', 'seconds / unpruned', 'verifier share', 'stopped'])
 
 
+
+# -----------------------------------------------------------------------------
+# search: the sampler steered by beam search / DVTS against plain sampling of the same N, on the same problems.
+# Cost per generated token includes what search adds: idle rows (a row that closed a step waits for its group
+# in the batch), the copies of KV-cache rows at each branch, and the verifier's scoring.
+
+SHOP_CKPT = os.path.join(HERE, 'out', 'words_shop', 'verifiers', 'hsrm_seed42', 'ckpt.pt')
+
+
+def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_tokens=128):
+    """SmolLM2 on 16 'shop' word problems (config/search_shop.py's, T=0.8, top-p 0.95), one thread: plain sampling
+    of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM. Seconds per generated token, the share of
+    row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
+    import extract as X
+    from model import load_checkpoint
+    if not os.path.exists(ckpt):
+        raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
+                         f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
+    torch.set_num_threads(1)
+    model, tok = X.load_generator('smollm2')
+    verifier = load_checkpoint(ckpt)[0]
+    probs = X.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
+    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    table_ = X.step_table(tok)
+    n_params = sum(p.numel() for p in model.parameters())
+    score, spent, vflops, rowsteps = X._Steer.score, [0.0], [0.0], [0]
+
+    def timed(self, ring, count, b, width):  # the verifier's scoring, inside the steered run; FLOPs per prefix read
+        t = time.perf_counter()
+        out = score(self, ring, count, b, width)
+        spent[0] += time.perf_counter() - t
+        vflops[0] += sum(verifier_flops(self.v, int(min(c, width)), 0) for c in count[b].tolist())
+        return out
+    forward = model.forward
+
+    def counted(*a, **k):  # rows through the generator per decoding step (prefill included once)
+        out = forward(*a, **k)
+        ids = k.get('input_ids')
+        rowsteps[0] += ids.shape[0] * ids.shape[1]
+        return out
+    rows = []
+    for how in (None, 'beam', 'dvts'):
+        X._Steer.score, model.forward = timed, counted
+        spent[0] = vflops[0] = rowsteps[0] = 0
+        t = time.perf_counter()
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
+                                    verifier=verifier if how else None, search=how, search_width=width)
+        secs = time.perf_counter() - t
+        X._Steer.score, model.forward = score, forward
+        gen = sum(len(c['token_ids']) - c.get('inherited', 0) for cs in res for c in cs)
+        prefill = sum(len(tok(p, add_special_tokens=False).input_ids) for p in prompts)
+        gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
+        rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',
+                     f'{100 * (1 - gen / max(rowsteps[0] - prefill, 1)):.1f}%', f'{100 * spent[0] / secs:.1f}%',
+                     f'{100 * vflops[0] / gflops:.3f}%', sum(c.get('parent') is not None for cs in res for c in cs)])
+    base = float(rows[0][3])
+    for r in rows:
+        r.insert(4, f'{float(r[3]) / base:.2f}')
+    print(f"{n_problems} shop problems x N = {n_samples}, M = {width}, max_new {max_new_tokens}, one thread, checkpoint "
+          f"{os.path.relpath(ckpt, HERE)}; generator {n_params / 1e6:.0f}M parameters")
+    table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain', 'idle row-steps', 'verifier time',
+                 'verifier / generator FLOPs', 'branches'])
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
@@ -571,6 +634,7 @@ if __name__ == '__main__':
     only = flag('only')
     sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling,
                 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
+                'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
                                                                     ('threshold', flag('prune_threshold'))) if v is not None})}
     if only not in (None, *sections):

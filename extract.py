@@ -486,8 +486,8 @@ class _PreallocLayer(DynamicLayer):
         super().__init__()
         k, v = layer.keys, layer.values  # [P, H, n, hd]
         self.n, (P, H, n, _) = k.shape[2], k.shape
-        self.kb = k.new_empty(P * repeats, H, capacity, k.shape[3])
-        self.vb = v.new_empty(P * repeats, H, capacity, v.shape[3])
+        self.kb = k.new_zeros(P * repeats, H, capacity, k.shape[3])  # zeros: an idle row's unwritten column is masked
+        self.vb = v.new_zeros(P * repeats, H, capacity, v.shape[3])  # out, and 0 * its value must stay 0 (never NaN)
         self.kb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = k[:, None]
         self.vb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = v[:, None]
         self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
@@ -497,19 +497,19 @@ class _PreallocLayer(DynamicLayer):
         self.keys, self.values = self.kb[:, :, :self.n], self.vb[:, :, :self.n]
 
     def update(self, key_states, value_states, *args, **kwargs):
-        m = self.n + key_states.shape[-2]
-        self.kb[:, :, self.n:m] = key_states
-        self.vb[:, :, self.n:m] = value_states
+        b, m = key_states.shape[0], self.n + key_states.shape[-2]  # search runs the first b rows only (the others idle)
+        self.kb[:b, :, self.n:m] = key_states
+        self.vb[:b, :, self.n:m] = value_states
         self.n = m
         self._views()
-        return self.keys, self.values
+        return (self.keys, self.values) if b == len(self.kb) else (self.kb[:b, :, :m], self.vb[:b, :, :m])
 
     def batch_select_indices(self, indices):
         self.kb, self.vb = self.kb[indices], self.vb[indices]
         self._views()
 
     def grow(self, extra):  # search: idle rows used columns; `extra` more positions
-        self.kb, self.vb = (torch.cat([b, b.new_empty(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
+        self.kb, self.vb = (torch.cat([b, b.new_zeros(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
         self._views()
 
 
@@ -600,6 +600,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                 position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
     # one prefill per prompt, then N copies of its cache: rows are prompt-major
     cache = _decode_cache(model, cache, n_samples, cap, torch_compile)
+    if searching and not all(isinstance(l, _PreallocLayer) for l in cache.layers):
+        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
+                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
     mask = torch.zeros(B, cap, dtype=torch.long, device=device)
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
     pos = mask.sum(-1) - 1  # [B] position id of each row's last token
@@ -693,8 +696,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
                 x[dst] = x[src]
             stats[:, dst] = stats[:, src]
-            for layer in cache.layers:
-                layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
+            _copy_rows(cache, src, dst)
             rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
             ended[dst] = False
         fed = samp & ~ended  # rows whose new token goes through the model now
@@ -713,6 +715,21 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                         x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev,
                                           logits, h_prev, fed))
                     stats = stats[:, kept]
+        if searching:  # idle rows skip the forward: the fed rows move to the front (swapping rows), the model runs on those
+            b = int(fed.sum())
+            i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
+            if len(i):
+                ij, ji = torch.cat([i, j]), torch.cat([j, i])
+                for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
+                    x[ij] = x[ji]
+                stats[:, ij] = stats[:, ji]
+                _copy_rows(cache, ji, ij)
+            if draws.shape[1] < steer.n_rows:
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
+                continue
+        else:
+            b = len(rows)
         if Lp + t + 1 > mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
             for layer in cache.layers:
                 if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
@@ -720,12 +737,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
         mask[:, Lp + t] = fed if searching else 1
         pos = pos + fed
-        new_logits, new_h = step(nxt, mask if torch_compile else mask[:, :Lp + t + 1], pos)
-        if searching:  # an idle row keeps its logits and state: its input at this column is masked out
-            logits, h_prev = torch.where(fed[:, None], new_logits, logits), torch.where(fed[:, None], new_h, h_prev)
-            prev = torch.where(fed, nxt, prev)
-            if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+        new_logits, new_h = step(nxt[:b], mask[:b] if torch_compile else mask[:b, :Lp + t + 1], pos[:b])
+        if b < len(rows):  # an idle row keeps its logits and state; its (unwritten) column is masked out
+            logits[:b], h_prev[:b], prev[:b] = new_logits, new_h, nxt[:b]
         else:
             logits, h_prev, prev = new_logits, new_h, nxt
         t += 1
@@ -739,6 +753,16 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             c['row'], c['parent'], c['inherited'] = where[r][1:]
         results[where[r][0]].append(c)
     return results
+
+
+def _copy_rows(cache, src, dst):
+    """Cache rows dst become copies of rows src (the whole preallocated buffer row: no prefill)."""
+    for layer in cache.layers:
+        if isinstance(layer, _PreallocLayer):
+            layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
+            layer._views()
+        else:
+            layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
 
 
 class _Steer:
