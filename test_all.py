@@ -3114,3 +3114,34 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
         r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1000,1000)',
                                        '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
         assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
+
+# ---- word-problem families (dataset='words') ----
+
+
+def test_word_families_are_distinct_disjoint_and_graded():
+    """Each family's questions are distinct, config/words.py's train and eval ranges share none in any family,
+    the worked example shown first is never one of them, every range fits, and the family's own worked solution
+    of a question grades correct against its gold (and a wrong final line does not)."""
+    from configurator import apply_config
+    cfg = apply_config({**extract.DEFAULTS}, [os.path.join(REPO, 'config', 'words.py')], extract.DEFAULTS)
+    assert cfg['dataset'] == 'words' and len(extract.WORD_FAMILIES) >= 4
+    tok = type('T', (), {'chat_template': None})()
+    for fam, (make, ranges, valid, items, example) in extract.WORD_FAMILIES.items():
+        space = extract.word_space(fam, cfg['synth_seed'])
+        qs = [extract.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
+        assert len(set(qs)) == len(space) > 1000, fam
+        assert tuple(example) not in {p for p, _, _ in space}
+        split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
+                 for s in ('train', 'eval')}
+        assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
+        p = extract.word_problem(7, fam, cfg['synth_seed'])
+        sol = p['meta']['solution'].split('####')[0].strip()
+        wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
+        assert label.grade(sol, p['gold'], 'words')['correct'] and not label.grade(wrong, p['gold'], 'words')['correct']
+        with pytest.warns(UserWarning):
+            prompt = build_prompt(tok, p, None, False, warn=[True])
+        assert extract.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
+    with pytest.raises(SystemExit, match="word_family='cars'.*fix"):
+        load_problems('words', 0, 1, word_family='cars')
+    with pytest.raises(SystemExit, match="outside family 'bake'.*fix"):
+        load_problems('words', 0, len(extract.word_space('bake', 1337)), word_family='bake')
