@@ -782,6 +782,10 @@ class _Steer:
         if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
             raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
                              f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
+        if verifier.spec.get('step_features') or verifier.spec.get('residual'):
+            raise ValueError(f"the steering checkpoint reads step_features={verifier.spec.get('step_features')} / residual="
+                             f"{verifier.spec.get('residual')!r} (token statistics), which online steering does not feed; "
+                             f"fix: steer with a checkpoint trained on states alone (train.py defaults)")
         if verifier.spec['input_steps'] == 'answer':
             raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
                              "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")

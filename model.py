@@ -207,6 +207,12 @@ def _score_head(d):
     return nn.Sequential(nn.LayerNorm(d), nn.Linear(d, HEAD_HIDDEN), nn.ReLU(), nn.Linear(HEAD_HIDDEN, 1))
 
 
+def _plus_cheap(score, batch):
+    """The residual form (train.py residual=...): the learned score is a correction added to the standardized
+    cheap score, so a verifier whose correction is 0 ranks exactly as that cheap scorer."""
+    return score + batch['cheap'] if 'cheap' in batch else score
+
+
 def _encoder(d, n_layer, n_head, dropout):
     # post-LN, batch_first, relu: torch's nested-tensor fast path skips padding at inference
     layer = nn.TransformerEncoderLayer(d, n_head, 4 * d, dropout, batch_first=True)
@@ -256,7 +262,7 @@ class HSRM(nn.Module):
         return _encode(self.encoder, self.proj(batch['states']), batch['step_mask'])
 
     def forward(self, batch):
-        return self.head(self.pooled(batch)).squeeze(-1)
+        return _plus_cheap(self.head(self.pooled(batch)).squeeze(-1), batch)
 
     def pooled_flops(self, S, T):
         return _linear_flops([self.proj], S) + _enc_flops(self.encoder, S)
@@ -278,7 +284,7 @@ class DeepSet(nn.Module):
         self.head = _score_head(d_model)
 
     def forward(self, batch):
-        return self.head(_masked_mean(self.phi(batch['states']), batch['step_mask'])).squeeze(-1)
+        return _plus_cheap(self.head(_masked_mean(self.phi(batch['states']), batch['step_mask'])).squeeze(-1), batch)
 
     def flops(self, S, T):
         return _linear_flops(self.phi, S) + _linear_flops(self.head, 1)
@@ -366,7 +372,8 @@ STEP_INPUTS = ('all', 'answer', 'last')  # which stored step states a verifier r
 
 
 def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
-                   max_tokens=512, tokenizer=None, max_steps=None, **args):
+                   max_tokens=512, tokenizer=None, max_steps=None, step_features=False, feat_norm=None, residual=None,
+                   res_norm=None, **args):
     """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
     reads (input dim = len(layers) * d_gen); input_steps 'all' | 'answer' | 'last' and max_steps (None
     = no cap): which stored step states it reads (first_step); text inputs: vocab (sorted
@@ -374,6 +381,10 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
     vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
     architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
+    step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
+    feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (baselines.py
+    CHEAP_SCORERS) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
+    output layer starting at 0 (states/hsrm, deepset only).
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
@@ -386,7 +397,10 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     if reads(kind, 'states'):
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
-        inputs['d_in'] = d_gen * len(layers)
+        inputs['d_in'] = d_gen * len(layers) + (N_STEP_FEATURES if step_features else 0)
+    if (step_features or residual) and (reads(kind, 'tokens') or not reads(kind, 'states')):
+        raise ValueError(f"step_features={step_features!r} / residual={residual!r} are options of the hidden-state "
+                         f"verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
     if not reads(kind, 'tokens'):
         tokenizer = None  # train.py's text_tokenizer default names GPT-2 for every kind
     else:
@@ -406,7 +420,11 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     model.kind, model.args = kind, args
     model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps, max_steps=max_steps,
                       vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
-                      max_tokens=max_tokens, tokenizer=tokenizer)
+                      max_tokens=max_tokens, tokenizer=tokenizer, step_features=bool(step_features),
+                      feat_norm=feat_norm, residual=residual, res_norm=res_norm)
+    if residual:
+        nn.init.zeros_(model.head[-1].weight)
+        nn.init.zeros_(model.head[-1].bias)
     return model
 
 
@@ -524,6 +542,12 @@ def make_batch(candidates, spec, cols=None):
         st = [c['states'][first_step(c, spec):] for c in candidates]
         if cols is not None:
             st = [s[:, cols] for s in st]
+        if spec.get('step_features'):
+            mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
+            st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
+        if spec.get('residual'):
+            mu, sd = spec['res_norm']
+            batch['cheap'] = torch.tensor([(cheap_score(c, spec['residual']) - mu) / sd for c in candidates], dtype=torch.float32)
         batch['states'] = nn.utils.rnn.pad_sequence(st, batch_first=True).float()  # [B,S,D]
         n = torch.tensor([len(s) for s in st])
         batch['step_mask'] = torch.arange(batch['states'].shape[1])[None, :] < n[:, None]
@@ -533,6 +557,29 @@ def make_batch(candidates, spec, cols=None):
         batch['tokens'] = nn.utils.rnn.pad_sequence(toks, batch_first=True, padding_value=PAD)
         batch['token_mask'] = batch['tokens'] != PAD
     return batch
+
+
+N_STEP_FEATURES = 3
+
+
+def step_feature_matrix(c):
+    """float [S, 3]: for each stored step state, the mean log-prob, mean entropy and mean DeepConf confidence of
+    that step's tokens (those after the previous stored boundary, up to and including this one's token). The one
+    place these are computed: training, scoring and prefixes (cut_prefix keeps the statistics) read them here."""
+    pos = c['step_pos'].long()
+    if not len(pos):
+        return torch.zeros(0, N_STEP_FEATURES)
+    stats = torch.stack([c['logprobs'].float(), c['entropies'].float(), c['confidences'].float()], 1)  # [T, 3]
+    csum = torch.cat([stats.new_zeros(1, N_STEP_FEATURES), stats.cumsum(0)])  # [T + 1, 3]
+    lo = torch.cat([pos.new_zeros(1), pos[:-1] + 1])
+    hi = pos + 1
+    return (csum[hi] - csum[lo]) / (hi - lo).clamp(min=1)[:, None].float()
+
+
+def cheap_score(c, name):
+    """Cheap scorer `name` (baselines.CHEAP_SCORERS) of one candidate (or prefix), for the residual form."""
+    from baselines import CHEAP_SCORERS  # baselines imports this module: import on use
+    return float(CHEAP_SCORERS[name](c))
 
 
 def batch_to(batch, device):
@@ -762,6 +809,8 @@ def save_checkpoint(path, model, meta):
     ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
             'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
             'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
+            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
+            'res_norm': s.get('res_norm'),
             'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     atomic_save(ckpt, path)
@@ -775,6 +824,8 @@ def load_checkpoint(path, device='cpu'):
     ck = torch.load(path, map_location='cpu', weights_only=True)
     model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
                            input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'), **ck['model_args'])
+                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
+                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
+                           residual=ck.get('residual'), res_norm=ck.get('res_norm'), **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck

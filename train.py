@@ -24,7 +24,7 @@ from tqdm import tqdm
 from configurator import configure, knobs
 from model import (LOSSES, STEP_INPUTS, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
                    count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
-                   save_checkpoint, score_problems, score_sorted)
+                   save_checkpoint, score_problems, score_sorted, step_feature_matrix)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -61,6 +61,13 @@ eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
+balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
+                            # from every dir (a smaller dir cycles sooner); validation is also reported per dir
+step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
+                            # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
+residual = None             # None | 'auto' (the cheap scorer with the best validation within-AUROC) | a baselines.py
+                            # CHEAP_SCORERS name: score = that scorer (standardized) + a learned correction starting at 0;
+                            # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
                             # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
                             # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
@@ -155,9 +162,22 @@ def preflight(train_problems, val_problems, cfg):
     return pool
 
 
-def build_model(train_problems, cfg):
+def residual_choice(train_problems, val_problems, name):
+    """(the cheap scorer of the residual form, (mean, std) of its scores on the training candidates); 'auto' =
+    the scorer with the best mean within-problem AUROC on the validation problems (ties: the first listed)."""
+    from baselines import CHEAP_SCORERS, cheap_scores
+    if name == 'auto':
+        name = max(CHEAP_SCORERS, key=lambda k: np.nan_to_num(pool_metrics(cheap_scores(val_problems, k), _labels(val_problems))['auroc']))
+    elif name not in CHEAP_SCORERS:
+        raise ValueError(f"residual={name!r} is not 'auto' or a cheap scorer; fix: --residual=auto (or one of {sorted(CHEAP_SCORERS)})")
+    s = np.concatenate(cheap_scores(train_problems, name))
+    return name, (float(s.mean()), float(s.std()) or 1.0)
+
+
+def build_model(train_problems, cfg, val_problems=()):
     """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
-    the states; with text_tokenizer=None the text vocabulary from the training completions)."""
+    the states; with text_tokenizer=None the text vocabulary from the training completions; step feature and
+    residual standardization from the training candidates)."""
     p0 = train_problems[0]
     stored = list(p0['layers'])
     layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
@@ -167,8 +187,14 @@ def build_model(train_problems, cfg):
         arch['size'] = cfg['text_size']
     tok = cfg['text_tokenizer']
     vocab = build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None
+    extra = {}
+    if cfg['step_features']:
+        f = torch.cat([step_feature_matrix(c) for p in train_problems for c in p['candidates']])
+        extra.update(step_features=True, feat_norm=(f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist()))
+    if cfg['residual']:
+        extra['residual'], extra['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
     return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
-                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], **arch)
+                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], **arch, **extra)
 
 
 def get_batch(pool, state, cfg, rng):
@@ -176,10 +202,20 @@ def get_batch(pool, state, cfg, rng):
     epoch's order and cursor), with all or n_train random candidates of each.
     -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
     bp = cfg['batch_problems']
-    if state['cursor'] + bp > len(state['order']):
-        state['order'], state['cursor'] = rng.permutation(len(pool)), 0
-    idx = state['order'][state['cursor']:state['cursor'] + bp]
-    state['cursor'] += bp
+    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs (at least 1) from each
+        idx = []
+        for d, members in state['dirs'].items():
+            k = max(1, bp // len(state['dirs']))
+            st = state['per_dir'][d]
+            if st['cursor'] + k > len(st['order']):
+                st['order'], st['cursor'] = rng.permutation(members), 0
+            idx += list(st['order'][st['cursor']:st['cursor'] + k])
+            st['cursor'] += k
+    else:
+        if state['cursor'] + bp > len(state['order']):
+            state['order'], state['cursor'] = rng.permutation(len(pool)), 0
+        idx = state['order'][state['cursor']:state['cursor'] + bp]
+        state['cursor'] += bp
     cands, pids = [], []
     for j, pi in enumerate(idx):
         cs = pool[pi]['candidates']
@@ -193,13 +229,25 @@ def get_batch(pool, state, cfg, rng):
     return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
 
 
+def dir_name(d):
+    """A split dir's family name in logs: out/words_shop/train -> words_shop."""
+    return os.path.basename(os.path.dirname(os.path.abspath(d)))
+
+
 def val_metrics(model, problems, cfg, dev):
-    """Metrics on the validation split. The loss's random choices (ListMLE tie breaks) come from a
-    generator of their own, fresh each time: validation never moves the training draws, and every
-    evaluation sees the same tie breaks."""
+    """Metrics on the validation split (and per source dir under 'per_dir' when it pools several). The
+    loss's random choices (ListMLE tie breaks) come from a generator of their own, fresh each time:
+    validation never moves the training draws, and every evaluation sees the same tie breaks."""
     gen = torch.Generator().manual_seed(cfg['val_seed'])
     scores = score_problems(model, problems, cfg['eval_batch_size'], dev, where='validation split')
     m = pool_metrics(scores, _labels(problems))
+    srcs = sorted({p.get('src') for p in problems if p.get('src')})
+    if len(srcs) > 1:
+        m['per_dir'] = {}
+        for d in srcs:
+            i = [j for j, p in enumerate(problems) if p.get('src') == d]
+            pm = pool_metrics([scores[j] for j in i], _labels([problems[j] for j in i]))
+            m['per_dir'][dir_name(d)] = {'auroc': pm['auroc'], 'acc': pm['acc']}
     s = torch.tensor(np.concatenate(scores))
     lab = torch.tensor(np.concatenate(_labels(problems)))
     pid = torch.cat([torch.full((len(p['candidates']),), i) for i, p in enumerate(problems)])
@@ -228,7 +276,7 @@ def train(train_problems, val_problems, cfg):
     gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside training losses (ListMLE tie breaks)
     dev = resolve_device(cfg['device'])
     loss_fn = LOSSES[cfg['loss']][0]
-    model = build_model(train_problems, cfg).to(dev)
+    model = build_model(train_problems, cfg, val_problems).to(dev)
     cols = problem_columns(pool, model.spec, 'training data')
     problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
     opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'])
@@ -242,8 +290,24 @@ def train(train_problems, val_problems, cfg):
     run_dir_ = cfg['run_dir']
     t0 = time.time()
     state = {'order': rng.permutation(len(pool)), 'cursor': 0}
-    bar = tqdm(range(cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}", dynamic_ncols=True)
+    srcs = sorted({p.get('src') for p in pool if p.get('src')})
+    if cfg['balance_dirs'] and len(srcs) > 1:
+        state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
+        state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
+    # the residual form starts as its cheap scorer: validated before the first step, it can be the one kept
+    bar = tqdm(range(-1 if cfg['residual'] else 0, cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}",
+               dynamic_ncols=True)
     for it in bar:
+        if it < 0:
+            m = val_metrics(model, val_problems, cfg, dev)
+            m['iter'] = 0
+            log['val'].append(m)
+            best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
+            if run_dir_:
+                save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
+                                                                          'best_metric': best, 'best_step': 0, 'best_val': m})
+            tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
+            continue
         cands, labels, pids = get_batch(pool, state, cfg, rng)
         for g in opt.param_groups:
             g['lr'] = lr_at(it, cfg)
@@ -276,9 +340,10 @@ def train(train_problems, val_problems, cfg):
             else:
                 bad_evals += 1
             recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
+            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
             tqdm.write(f"step {it + 1}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
                        f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
-                       f"at step {best_step}")
+                       f"at step {best_step}{per}")
             if run_dir_:
                 atomic_write_json({**log, 'done': False}, os.path.join(run_dir_, 'log.json'))
             if cfg['patience'] and bad_evals >= cfg['patience']:
@@ -296,7 +361,7 @@ def train(train_problems, val_problems, cfg):
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train')
+             'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train', 'step_features', 'residual')
 
 
 def run_name(cfg, stored_layers=(-1,)):
