@@ -383,7 +383,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
     step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
     feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (baselines.py
-    CHEAP_SCORERS) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
+    CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
     output layer starting at 0 (states/hsrm, deepset only).
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
     if kind not in VERIFIERS:
@@ -547,7 +547,8 @@ def make_batch(candidates, spec, cols=None):
             st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
         if spec.get('residual'):
             mu, sd = spec['res_norm']
-            batch['cheap'] = torch.tensor([(cheap_score(c, spec['residual']) - mu) / sd for c in candidates], dtype=torch.float32)
+            z = [(cheap_score(c, spec['residual']) - mu) / sd for c in candidates]  # an empty trace: the floor, -10
+            batch['cheap'] = torch.tensor(z, dtype=torch.float32).clamp(-10, 10)
         batch['states'] = nn.utils.rnn.pad_sequence(st, batch_first=True).float()  # [B,S,D]
         n = torch.tensor([len(s) for s in st])
         batch['step_mask'] = torch.arange(batch['states'].shape[1])[None, :] < n[:, None]
@@ -576,10 +577,17 @@ def step_feature_matrix(c):
     return (csum[hi] - csum[lo]) / (hi - lo).clamp(min=1)[:, None].float()
 
 
+def residual_scorers():
+    """The free scorers a residual verifier can start from: baselines.py's cheap scorers and DeepConf's mean
+    token confidence (a trace's mean; a window longer than any trace here)."""
+    from baselines import CHEAP_SCORERS, deepconf_mean  # baselines imports this module: import on use
+    return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
+
+
 def cheap_score(c, name):
-    """Cheap scorer `name` (baselines.CHEAP_SCORERS) of one candidate (or prefix), for the residual form."""
-    from baselines import CHEAP_SCORERS  # baselines imports this module: import on use
-    return float(CHEAP_SCORERS[name](c))
+    """Free scorer `name` (residual_scorers) of one candidate (or prefix); -inf (an empty trace) -> -1e9."""
+    s = float(residual_scorers()[name](c))
+    return s if np.isfinite(s) else -1e9
 
 
 def batch_to(batch, device):

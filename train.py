@@ -24,7 +24,7 @@ from tqdm import tqdm
 from configurator import configure, knobs
 from model import (LOSSES, STEP_INPUTS, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
                    count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
-                   save_checkpoint, score_problems, score_sorted, step_feature_matrix)
+                   save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -65,8 +65,9 @@ balance_dirs = True         # several train_dirs (task families): each batch dra
                             # from every dir (a smaller dir cycles sooner); validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
-residual = None             # None | 'auto' (the cheap scorer with the best validation within-AUROC) | a baselines.py
-                            # CHEAP_SCORERS name: score = that scorer (standardized) + a learned correction starting at 0;
+residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | a name of
+                            # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
+                            # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
                             # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
@@ -163,14 +164,16 @@ def preflight(train_problems, val_problems, cfg):
 
 
 def residual_choice(train_problems, val_problems, name):
-    """(the cheap scorer of the residual form, (mean, std) of its scores on the training candidates); 'auto' =
-    the scorer with the best mean within-problem AUROC on the validation problems (ties: the first listed)."""
-    from baselines import CHEAP_SCORERS, cheap_scores
+    """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
+    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems."""
+    fs = residual_scorers()
+    scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
     if name == 'auto':
-        name = max(CHEAP_SCORERS, key=lambda k: np.nan_to_num(pool_metrics(cheap_scores(val_problems, k), _labels(val_problems))['auroc']))
-    elif name not in CHEAP_SCORERS:
-        raise ValueError(f"residual={name!r} is not 'auto' or a cheap scorer; fix: --residual=auto (or one of {sorted(CHEAP_SCORERS)})")
-    s = np.concatenate(cheap_scores(train_problems, name))
+        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
+    elif name not in fs:
+        raise ValueError(f"residual={name!r} is not 'auto' or a free scorer; fix: --residual=auto (or one of {sorted(fs)})")
+    s = np.concatenate(scores(train_problems, name))
+    s = s[s > -1e9]
     return name, (float(s.mean()), float(s.std()) or 1.0)
 
 

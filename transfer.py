@@ -1,0 +1,200 @@
+"""
+Leave-one-family-out transfer: does a verifier hold up on a task family it never saw? For each family F of
+`families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
+train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
+then score F's eval split zero-shot beside the free scorers on the same pool: every cheap scorer, the best cheap
+scorer chosen on the training families' validation split, majority vote, DeepConf, single pass, oracle; paired
+bootstrap intervals (evaluate.py's, the same draws for every method of a fold). With in_domain=True each variant is
+also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
+
+    python transfer.py config/transfer_words.py
+    python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
+
+Writes {out_dir}/transfer.md, transfer.json, config.json; the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
+"""
+import json
+import os
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import evaluate as E
+import train as T
+from configurator import configure, knobs
+from label import answers_equal
+from model import atomic_write_json, cli, count_params, load_checkpoint, load_split, problem_files, resolve_device
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+out_dir = 'out/transfer'
+families = {}               # name -> cell dir with labelled train/ and eval/ splits, e.g. {'shop': 'out/words_shop', ...}
+variants = {'hsrm': {}}     # name -> train.py overrides, e.g. {'hsrm_conf': {'step_features': True},
+                            # 'hsrm_residual': {'residual': 'auto'}}
+seeds = [42, 123, 456]      # one verifier per seed, per variant and fold
+in_domain = True            # also train each variant on the held-out family's own train split (the reference)
+train_overrides = {}        # train.py knobs for every run, e.g. {'max_iters': 300, 'eval_interval': 25}
+n_eval = 8                  # best-of-N; pools larger than N average n_subsets random N-subsets (evaluate.py)
+n_subsets = 100
+subset_seed = 0
+n_boot = 2000               # paired bootstrap draws over the held-out problems (and seeds)
+boot_seed = 0
+val_frac = 0.2              # the training families' validation split (as train.py draws it) chooses the best cheap scorer
+val_seed = 42               # and the weighted-vote temperatures
+device = 'auto'             # 'auto' | 'cpu' | 'cuda'
+threads = 0                 # CPU threads for torch; 0 = torch's default
+DEFAULTS = knobs(globals())  # the knobs above as a dict
+
+# -----------------------------------------------------------------------------
+
+
+def check_families(fams):
+    """Every family needs labelled train and eval splits; names and dirs are checked before any training."""
+    if len(fams) < 2:
+        raise ValueError(f"families={fams!r}: leave-one-out needs at least 2 families; fix: --families=\"{{'a': "
+                         f"'out/cell_a', 'b': 'out/cell_b'}}\" (cells from extract.py + label.py)")
+    for name, d in fams.items():
+        for s in ('train', 'eval'):
+            if not os.path.exists(os.path.join(d, s, 'labels.json')):
+                raise ValueError(f"families[{name!r}]={d!r} has no labelled {s} split ({d}/{s}/labels.json); fix: "
+                                 f"python extract.py <its config> --out_dir={d} && python label.py <its config> --out_dir={d}")
+
+
+def fold_runs(cfg, held):
+    """[(row name, run dir, train dirs)] of fold `held`: each variant on the other families, and in domain."""
+    others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
+    out = []
+    for v in cfg['variants']:
+        out.append((v, os.path.join(cfg['out_dir'], held, v), others))
+        if cfg['in_domain']:
+            out.append((f'{v} (in domain)', os.path.join(cfg['out_dir'], held, f'{v}_in_domain'),
+                        [os.path.join(cfg['families'][held], 'train')]))
+    return out
+
+
+def train_fold(cfg, held):
+    """Train (or skip, when finished with the same config: train.run's rule) every run of a fold."""
+    for name, run_dir, dirs in fold_runs(cfg, held):
+        over = cfg['variants'][name.replace(' (in domain)', '')]
+        c = {**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': run_dir, 'train_dirs': dirs, 'run_dir': run_dir,
+             'seeds': list(cfg['seeds']), 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device']}
+        T.run(c)
+
+
+def val_split(dirs, cfg, n):
+    """The validation problems of these train dirs (each split as train.py splits it) as one pool: (problems, pool, n)."""
+    probs = []
+    for d in dirs:
+        files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
+        for p in load_split(d, files=files):
+            p['src'] = d
+            probs.append(p)
+    vn = min(n, min(len(p['candidates']) for p in probs))
+    return probs, E.build_pool(probs, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+
+
+def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
+    """A row (and its weighted-vote row) from one run's seeds, scores cached next to the runs."""
+    runs, cache = [], os.path.join(cfg['out_dir'], 'scores')
+    vp, vpool, vn = val_split(dirs, cfg, cfg['n_eval'])
+    for s in cfg['seeds']:
+        path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
+        model, _ = load_checkpoint(path, dev)
+        sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+        vs = []  # validation scores, per training dir (each cached under its own split)
+        for d in dirs:
+            part = [p for p in vp if p['src'] == d]
+            vs += E.cached_scores(model, path, part, d, cache, 1024, dev)[0]
+        temp = E.choose_temp(vs, vpool, vn, E.DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+        mt = E.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
+        runs.append({'ckpt': path, 'seed': s, 'temp': temp, **mt})
+    return [E.make_row(name, 'verifier', runs, params=count_params(model)),
+            E.make_row(f'{name} + weighted vote', 'verifier_vote',
+                       [E.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
+
+
+def evaluate_fold(cfg, held, dev):
+    """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
+    n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
+    problems = load_split(eval_dir)
+    pool = E.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
+    vp, vpool, vn = val_split(others, cfg, n)
+    rows, _ = E.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
+    if E.has_confidences(problems):
+        rows += E.deepconf_rows(problems, pool, [n], n, {**E.DEFAULTS, **{k: cfg[k] for k in cfg if k in E.DEFAULTS}})
+    for name, run_dir, dirs in fold_runs(cfg, held):
+        rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
+    orc = {n: np.array([E.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
+    rows.append(E.make_row(f'Oracle pass@{n}', 'oracle', [E.per_problem_run(orc, n=n)]))
+    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    best = next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')
+    return {'family': held, 'eval_dir': eval_dir, 'n_problems': len(problems), 'best_cheap_val': best,
+            'trained_on': others, 'rows': rows}
+
+
+def summary(folds, cfg):
+    """Per variant (zero-shot rows): folds where its AUROC >= the best cheap scorer's (on validation), its lowest
+    AUROC, and folds where its best-of-N is below that scorer's beyond the interval."""
+    out = []
+    for v in cfg['variants']:
+        ok, low, worse = 0, [], []
+        for f in folds:
+            r = next(r for r in f['rows'] if r['method'] == v)
+            vs = r['vs'].get('best_cheap_val', {})
+            ok += vs.get('auroc', -1) >= 0
+            low.append(r['auroc'])
+            worse += [f['family']] if vs.get('acc_ci') and vs['acc_ci'][1] < 0 else []
+        out.append({'variant': v, 'auroc_at_least_best_cheap': ok, 'folds': len(folds), 'min_auroc': float(np.min(low)),
+                    'bo_n_below_best_cheap': worse})
+    return out
+
+
+def render(folds, summ, cfg):
+    n = cfg['n_eval']
+    out = [f"## Leave-one-family-out transfer (best-of-{n})", '',
+           f"Each family's eval split scored by verifiers trained on the other families' train splits (zero-shot), "
+           f"{len(cfg['seeds'])} seeds each; `(in domain)`: trained on the family's own train split. The best cheap "
+           f"scorer is chosen on the training families' validation split; Δ are paired differences with 95% bootstrap "
+           f"intervals ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
+           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best cheap on val (pts) | Δ vs majority (pts) '
+           f'| Within-AUROC [95% CI] | Δ AUROC vs best cheap on val |', '|---|---|---:|---:|---:|---:|---:|']
+    keep = ('vote', 'cheap_best_val', 'deepconf', 'deepconf_vote', 'verifier', 'verifier_vote', 'oracle', 'single')
+    for f in folds:
+        for r in f['rows']:
+            if r['type'] not in keep:
+                continue
+            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {E._ci(r['acc'], r.get('acc_ci'), True)} "
+                       f"| {E._vs(r, 'best_cheap_val', 'acc', True)} | {E._vs(r, 'majority', 'acc', True)} "
+                       f"| {E._ci(r.get('auroc'), r.get('auroc_ci'), False)} | {E._vs(r, 'best_cheap_val', 'auroc', False)} |")
+    out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best cheap | Lowest AUROC | Folds with Bo-N below best cheap '
+            'beyond the interval |', '|---|---:|---:|---|']
+    for s in summ:
+        out.append(f"| {s['variant']} | {s['auroc_at_least_best_cheap']} / {s['folds']} | {s['min_auroc']:.3f} "
+                   f"| {', '.join(s['bo_n_below_best_cheap']) or 'none'} |")
+    return '\n'.join(out) + '\n'
+
+
+def run(cfg):
+    cfg = {**DEFAULTS, **cfg}
+    check_families(cfg['families'])
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
+    dev = resolve_device(cfg['device'])
+    atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
+    folds = []
+    for held in tqdm(list(cfg['families']), desc='folds'):
+        train_fold(cfg, held)
+        folds.append(evaluate_fold(cfg, held, dev))
+    summ = summary(folds, cfg)
+    md = render(folds, summ, cfg)
+    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}), os.path.join(cfg['out_dir'], 'transfer.json'))
+    with open(os.path.join(cfg['out_dir'], 'transfer.md'), 'w') as f:
+        f.write(md)
+    print(md)
+    return folds, summ
+
+
+if __name__ == '__main__':
+    config = configure(globals())  # config files, then --key=value, override the knobs above
+    cli(run, config, 'transfer.py')
