@@ -3145,3 +3145,130 @@ def test_word_families_are_distinct_disjoint_and_graded():
         load_problems('words', 0, 1, word_family='cars')
     with pytest.raises(SystemExit, match="outside family 'bake'.*fix"):
         load_problems('words', 0, len(extract.word_space('bake', 1337)), word_family='bake')
+
+# ---- transfer: several task families, confidence inputs, residual verifier, leave-one-family-out ----
+
+
+def _families(tmp_path, sizes=(24, 12, 16)):
+    """Cells (train/ and eval/ splits) of a few synthetic families in the on-disk format, with confidences."""
+    fams = {}
+    for i, n in enumerate(sizes):
+        d = str(tmp_path / f'fam{i}')
+        write_split_eval(f'{d}/train', n, 8, seed=10 + i, confidences=True)
+        write_split_eval(f'{d}/eval', 10, 8, seed=20 + i, start=1000, confidences=True)
+        fams[f'fam{i}'] = d
+    return fams
+
+
+def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_eval):
+    """With several train_dirs every batch holds the same number of problems from each dir, whatever their
+    sizes; validation is reported per dir as well as pooled; with one dir balance_dirs changes nothing."""
+    fams = _families(tmp_path, (24, 6))
+    dirs = [f'{d}/train' for d in fams.values()]
+    data = T.load_train_data(dirs)
+    tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
+    state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
+    state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
+    rng, src = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}
+    for _ in range(12):  # the small dir (5 training problems) cycles
+        cands, _, pids = T.get_batch(tr, state, {**T.DEFAULTS, 'batch_problems': 4}, rng)
+        per = {d: len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d}) for d in dirs}
+        assert per == {d: 2 for d in dirs}, per
+    out = str(tmp_path / 'run')
+    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None, 'device': 'cpu'})
+    log = json.load(open(glob.glob(f'{out}/verifiers/*/log.json')[0]))
+    assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1 for v in log['val'][-1]['per_dir'].values())
+    one = [f'{fams["fam0"]}/train']
+    runs = []
+    for bal in (True, False):
+        o = str(tmp_path / f'one{bal}')
+        T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': o, 'train_dirs': one, 'seeds': None,
+               'device': 'cpu', 'balance_dirs': bal})
+        runs.append(json.load(open(glob.glob(f'{o}/verifiers/*/log.json')[0]))['train_loss'])
+    assert runs[0] == runs[1]
+
+
+def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
+    """model.step_feature_matrix: per stored step, the means of the step's log-probs, entropies and confidences
+    (tokens after the previous boundary up to its own), by hand; a prefix's features are the first rows; the
+    batch appends them, standardized, after the states; a steering run refuses such a checkpoint."""
+    from model import cut_prefix, step_feature_matrix
+    write_split_eval(str(tmp_path / 's'), 3, 4, seed=3, confidences=True)
+    c = next(c for p in load_split(str(tmp_path / 's')) for c in p['candidates'] if len(c['step_pos']) >= 3)
+    pos, hand = c['step_pos'].tolist(), []
+    for i, e in enumerate(pos):
+        lo = pos[i - 1] + 1 if i else 0
+        hand.append([float(c[k][lo:e + 1].mean()) for k in ('logprobs', 'entropies', 'confidences')])
+    f = step_feature_matrix(c)
+    torch.testing.assert_close(f, torch.tensor(hand))
+    torch.testing.assert_close(step_feature_matrix(cut_prefix(c, 1)), f[:2])
+    v = build_verifier('hsrm', 16, step_features=True, feat_norm=([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]), dropout=0.0)
+    b = make_batch([c], v.spec)
+    assert b['states'].shape[-1] == 16 + 3
+    torch.testing.assert_close(b['states'][0, :len(pos), 16:], (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
+    with pytest.raises(ValueError, match='step_features.*fix'):
+        extract._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
+
+
+def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval):
+    """An untrained residual verifier ranks every problem's candidates exactly as its free scorer; 'auto' picks the
+    scorer with the best validation within-AUROC (recomputed here); the checkpoint round-trips; training validates
+    at step 0, so the kept model can be the free scorer itself."""
+    from model import cheap_score, pool_metrics, residual_scorers, save_checkpoint
+    fams = _families(tmp_path, (20,))
+    d = f"{fams['fam0']}/train"
+    probs = load_split(d)
+    tr, va = T.split_problems(probs, 0.2, 42)
+    name, (mu, sd) = T.residual_choice(tr, va, 'auto')
+    labels = [[float(c['correct']) for c in p['candidates']] for p in va]
+    aurocs = {k: pool_metrics([np.array([cheap_score(c, k) for c in p['candidates']]) for p in va], labels)['auroc']
+              for k in residual_scorers()}
+    assert aurocs[name] == max(np.nan_to_num(list(aurocs.values())))
+    v = build_verifier('hsrm', 16, residual=name, res_norm=(mu, sd), dropout=0.0).eval()
+    sc = score_problems(v, probs)
+    for p, s in zip(probs, sc):
+        ref = np.array([cheap_score(c, name) for c in p['candidates']])
+        assert (np.argsort(-s, kind='stable') == np.argsort(-ref, kind='stable')).all()
+    save_checkpoint(str(tmp_path / 'r.pt'), v, {})
+    v2 = load_checkpoint(str(tmp_path / 'r.pt'))[0]
+    assert v2.spec['residual'] == name and np.allclose(np.concatenate(score_problems(v2, probs)), np.concatenate(sc))
+    out = str(tmp_path / 'run')
+    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': [d], 'seeds': None,
+           'device': 'cpu', 'residual': 'auto'})
+    log = json.load(open(glob.glob(f'{out}/verifiers/hsrm_residual-auto_seed42/log.json')[0]))
+    assert log['val'][0]['iter'] == 0 and log['best_metric'] >= log['val'][0]['auroc']
+    with pytest.raises(ValueError, match="residual='nope'.*fix"):
+        T.residual_choice(tr, va, 'nope')
+
+
+def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
+    """transfer.py on three families: every fold trains on the other families only (its run configs say so), in
+    domain on its own; the best cheap scorer is the one with the best validation best-of-8 on the training
+    families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; a
+    second run retrains nothing."""
+    import transfer as X
+    from baselines import CHEAP_SCORERS, cheap_scores
+    fams = _families(tmp_path)
+    cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
+           'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'train_overrides': _cfg(max_iters=20, eval_interval=10)}
+    folds, summ = X.run(cfg)
+    assert [f['family'] for f in folds] == list(fams) and len(summ) == 2
+    for f in folds:
+        held = f['family']
+        tc = json.load(open(f"{cfg['out_dir']}/{held}/hsrm/seed1/config.json"))
+        assert sorted(tc['train_dirs']) == sorted(f'{d}/train' for k, d in fams.items() if k != held)
+        assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
+        vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
+        acc = {k: E.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
+        assert f['best_cheap_val'] == max(CHEAP_SCORERS, key=lambda k: acc[k])
+        names = {r['method'] for r in f['rows']}
+        assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
+        r = next(r for r in f['rows'] if r['method'] == 'hsrm')
+        assert r['acc_ci'][0] <= r['acc'] <= r['acc_ci'][1] and 'best_cheap_val' in r['vs'] and 'majority' in r['vs']
+    md = open(f"{cfg['out_dir']}/transfer.md").read()
+    assert all(f'| {k} (10) |' in md for k in fams)
+    stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
+    X.run(cfg)
+    assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
+    with pytest.raises(ValueError, match='no labelled train split.*fix'):
+        X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
