@@ -3272,3 +3272,48 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
     with pytest.raises(ValueError, match='no labelled train split.*fix'):
         X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
+
+
+def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
+    """steer.py: a search run's cost is its problems' generated_tokens (abandoned rows included, inherited tokens
+    once), its pick is the steering checkpoint's argmax over the finished candidates only, and its Δ is taken
+    against HSRM best-of-N interpolated in log tokens at that cost (all recomputed here by hand)."""
+    import steer as ST
+    from model import problem_files, save_checkpoint
+    pool_dir, tr = str(tmp_path / 'pool'), str(tmp_path / 'train')
+    write_split_eval(pool_dir, 12, 16, seed=1)
+    write_split_eval(tr, 20, 8, seed=2)
+    ck = str(tmp_path / 'v' / 'hsrm_seed1' / 'ckpt.pt')
+    torch.manual_seed(0)
+    save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0).eval(), {})
+    sd = str(tmp_path / 'beam' / 'eval')
+    os.makedirs(f'{sd}/problems')
+    labels, gen_tok = {}, []
+    for f in problem_files(pool_dir):
+        p = torch.load(f, weights_only=True)
+        lab = json.load(open(f'{pool_dir}/labels.json'))['labels'][p['key']][:6]
+        cs = p['candidates'][:6]
+        for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
+            c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
+            if i >= 4:
+                c['token_ids'][:3] = cs[0]['token_ids'][:3]
+                lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
+        p['candidates'], p['generated_tokens'] = cs, sum(len(c['token_ids']) - c['inherited'] for c in cs)
+        gen_tok.append(p['generated_tokens'])
+        torch.save(p, f"{sd}/problems/{p['key']}.pt")
+        labels[p['key']] = lab
+    json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
+    json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
+    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'search_dirs': [sd], 'ckpts': [ck],
+                  'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
+    r, = res['rows']
+    v = load_checkpoint(ck)[0]
+    picks = []
+    for p, s in zip(load_split(sd), score_problems(v, load_split(sd))):
+        fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
+        picks.append(float(p['candidates'][max(fin, key=lambda k: s[k])]['correct']))
+    assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
+    at = np.interp(np.log(r['tokens']), np.log(res['tokens']), res['curves']['hsrm']['acc'])
+    assert r['bon_at_tokens'] == pytest.approx(at) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at)
+    assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
+    assert res['ns'] == [1, 2, 4, 8, 16] and os.path.exists(str(tmp_path / 'out' / 'steer.md'))
