@@ -3250,7 +3250,8 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     from baselines import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
-           'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'train_overrides': _cfg(max_iters=20, eval_interval=10)}
+           'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
+           'train_overrides': _cfg(max_iters=20, eval_interval=10)}
     folds, summ = X.run(cfg)
     assert [f['family'] for f in folds] == list(fams) and len(summ) == 2
     for f in folds:
@@ -3272,6 +3273,8 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
     with pytest.raises(ValueError, match='no labelled train split.*fix'):
         X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
+    with pytest.raises(ValueError, match="in_domain=.*'conf'.*fix"):
+        X.run({**cfg, 'in_domain': ['conf']})
 
 
 def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):

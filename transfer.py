@@ -4,7 +4,7 @@ Leave-one-family-out transfer: does a verifier hold up on a task family it never
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
 then score F's eval split zero-shot beside the free scorers on the same pool: every cheap scorer, the best cheap
 scorer chosen on the training families' validation split, majority vote, DeepConf, single pass, oracle; paired
-bootstrap intervals (evaluate.py's, the same draws for every method of a fold). With in_domain=True each variant is
+bootstrap intervals (evaluate.py's, the same draws for every method of a fold). The variants named in in_domain are
 also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
 
     python transfer.py config/transfer_words.py
@@ -32,7 +32,7 @@ families = {}               # name -> cell dir with labelled train/ and eval/ sp
 variants = {'hsrm': {}}     # name -> train.py overrides, e.g. {'hsrm_conf': {'step_features': True},
                             # 'hsrm_residual': {'residual': 'auto'}}
 seeds = [42, 123, 456]      # one verifier per seed, per variant and fold
-in_domain = True            # also train each variant on the held-out family's own train split (the reference)
+in_domain = ['hsrm']        # variants also trained on the held-out family's own train split (the reference); [] = none
 train_overrides = {}        # train.py knobs for every run, e.g. {'max_iters': 300, 'eval_interval': 25}
 n_eval = 8                  # best-of-N; pools larger than N average n_subsets random N-subsets (evaluate.py)
 n_subsets = 100
@@ -48,7 +48,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 # -----------------------------------------------------------------------------
 
 
-def check_families(fams):
+def check_families(fams, cfg):
     """Every family needs labelled train and eval splits; names and dirs are checked before any training."""
     if len(fams) < 2:
         raise ValueError(f"families={fams!r}: leave-one-out needs at least 2 families; fix: --families=\"{{'a': "
@@ -58,6 +58,10 @@ def check_families(fams):
             if not os.path.exists(os.path.join(d, s, 'labels.json')):
                 raise ValueError(f"families[{name!r}]={d!r} has no labelled {s} split ({d}/{s}/labels.json); fix: "
                                  f"python extract.py <its config> --out_dir={d} && python label.py <its config> --out_dir={d}")
+    unknown = [v for v in cfg['in_domain'] if v not in cfg['variants']]
+    if unknown:
+        raise ValueError(f"in_domain={cfg['in_domain']!r} names {unknown}, not among variants {list(cfg['variants'])}; "
+                         f"fix: --in_domain=\"{[v for v in cfg['in_domain'] if v in cfg['variants']]}\"")
 
 
 def fold_runs(cfg, held):
@@ -66,7 +70,7 @@ def fold_runs(cfg, held):
     out = []
     for v in cfg['variants']:
         out.append((v, os.path.join(cfg['out_dir'], held, v), others))
-        if cfg['in_domain']:
+        if v in cfg['in_domain']:
             out.append((f'{v} (in domain)', os.path.join(cfg['out_dir'], held, f'{v}_in_domain'),
                         [os.path.join(cfg['families'][held], 'train')]))
     return out
@@ -177,7 +181,7 @@ def render(folds, summ, cfg):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
-    check_families(cfg['families'])
+    check_families(cfg['families'], cfg)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])

@@ -10,5 +10,6 @@ variants = {
     'hsrm_conf': {'step_features': True},                    # + each step's log-prob, entropy, DeepConf confidence
     'hsrm_residual': {'residual': 'auto', 'step_features': True},  # the best free scorer on validation + a correction
 }
+in_domain = ['hsrm', 'hsrm_residual']  # also trained on the held-out family itself: the in-domain reference
 seeds = [42, 123, 456]
-train_overrides = {'max_iters': 300, 'eval_interval': 25}
+train_overrides = {'max_iters': 200, 'eval_interval': 25}
