@@ -23,7 +23,7 @@ import functools
 import os
 import sys
 
-STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines')
+STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer')
 
 
 def knob_names(path):
