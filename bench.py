@@ -622,7 +622,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
         r.insert(4, f'{float(r[3]) / base:.2f}')
     print(f"{n_problems} shop problems x N = {n_samples}, M = {width}, max_new {max_new_tokens}, one thread, checkpoint "
           f"{os.path.relpath(ckpt, HERE)}; generator {n_params / 1e6:.0f}M parameters")
-    table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain', 'idle row-steps', 'verifier time',
+    table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain', 'forwarded rows not in a candidate', 'verifier time',
                  'verifier / generator FLOPs', 'branches'])
 
 if __name__ == '__main__':
