@@ -388,22 +388,34 @@ def test_extract_cli_resume_and_reencode(tmp_path):
 
 @pytest.mark.slow
 def test_extract_cli_shards_equal_one_run(tmp_path):
-    """Two shards writing into one out_dir produce exactly the files of one unsharded run."""
+    """Two shards writing into one out_dir, and the default path (one process per core), produce exactly the files
+    of one unsharded run."""
     common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=16',
               '--batch_size=4', '--threads=1']
-    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
-    r = _run('extract.py', *common, f'--out_dir={one}')
-    assert r.returncode == 0, r.stderr
+    one, two, auto = str(tmp_path / 'one'), str(tmp_path / 'two'), str(tmp_path / 'auto')
+    r = _run('extract.py', *common, f'--out_dir={one}', '--procs=1')
+    assert r.returncode == 0 and not os.path.exists(os.path.join(one, 'procs')), r.stderr
     for shard in (0, 1):
         r = _run('extract.py', *common, f'--out_dir={two}', f'--shard={shard}', '--num_shards=2')
         assert r.returncode == 0 and 'has 2,' in r.stdout, r.stdout + r.stderr
-    a, b = _load_dir(os.path.join(one, 'train', 'problems')), _load_dir(os.path.join(two, 'train', 'problems'))
-    assert list(a) == list(b) == ['000000.pt', '000001.pt', '000002.pt', '000003.pt']
-    for f in a:
-        for x, y in zip(a[f]['candidates'], b[f]['candidates']):
-            assert x.keys() == y.keys()
-            for k in x:
-                assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, k)
+    # the default on CPU: one process per core (two here, or as many as there are batches), each its own shard
+    r = _run('extract.py', *common, f'--out_dir={auto}', '--procs=2')
+    logs = sorted(os.listdir(os.path.join(auto, 'procs')))
+    assert r.returncode == 0 and logs == ['shard0.log', 'shard1.log'], r.stdout + r.stderr
+    assert all('has 2,' in open(os.path.join(auto, 'procs', f)).read() for f in logs)
+    a = _load_dir(os.path.join(one, 'train', 'problems'))
+    assert list(a) == ['000000.pt', '000001.pt', '000002.pt', '000003.pt']
+    for other in (two, auto):
+        b = _load_dir(os.path.join(other, 'train', 'problems'))
+        assert list(a) == list(b)
+        for f in a:
+            for x, y in zip(a[f]['candidates'], b[f]['candidates']):
+                assert x.keys() == y.keys()
+                for k in x:
+                    assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, k)
+    # a process that fails stops the run with its log's tail
+    r = _run('extract.py', *common, f'--out_dir={auto}', '--procs=2', '--temperature=0.5')
+    assert r.returncode != 0 and 'extraction process' in r.stderr and 'temperature=0.8' in r.stderr, r.stderr
 
 
 def test_configurator_fixes_nanogpt_holes(tmp_path):

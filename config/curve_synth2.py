@@ -1,0 +1,18 @@
+# The data-need curve: how HSRM and the free scorers grow with the number of training problems.
+# Synthetic level 2 (1,899 distinct questions): train indices 0-1298 x 8, eval 1299-1898 x 8 (600 problems,
+# no question shared). K = max_train_problems draws nested subsets of the training split (each then cut
+# 80/20 into train / validation), so K = 1280 trains on 1,024 problems.
+out_dir = 'out/curve_synth2'
+model = 'smollm2'
+dataset = 'synth'
+synth_level = 2
+train_range = (0, 1298)
+eval_range = (1299, 1898)
+n_train_samples = 8
+n_eval_samples = 8
+max_new_tokens = 64
+temperature = 0.8
+top_p = 0.95
+batch_size = 128
+layers = [-1, -2, -3, -4]
+verifier_layers = [-1]
