@@ -1430,6 +1430,26 @@ def test_training_learns_synthetic_signal(tmp_path):
     assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
 
 
+def test_epochs_scale_training_steps_with_the_data(tmp_path):
+    """epochs: the steps follow the training problems (a learning curve over K trains each size equally
+    often), and the kept step is still the best validation one."""
+    probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=6))
+    steps = {}
+    for k in (10, 20, 40):
+        tr, va = T.split_problems(probs, 0.25, 42, k)
+        pool = [p for p in tr if T.is_mixed(p)]
+        _, log = T.train(tr, va, _cfg(max_iters=7, epochs=3, batch_problems=4, eval_interval=4, seed=1))
+        assert log['max_iters'] == math.ceil(3 * len(pool) / 4) and len(log['train_loss']) + log['skipped_batches'] == log['max_iters']
+        assert log['val'][-1]['iter'] == log['max_iters']
+        assert log['best_metric'] == max(m['auroc'] for m in log['val'])
+        steps[k] = log['max_iters']
+    assert steps[10] < steps[20] < steps[40]
+    _, log = T.train(tr, va, _cfg(max_iters=7, epochs=None, eval_interval=4, seed=1))
+    assert log['max_iters'] == 7  # None keeps the fixed step count
+    with pytest.raises(ValueError, match='epochs=0'):
+        T.train(tr, va, _cfg(epochs=0))
+
+
 @pytest.mark.parametrize('kw', [dict(verifier='deepset', loss='bce'), dict(verifier='hsrm_narrow', loss='listmle',
                                 n_train=6, verifier_layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])

@@ -52,7 +52,10 @@ lr = 1e-4
 weight_decay = 0.01         # AdamW's default (the paper does not give one)
 lr_schedule = 'constant'    # 'constant' (paper's HSRM) | 'cosine' (with warmup_iters; the paper's EORM)
 warmup_iters = 0
-max_iters = 1000
+max_iters = 1000            # training steps (the paper: 1000) ...
+epochs = None               # ... or None: max_iters; a number: max_iters = ceil(epochs x training problems / batch_problems),
+                            # so the steps scale with the data (a learning curve over K); the kept step is still the best
+                            # validation one
 batch_problems = 8          # problems per batch, each with all (or n_train) of its candidates
 n_train = None              # candidates sampled per problem per batch; None = all
 val_frac = 0.2              # problem-level validation split ...
@@ -274,6 +277,10 @@ def train(train_problems, val_problems, cfg):
     config.json, log.json when cfg['run_dir'] is set."""
     cfg = {**DEFAULTS, **cfg}
     pool = preflight(train_problems, val_problems, cfg)
+    if cfg['epochs'] is not None:  # steps from the data: every K sees its training problems equally often
+        if not cfg['epochs'] > 0:
+            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters steps")
+        cfg['max_iters'] = max(1, math.ceil(cfg['epochs'] * len(pool) / cfg['batch_problems']))
     torch.manual_seed(cfg['seed'])
     rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
     gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside training losses (ListMLE tie breaks)
@@ -288,7 +295,7 @@ def train(train_problems, val_problems, cfg):
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
-           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
+           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
            'step_time_s': 0.0}
     run_dir_ = cfg['run_dir']
     t0 = time.time()
