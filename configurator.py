@@ -23,7 +23,7 @@ import functools
 import os
 import sys
 
-STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer')
+STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer', 'curve')
 
 
 def knob_names(path):
@@ -46,7 +46,7 @@ def knobs(g):
     return {k: g[k] for k in knob_names(g['__file__']) if k in g}
 
 
-@functools.lru_cache(maxsize=1)  # five stage files parsed once per process
+@functools.lru_cache(maxsize=1)  # the stage files parsed once per process
 def _all_stage_keys():
     here = os.path.dirname(os.path.abspath(__file__))
     return {k for s in STAGES for k in knob_names(os.path.join(here, s + '.py'))}

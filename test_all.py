@@ -3354,3 +3354,62 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert r['bon_at_tokens'] == pytest.approx(at) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at)
     assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
     assert res['ns'] == [1, 2, 4, 8, 16] and os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+
+
+# ----------------------------------------------------------------------------- the data-need curve (curve.py)
+
+
+def test_curve_study_end_to_end(tmp_path, one_thread_eval):
+    """curve.py: each size K trains its own verifiers (steps following the data), every row is read from the
+    checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
+    differences, the fit is a log-linear least squares; a second call reuses every run."""
+    import curve as C
+    from model import cheap_score
+    out = str(tmp_path / 'cell')
+    write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
+    write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)
+    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20, 40], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
+           'variants': {'hsrm': {}, 'res': {'residual': 'auto'}},
+           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}}
+    sizes, summ = C.run(cfg)
+    ev = load_split(f'{out}/eval')
+    labels = [np.array([c['correct'] for c in p['candidates']]) for p in ev]
+    by_hand = lambda scores: float(np.mean([l[int(np.argmax(s))] for s, l in zip(scores, labels)]))  # noqa: E731
+    steps = []
+    for s, k in zip(sizes, cfg['sizes']):
+        assert s['k'] == k and s['n_train'] == k - round(0.2 * k) and s['n_val'] == round(0.2 * k)
+        rows = {r['method']: r for r in s['rows']}
+        ref = next(r for r in s['rows'] if r['type'] == 'cheap_best_val')
+        assert {'hsrm', 'res', 'Majority vote (extracted answers)'} <= set(rows)
+        for v in ('hsrm', 'res'):
+            accs = []
+            for seed in (1, 2):
+                model, ck = load_checkpoint(f'{out}/curve/K{k}/{v}/seed{seed}/ckpt.pt')
+                assert ck['train_config']['max_train_problems'] == k
+                accs.append(by_hand(score_problems(model.eval(), ev)))
+            log = json.load(open(f'{out}/curve/K{k}/{v}/seed1/log.json'))
+            assert log['n_train_problems'] == s['n_train'] and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4)
+            assert rows[v]['acc'] == pytest.approx(np.mean(accs), abs=1e-9)
+            d = rows[v]['vs']['best_cheap_val']
+            assert d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc']) and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9
+        steps.append(log['max_iters'])
+        base = next(r for r in s['rows'] if r['type'] == 'base')
+        name = base['method'].split(': ')[1]
+        assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
+        assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
+        assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
+        assert 'base' not in rows['hsrm']['vs']
+    assert steps[0] < steps[1] < steps[2]
+    for v, m in ((v, m) for v in ('hsrm', 'res') for m in ('acc', 'auroc')):
+        pts = [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes]
+        b, a = np.polyfit(np.log2([x for x, _ in pts]), [y for _, y in pts], 1)
+        assert summ[v]['fit'][m]['b'] == pytest.approx(b) and summ[v]['fit'][m]['a'] == pytest.approx(a)
+        first = summ[v]['first_better'][m]
+        assert first is None or any(s['n_train'] == first for s in sizes)
+    md = open(f'{out}/curve.md').read()
+    assert all(f"| {s['n_train']} | hsrm |" in md for s in sizes) and os.path.getsize(f'{out}/curve.png') > 10_000
+    before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
+    C.run(cfg)  # every run finished with the same config: reused
+    assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before
+    with pytest.raises(ValueError, match='sizes=.*fix'):
+        C.run({**cfg, 'sizes': [40, 10]})

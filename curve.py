@@ -1,0 +1,226 @@
+"""
+The data-need curve: how much training data does the verifier need before it beats the free scorers?
+For each size K of `sizes` (train.py's max_train_problems: a nested draw of K problems of the train split, cut
+80/20 into training and validation by val_frac), train every variant (train.py overrides; `epochs` so the steps
+follow the data) over `seeds`, and score the same held-out eval split beside the free scorers: every row with a
+paired bootstrap interval over problems and seeds (evaluate.py's draws, the same for every method of a size), its
+Δ against the best free scorer chosen on that size's validation split, and for the residual form its Δ against
+its own base scorer (what the hidden states add on top of it). A log-linear fit of each verifier's AUROC and
+best-of-N against K says where a still-rising curve would cross the best free scorer.
+
+    python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
+    python curve.py config/curve_synth2.py
+    python curve.py config/curve_synth2.py --sizes="[80, 160]" --variants="{'hsrm': {}}"   # a part (runs are reused)
+
+Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {out_dir}/curve/K<k>/<variant>/seed<s>/.
+"""
+import os
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import evaluate as E
+import train as T
+from configurator import configure, knobs
+from label import answers_equal
+from model import atomic_write_json, cheap_score, cli, count_params, load_checkpoint, load_split, problem_files, resolve_device
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+out_dir = 'out/curve_synth2'  # an extraction run dir with labelled train/ and eval/ splits
+sizes = [80, 160, 320, 640, 1280]  # K: training + validation problems drawn from the train split (nested draws)
+variants = {'hsrm': {},     # name -> train.py overrides; the rows of every size
+            'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},
+            'residual': {'residual': 'auto'}}
+seeds = [42, 123, 456]      # one verifier per seed, per variant and size
+train_overrides = {'epochs': 20, 'eval_interval': 25}  # train.py knobs for every run
+n_eval = 8                  # best-of-N on the eval split (pools larger than N: n_subsets random N-subsets)
+n_subsets = 100
+subset_seed = 0
+n_boot = 2000               # paired bootstrap draws over the eval problems (and seeds)
+boot_seed = 0
+val_frac = 0.2              # as train.py: the validation part of each K chooses the best free scorer (best-of-N on it)
+val_seed = 42
+device = 'auto'             # 'auto' | 'cpu' | 'cuda'
+threads = 0                 # CPU threads for torch; 0 = torch's default
+DEFAULTS = knobs(globals())  # the knobs above as a dict
+
+# -----------------------------------------------------------------------------
+
+
+def run_dir(cfg, k, variant):
+    return os.path.join(cfg['out_dir'], 'curve', f'K{k}', variant)
+
+
+def train_size(cfg, k):
+    """Train (or skip, when finished with the same config: train.run's rule) every variant at size k."""
+    for v, over in cfg['variants'].items():
+        T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': None,
+               'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
+               'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device']})
+
+
+def delta(row, ref, n, cfg):
+    """Paired difference row - ref (best-of-n and AUROC) over evaluate.py's draws: {'acc', 'acc_ci', 'auroc', 'auroc_ci'}."""
+    idx = E.boot_draws(row['per_problem']['acc_at'][n].shape[1], cfg['n_boot'], cfg['boot_seed'])
+    b = lambda r, key: E.boot_means(r['per_problem']['acc_at'][n] if key == 'acc' else r['per_problem']['auroc'], idx,  # noqa: E731
+                                    cfg['boot_seed'])
+    return {'acc': row['acc'] - ref['acc'], 'acc_ci': E.ci(b(row, 'acc') - b(ref, 'acc')),
+            'auroc': row['auroc'] - ref['auroc'], 'auroc_ci': E.ci(b(row, 'auroc') - b(ref, 'auroc'))}
+
+
+def evaluate_size(cfg, k, problems, pool, dev):
+    """Rows at size k: majority, every free scorer, the best on this k's validation split, each variant (its
+    seeds), and each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, delta)."""
+    n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
+    tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
+    vp = load_split(train_dir, files=va_files)
+    vn = min(n, min(len(p['candidates']) for p in vp))
+    vpool = E.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    rows, _ = E.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
+    cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
+    for v in cfg['variants']:
+        runs = []
+        for s in cfg['seeds']:
+            path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
+            model, _ = load_checkpoint(path, dev)
+            sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+            runs.append({'ckpt': path, 'seed': s, **E.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            if model.spec.get('residual'):
+                bases.setdefault(v, set()).add(model.spec['residual'])
+        rows.append(E.make_row(v, 'verifier', runs, params=count_params(model)))
+    for v, names in bases.items():  # the residual's base (chosen on validation: the same for every seed)
+        if len(names) > 1:
+            raise ValueError(f"variant {v!r} at K={k} chose different base scorers over seeds ({sorted(names)}); fix: "
+                             f"name one, e.g. --variants=\"{{'{v}': {{'residual': '{sorted(names)[0]}'}}}}\"")
+        name = names.pop()
+        sc = [np.array([cheap_score(c, name) for c in p['candidates']]) for p in problems]
+        rows.append(E.make_row(f'{v} base: {name}', 'base', [E.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    for r in rows:
+        if r['type'] == 'base':
+            ver = next(x for x in rows if x['method'] == r['base_of'])
+            ver['vs']['base'] = delta(ver, r, n, cfg)
+    return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows,
+            'best_free_val': next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')}
+
+
+def fit(points, ref):
+    """Least-squares y = a + b log2(x) over (x, y) points; the x where it reaches ref (None if it never does)."""
+    x, y = np.log2([p[0] for p in points]), np.array([p[1] for p in points])
+    b, a = np.polyfit(x, y, 1)
+    cross = float(2 ** ((ref - a) / b)) if b > 0 else None
+    return {'a': float(a), 'b': float(b), 'cross': cross}
+
+
+def summarize(sizes_, cfg):
+    """Per variant: the first size whose Δ vs the best free scorer on validation excludes 0 (best-of-N, AUROC), and
+    the log-linear fits with where each crosses the best free scorer at the largest size."""
+    out, last = {}, sizes_[-1]
+    ref = next(r for r in last['rows'] if r['type'] == 'cheap_best_val')
+    for v in cfg['variants']:
+        first = {}
+        for m in ('acc', 'auroc'):
+            first[m] = next((s['n_train'] for s in sizes_ for r in s['rows'] if r['method'] == v
+                             and (r['vs'].get('best_cheap_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
+        pts = {m: [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes_] for m in ('acc', 'auroc')}
+        out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None}
+    return out
+
+
+def _row_cells(r, n):
+    vs = r.get('vs', {})
+    base = vs.get('base')
+    return [E._ci(r['acc'], r.get('acc_ci'), True), E._vs(r, 'best_cheap_val', 'acc', True),
+            E._ci(r.get('auroc'), r.get('auroc_ci'), False), E._vs(r, 'best_cheap_val', 'auroc', False),
+            f"{E._ci(base['acc'], base['acc_ci'], True, diff=True)} / {E._ci(base['auroc'], base['auroc_ci'], False, diff=True)}"
+            if base else '']
+
+
+def render(sizes_, summ, cfg):
+    n = cfg['n_eval']
+    p = sizes_[0]['rows'][0]['per_problem']['acc_at'][n].shape[1]
+    out = [f"## The data-need curve (best-of-{n}, {p} held-out problems)", '',
+           f"K training problems (plus K/4 validation problems, which choose the kept step, the residual's base and the "
+           f"best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
+           f"intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
+           f"| K | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
+           f"free on val | Δ vs its base (pts / AUROC) |", '|---:|---|---:|---:|---:|---:|---:|']
+    keep = ('vote', 'cheap_best_val', 'verifier', 'base')
+    for s in sizes_:
+        for r in s['rows']:
+            if r['type'] in keep:
+                out.append(f"| {s['n_train']} | {r['method']} | " + ' | '.join(_row_cells(r, n)) + ' |')
+    ref = next(r for r in sizes_[-1]['rows'] if r['type'] == 'cheap_best_test')
+    out += ['', f"Best free scorer on the eval split itself (optimistic, the same at every K): {ref['scorer']}, "
+            f"Bo{n} {100 * ref['acc']:.1f}, AUROC {ref['auroc']:.3f}.", '',
+            '| Variant | First K better than the best free scorer (Bo-N / AUROC) | Fit per doubling of K (Bo-N pts / AUROC) '
+            '| K where the fit reaches the best free scorer (Bo-N / AUROC) |', '|---|---|---|---|']
+    for v, s in summ.items():
+        f, fa = s['first_better'], s['fit']
+        cell = lambda x: 'none' if x is None else f'{x:,.0f}'  # noqa: E731
+        out.append(f"| {v} | {cell(f['acc'])} / {cell(f['auroc'])} | "
+                   + (f"{100 * fa['acc']['b']:+.1f} / {fa['auroc']['b']:+.3f} | {cell(fa['acc']['cross'])} / "
+                      f"{cell(fa['auroc']['cross'])} |" if fa else '- | - |'))
+    return '\n'.join(out) + '\n'
+
+
+def plot(sizes_, cfg, path):
+    """AUROC and best-of-N against training problems (log axis), 95% intervals as bands; majority vote and the
+    best free scorer on validation as references."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    xs = [s['n_train'] for s in sizes_]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'), (axes[1], 'acc', 100, f"best-of-{cfg['n_eval']} accuracy (%)")):
+        series = [(v, v, '-') for v in cfg['variants']] + [('best free scorer on val', 'cheap_best_val', '--')]
+        if m == 'acc':
+            series.append(('majority vote', 'vote', ':'))
+        for label, key, style in series:
+            rs = [next(r for r in s['rows'] if r['method'] == key or r['type'] == key) for s in sizes_]
+            y = [pct * r[m] for r in rs]
+            ci = [r.get(f'{m}_ci') or [r[m], r[m]] for r in rs]
+            line, = ax.plot(xs, y, style, marker='o' if style == '-' else None, label=label)
+            ax.fill_between(xs, [pct * c[0] for c in ci], [pct * c[1] for c in ci], color=line.get_color(), alpha=0.15)
+        ax.set_xscale('log', base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.minorticks_off()
+        ax.set_xlabel('training problems (x8 candidates; log scale)')
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, loc='best')
+    fig.suptitle(f"Data need: {os.path.basename(os.path.normpath(cfg['out_dir']))}, {len(cfg['seeds'])} seeds, 95% intervals")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(cfg):
+    cfg = {**DEFAULTS, **cfg}
+    if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
+        raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1280]\"")
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
+    dev = resolve_device(cfg['device'])
+    atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'curve_config.json'))
+    problems = load_split(os.path.join(cfg['out_dir'], 'eval'))
+    pool = E.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    sizes_ = []
+    for k in tqdm(cfg['sizes'], desc='sizes'):
+        train_size(cfg, k)
+        sizes_.append(evaluate_size(cfg, k, problems, pool, dev))
+    summ = summarize(sizes_, cfg)
+    md = render(sizes_, summ, cfg)
+    atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ}), os.path.join(cfg['out_dir'], 'curve.json'))
+    with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
+        f.write(md)
+    plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))
+    print(md)
+    return sizes_, summ
+
+
+if __name__ == '__main__':
+    config = configure(globals())  # config files, then --key=value, override the knobs above
+    cli(run, config, 'curve.py')
