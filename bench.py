@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, label, train, cost, prune, search, online
+    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online
 """
 import json
 import os
@@ -625,6 +625,45 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain', 'forwarded rows not in a candidate', 'verifier time',
                  'verifier / generator FLOPs', 'branches'])
 
+# -----------------------------------------------------------------------------
+# extraction on every core: extract.py end to end (model load included, as a user waits for it) with today's
+# path before `procs` (one process, torch's threads), one 1-thread process pinned to one core, and the default
+# (one 1-thread process per core, each its own shard), at three batch sizes. Per-batch seeds: at one batch size
+# every path writes the same candidates; another batch size draws other candidates (the same distribution).
+
+
+def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128, 256)):
+    import tempfile
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+    paths = {'one process, torch threads (before procs)': (['--procs=1', '--threads=0'], None),
+             'one 1-thread process, pinned': (['--procs=1', '--threads=1'], {cores[0]}),
+             f'default: {len(cores)} processes x 1 thread': (['--procs=0'], None)}
+    rows, rate = [], {}
+    for b in batches:
+        for name, (flags, pin) in paths.items():
+            out = tempfile.mkdtemp()
+            cmd = [sys.executable, os.path.join(HERE, 'extract.py'), 'config/demo.py', f'--train_range=(0,{n_problems - 1})',
+                   '--eval_range=None', f'--n_train_samples={n_samples}', f'--max_new_tokens={max_new_tokens}',
+                   f'--batch_size={b}', f'--out_dir={out}', *flags]
+            t = time.perf_counter()
+            r = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True,
+                               preexec_fn=(lambda c=pin: os.sched_setaffinity(0, c)) if pin else None)
+            secs = time.perf_counter() - t
+            if r.returncode:
+                raise RuntimeError(r.stderr[-2000:])
+            rate[b, name] = n_problems * n_samples / secs
+    one = {b: rate[b, 'one 1-thread process, pinned'] for b in batches}
+    for b in batches:
+        for name in paths:
+            rows.append([b, name, f'{rate[b, name]:.2f}', f'{rate[b, name] / rate[batches[0], list(paths)[0]]:.2f}',
+                         f'{rate[b, name] / one[b]:.2f}', f'{rate[b, name] / (len(cores) * one[b]):.2f}'])
+    print(f"extract.py on config/demo.py's task (SmolLM2-135M, synthetic level 2), {n_problems} problems x {n_samples}, "
+          f"max_new {max_new_tokens}, model load included; {len(cores)} cores. Ideal = {len(cores)} x one 1-thread "
+          f"process at that batch (linear scaling, the floor of splitting whole batches over the cores).")
+    table(rows, ['rows per forward', 'path', 'candidates / s', 'vs before procs at 64 rows', 'vs one 1-thread process',
+                 'vs ideal'])
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
@@ -632,7 +671,7 @@ if __name__ == '__main__':
         sys.exit(0)
     flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
     only = flag('only')
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'label': bench_labeling,
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'procs': bench_procs, 'label': bench_labeling,
                 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
