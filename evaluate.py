@@ -5,7 +5,7 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the cheap scorers, the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
+adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperature, best cheap scorer) use the problem-level val split
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from configurator import configure, knobs
-from baselines import (CHEAP_SCORERS, DEEPCONF_SCORERS, PRM_7B_ARCH, cheap_scores, deepconf_scores, group_confidences,
-                       has_confidences, prm_flops, prm_tokens_estimate)
+from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from model import (PRUNE_RULES, VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
                    load_split, problem_files, prune_now, reads, resolve_device, score_prefixes, score_problems, top_mask,
                    verifier_flops, within_auroc)
+from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, group_confidences, has_confidences
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 import evaluate as E
-from baselines import CHEAP_SCORERS, cheap_scores
 from configurator import configure, knobs
 from label import answers_equal
 from model import atomic_write_json, cli, load_checkpoint, load_split, problem_files, resolve_device
+from scorers import CHEAP_SCORERS, cheap_scores
 from train import split_problems
 
 # -----------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
+import scorers as SC  # noqa: E402
 
 
 # ====================================================================================================
@@ -1721,22 +1722,22 @@ def test_cheap_scorers_on_hand_made_statistics():
          'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
     want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
             'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(B.CHEAP_SCORERS) == set(want)
+    assert set(SC.CHEAP_SCORERS) == set(want)
     for name, v in want.items():
-        assert B.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
     flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
             'token_ids': torch.tensor([1])}
-    assert B.neg_varentropy(flat) == 0.0
+    assert SC.neg_varentropy(flat) == 0.0
     empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
              'token_ids': torch.zeros(0, dtype=torch.long)}
     for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert B.CHEAP_SCORERS[name](empty) == -math.inf
+        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
     # a problem: the confident candidate is right, the long one wrong
     p = {'candidates': [c, flat]}
-    assert list(B.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(B.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
     with pytest.raises(ValueError, match='cheap scorer'):
-        B.cheap_scores([p], 'nope')
+        SC.cheap_scores([p], 'nope')
 
 
 # -----------------------------------------------------------------------------
@@ -2050,20 +2051,20 @@ def test_cli_and_bad_config(tmp_path):
 def test_deepconf_scorers_follow_their_definitions():
     conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
     c = {'confidences': conf}
-    assert np.allclose(B.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert B.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert B.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert B.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert B.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
     ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert B.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
     # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert B.deepconf_lowest(c, 100, 2048) == B.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert B.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
     probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert B.has_confidences(probs) and B.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
     with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        B.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
 
 
 def test_deepconf_filtered_vote_groups_equivalent_answers():
@@ -2129,7 +2130,7 @@ def test_replay_prune_follows_token_time():
 
 def test_replay_deepconf_follows_their_online_protocol():
     confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [B.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
     lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
     kept, tok = E.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
     assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
@@ -3249,7 +3250,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; a
     second run retrains nothing."""
     import transfer as X
-    from baselines import CHEAP_SCORERS, cheap_scores
+    from scorers import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
