@@ -22,7 +22,7 @@ from scorers import CHEAP_SCORERS, deepconf_mean
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
 
 # -----------------------------------------------------------------------------
-# files: atomic writes and the extraction format (see README "On-disk format")
+# files: atomic writes and the extraction format (see README "The pipeline")
 
 
 def atomic_save(obj, path):
