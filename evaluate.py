@@ -262,6 +262,10 @@ def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, 
     return scores, spc, dev
 
 
+# -----------------------------------------------------------------------------
+# a run's dirs, checkpoints and validation splits (steer.py's pruning study reads a run the same way)
+
+
 def run_dirs(cfg):
     """(eval_dir, train_dir, suffix) of a run: suffix '_on_<run>' when eval_dir is another run's (zero-shot
     transfer; results_on_<run>.*), else ''."""
@@ -543,7 +547,7 @@ def make_plots(res, prefix):
 
 
 # -----------------------------------------------------------------------------
-# the run: rows of the table, one block of methods at a time
+# rows of the table, one block of methods at a time
 
 
 def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
@@ -704,6 +708,10 @@ def deepconf_rows(problems, pool, ns, n, cfg):
     return rows
 
 
+# -----------------------------------------------------------------------------
+# the run: pools, rows, notes, then results[_on_<run>].{json,md} and plots
+
+
 def split_config(split_dir):
     """The extraction's config.json of a split dir ({} when it has none)."""
     path = os.path.join(split_dir, 'config.json')
@@ -730,6 +738,7 @@ def table_notes(cfg, sizes, n, train_dir, val):
 
 
 def interval_notes(cfg, rows):
+    """The notes on AUROC, the seeds and the intervals."""
     best_val = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
     return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
             'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
