@@ -451,9 +451,9 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     what online pruning needs) at the paper's shapes, each against its floor; the prefix scores'
     cost next to the generator's own (gen_params: 2 FLOPs per parameter per token, Qwen3-1.7B by
     default); and how many pools per second the offline replays simulate."""
-    import evaluate as E
-    from baselines import group_confidences
+    import steer as ST
     from model import score_prefixes
+    from scorers import group_confidences
     torch.manual_seed(seed)
     gf, bw = machine_floor()
     print(f"torch {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; fp32 matmul {gf / 1e9:.0f} "
@@ -488,9 +488,9 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     lows = np.array([g.min() for g in gc])
     rows = []
     for name, fn in (('verifier rule (model.prune_now at each step boundary)',
-                      lambda: E.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
+                      lambda: ST.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
                      (f'DeepConf online (window {window})',
-                      lambda: E.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
+                      lambda: ST.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
         k, t = 0, time.perf_counter()
         while time.perf_counter() - t < 1.0:
             fn()
@@ -508,21 +508,21 @@ DEMO_CKPT = os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm_seed42', 'ckpt.
 
 
 def demo_threshold(ckpt, rule):
-    """The threshold evaluate.py chose on validation for this checkpoint and rule (its results.json)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ckpt))), 'results.json')
+    """The threshold steer.py's pruning study chose on validation for this checkpoint and rule (its prune.json)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ckpt))), 'prune.json')
     res = json.load(open(path)) if os.path.exists(path) else {}
-    for r in (res.get('prune') or {}).get('rows', []):
+    for r in res.get('rows', []):
         for run in r['runs'] if r.get('rule') == rule else []:
             if os.path.abspath(run.get('ckpt', '')) == os.path.abspath(ckpt):
                 return run['threshold']
-    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python evaluate.py <its config> --prune=True "
+    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python steer.py <its config> --prune=True "
                      f"(chooses it on validation), or pass --prune_threshold=<x>")
 
 
 def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16, n_samples=8, max_new_tokens=64):
     """SmolLM2 on the demo's evaluation problems (synthetic level 2, T=0.8, top-p 0.95), one thread: the
     sampler with online pruning by a trained HSRM (the demo's, threshold chosen on validation by
-    evaluate.py) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
+    steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
     import extract as X
     from model import load_checkpoint
     if not os.path.exists(ckpt):

@@ -5,7 +5,7 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the cheap scorers, the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
+adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperature, best cheap scorer) use the problem-level val split
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from configurator import configure, knobs
-from baselines import (CHEAP_SCORERS, DEEPCONF_SCORERS, PRM_7B_ARCH, cheap_scores, deepconf_scores, group_confidences,
-                       has_confidences, prm_flops, prm_tokens_estimate)
+from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from model import (PRUNE_RULES, VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
-                   load_split, problem_files, prune_now, reads, resolve_device, score_prefixes, score_problems, top_mask,
+from model import (VERIFIERS, atomic_write_json, cli, count_params, input_lengths, load_checkpoint,
+                   load_split, problem_files, reads, resolve_device, score_prefixes, score_problems, top_mask,
                    verifier_flops, within_auroc)
+from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -53,20 +53,9 @@ threads = 0                 # CPU threads for torch; 0 = torch's default (on a b
 deepconf_window = 2048      # DeepConf group confidence: sliding window in tokens (paper: 2048); a trace shorter than it
                             # is one group (its mean confidence) and is never stopped online (their code)
 deepconf_tail = 2048        # DeepConf tail confidence: mean over the last this many tokens (paper: 2048)
-deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered votes; online 0.1 = DeepConf-low (threshold
-                            # at the 90th percentile of warm-up lowest-group confidences), 0.9 = DeepConf-high (10th)
-deepconf_warmup = 2         # DeepConf online: the first this many candidates of each pool run in full and set its
-                            # threshold (their code: 16 of 256); must be < n_eval
-prune = True                # simulate online pruning on the eval split (verifier rules need train_dir's validation split)
-prune_rules = ['global', 'relative']  # verifier pruning rules (model.prune_now): 'global' score threshold | 'relative'
-                            # margin behind the pool's current leader
-prune_tolerance = 0.01      # each rule's threshold is chosen on validation: the fewest tokens with validation
-                            # best-of-N at most this much below no pruning
-prune_grid = 21             # thresholds per rule (quantiles of the validation prefix scores), swept for the choice and curves
-prune_subsets = 4           # pools larger than n_eval: simulate on the first this many of the N-subsets
-calib_dir = ''              # '' = pruning thresholds on train_dir's validation split (which also picked the checkpoint);
-                            # a labelled split of other problems (e.g. out/x_calib/eval, extracted with train_range=None
-                            # and a fresh eval_range) = thresholds and the pruning rows' vote temperature chosen there
+deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered votes; online (steer.py's pruning study)
+                            # 0.1 = DeepConf-low (threshold at the 90th percentile of warm-up lowest-group confidences),
+                            # 0.9 = DeepConf-high (10th)
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -273,6 +262,44 @@ def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, 
     return scores, spc, dev
 
 
+# -----------------------------------------------------------------------------
+# a run's dirs, checkpoints and validation splits (steer.py's pruning study reads a run the same way)
+
+
+def run_dirs(cfg):
+    """(eval_dir, train_dir, suffix) of a run: suffix '_on_<run>' when eval_dir is another run's (zero-shot
+    transfer; results_on_<run>.*), else ''."""
+    eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
+    train_dir = cfg['train_dir'] or os.path.join(cfg['out_dir'], 'train')
+    transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(cfg['out_dir'], 'eval'))
+    return eval_dir, train_dir, f"_on_{_slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else ''
+
+
+def checkpoint_paths(cfg):
+    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the run."""
+    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
+                   glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt')))
+    if cfg['ckpts'] and not paths:
+        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+    return paths
+
+
+def val_splitter(train_dir, n, cfg):
+    """val_split(frac, seed, k=None) -> (problems, pool, best-of-n) of train_dir's val split as train.py draws it
+    (k: max_train_problems), or None without a labelled train_dir: choices that must not see the test split.
+    Each split is built once."""
+    from train import split_problems
+    splits = {}
+
+    def val_split(frac, seed, k=None):
+        if not os.path.exists(os.path.join(train_dir, 'labels.json')):
+            return None
+        if (frac, seed, k) not in splits:
+            splits[frac, seed, k] = choice_split(train_dir, n, cfg, split_problems(problem_files(train_dir), frac, seed, k)[1])
+        return splits[frac, seed, k]
+    return val_split
+
+
 def run_group(ckpt_path):
     """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix."""
     return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
@@ -436,23 +463,6 @@ def render_markdown(res):
             d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
             name = 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
             out.append(f"| {name} | " + ' | '.join(_fmt(x, None, True) for x in a) + f' | {d} |')
-    pr = res.get('prune')
-    if pr and pr['rows']:
-        tol = 100 * res['config']['prune_tolerance']
-        out += ['', f"### Online pruning (simulated on the evaluation pools, best-of-{n})", '',
-                f'| Method | Threshold | Bo{n} Acc. (%) [95% CI] | Δ Bo{n} vs no pruning (pts) | Vote Acc. (%) [95% CI] '
-                f'| Tokens (% of no pruning) '
-                f'| Tokens at ≤{tol:g} pt loss, test sweep (optimistic, %) |', '|---|---:|---:|---:|---:|---:|---:|']
-        for r in pr['rows']:
-            th = [x['threshold'] for x in r['runs'] if x.get('threshold') is not None and r['rule'] != 'none']
-            ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
-                   f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
-            seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
-            d = '–' if r['rule'] == 'none' else _ci(r['delta'], r.get('delta_ci'), True, diff=True)
-            out.append(f"| {r['method']}{seeds} | {ths} | {_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
-                       f"{_ci(r['vote'], r.get('vote_ci'), True)} | {_fmt(r['tokens'], r['tokens_std'], True)} | "
-                       f"{_fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
-        out += [''] + [f'- {t}' for t in pr['notes']]
     out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     for c in res['cost']:
@@ -469,8 +479,18 @@ def _yerr(vals, intervals):
     return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)], [c[1] - v for v, c in zip(vals, intervals)]]))
 
 
+def reference_lines(axes, refs):
+    """Horizontal lines (point estimate) and bands (95% interval) for rows of reference (single, vote, oracle)."""
+    for r in refs:
+        ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
+        for i, ax in enumerate(axes):
+            ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
+            if r.get('acc_ci'):
+                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)
+
+
 def make_plots(res, prefix):
-    """{prefix}_bon_vs_n.png, {prefix}_acc_vs_flops.png and (pruning) {prefix}_prune.png, every accuracy
+    """{prefix}_bon_vs_n.png and {prefix}_acc_vs_flops.png, every accuracy
     with its 95% interval as an error bar (or band); a note instead when matplotlib is missing."""
     try:
         import matplotlib
@@ -485,15 +505,6 @@ def make_plots(res, prefix):
         files.append(f'{prefix}_{name}.png')
         fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend and long labels stay in the frame
         plt.close(fig)
-
-    def references(axes, refs):
-        """Horizontal lines (point estimate) and bands (95% interval) for rows of reference."""
-        for r in refs:
-            ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
-            for i, ax in enumerate(axes):
-                ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
-                if r.get('acc_ci'):
-                    ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)
 
     if len(res['ns']) > 1:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -530,27 +541,13 @@ def make_plots(res, prefix):
         a1.set(xscale='log', xlabel='verifier FLOPs per candidate', title=f"learned verifiers, {res['dataset']}")
         a1.xaxis.set_minor_formatter(plt.NullFormatter())  # labelled minor ticks collide within a decade
         a1.margins(x=0.3)
-        references((a0, a1), [r for r in rows if r['type'] in ('single', 'vote', 'oracle')])
+        reference_lines((a0, a1), [r for r in rows if r['type'] in ('single', 'vote', 'oracle')])
         save(fig, 'acc_vs_flops', a1)
-    pr = res.get('prune')
-    if pr and pr['curves']:
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, key, what in ((axes[0], 'acc', f'best-of-{n}'), (axes[1], 'vote', 'weighted vote')):
-            for name, curve in pr['curves'].items():
-                ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
-            for r in pr['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
-                ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=_yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
-                            color='k', ms=4, elinewidth=0.8, capsize=2,
-                            label='chosen threshold / no pruning, 95% CI' if r is pr['rows'][0] else None)
-            references([ax], pr['refs'])
-            ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
-                   title=f"online pruning (simulated), {res['dataset']}")
-        save(fig, 'prune', axes[1])
     return [f'plot: {f}' for f in files]
 
 
 # -----------------------------------------------------------------------------
-# the run: rows of the table, one block of methods at a time
+# rows of the table, one block of methods at a time
 
 
 def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
@@ -712,305 +709,65 @@ def deepconf_rows(problems, pool, ns, n, cfg):
 
 
 # -----------------------------------------------------------------------------
-# online pruning, simulated offline and exactly. A pool's rows are sampled together from token 0 (as
-# extract.py does), so token index = time; a stopped row is never selected, does not vote, and costs
-# the tokens up to its cut. Every method is scored on the same pools (the first prune_subsets N-subsets).
+# the run: pools, rows, notes, then results[_on_<run>].{json,md} and plots
 
 
-def replay_prune(prefix, step_pos, lengths, threshold, rule):
-    """model.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
-    scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
-    step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
-    n = len(prefix)
-    ev = sorted((int(t), i, k) for i, sp in enumerate(step_pos) for k, t in enumerate(sp))
-    latest, active, tokens = np.full(n, np.nan), np.ones(n, dtype=bool), np.array(lengths, dtype=np.int64)
-    j = 0
-    while j < len(ev):
-        t, new = ev[j][0], np.zeros(n, dtype=bool)
-        while j < len(ev) and ev[j][0] == t:  # every row closing a step at token t decides together
-            _, i, k = ev[j]
-            if active[i]:
-                latest[i], new[i] = prefix[i][k], True
-            j += 1
-        if new.any():
-            stop = prune_now(latest, active, new, threshold, rule)
-            active &= ~stop
-            tokens[stop] = t + 1
-    return active, tokens
+def split_config(split_dir):
+    """The extraction's config.json of a split dir ({} when it has none)."""
+    path = os.path.join(split_dir, 'config.json')
+    return json.load(open(path)) if os.path.exists(path) else {}
 
 
-def replay_deepconf(groups_, lows, lengths, window, threshold, warmup=0):
-    """DeepConf's online stopping on one pool (their _deepthink_online and logits processor): rows
-    [:warmup] run in full; every other row stops at the first token t where the mean confidence of the
-    full window ending at t is below threshold, costing t + 1 tokens (the EOS it is forced to emit).
-    A row votes (kept) when its lowest group confidence is >= threshold: warm-up rows too, and a row
-    shorter than the window is judged by its mean but never stopped (their code). groups_: per row its
-    sliding-window means; lows: its lowest group confidence. -> (kept, tokens)."""
-    tokens = np.array(lengths, dtype=np.int64)
-    for i in range(warmup, len(groups_)):
-        if lengths[i] >= window:
-            below = np.flatnonzero(groups_[i] < threshold)
-            if below.size:
-                tokens[i] = below[0] + window
-    return np.asarray(lows) >= threshold, tokens
+def table_notes(cfg, sizes, n, train_dir, val):
+    """The notes on how the table's pools, votes and validation choices are made."""
+    notes = ["Best-of-N: the top-scored candidate's correctness; tied top scores count as the mean correctness of the "
+             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
+             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
+             f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
+             "Votes group the extracted answers by equivalence (label.py's answers_equal); candidates without an answer "
+             "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
+    if val:
+        notes.append(f"Validation choices use the val split of {train_dir} ({len(val[0])} problems, val_frac "
+                     f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{val[2]}: the best cheap scorer, and the "
+                     f"weighted-vote temperature T of each run (softmax(score / T) summed per answer group, T from "
+                     f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
+                     f"problems). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
+    else:
+        notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
+    return notes
 
 
-def kept_metrics(kept, sel, labels, groups, weights, temp):
-    """(best-of-N, vote) among the kept rows of one pool: argmax of sel; vote with softmax(weights /
-    temp) (temp None: the weights themselves). No kept row = no answer = 0."""
-    if not kept.any():
-        return 0.0, 0.0
-    sub = np.flatnonzero(kept)[None, :]
-    return best_of_n_sub(sel, labels, sub), vote_sub(groups, labels, sub, weights, temp)
+def interval_notes(cfg, rows):
+    """The notes on AUROC, the seeds and the intervals."""
+    best_val = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
+    return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
+            'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
+            'json).',
+            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
+            f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
+            f"paired difference against majority vote and against the best cheap scorer chosen on validation"
+            + (f" ({best_val})" if best_val else " (none: no validation split)")
+            + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
 
 
-def prune_curve(sims, thresholds, pid=None):
-    """sims(threshold) -> per pool (tokens, full tokens, bon, vote): the curve over thresholds, each
-    point {'threshold', 'acc', 'vote', 'tokens' (fraction of no pruning)}; with pid (each pool's problem,
-    pool_problems), also the per-problem best-of-N and vote [P] under 'per_problem', for the intervals."""
-    out = []
-    for th in thresholds:
-        r = np.array(sims(th), dtype=np.float64)  # [pools, 4]: tokens, full, bon, vote
-        out.append({'threshold': float(th), 'tokens': float(r[:, 0].sum() / max(r[:, 1].sum(), 1)),
-                    'acc': float(r[:, 2].mean()), 'vote': float(r[:, 3].mean())})
-        if pid is not None:
-            cnt = np.bincount(pid)
-            out[-1]['per_problem'] = {'acc': np.bincount(pid, r[:, 2]) / cnt, 'vote': np.bincount(pid, r[:, 3]) / cnt}
-    return out
-
-
-def pool_problems(pool, n, k):
-    """The problem of each simulated pool, in pool_sims' order (its first k N-subsets)."""
-    return np.array([i for i, q in enumerate(pool) for _ in q['subsets'][n][:k]])
-
-
-def pool_sims(problems, pool, n, k, replay, sel, temp):
-    """sims(x) -> per simulated pool (tokens, tokens without pruning, best-of-N, vote), over the first k
-    N-subsets of each problem. replay(i, sub, x) -> (kept, tokens) of problem i's rows sub; the kept
-    rows are selected by sel[i] and vote with softmax(sel[i] / temp) (temp None: sel[i] as weights)."""
-    pools = [(i, sub) for i, q in enumerate(pool) for sub in q['subsets'][n][:k]]
-
-    def sims(x):
-        res = []
-        for i, sub in pools:
-            q = pool[i]
-            kept, tok = replay(i, sub, x)
-            mask = np.zeros(len(q['labels']), dtype=bool)
-            mask[sub[kept]] = True
-            full = sum(len(problems[i]['candidates'][j]['token_ids']) for j in sub)
-            res.append((tok.sum(), full, *kept_metrics(mask, sel[i], q['labels'], q['groups'], sel[i], temp)))
-        return res
-    return sims
-
-
-def verifier_sims(problems, pool, n, k, prefix, rule, temp):
-    """sims(threshold) for a verifier rule on a split (prefix: score_prefixes output). Selection and
-    the vote use each kept row's full score (its last prefix score)."""
-    final = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in prefix]
-
-    def replay(i, sub, th):
-        cs = problems[i]['candidates']
-        return replay_prune([prefix[i][j] for j in sub], [cs[j]['step_pos'].tolist() for j in sub],
-                            [len(cs[j]['token_ids']) for j in sub], th, rule)
-    return pool_sims(problems, pool, n, k, replay, final, temp)
-
-
-def lowest_groups(problems, window):
-    """Per problem: each candidate's group confidences (sliding-window means) and its lowest one (-inf if empty)."""
-    gc = [[group_confidences(c['confidences'].float().numpy(), window) for c in p['candidates']] for p in problems]
-    return gc, [np.array([g.min() if g.size else -np.inf for g in gg]) for gg in gc]
-
-
-def deepconf_sims(problems, pool, n, k, cfg, warmup):
-    """sims(x) for DeepConf online on a split: warmup > 0 = their protocol, x = eta (threshold set
-    per pool from its warm-up rows); warmup = 0, x = a global threshold. Selection and vote use the
-    lowest group confidence (their vote weight)."""
-    w = cfg['deepconf_window']
-    gc, lows = lowest_groups(problems, w)
-
-    def replay(i, sub, x):
-        th = x
-        if warmup:
-            warm = lows[i][sub[:warmup]]
-            warm = warm[np.isfinite(warm)]
-            th = float(np.percentile(warm, 100 * (1 - x))) if warm.size else -np.inf
-        return replay_deepconf([gc[i][j] for j in sub], lows[i][sub],
-                               [len(problems[i]['candidates'][j]['token_ids']) for j in sub], w, th, warmup)
-    return pool_sims(problems, pool, n, k, replay, lows, None)
-
-
-def choose_threshold(curve, tol):
-    """The point with the fewest tokens whose accuracy is at most tol below the curve's no-pruning
-    point (its first: thresholds are ordered from no pruning to the most)."""
-    ok = [c for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12]
-    return min(ok, key=lambda c: c['tokens'])['threshold']
-
-
-def threshold_grid(values, rule, size):
-    """No pruning first, then quantiles of the validation values (global: prefix scores; relative:
-    margins behind the pool's best final score), most lenient first."""
-    qs = np.quantile(values, np.linspace(0, 1, size))
-    return [-np.inf] + sorted(qs.tolist()) if rule in ('global', 'deepconf') else [np.inf] + sorted(qs.tolist(), reverse=True)
-
-
-def margins(prefix):
-    """Validation margins for the relative rule's grid: best full score of the pool minus each prefix score."""
-    out = []
-    for pp in prefix:
-        best = max((x[-1] for x in pp if len(x)), default=0.0)
-        out += [best - v for x in pp for v in x]
-    return np.maximum(np.array(out), 0.0)
-
-
-def at_tolerance(curve, tol):
-    """Fewest tokens on a (test) curve with accuracy at most tol below its no-pruning point: optimistic."""
-    return min(c['tokens'] for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12)
-
-
-def prefix_auroc(prefix, pool, max_steps=8):
-    """Mean within-problem AUROC of the score after step k = 1..max_steps (fewer steps: the full score)."""
-    out = []
-    for k in range(max_steps):
-        sc = [np.array([x[min(k, len(x) - 1)] if len(x) else -np.inf for x in pp]) for pp in prefix]
-        out.append(mean_auroc(sc, pool)[0])
-    return out
-
-
-def mean_curve(curves):
-    """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
-    so points are averaged by position: no pruning first, then grid quantile order)."""
-    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
-            for i in range(min(len(c) for c in curves))]
-
-
-def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
-    """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
-    rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
-    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes'}."""
-    eval_dir, train_dir, cache_dir = dirs
-    k, tol, out = cfg['prune_subsets'], cfg['prune_tolerance'], {'rows': [], 'curves': {}, 'notes': []}
-    calib, calib_dir = None, cfg['calib_dir'] or train_dir
-    if cfg['calib_dir']:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
-        if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
-            raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
-                             f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
-                             f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
-        calib = choice_split(calib_dir, n, cfg)
-    bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
-    if bad:
-        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
-    w, wu = cfg['deepconf_window'], cfg['deepconf_warmup']
-    if not 0 < wu < n:
-        raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
-                         f"threshold); fix: --deepconf_warmup=2")
-
-    def row(method, runs, **extra):
-        r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
-        for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
-            r[key], r[key + '_std'] = mean_std([x.get(key) for x in runs])
-        r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
-        return r
-
-    def point(pt, base, **extra):
-        """A run's entry at curve point pt, with its difference from the same scorer's no-pruning point base."""
-        return {**pt, 'delta': pt['acc'] - base['acc'], **extra,
-                'per_problem': {**pt['per_problem'], 'delta': pt['per_problem']['acc'] - base['per_problem']['acc']}}
-
-    pid, subs = pool_problems(pool, n, k), [q['subsets'][n][:k] for q in pool]
-    maj = np.array([vote_sub(q['groups'], q['labels'], s) for q, s in zip(pool, subs)])
-    orc = np.array([oracle_sub(q['labels'], s) for q, s in zip(pool, subs)])
-    out['refs'] = [{'method': name, 'type': t, 'acc': float(v.mean()), 'per_problem': {'acc': v}}  # on the same pools
-                   for name, t, v in (('Majority vote', 'vote', maj), (f'Oracle pass@{n}', 'oracle', orc))]
-
-    groups = {}
-    for path in paths:
-        groups.setdefault(run_group(path), []).append(path)
-    for g, gpaths in sorted(groups.items()):
-        runs = {r: [] for r in ['none'] + cfg['prune_rules']}
-        for path in gpaths:
-            model, ck = load_checkpoint(path, dev)
-            if not reads(ck['kind'], 'states'):
-                out['notes'].append(f'{g}: not pruned (reads no hidden states)')
-                break
-            if reads(ck['kind'], 'tokens') and ck.get('tokenizer'):
-                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer={ck['tokenizer']!r})")
-                break
-            tc = ck.get('train_config') or {}
-            val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
-                                     tc.get('max_train_problems'))
-            if val is None:
-                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
-                break
-            vp, vpool, vn = val
-            pre = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
-            temp = choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
-            base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
-            runs['none'].append(point(base, base, ckpt=path, tokens=1.0, prefix_auroc=prefix_auroc(pre, pool)))
-            for rule in cfg['prune_rules']:
-                vals = np.concatenate([x for pp in vpre for x in pp]) if rule == 'global' else margins(vpre)
-                grid = threshold_grid(vals, rule, cfg['prune_grid'])
-                vcurve = prune_curve(verifier_sims(vp, vpool, vn, k, vpre, rule, temp), grid)
-                th = choose_threshold(vcurve, tol)
-                curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid, pid)
-                pt = next(c for c in curve if c['threshold'] == th)
-                runs[rule].append(point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
-                                        curve=curve))
-        label = PRETTY.get(g, g)
-        if runs['none']:
-            au = [mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
-            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
-                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
-        for rule, rs in runs.items():
-            if rs:
-                name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
-                out['rows'].append(row(name, rs, group=g, rule=rule))
-                if rule != 'none':
-                    out['curves'][name] = rs[0]['curve'] if len(rs) == 1 else mean_curve([r['curve'] for r in rs])
-
-    if not has_confidences(problems):
-        out['notes'].append("DeepConf rows left out: the candidates have no 'confidences'; fix: re-extract with the "
-                            "current extract.py")
-        return out
-    base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf], pid)[0]
-    out['rows'].append(row(f'DeepConf (lowest group, window {w}), no pruning', [point(base, base)], rule='none'))
-    online = deepconf_sims(problems, pool, n, k, cfg, wu)
-    etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
-    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to strict
-    for eta in cfg['deepconf_etas']:
-        pt = next(c for c in curve if c['threshold'] == eta)
-        name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
-        out['rows'].append(row(f'{name} (eta {eta:g}, warm-up {wu})',
-                               [point(pt, base, tokens_tol_test=at_tolerance(curve, tol))], rule='deepconf_online',
-                               threshold=eta))
-    out['curves'][f'DeepConf online (warm-up {wu}, eta swept)'] = curve
-    val = calib or val_split(cfg['val_frac'], cfg['val_seed'])
-    if val is not None and has_confidences(val[0]):
-        vp, vpool, vn = val
-        vsims = deepconf_sims(vp, vpool, vn, k, cfg, 0)
-        lows = np.concatenate(lowest_groups(vp, w)[1])
-        grid = threshold_grid(lows[np.isfinite(lows)], 'deepconf', cfg['prune_grid'])
-        th = choose_threshold(prune_curve(vsims, grid), tol)
-        curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid, pid)
-        pt = next(c for c in curve if c['threshold'] == th)
-        where = 'the calibration split' if calib else 'validation'
-        out['rows'].append(row(f'DeepConf, global threshold chosen on {where}',
-                               [point(pt, base, tokens_tol_test=at_tolerance(curve, tol))], rule='deepconf_global',
-                               threshold=th))
-        out['curves']['DeepConf, global threshold swept'] = curve
-    return out
+def write_results(res, prefix, plots):
+    """{prefix}.json and .md (+ plots), written atomically; prints the table."""
+    if plots:
+        res['notes'] += make_plots(res, prefix)
+    md = render_markdown(res)
+    atomic_write_json(for_json(res), prefix + '.json')
+    with open(f'{prefix}.md.tmp{os.getpid()}', 'w') as f:
+        f.write(md)
+    os.replace(f'{prefix}.md.tmp{os.getpid()}', prefix + '.md')
+    print(md)
+    print(f'wrote {prefix}.json and {prefix}.md')
 
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     from label import answers_equal
-    from train import split_problems
     out_dir, n = cfg['out_dir'], cfg['n_eval']
-    eval_dir = cfg['eval_dir'] or os.path.join(out_dir, 'eval')
-    train_dir = cfg['train_dir'] or os.path.join(out_dir, 'train')
-    transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(out_dir, 'eval'))
-    tag = f"results_on_{_slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else 'results'
+    eval_dir, train_dir, suffix = run_dirs(cfg)
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -1023,34 +780,11 @@ def run(cfg):
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
     ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
     pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    notes = ["Best-of-N: the top-scored candidate's correctness; tied top scores count as the mean correctness of the "
-             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
-             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
-             f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
-             "Votes group the extracted answers by equivalence (label.py's answers_equal); candidates without an answer "
-             "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
-
     # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
-    splits = {}
-
-    def val_split(frac, seed, k=None):
-        """(problems, pool, best-of-n) of train_dir's val split as train.py draws it (k: max_train_problems), or None."""
-        if not os.path.exists(os.path.join(train_dir, 'labels.json')):
-            return None
-        if (frac, seed, k) not in splits:
-            splits[frac, seed, k] = choice_split(train_dir, n, cfg, split_problems(problem_files(train_dir), frac, seed, k)[1])
-        return splits[frac, seed, k]
-
+    val_split = val_splitter(train_dir, n, cfg)
     val = val_split(cfg['val_frac'], cfg['val_seed'])
     val_problems, val_pool, vn = val or (None, None, None)
-    if val:
-        notes.append(f"Validation choices use the val split of {train_dir} ({len(val_problems)} problems, val_frac "
-                     f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{vn}: the best cheap scorer, and the "
-                     f"weighted-vote temperature T of each run (softmax(score / T) summed per answer group, T from "
-                     f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
-                     f"problems). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
-    else:
-        notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
+    notes = table_notes(cfg, sizes, n, train_dir, val)
 
     rows, val_acc = baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn)
     if has_confidences(problems):
@@ -1064,76 +798,28 @@ def run(cfg):
                      "stored); fix: re-extract with the current extract.py.")
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
-    # ckpts entries may be globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt' (N-scaling)
-    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
-                   glob.glob(os.path.join(out_dir, 'verifiers', '*', 'ckpt.pt')))
-    if cfg['ckpts'] and not paths:
-        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
-    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
+    vrows, vcost, trained_on = verifier_rows(checkpoint_paths(cfg), problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     stopped = sum(int(q['stopped'].sum()) for q in pool)
-    if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did; no second replay on top
-        gc = json.load(open(os.path.join(eval_dir, 'config.json'))) if os.path.exists(os.path.join(eval_dir, 'config.json')) else {}
+    if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
+        gc = split_config(eval_dir)
         notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} rule, threshold "
                      f"{gc.get('prune_threshold')}): {stopped} of {sum(len(q['labels']) for q in pool)} candidates were stopped "
                      f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per candidate "
                      f"generated). A stopped candidate is never selected, has no answer (no vote) and counts as wrong in "
                      f"single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
-    prune = prune_section(paths, problems, pool, val_split, n, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')),
-                          dev) if cfg['prune'] and not stopped else None
-    if prune:
-        idx = boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the main table's draws
-        for r in prune['rows'] + prune['refs']:
-            r |= {f'{key}_ci': ci(boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
-        prune['notes'][:0] = [
-            f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
-            f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-            f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
-            f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
-            f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
-            + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
-            + f" (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest tokens with its best-of-N at "
-            f"most {100 * cfg['prune_tolerance']:g} pt below no pruning.",
-            f"DeepConf online (their protocol): the first {cfg['deepconf_warmup']} rows of each pool run in full and set "
-            f"the threshold (percentile 100(1 - eta) of their lowest group confidences; eta 0.1 = DeepConf-low, 0.9 = "
-            f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "
-            f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
-            f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
-            f"pool, chosen where the verifier rules' thresholds are.",
-            "On the same pools: " + ', '.join(f"{r['method']} {_ci(r['acc'], r['acc_ci'], True)}" for r in prune['refs'])
-            + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
-            "table; **bold** where the interval of Δ excludes 0."]
     orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
     add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
-    best_val = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
-    notes.append('Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
-                 'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
-                 'json).')
-    notes.append(f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
-                 f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
-                 f"paired difference against majority vote and against the best cheap scorer chosen on validation"
-                 + (f" ({best_val})" if best_val else " (none: no validation split)")
-                 + ", each with the interval of the paired differences; **bold** where that interval excludes 0.")
+    notes += interval_notes(cfg, rows)
     if trained_on and trained_on != [os.path.abspath(train_dir)]:
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
 
-    gen_cfg = os.path.join(eval_dir, 'config.json')
-    gen_cfg = json.load(open(gen_cfg)) if os.path.exists(gen_cfg) else {}
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
-           'generator': str(gen_cfg.get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0], 'n_eval': n,
-           'ns': ns, 'transfer': transfer, 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
-           'notes': notes, 'prune': prune, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
-    prefix = os.path.join(out_dir, tag)
-    if cfg['plots']:
-        notes += make_plots(res, prefix)
-    md = render_markdown(res)
-    atomic_write_json(for_json(res), prefix + '.json')
-    with open(f'{prefix}.md.tmp{os.getpid()}', 'w') as f:
-        f.write(md)
-    os.replace(f'{prefix}.md.tmp{os.getpid()}', prefix + '.md')
-    print(md)
-    print(f'wrote {prefix}.json and {prefix}.md')
+           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0],
+           'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
+           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
+    write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
     return res
 
 

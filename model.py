@@ -16,11 +16,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from scorers import CHEAP_SCORERS, deepconf_mean
+
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
 
 # -----------------------------------------------------------------------------
-# files: atomic writes and the extraction format (see README "On-disk format")
+# files: atomic writes and the extraction format (see README "The pipeline")
 
 
 def atomic_save(obj, path):
@@ -382,7 +384,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
     architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
     step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
-    feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (baselines.py
+    feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (scorers.py
     CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
     output layer starting at 0 (states/hsrm, deepset only).
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
@@ -578,9 +580,8 @@ def step_feature_matrix(c):
 
 
 def residual_scorers():
-    """The free scorers a residual verifier can start from: baselines.py's cheap scorers and DeepConf's mean
+    """The free scorers a residual verifier can start from: scorers.py's cheap scorers and DeepConf's mean
     token confidence (a trace's mean; a window longer than any trace here)."""
-    from baselines import CHEAP_SCORERS, deepconf_mean  # baselines imports this module: import on use
     return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
 
 

@@ -4,25 +4,34 @@ best-of-N on the same problems at equal generated tokens. Best-of-N curves (N = 
 the same problems (pool_dir); each search run is a split dir extracted with --search, labelled, whose problems
 record generated_tokens (every token sampled for the problem, abandoned branches included, shared prefixes once).
 Accuracy against mean generated tokens per problem, with paired bootstrap intervals over problems (evaluate.py's
-draws), overall and by difficulty (the problem's solve rate in the pool). The pruning study on finished pools is
-evaluate.py --prune=True.
+draws), overall and by difficulty (the problem's solve rate in the pool). Writes {out_dir}/steer.md, steer.json,
+steer.png and config.json.
 
     python steer.py config/search_shop.py
 
-Writes {out_dir}/steer.md, steer.json, steer.png and config.json.
+The pruning study (prune=True, below the search code) is the steering policy without branching, replayed on a
+finished run's pools: each verifier rule with its threshold chosen on validation (or a calibration split) and
+DeepConf's online stop, against no pruning, on the same pools. It reads the run as evaluate.py does (evaluate.py's
+keys from the same config files and flags) and writes {out_dir}/prune.md, prune.json and prune.png (prune_on_<run>.*
+for another run's eval_dir).
+
+    python steer.py config/prune_synth3.py                    # the config sets prune = True
+    python steer.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 """
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 import torch
 
 import evaluate as E
-from baselines import CHEAP_SCORERS, cheap_scores
-from configurator import configure, knobs
+from configurator import apply_config, configure, knobs
 from label import answers_equal
-from model import atomic_write_json, cli, load_checkpoint, load_split, problem_files, resolve_device
+from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, reads,
+                   resolve_device)
+from scorers import CHEAP_SCORERS, cheap_scores, group_confidences, has_confidences
 from train import split_problems
 
 # -----------------------------------------------------------------------------
@@ -43,7 +52,23 @@ val_seed = 42
 difficulty = [0.2, 0.5]              # solve-rate cuts in the pool: hard < 0.2 <= medium < 0.5 <= easy
 device = 'auto'
 threads = 0
+# the pruning study: the run's keys (out_dir, eval_dir, train_dir, ckpts, n_eval, n_subsets, n_boot, vote_temps,
+# deepconf_window, deepconf_etas, ...) are evaluate.py's, read from the same config files and flags; its own:
+prune = False                        # True = the pruning study instead of search
+prune_rules = ['global', 'relative']  # verifier rules (model.prune_now): 'global' score threshold | 'relative' margin
+                                     # behind the pool's current leader
+prune_tolerance = 0.01               # each rule's threshold is chosen on validation: the fewest tokens with validation
+                                     # best-of-N at most this much below no pruning
+prune_grid = 21                      # thresholds per rule (quantiles of the validation prefix scores), swept for the
+                                     # choice and the curves
+prune_subsets = 4                    # pools larger than n_eval: simulate on the first this many of the N-subsets
+calib_dir = ''                       # '' = thresholds on train_dir's validation split (which also picked the checkpoint);
+                                     # a labelled split of other problems (e.g. out/x_calib/eval, extracted with
+                                     # train_range=None and a fresh eval_range) = thresholds and vote temperature there
+deepconf_warmup = 2                  # DeepConf online: the first this many candidates of each pool run in full and set
+                                     # its threshold (their code: 16 of 256); must be < n_eval
 DEFAULTS = knobs(globals())  # the knobs above as a dict
+PRUNE_DEFAULTS = {**E.DEFAULTS, **{k: v for k, v in DEFAULTS.items() if k not in E.DEFAULTS}}  # the pruning study's
 
 # -----------------------------------------------------------------------------
 
@@ -236,6 +261,425 @@ def plot(res, path):
     return f'\n![accuracy vs tokens]({os.path.basename(path)})\n'
 
 
+
+# =============================================================================
+# the pruning study (prune=True): the steering policy without branching (model.prune_now), simulated offline
+# and exactly on a finished run's pools. A pool's rows are sampled together from token 0 (as extract.py does),
+# so token index = time; a stopped row is never selected, does not vote, and costs the tokens up to its cut.
+# Every method is scored on the same pools (the first prune_subsets N-subsets).
+
+
+def replay_prune(prefix, step_pos, lengths, threshold, rule):
+    """model.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
+    scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
+    step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
+    n = len(prefix)
+    ev = sorted((int(t), i, k) for i, sp in enumerate(step_pos) for k, t in enumerate(sp))
+    latest, active, tokens = np.full(n, np.nan), np.ones(n, dtype=bool), np.array(lengths, dtype=np.int64)
+    j = 0
+    while j < len(ev):
+        t, new = ev[j][0], np.zeros(n, dtype=bool)
+        while j < len(ev) and ev[j][0] == t:  # every row closing a step at token t decides together
+            _, i, k = ev[j]
+            if active[i]:
+                latest[i], new[i] = prefix[i][k], True
+            j += 1
+        if new.any():
+            stop = prune_now(latest, active, new, threshold, rule)
+            active &= ~stop
+            tokens[stop] = t + 1
+    return active, tokens
+
+
+def replay_deepconf(groups_, lows, lengths, window, threshold, warmup=0):
+    """DeepConf's online stopping on one pool (their _deepthink_online and logits processor): rows
+    [:warmup] run in full; every other row stops at the first token t where the mean confidence of the
+    full window ending at t is below threshold, costing t + 1 tokens (the EOS it is forced to emit).
+    A row votes (kept) when its lowest group confidence is >= threshold: warm-up rows too, and a row
+    shorter than the window is judged by its mean but never stopped (their code). groups_: per row its
+    sliding-window means; lows: its lowest group confidence. -> (kept, tokens)."""
+    tokens = np.array(lengths, dtype=np.int64)
+    for i in range(warmup, len(groups_)):
+        if lengths[i] >= window:
+            below = np.flatnonzero(groups_[i] < threshold)
+            if below.size:
+                tokens[i] = below[0] + window
+    return np.asarray(lows) >= threshold, tokens
+
+
+def kept_metrics(kept, sel, labels, groups, weights, temp):
+    """(best-of-N, vote) among the kept rows of one pool: argmax of sel; vote with softmax(weights /
+    temp) (temp None: the weights themselves). No kept row = no answer = 0."""
+    if not kept.any():
+        return 0.0, 0.0
+    sub = np.flatnonzero(kept)[None, :]
+    return E.best_of_n_sub(sel, labels, sub), E.vote_sub(groups, labels, sub, weights, temp)
+
+
+def prune_curve(sims, thresholds, pid=None):
+    """sims(threshold) -> per pool (tokens, full tokens, bon, vote): the curve over thresholds, each
+    point {'threshold', 'acc', 'vote', 'tokens' (fraction of no pruning)}; with pid (each pool's problem,
+    pool_problems), also the per-problem best-of-N and vote [P] under 'per_problem', for the intervals."""
+    out = []
+    for th in thresholds:
+        r = np.array(sims(th), dtype=np.float64)  # [pools, 4]: tokens, full, bon, vote
+        out.append({'threshold': float(th), 'tokens': float(r[:, 0].sum() / max(r[:, 1].sum(), 1)),
+                    'acc': float(r[:, 2].mean()), 'vote': float(r[:, 3].mean())})
+        if pid is not None:
+            cnt = np.bincount(pid)
+            out[-1]['per_problem'] = {'acc': np.bincount(pid, r[:, 2]) / cnt, 'vote': np.bincount(pid, r[:, 3]) / cnt}
+    return out
+
+
+def pool_problems(pool, n, k):
+    """The problem of each simulated pool, in pool_sims' order (its first k N-subsets)."""
+    return np.array([i for i, q in enumerate(pool) for _ in q['subsets'][n][:k]])
+
+
+def pool_sims(problems, pool, n, k, replay, sel, temp):
+    """sims(x) -> per simulated pool (tokens, tokens without pruning, best-of-N, vote), over the first k
+    N-subsets of each problem. replay(i, sub, x) -> (kept, tokens) of problem i's rows sub; the kept
+    rows are selected by sel[i] and vote with softmax(sel[i] / temp) (temp None: sel[i] as weights)."""
+    pools = [(i, sub) for i, q in enumerate(pool) for sub in q['subsets'][n][:k]]
+
+    def sims(x):
+        res = []
+        for i, sub in pools:
+            q = pool[i]
+            kept, tok = replay(i, sub, x)
+            mask = np.zeros(len(q['labels']), dtype=bool)
+            mask[sub[kept]] = True
+            full = sum(len(problems[i]['candidates'][j]['token_ids']) for j in sub)
+            res.append((tok.sum(), full, *kept_metrics(mask, sel[i], q['labels'], q['groups'], sel[i], temp)))
+        return res
+    return sims
+
+
+def verifier_sims(problems, pool, n, k, prefix, rule, temp):
+    """sims(threshold) for a verifier rule on a split (prefix: score_prefixes output). Selection and
+    the vote use each kept row's full score (its last prefix score)."""
+    final = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in prefix]
+
+    def replay(i, sub, th):
+        cs = problems[i]['candidates']
+        return replay_prune([prefix[i][j] for j in sub], [cs[j]['step_pos'].tolist() for j in sub],
+                            [len(cs[j]['token_ids']) for j in sub], th, rule)
+    return pool_sims(problems, pool, n, k, replay, final, temp)
+
+
+def lowest_groups(problems, window):
+    """Per problem: each candidate's group confidences (sliding-window means) and its lowest one (-inf if empty)."""
+    gc = [[group_confidences(c['confidences'].float().numpy(), window) for c in p['candidates']] for p in problems]
+    return gc, [np.array([g.min() if g.size else -np.inf for g in gg]) for gg in gc]
+
+
+def deepconf_sims(problems, pool, n, k, cfg, warmup):
+    """sims(x) for DeepConf online on a split: warmup > 0 = their protocol, x = eta (threshold set
+    per pool from its warm-up rows); warmup = 0, x = a global threshold. Selection and vote use the
+    lowest group confidence (their vote weight)."""
+    w = cfg['deepconf_window']
+    gc, lows = lowest_groups(problems, w)
+
+    def replay(i, sub, x):
+        th = x
+        if warmup:
+            warm = lows[i][sub[:warmup]]
+            warm = warm[np.isfinite(warm)]
+            th = float(np.percentile(warm, 100 * (1 - x))) if warm.size else -np.inf
+        return replay_deepconf([gc[i][j] for j in sub], lows[i][sub],
+                               [len(problems[i]['candidates'][j]['token_ids']) for j in sub], w, th, warmup)
+    return pool_sims(problems, pool, n, k, replay, lows, None)
+
+
+def choose_threshold(curve, tol):
+    """The point with the fewest tokens whose accuracy is at most tol below the curve's no-pruning
+    point (its first: thresholds are ordered from no pruning to the most)."""
+    ok = [c for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12]
+    return min(ok, key=lambda c: c['tokens'])['threshold']
+
+
+def threshold_grid(values, rule, size):
+    """No pruning first, then quantiles of the validation values (global: prefix scores; relative:
+    margins behind the pool's best final score), most lenient first."""
+    qs = np.quantile(values, np.linspace(0, 1, size))
+    return [-np.inf] + sorted(qs.tolist()) if rule in ('global', 'deepconf') else [np.inf] + sorted(qs.tolist(), reverse=True)
+
+
+def margins(prefix):
+    """Validation margins for the relative rule's grid: best full score of the pool minus each prefix score."""
+    out = []
+    for pp in prefix:
+        best = max((x[-1] for x in pp if len(x)), default=0.0)
+        out += [best - v for x in pp for v in x]
+    return np.maximum(np.array(out), 0.0)
+
+
+def at_tolerance(curve, tol):
+    """Fewest tokens on a (test) curve with accuracy at most tol below its no-pruning point: optimistic."""
+    return min(c['tokens'] for c in curve if c['acc'] >= curve[0]['acc'] - tol - 1e-12)
+
+
+def prefix_auroc(prefix, pool, max_steps=8):
+    """Mean within-problem AUROC of the score after step k = 1..max_steps (fewer steps: the full score)."""
+    out = []
+    for k in range(max_steps):
+        sc = [np.array([x[min(k, len(x) - 1)] if len(x) else -np.inf for x in pp]) for pp in prefix]
+        out.append(E.mean_auroc(sc, pool)[0])
+    return out
+
+
+def mean_curve(curves):
+    """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
+    so points are averaged by position: no pruning first, then grid quantile order)."""
+    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
+            for i in range(min(len(c) for c in curves))]
+
+
+
+def prune_row(method, runs, **extra):
+    """A table row: mean ± std over its runs (seeds) of each entry, and their per-problem values stacked."""
+    r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
+    for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
+        r[key], r[key + '_std'] = E.mean_std([x.get(key) for x in runs])
+    r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
+    return r
+
+
+def prune_point(pt, base, **extra):
+    """A run's entry at curve point pt, with its difference from the same scorer's no-pruning point base."""
+    return {**pt, 'delta': pt['acc'] - base['acc'], **extra,
+            'per_problem': {**pt['per_problem'], 'delta': pt['per_problem']['acc'] - base['per_problem']['acc']}}
+
+
+def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, out):
+    """Each run name's no-pruning row and one row per verifier rule, the threshold chosen per checkpoint on
+    validation (or calib, the calibration split), mean ± std over its seeds; appended to out."""
+    eval_dir, train_dir, cache_dir = dirs
+    k, tol, calib_dir = cfg['prune_subsets'], cfg['prune_tolerance'], cfg['calib_dir'] or train_dir
+    pid = pool_problems(pool, n, k)
+    groups = {}
+    for path in paths:
+        groups.setdefault(E.run_group(path), []).append(path)
+    for g, gpaths in sorted(groups.items()):
+        runs = {r: [] for r in ['none'] + cfg['prune_rules']}
+        for path in gpaths:
+            model, ck = load_checkpoint(path, dev)
+            if not reads(ck['kind'], 'states'):
+                out['notes'].append(f'{g}: not pruned (reads no hidden states)')
+                break
+            if reads(ck['kind'], 'tokens') and ck.get('tokenizer'):
+                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer={ck['tokenizer']!r})")
+                break
+            tc = ck.get('train_config') or {}
+            val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
+                                     tc.get('max_train_problems'))
+            if val is None:
+                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
+                break
+            vp, vpool, vn = val
+            pre = E.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vpre = E.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
+            temp = E.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
+            base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
+            runs['none'].append(prune_point(base, base, ckpt=path, tokens=1.0, prefix_auroc=prefix_auroc(pre, pool)))
+            for rule in cfg['prune_rules']:
+                vals = np.concatenate([x for pp in vpre for x in pp]) if rule == 'global' else margins(vpre)
+                grid = threshold_grid(vals, rule, cfg['prune_grid'])
+                vcurve = prune_curve(verifier_sims(vp, vpool, vn, k, vpre, rule, temp), grid)
+                th = choose_threshold(vcurve, tol)
+                curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid, pid)
+                pt = next(c for c in curve if c['threshold'] == th)
+                runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
+                                              curve=curve))
+        label = E.PRETTY.get(g, g)
+        if runs['none']:
+            au = [E.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
+                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
+        for rule, rs in runs.items():
+            if rs:
+                name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
+                out['rows'].append(prune_row(name, rs, group=g, rule=rule))
+                if rule != 'none':
+                    out['curves'][name] = rs[0]['curve'] if len(rs) == 1 else mean_curve([r['curve'] for r in rs])
+
+
+def deepconf_prune(problems, pool, val_split, calib, n, cfg, out):
+    """DeepConf online against its no-pruning row: -low / -high with their warm-up, and one global threshold
+    chosen on validation (or calib); appended to out."""
+    k, tol, w, wu = cfg['prune_subsets'], cfg['prune_tolerance'], cfg['deepconf_window'], cfg['deepconf_warmup']
+    pid = pool_problems(pool, n, k)
+    if not has_confidences(problems):
+        out['notes'].append("DeepConf rows left out: the candidates have no 'confidences'; fix: re-extract with the "
+                            "current extract.py")
+        return
+    base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf], pid)[0]
+    out['rows'].append(prune_row(f'DeepConf (lowest group, window {w}), no pruning', [prune_point(base, base)], rule='none'))
+    online = deepconf_sims(problems, pool, n, k, cfg, wu)
+    etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
+    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to strict
+    for eta in cfg['deepconf_etas']:
+        pt = next(c for c in curve if c['threshold'] == eta)
+        name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
+        out['rows'].append(prune_row(f'{name} (eta {eta:g}, warm-up {wu})',
+                                     [prune_point(pt, base, tokens_tol_test=at_tolerance(curve, tol))],
+                                     rule='deepconf_online', threshold=eta))
+    out['curves'][f'DeepConf online (warm-up {wu}, eta swept)'] = curve
+    val = calib or val_split(cfg['val_frac'], cfg['val_seed'])
+    if val is not None and has_confidences(val[0]):
+        vp, vpool, vn = val
+        vsims = deepconf_sims(vp, vpool, vn, k, cfg, 0)
+        lows = np.concatenate(lowest_groups(vp, w)[1])
+        grid = threshold_grid(lows[np.isfinite(lows)], 'deepconf', cfg['prune_grid'])
+        th = choose_threshold(prune_curve(vsims, grid), tol)
+        curve = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), grid, pid)
+        pt = next(c for c in curve if c['threshold'] == th)
+        where = 'the calibration split' if calib else 'validation'
+        out['rows'].append(prune_row(f'DeepConf, global threshold chosen on {where}',
+                                     [prune_point(pt, base, tokens_tol_test=at_tolerance(curve, tol))],
+                                     rule='deepconf_global', threshold=th))
+        out['curves']['DeepConf, global threshold swept'] = curve
+
+
+def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
+    """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
+    rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
+    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes', 'refs'}."""
+    k, calib_dir, calib, out = cfg['prune_subsets'], cfg['calib_dir'], None, {'rows': [], 'curves': {}, 'notes': []}
+    if calib_dir:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
+        if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
+            raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
+                             f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
+                             f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
+        calib = E.choice_split(calib_dir, n, cfg)
+    bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
+    if bad:
+        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
+    wu = cfg['deepconf_warmup']
+    if not 0 < wu < n:
+        raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
+                         f"threshold); fix: --deepconf_warmup=2")
+    subs = [q['subsets'][n][:k] for q in pool]
+    maj = np.array([E.vote_sub(q['groups'], q['labels'], s) for q, s in zip(pool, subs)])
+    orc = np.array([E.oracle_sub(q['labels'], s) for q, s in zip(pool, subs)])
+    out['refs'] = [{'method': name, 'type': t, 'acc': float(v.mean()), 'per_problem': {'acc': v}}  # on the same pools
+                   for name, t, v in (('Majority vote', 'vote', maj), (f'Oracle pass@{n}', 'oracle', orc))]
+    verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, out)
+    deepconf_prune(problems, pool, val_split, calib, n, cfg, out)
+    return out
+
+
+def prune_run(cfg):
+    """The pruning study on a finished run, read as evaluate.py reads it (cfg: evaluate.py's keys and the
+    pruning knobs above): writes {out_dir}/prune[_on_<run>].json, .md and .png. Returns the study
+    ({'rows', 'refs', 'curves', 'notes'} and the split it ran on)."""
+    cfg = {**PRUNE_DEFAULTS, **cfg}
+    out_dir, n = cfg['out_dir'], cfg['n_eval']
+    eval_dir, train_dir, suffix = E.run_dirs(cfg)
+    dev = resolve_device(cfg['device'])
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
+    problems = load_split(eval_dir)
+    pool = E.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
+    if any(q['stopped'].any() for q in pool):
+        raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
+                         f"twice; fix: run the study on a split sampled without pruning")
+    res = prune_section(E.checkpoint_paths(cfg), problems, pool, E.val_splitter(train_dir, n, cfg), n, cfg,
+                        (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
+    idx = E.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
+    for r in res['rows'] + res['refs']:
+        r |= {f'{key}_ci': E.ci(E.boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
+    res['notes'][:0] = [
+        f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
+        f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
+        f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
+        f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
+        f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
+        + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
+        + f" (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest tokens with its best-of-N at "
+        f"most {100 * cfg['prune_tolerance']:g} pt below no pruning.",
+        f"DeepConf online (their protocol): the first {cfg['deepconf_warmup']} rows of each pool run in full and set "
+        f"the threshold (percentile 100(1 - eta) of their lowest group confidences; eta 0.1 = DeepConf-low, 0.9 = "
+        f"-high); another row stops at the first full {cfg['deepconf_window']}-token window whose mean confidence is "
+        f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
+        f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
+        f"pool, chosen where the verifier rules' thresholds are.",
+        "On the same pools: " + ', '.join(f"{r['method']} {E._ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
+        + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
+        "table; **bold** where the interval of Δ excludes 0."]
+    res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems), 'n_eval': n}
+    prefix = os.path.join(out_dir, 'prune' + suffix)
+    md = render_prune(res) + (plot_prune(res, prefix + '.png') if cfg['plots'] else '')
+    atomic_write_json(E.for_json(res), prefix + '.json')
+    with open(prefix + '.md', 'w') as f:
+        f.write(md)
+    print(md)
+    return res
+
+
+def render_prune(res):
+    n = res['n_eval']
+    tol = 100 * res['config']['prune_tolerance']
+    out = [f"### Online pruning (simulated on the evaluation pools, best-of-{n})", '',
+           f"Evaluation split `{res['eval_dir']}` ({res['dataset']}): {res['n_problems']} problems.", '',
+           f'| Method | Threshold | Bo{n} Acc. (%) [95% CI] | Δ Bo{n} vs no pruning (pts) | Vote Acc. (%) [95% CI] '
+           f'| Tokens (% of no pruning) '
+           f'| Tokens at ≤{tol:g} pt loss, test sweep (optimistic, %) |', '|---|---:|---:|---:|---:|---:|---:|']
+    for r in res['rows']:
+        th = [x['threshold'] for x in r['runs'] if x.get('threshold') is not None and r['rule'] != 'none']
+        ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
+               f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
+        seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
+        d = '–' if r['rule'] == 'none' else E._ci(r['delta'], r.get('delta_ci'), True, diff=True)
+        out.append(f"| {r['method']}{seeds} | {ths} | {E._ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
+                   f"{E._ci(r['vote'], r.get('vote_ci'), True)} | {E._fmt(r['tokens'], r['tokens_std'], True)} | "
+                   f"{E._fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
+    out += [''] + [f'- {t}' for t in res['notes']]
+    return '\n'.join(out) + '\n'
+
+
+def plot_prune(res, path):
+    """Accuracy against generated tokens for every swept threshold, the chosen points with their 95% intervals."""
+    if not res['curves']:
+        return ''
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return '\n(no plot: matplotlib is not installed)\n'
+    n = res['n_eval']
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, key, what in ((axes[0], 'acc', f'best-of-{n}'), (axes[1], 'vote', 'weighted vote')):
+        for name, curve in res['curves'].items():
+            ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
+        for r in res['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
+            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=E._yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+                        color='k', ms=4, elinewidth=0.8, capsize=2,
+                        label='chosen threshold / no pruning, 95% CI' if r is res['rows'][0] else None)
+        E.reference_lines([ax], res['refs'])
+        ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
+               title=f"online pruning (simulated), {res['dataset']}")
+    axes[1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
+    fig.savefig(path, dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
+    plt.close(fig)
+    return f'\n![pruning]({os.path.basename(path)})\n'
+
+
+def split_argv(argv):
+    """(our argv, evaluate.py's config): the pruning study reads the run with evaluate.py's keys, its defaults
+    updated by the same config files and by the --key=value flags of its keys; a flag of evaluate.py alone is
+    not ours."""
+    key = lambda a: a[2:].split('=', 1)[0] if a.startswith('--') else None  # noqa: E731
+    theirs = [a for a in argv if key(a) in E.DEFAULTS]
+    files = [a for a in argv if key(a) is None]
+    ours = [a for a in argv if key(a) not in set(E.DEFAULTS) - set(DEFAULTS)]
+    return ours, apply_config(dict(E.DEFAULTS), files + theirs, E.DEFAULTS)
+
+
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    cli(run, config, 'steer.py')
+    argv, eval_cfg = split_argv(sys.argv[1:])
+    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    own = {k: v for k, v in config.items() if k not in E.DEFAULTS}  # the pruning knobs; the run's keys are evaluate.py's
+    cli(lambda c: prune_run({**eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')

@@ -34,6 +34,8 @@ from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
+import scorers as SC  # noqa: E402
+import steer as ST  # noqa: E402
 
 
 # ====================================================================================================
@@ -133,7 +135,7 @@ def test_draw_is_inverse_cdf_of_the_weights():
 
 
 def test_online_pruning_equals_offline_replay():
-    """Pruning inside the sampler decides what evaluate.py's offline replay decides on the unpruned
+    """Pruning inside the sampler decides what steer.py's offline replay decides on the unpruned
     candidates (same seed): the same rows stop, after the same token, and what a stopped row keeps is the
     unpruned candidate's prefix (tokens, statistics, step states)."""
     tok = tiny_tokenizer()
@@ -150,7 +152,7 @@ def test_online_pruning_equals_offline_replay():
         online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th, **args)
         stopped = 0
         for cs, os_, pp in zip(full, online, pre):
-            kept, tokens = E.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
+            kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
             stopped += int((~kept).sum())
             for c, o, k, T_ in zip(cs, os_, kept, tokens):
                 assert (o['finish'] == 'pruned') == (not k), rule
@@ -467,7 +469,6 @@ def test_every_config_file_applies_to_every_stage():
     import label
     import train as T
     import extract as X
-    import steer as ST
     import transfer as XF
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
@@ -1753,22 +1754,22 @@ def test_cheap_scorers_on_hand_made_statistics():
          'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
     want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
             'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(B.CHEAP_SCORERS) == set(want)
+    assert set(SC.CHEAP_SCORERS) == set(want)
     for name, v in want.items():
-        assert B.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
     flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
             'token_ids': torch.tensor([1])}
-    assert B.neg_varentropy(flat) == 0.0
+    assert SC.neg_varentropy(flat) == 0.0
     empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
              'token_ids': torch.zeros(0, dtype=torch.long)}
     for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert B.CHEAP_SCORERS[name](empty) == -math.inf
+        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
     # a problem: the confident candidate is right, the long one wrong
     p = {'candidates': [c, flat]}
-    assert list(B.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(B.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
     with pytest.raises(ValueError, match='cheap scorer'):
-        B.cheap_scores([p], 'nope')
+        SC.cheap_scores([p], 'nope')
 
 
 # -----------------------------------------------------------------------------
@@ -2082,20 +2083,20 @@ def test_cli_and_bad_config(tmp_path):
 def test_deepconf_scorers_follow_their_definitions():
     conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
     c = {'confidences': conf}
-    assert np.allclose(B.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert B.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert B.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert B.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert B.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
     ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert B.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
     # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert B.deepconf_lowest(c, 100, 2048) == B.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert B.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
     probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert B.has_confidences(probs) and B.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
     with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        B.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
 
 
 def test_deepconf_filtered_vote_groups_equivalent_answers():
@@ -2145,32 +2146,32 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
 def test_replay_prune_follows_token_time():
     step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
     prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
-    kept, tok = E.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
     assert kept.tolist() == [False, True, False] and tok.tolist() == [6, 8, 5]  # stopped after token 5 / token 4
-    assert E.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
+    assert ST.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
     # relative, margin 3.5: at token 4 row 2 (-3.0) trails row 1's 1.0 (known since token 3) by 4: stopped
-    kept, tok = E.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
     assert kept.tolist() == [True, True, False] and tok.tolist() == [10, 8, 5]
     # ... but if row 1 closed its first step only at token 6, at token 4 the leader is row 0 (0.0): row 2 goes on
-    kept, tok = E.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
+    kept, tok = ST.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
     assert kept.tolist() == [True, True, True] and tok.tolist() == lengths
     # a threshold above every score stops each row at its first step, except the last one left
-    kept, tok = E.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
     assert kept.tolist() == [False, False, True] and tok.tolist() == [3, 4, 16]
 
 
 def test_replay_deepconf_follows_their_online_protocol():
     confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [B.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
     lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
-    kept, tok = E.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
+    kept, tok = ST.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
     assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
     assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
     # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
     probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
                              for c in confs]}]
     pool = [_pool([1, 0, 1, 0], answers=['1', '2', '1', '2'])]
-    sims = E.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
+    sims = ST.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
     assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
     assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
 
@@ -2235,8 +2236,8 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
                'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
     cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
-    res = E.run(cfg)
-    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in res['prune']['rows']}
+    res, prn = E.run(cfg), ST.prune_run(cfg)
+    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
     g = 'hsrm_prefix_train-0.5'
     none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
     assert none['n_runs'] == 2 and none['tokens'] == 1.0
@@ -2246,32 +2247,33 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
                  'DeepConf, global threshold chosen on validation', 'DeepConf vote, tail 2048, top 10%'):
         assert name in pr or name in rows, name
-    for r in res['prune']['rows']:
+    for r in prn['rows']:
         assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']
     assert min(r['tokens'] for r in rules) < 1                         # the planted signal is in every step state
-    for name, curve in res['prune']['curves'].items():
+    for name, curve in prn['curves'].items():
         assert curve[0]['tokens'] == 1.0 and min(c['tokens'] for c in curve) < 1, name
-    md = open(f'{out}/results.md').read()
-    assert '### Online pruning' in md and os.path.exists(f'{out}/results_prune.png')
+    md = open(f'{out}/prune.md').read()
+    assert '### Online pruning' in md and os.path.exists(f'{out}/prune.png')
     # thresholds come from the validation split only: another eval split (an old extraction without
     # confidences) gets the very same thresholds, and no DeepConf rows, with a note saying why
     write_split_eval(str(tmp_path / 'other/eval'), 12, 8, seed=3, start=2000)
-    tr = E.run({**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False})
-    tpr = {r['method']: r for r in tr['prune']['rows']}
+    other = {**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False}
+    tr, tp = E.run(other), ST.prune_run(other)
+    tpr = {r['method']: r for r in tp['rows']}
     for rule in ('global', 'relative'):
         assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
     assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
-    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tr['prune']['notes'])
+    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tp['notes'])
     with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
-        E.run({**cfg, 'deepconf_warmup': 8, 'plots': False})
+        ST.prune_run({**cfg, 'deepconf_warmup': 8, 'plots': False})
     # a calibration split (other problems) replaces validation for the thresholds: each run's threshold grid
     # is the quantiles of that split's own prefix scores (global) or margins (relative), recomputed here from
     # the checkpoint, and the threshold is the fewest-tokens point of its calibration curve within the
     # tolerance; the test split then gets that threshold, whatever its own best point is
     write_split_eval(str(tmp_path / 'calib/eval'), 16, 8, seed=5, start=3000, confidences=True)
-    cal = E.run({**cfg, 'calib_dir': str(tmp_path / 'calib/eval'), 'plots': False})
-    cp, tol = load_split(str(tmp_path / 'calib/eval')), E.prune_tolerance
-    crows = {r['method']: r for r in cal['prune']['rows']}
+    cal = ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'calib/eval'), 'plots': False})
+    cp, tol = load_split(str(tmp_path / 'calib/eval')), ST.prune_tolerance
+    crows = {r['method']: r for r in cal['rows']}
     for rule in ('global', 'relative'):
         for x, v in zip(crows[f'{g}, {rule} rule']['runs'], pr[f'{g}, {rule} rule']['runs']):
             pre = score_prefixes(load_checkpoint(x['ckpt'])[0], cp)
@@ -2287,10 +2289,10 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
             assert x['threshold'] == min(ok, key=lambda c: c['tokens'])['threshold'], (rule, x['ckpt'])
             at = next(c for c in x['curve'] if c['threshold'] == x['threshold'])
             assert (x['tokens'], x['acc']) == (at['tokens'], at['acc'])
-    assert any('calibration split' in t for t in cal['prune']['notes'])
-    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['prune']['rows'])
+    assert any('calibration split' in t for t in cal['notes'])
+    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['rows'])
     with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
-        E.run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
+        ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
 
 # ====================================================================================================
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
@@ -2544,25 +2546,25 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
         torch.manual_seed(s)
         save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0), {'train_config': {'seed': s}})
     cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'prune_grid': 5, 'deepconf_window': 4}
-    res = E.run(cfg)
+    res, prn = E.run(cfg), ST.prune_run(cfg)
     rows = {r['method']: r for r in res['rows']}
     assert rows['HSRM']['per_problem']['acc_at'][8].shape == (2, 30)
     for r in res['rows']:
         lo, hi = r['acc_ci']
         assert lo - 1e-9 <= r['acc'] <= hi + 1e-9 and set(r['vs']) == {'majority', 'best_cheap_val'}, r['method']
         assert all(r['acc_ci_at'][k] is not None for k in (2, 8))
-    for r in res['prune']['rows'] + res['prune']['refs']:
+    for r in prn['rows'] + prn['refs']:
         assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
-    assert all(r['delta_ci'] == [0.0, 0.0] for r in res['prune']['rows'] if r['rule'] == 'none')
+    assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
     assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) |' in md
     assert f"| HSRM (2 seeds) | {E._num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
-    assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in md
+    assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
-    for name in ('bon_vs_n', 'acc_vs_flops', 'prune'):
-        assert os.path.getsize(f'{out}/results_{name}.png') > 0
-    quick = {**cfg, 'prune': False, 'plots': False}
+    for name in ('results_bon_vs_n', 'results_acc_vs_flops', 'prune'):
+        assert os.path.getsize(f'{out}/{name}.png') > 0
+    quick = {**cfg, 'plots': False}
     again, other = E.run(quick), E.run({**quick, 'boot_seed': 1})
     assert [r['acc_ci'] for r in again['rows']] == [r['acc_ci'] for r in res['rows']]  # seeded
     assert [r['acc_ci'] for r in other['rows']] != [r['acc_ci'] for r in res['rows']]
@@ -2598,7 +2600,7 @@ def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_e
     write_split_eval(f'{out}/eval', 3, 4, seed=2)
     problems = load_split(f'{out}/eval')
     B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
-    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'prune': False})
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
     model, tok = B.load_prm(tiny_prm, 'float32')
     flops = []
     for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
@@ -2887,7 +2889,8 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     model, ck = load_checkpoint(path)
     assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
-    res = E.run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2})
+    cfg = {'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2}
+    res, prn = E.run(cfg), ST.prune_run(cfg)
     cached = json.load(open(glob.glob(f'{out}/scores/*eval/*input_steps-answer*seed42.json')[0]))['scores']
     probs = load_split(f'{out}/eval')
     mine = score_problems(model, probs)
@@ -2905,7 +2908,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
     cost = {c['verifier']: c for c in res['cost']}
     assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
-    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in res['prune']['rows'])
+    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
 
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
@@ -2960,7 +2963,7 @@ def test_prune_online_reads_the_checkpoint_steps():
     online = sample_with_capture(model, tok, prompts, 6, verifier=v, prune_rule='relative', prune_threshold=0.1, **args)
     stopped = 0
     for cs, os_, pp in zip(full, online, pre):
-        kept, tokens = E.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1, 'relative')
+        kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1, 'relative')
         stopped += int((~kept).sum())
         for c, o, k, T_ in zip(cs, os_, kept, tokens):
             assert (o['finish'] == 'pruned') == (not k) and torch.equal(o['token_ids'], c['token_ids'][:T_])
@@ -3281,7 +3284,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; a
     second run retrains nothing."""
     import transfer as X
-    from baselines import CHEAP_SCORERS, cheap_scores
+    from scorers import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],

@@ -2,12 +2,12 @@
 # problems for a result above noise (200 training problems x 16 samples, 300 held-out x 8), 5 seeds.
 # Eight layers are stored once so the layer ablation needs no second extraction; HSRM reads the final
 # layer unless verifier_layers says otherwise.
-# Measured 2026-11-23 on disjoint splits: README "Results on the embedded default" (HSRM level with majority vote
-# and with mean log-prob). Pruning (`--prune=True`) thresholds from a separate calibration split (200 fresh
-# problems x 8) instead of the 40 validation problems:
+# Measured 2026-11-23 on disjoint splits: RESULTS.md "Synthetic experiment" (HSRM level with majority vote
+# and with mean log-prob). The pruning study (steer.py --prune=True) with thresholds from a separate calibration
+# split (200 fresh problems x 8) instead of the 40 validation problems:
 #   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1300,1499)"
 #   python label.py config/synth_smollm.py --out_dir=out/synth_smollm_calib
-#   python evaluate.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
+#   python steer.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 out_dir = 'out/synth_smollm'
 model = 'smollm2'
 dataset = 'synth'
