@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import random
+import re
 import time
 import warnings
 
@@ -153,8 +154,9 @@ def synth_example(level):
 
 
 # GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
-# steps, names and objects drawn per question. A family's questions are enumerated once and shuffled by the seed,
-# as synth_space, so disjoint index ranges never share a question. Each entry: (parameter ranges, a valid(p) filter,
+# steps, names and objects drawn per question. A family's questions are enumerated once, one per arithmetic (the
+# numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
+# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
 # the question, the worked solution lines -> answer). The worked example shown before a question is the family's
 # own template at EXAMPLE parameters, never in its space (kept out by `valid`).
 _NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
@@ -193,28 +195,47 @@ def _share(p, name, pr, items):
 
 
 WORD_FAMILIES = {  # name: (make, parameter ranges, valid(params), object choices, the worked example's parameters)
-    'shop': (_shop, [range(2, 6), range(2, 10), range(2, 6), range(2, 10)], lambda p: p[0] != p[2],
+    'shop': (_shop, [range(2, 10), range(2, 13), range(2, 10), range(2, 13)], lambda p: p[0] != p[2],
              [('pens', 'notebooks'), ('apples', 'pears'), ('cups', 'plates'), ('stamps', 'cards')], (7, 12, 6, 11)),
-    'travel': (_travel, [range(2, 10), range(2, 6), range(1, 10)], lambda p: True,
+    'travel': (_travel, [range(2, 16), range(2, 10), range(1, 16)], lambda p: True,
                [('bike',), ('scooter',), ('horse',)], (12, 3, 14)),
-    'bake': (_bake, [range(2, 7), range(2, 10), range(2, 7)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
+    'bake': (_bake, [range(2, 43), range(2, 13), range(2, 13)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
              [('muffins',), ('cookies',), ('rolls',)], (8, 6, 12)),
-    'share': (_share, [range(6, 16), range(1, 6), range(1, 10)], lambda p: p[1] < p[0],
+    'share': (_share, [range(6, 31), range(1, 10), range(1, 10)], lambda p: p[1] < p[0],
               [('stickers',), ('marbles',), ('shells',)], (52, 17, 13)),
 }
 
 
+def word_arithmetic(family, params):
+    """What a family question computes: the operations of its worked solution with their operands, those of + and *
+    in order (3 * 4 is 4 * 3), sorted. Questions with the same arithmetic differ only in names, objects or the
+    order of their parts: a verifier trained on one has seen the other's numbers."""
+    make, _, _, items, _ = WORD_FAMILIES[family]
+    ops = []
+    for x, op, y in re.findall(r'(\d+) ([-+*/]) (\d+) =', ' '.join(make(params, *_NAMES[0], items[0])[1])):
+        x, y = int(x), int(y)
+        ops.append((*sorted((x, y)), op) if op in '+*' else (x, y, op))
+    return tuple(sorted(ops))
+
+
 @functools.lru_cache(maxsize=8)
 def word_space(family, seed):
-    """Every distinct question of a word family as (params, name index, object index), in one fixed shuffled
-    order (Python's shuffle: the same on every platform)."""
+    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
+    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
+    per question (Python's Random: the same on every platform). Index i is row i, so disjoint index ranges never
+    share their arithmetic."""
     if family not in WORD_FAMILIES:
         raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
-    _, ranges, valid, items, _ = WORD_FAMILIES[family]
-    params = [p for p in itertools.product(*ranges) if valid(p)]
-    rows = [(p, n, i) for p in params for n in range(len(_NAMES)) for i in range(len(items))]
-    random.Random(f'{seed}-{family}').shuffle(rows)
-    return rows
+    _, ranges, valid, items, example = WORD_FAMILIES[family]
+    seen, params = {word_arithmetic(family, example)}, []
+    for p in itertools.product(*ranges):
+        a = word_arithmetic(family, p) if valid(p) else None
+        if a is not None and a not in seen:
+            seen.add(a)
+            params.append(p)
+    rng = random.Random(f'{seed}-{family}')
+    rng.shuffle(params)
+    return [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
 
 
 def word_solution(family, params, name=0, item=0):

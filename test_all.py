@@ -3359,3 +3359,35 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
     if how:  # the cut tokens were run: the kept tokens alone fall short
         assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
         assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
+
+
+def test_words_splits_disjoint_by_arithmetic_in_every_config():
+    """Issue 28: every config that extracts dataset='words' (config/words.py, whose cells config/transfer_words.py
+    trains on, and config/search_shop.py, steered by words.py's verifiers) has train and eval problems that share
+    no arithmetic (numbers and operations, recomputed here from the worked solutions), within one config and
+    across them, for every family; the ranges fit every family; index -> question is fixed (pinned here)."""
+    from configurator import apply_config
+    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS) for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
+            if "dataset = 'words'" in open(p).read()]
+    assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
+    X = __import__('transfer').DEFAULTS
+    fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
+    assert set(fams) <= set(extract.WORD_FAMILIES)
+
+    def arith(p):  # from the solution text: each 'x op y =' with + and * operands in order, as a multiset
+        ops = re.findall(r'(\d+) ([-+*/]) (\d+) =', p['meta']['solution'])
+        return tuple(sorted((*sorted((int(x), int(y))), o) if o in '+*' else (int(x), int(y), o) for x, o, y in ops))
+    for fam in extract.WORD_FAMILIES:
+        seen = {s: {} for s in ('train', 'eval')}
+        for c in cfgs:
+            for s in seen:
+                if c[f'{s}_range']:
+                    for p in load_problems('words', *c[f'{s}_range'], seed=c['synth_seed'], word_family=fam):
+                        seen[s].setdefault(arith(p), p['question'])
+        shared = set(seen['train']) & set(seen['eval'])
+        assert not shared, (fam, [seen['eval'][a] for a in list(shared)[:3]])
+        assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
+        space = extract.word_space(fam, 1337)
+        assert len({extract.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
+    assert [extract.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
+        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
