@@ -3286,48 +3286,96 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
 
 
 def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
-    """steer.py: a search run's cost is its problems' generated_tokens (abandoned rows included, inherited tokens
-    once), its pick is the steering checkpoint's argmax over the finished candidates only, and its Δ is taken
-    against HSRM best-of-N interpolated in log tokens at that cost (all recomputed here by hand)."""
+    """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
+    weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
+    the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
+    hand from the scores, not read back), plain HSRM's and the best cheap scorer's; every checkpoint's vote
+    temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
+    measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
     import steer as ST
     from model import problem_files, save_checkpoint
-    pool_dir, tr = str(tmp_path / 'pool'), str(tmp_path / 'train')
+    pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
     write_split_eval(pool_dir, 12, 16, seed=1)
     write_split_eval(tr, 20, 8, seed=2)
-    ck = str(tmp_path / 'v' / 'hsrm_seed1' / 'ckpt.pt')
-    torch.manual_seed(0)
-    save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0).eval(), {})
-    sd = str(tmp_path / 'beam' / 'eval')
-    os.makedirs(f'{sd}/problems')
-    labels, gen_tok = {}, []
-    for f in problem_files(pool_dir):
-        p = torch.load(f, weights_only=True)
-        lab = json.load(open(f'{pool_dir}/labels.json'))['labels'][p['key']][:6]
-        cs = p['candidates'][:6]
-        for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
-            c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
-            if i >= 4:
-                c['token_ids'][:3] = cs[0]['token_ids'][:3]
-                lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
-        p['candidates'], p['generated_tokens'] = cs, sum(len(c['token_ids']) - c['inherited'] for c in cs)
-        gen_tok.append(p['generated_tokens'])
-        torch.save(p, f"{sd}/problems/{p['key']}.pt")
-        labels[p['key']] = lab
-    json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
-    json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
-    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'search_dirs': [sd], 'ckpts': [ck],
-                  'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
+    write_split_eval(src, 12, 6, seed=5)  # the search runs' own samples, not the pool's
+    cks = {}
+    for name, seed in (('hsrm_seed1', 0), ('hsrm_prefix_seed1', 1), ('hsrm_prefix_seed2', 2)):
+        cks[name] = str(tmp_path / 'v' / name / 'ckpt.pt')
+        torch.manual_seed(seed)
+        save_checkpoint(cks[name], build_verifier('hsrm', 16, dropout=0.0).eval(), {})
+    gen_tok, picks = [], []
+    for s_, ck in enumerate([cks['hsrm_prefix_seed1'], cks['hsrm_prefix_seed2']]):
+        sd = str(tmp_path / f'beam_seed{s_}' / 'eval')
+        os.makedirs(f'{sd}/problems')
+        labels, toks = {}, []
+        for f in problem_files(src):
+            p = torch.load(f, weights_only=True)
+            lab = json.load(open(f'{src}/labels.json'))['labels'][p['key']]
+            cs = p['candidates']
+            for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
+                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
+                if i >= 4:
+                    c['token_ids'][:3] = cs[0]['token_ids'][:3]
+                    lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
+            p['generated_tokens'] = sum(len(c['token_ids']) for c in cs) + s_  # the record, whatever it holds
+            toks.append(p['generated_tokens'])
+            torch.save(p, f"{sd}/problems/{p['key']}.pt")
+            labels[p['key']] = lab
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
+        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
+        v = load_checkpoint(ck)[0]
+        for p, sc in zip(load_split(sd), score_problems(v, load_split(sd))):
+            fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
+            picks.append(float(p['candidates'][max(fin, key=lambda k: sc[k])]['correct']))
+        gen_tok += toks
+    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
+                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
     r, = res['rows']
-    v = load_checkpoint(ck)[0]
-    picks = []
-    for p, s in zip(load_split(sd), score_problems(v, load_split(sd))):
-        fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
-        picks.append(float(p['candidates'][max(fin, key=lambda k: s[k])]['correct']))
+    assert r['ckpt_group'] == 'hsrm_prefix' and res['ns'] == [1, 2, 4, 8, 16]
     assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
-    at = np.interp(np.log(r['tokens']), np.log(res['tokens']), res['curves']['hsrm']['acc'])
-    assert r['bon_at_tokens'] == pytest.approx(at) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at)
+    pool = load_split(pool_dir)
+    lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
+    lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
+    subs = E.build_pool(pool, res['ns'], 100, 0, answers_equal)
+
+    def hand(names):  # best-of-N by the argmax of the scores (ties have probability 0 here), and tokens, per N
+        sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
+        acc = [np.mean([l[q['subsets'][n][np.arange(len(q['subsets'][n])), s[q['subsets'][n]].argmax(1)]].mean()
+                        for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
+        tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
+        return np.array(acc), np.array(tok)
+    same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
+    at = lambda c: np.interp(np.log(r['tokens']), np.log(c[1]), c[0])  # noqa: E731
+    assert r['bon_at_tokens'] == pytest.approx(at(same)) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same))
+    assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
     assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
-    assert res['ns'] == [1, 2, 4, 8, 16] and os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+    assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
+    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_cheap_ci' in r
+    # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
+    idx = E.boot_draws(12, 200, 0)
+    acc_only = E.ci(E.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
+    assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
+    # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
+    k = ST.DEFAULTS['difficulty_samples']
+    draw = [res['difficulty_draw'][p['key']] for p in pool]
+    rate = np.array([l[d].mean() for l, d in zip(lab, draw)])
+    assert all(len(set(d)) == k for d in draw) and res['buckets']['hard (solve rate < 0.2)'] == (rate < 0.2).sum()
+    keep = [np.array(sorted(set(range(16)) - set(d))) for d in draw]
+    for bname, sel in (('hard (solve rate < 0.2)', rate < 0.2), ('easy (>= 0.5)', rate >= 0.5)):
+        c = r['by_difficulty'].get(bname)
+        if sel.any():
+            sub = [i for i in range(12) if sel[i]]
+            bp = [pool[i] for i in sub]
+            sc = [[score_problems(load_checkpoint(cks[n])[0], bp)[j] for j in range(len(bp))] for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
+            rp = E.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
+                              res['difficulty_ns'], 100, 0, answers_equal)
+            acc = [np.mean([lab[j][keep[j]][q['subsets'][n]][np.arange(len(q['subsets'][n])), s[keep[j]][q['subsets'][n]].argmax(1)].mean()
+                            for sc_ in sc for s, j, q in zip(sc_, sub, rp)]) for n in res['difficulty_ns']]
+            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)]) for n in res['difficulty_ns']]
+            t = r['per_problem']['tokens'][:, sel].mean()
+            assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
+            assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
+    assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
 
 # --- issue 28: search and transfer honesty ---
 
