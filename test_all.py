@@ -3221,7 +3221,8 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
 def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval):
     """An untrained residual verifier ranks every problem's candidates exactly as its free scorer; 'auto' picks the
     scorer with the best validation within-AUROC (recomputed here); the checkpoint round-trips; training validates
-    at step 0, so the kept model can be the free scorer itself."""
+    at step 0 (the free scorer's own AUROC), so the kept model can be the free scorer itself, and the kept checkpoint
+    scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says so)."""
     from model import cheap_score, pool_metrics, residual_scorers, save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
@@ -3243,8 +3244,12 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     out = str(tmp_path / 'run')
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': [d], 'seeds': None,
            'device': 'cpu', 'residual': 'auto'})
-    log = json.load(open(glob.glob(f'{out}/verifiers/hsrm_residual-auto_seed42/log.json')[0]))
-    assert log['val'][0]['iter'] == 0 and log['best_metric'] >= log['val'][0]['auroc']
+    run_dir = glob.glob(f'{out}/verifiers/hsrm_residual-auto_seed42')[0]
+    log = json.load(open(f'{run_dir}/log.json'))
+    # step 0 is the free scorer alone (its validation AUROC by hand), and the kept checkpoint is the best validated one
+    assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(aurocs[name])
+    kept = pool_metrics(score_problems(load_checkpoint(f'{run_dir}/ckpt.pt')[0], va), labels)['auroc']
+    assert kept == pytest.approx(log['best_metric']) and log['best_metric'] == max(m['auroc'] for m in log['val'])
     with pytest.raises(ValueError, match="residual='nope'.*fix"):
         T.residual_choice(tr, va, 'nope')
 
@@ -3439,3 +3444,22 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
         assert len({extract.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
     assert [extract.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
         'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
+
+
+def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
+    """Issue 28: with 3 families and batch_problems=8 a batch holds 8 problems (not 3 x 2 = 6: zero-shot runs saw
+    25% fewer problems than in domain at the same steps), the remainder going to the families in turn, so over 3
+    batches each family gives 8; fewer problems than families still gives batch_problems."""
+    fams = _families(tmp_path, (24, 12, 16))
+    dirs = [f'{d}/train' for d in fams.values()]
+    tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
+    for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
+        state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
+        state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
+        rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}, {d: 0 for d in dirs}
+        for _ in range(3):
+            cands, _, pids = T.get_batch(tr, state, {**T.DEFAULTS, 'batch_problems': bp}, rng)
+            assert len(set(pids.tolist())) == bp
+            for d in dirs:
+                got[d] += len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d})
+        assert got == want, (bp, got)

@@ -62,7 +62,8 @@ early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is t
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
 balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
-                            # from every dir (a smaller dir cycles sooner); validation is also reported per dir
+                            # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
+                            # batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | a name of
@@ -165,7 +166,9 @@ def preflight(train_problems, val_problems, cfg):
 
 def residual_choice(train_problems, val_problems, name):
     """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems."""
+    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
+    little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()
     scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
     if name == 'auto':
@@ -205,15 +208,18 @@ def get_batch(pool, state, cfg, rng):
     epoch's order and cursor), with all or n_train random candidates of each.
     -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
     bp = cfg['batch_problems']
-    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs (at least 1) from each
-        idx = []
-        for d, members in state['dirs'].items():
-            k = max(1, bp // len(state['dirs']))
+    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs from each and one more from
+        idx = []           # the next batch_problems % n_dirs dirs in turn: every batch holds batch_problems
+        q, r = divmod(bp, len(state['dirs']))
+        turn = state.get('turn', 0)
+        for j, (d, members) in enumerate(state['dirs'].items()):
+            k = q + ((j - turn) % len(state['dirs']) < r)
             st = state['per_dir'][d]
             if st['cursor'] + k > len(st['order']):
                 st['order'], st['cursor'] = rng.permutation(members), 0
             idx += list(st['order'][st['cursor']:st['cursor'] + k])
             st['cursor'] += k
+        state['turn'] = (turn + r) % len(state['dirs'])
     else:
         if state['cursor'] + bp > len(state['order']):
             state['order'], state['cursor'] = rng.permutation(len(pool)), 0
