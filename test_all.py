@@ -3266,7 +3266,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
            'train_overrides': _cfg(max_iters=20, eval_interval=10)}
     folds, summ = X.run(cfg)
-    assert [f['family'] for f in folds] == list(fams) and len(summ) == 2
+    assert [f['family'] for f in folds] == list(fams) and [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
     for f in folds:
         held = f['family']
         tc = json.load(open(f"{cfg['out_dir']}/{held}/hsrm/seed1/config.json"))
@@ -3463,3 +3463,60 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
             for d in dirs:
                 got[d] += len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d})
         assert got == want, (bp, got)
+
+
+def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eval):
+    """Issue 28, transfer.py: each fold shows every free scorer with its AUROC, the best one on the held-out family
+    itself (optimistic; recomputed here) and every row's Δ against it and majority vote with intervals; the
+    free-scorer combo's weights are fit on the training families' train splits only (refit here; the pairwise
+    loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
+    the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
+    import transfer as X
+    from baselines import CHEAP_SCORERS, cheap_scores
+    from model import cheap_score, combo_score, pool_metrics, problem_files
+    fams = _families(tmp_path)
+    cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
+           'variants': {'hsrm': {}, 'hsrm_combo': {'residual': 'combo'}}, 'in_domain': [],
+           'train_overrides': _cfg(max_iters=20, eval_interval=10)}
+    folds, summ = X.run(cfg)
+    md = open(f"{cfg['out_dir']}/transfer.md").read()
+    for f in folds:
+        held, rows = f['family'], {r['method']: r for r in f['rows']}
+        problems = load_split(f'{fams[held]}/eval')
+        pool = E.build_pool(problems, [8], 100, 0, answers_equal)
+        acc = {k: E.scored_metrics(cheap_scores(problems, k), pool, [8])['acc_at'][8] for k in CHEAP_SCORERS}
+        assert f['best_cheap_test'] == max(CHEAP_SCORERS, key=lambda k: acc[k])
+        assert all(f'| {held} (10) | {E.CHEAP_PRETTY[k]} |' in md for k in CHEAP_SCORERS)
+        for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (weights from the training families)'):
+            vs = rows[name]['vs']
+            for ref in ('best_cheap_test', 'majority'):
+                assert vs[ref]['acc_ci'][0] <= vs[ref]['acc'] <= vs[ref]['acc_ci'][1], (held, name, ref)
+            best = next(r for r in f['rows'] if r['type'] == 'cheap_best_test')
+            assert vs['best_cheap_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
+        others = [f'{d}/train' for k, d in fams.items() if k != held]
+        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
+        norm = T.combo_fit(tr)
+        combo = rows['Free-scorer combo (weights from the training families)']
+        assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
+        sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
+        assert combo['auroc'] == pytest.approx(E.mean_auroc(sc, pool)[0])
+        w = torch.tensor(norm['weight'], dtype=torch.float64, requires_grad=True)
+        loss = 0
+        mixed = [p for p in tr if 0 < sum(c['correct'] for c in p['candidates']) < len(p['candidates'])]
+        for p in mixed:
+            z = torch.tensor([[(np.clip((cheap_score(c, k) - m) / s, -10, 10)) for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
+                              for c in p['candidates']])
+            y = torch.tensor([bool(c['correct']) for c in p['candidates']])
+            loss = loss + torch.nn.functional.softplus(-(z[y][:, None] - z[~y][None]) @ w).mean() / len(mixed)
+        (loss + 1e-3 * (w ** 2).sum()).backward()
+        assert w.grad.abs().max() < 1e-4 and np.abs(norm['weight']).max() > 0.05
+        ck = load_checkpoint(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/ckpt.pt")[1]
+        log = json.load(open(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/log.json"))
+        assert ck['residual'] == 'combo' and ck['res_norm']['names'] == norm['names']
+        vp = X.val_split(others, cfg, 8)[0]
+        vs_ = [np.array([combo_score(c, ck['res_norm']) for c in p['candidates']]) for p in vp]
+        labels = [[float(c['correct']) for c in p['candidates']] for p in vp]
+        assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(pool_metrics(vs_, labels)['auroc'])
+    s = {x['variant']: x for x in summ}
+    assert set(s) == {'hsrm', 'hsrm_combo', 'combo'} and all('bo_n_below_majority' in x for x in summ)
+    assert '≥ best cheap on test' in md and 'Free-scorer combo' in md

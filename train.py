@@ -66,7 +66,9 @@ balance_dirs = True         # several train_dirs (task families): each batch dra
                             # batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
-residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | a name of
+residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
+                            # free scorer, standardized, weighted by a ranking fit on the training problems: combo_fit;
+                            # a base that does not bet on one scorer) | a name of
                             # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
@@ -171,13 +173,50 @@ def residual_choice(train_problems, val_problems, name):
     little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()
     scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
+    if name == 'combo':
+        return name, combo_fit(train_problems)
     if name == 'auto':
         name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
     elif name not in fs:
-        raise ValueError(f"residual={name!r} is not 'auto' or a free scorer; fix: --residual=auto (or one of {sorted(fs)})")
+        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, or "
+                         f"one of {sorted(fs)})")
     s = np.concatenate(scores(train_problems, name))
     s = s[s > -1e9]
     return name, (float(s.mean()), float(s.std()) or 1.0)
+
+
+def combo_fit(problems, l2=1e-3):
+    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
+    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
+    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
+    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
+    names = sorted(residual_scorers())
+    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
+    flat = np.concatenate(X)
+    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
+    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
+    diffs, wts = [], []
+    for p, x in zip(problems, X):
+        y = np.array([bool(c['correct']) for c in p['candidates']])
+        if y.any() and not y.all():
+            z = np.clip((x - mean) / std, -10, 10)
+            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
+            diffs.append(d)
+            wts.append(np.full(len(d), 1.0 / len(d)))
+    if not diffs:
+        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
+                         "weights; fix: more samples per problem, or --residual=auto")
+    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
+    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
+
+    def loss():
+        opt.zero_grad()
+        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
+        l.backward()
+        return l
+    opt.step(loss)
+    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 
 def build_model(train_problems, cfg, val_problems=()):
