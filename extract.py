@@ -158,7 +158,7 @@ def synth_example(level):
 # numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
 # disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
 # the question, the worked solution lines -> answer). The worked example shown before a question is the family's
-# own template at EXAMPLE parameters, never in its space (kept out by `valid`).
+# own template at EXAMPLE parameters, whose arithmetic is never in its space (word_space leaves it out).
 _NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
           ('Hugo', 'he')]
 

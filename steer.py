@@ -199,7 +199,7 @@ def run(cfg):
             acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
         for ref, curve in (('plain', bon['hsrm']), ('cheap', bon[f'cheap:{best}'])):
             row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
-                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=False)
+                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and own == [os.path.abspath(p) for p in paths])
         if 16 in ns:
             b16 = E.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
             row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), E.ci(ba - b16)
