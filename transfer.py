@@ -4,11 +4,11 @@ Leave-one-family-out transfer: does a verifier hold up on a task family it never
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
 then score F's eval split zero-shot beside the free scorers on the same pool: every cheap scorer, the best cheap
 scorer chosen on the training families' validation split and the best free scorer (cheap or DeepConf) on F itself,
-by best-of-N and by AUROC (optimistic: a user cannot choose it in advance), the free-scorer combo (train.combo_fit: every free scorer standardized, weights learned on
-the training families' train splits: a base that travels), majority vote, DeepConf, single pass, oracle; paired
-bootstrap intervals (evaluate.py's, the same draws for every method of a fold), every row also against majority
-vote and the optimistic best free scorer. The variants named in in_domain are
-also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
+by best-of-N and by AUROC (optimistic: a user cannot choose it in advance), the free-scorer combo (train.combo_fit:
+every free scorer standardized, weights learned on the training families' train splits: a base that travels),
+majority vote, DeepConf, single pass, oracle; paired bootstrap intervals (evaluate.py's, the same draws for every
+method of a fold), every row also against majority vote and the optimistic best free scorer. The variants named in
+in_domain are also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
 
     python transfer.py config/transfer_words.py
     python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
@@ -136,7 +136,8 @@ def add_vs(rows, ref, name, n, cfg):
     """Each row's paired difference against row ref under r['vs'][name] (evaluate.add_intervals' draws: problems,
     and runs (seeds) of each side, resampled)."""
     idx = E.boot_draws(ref['per_problem']['acc_at'][n].shape[1], cfg['n_boot'], cfg['boot_seed'])
-    b = lambda r, k: E.boot_means(r['per_problem'][k][n] if k == 'acc_at' else r['per_problem'][k], idx, cfg['boot_seed'])  # noqa: E731
+    b = lambda r, k: E.boot_means(r['per_problem'][k][n] if k == 'acc_at' else r['per_problem'][k], idx,  # noqa: E731
+                                  cfg['boot_seed'])
     for r in rows:
         if r.get('per_problem'):
             r['vs'][name] = {'acc': r['acc'] - ref['acc'], 'acc_ci': E.ci(b(r, 'acc_at') - b(ref, 'acc_at'))}
