@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -157,10 +158,11 @@ def synth_example(level):
 
 
 # GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
-# steps, names and objects drawn per question. A family's questions are enumerated once and shuffled by the seed,
-# as synth_space, so disjoint index ranges never share a question. Each entry: (parameter ranges, a valid(p) filter,
+# steps, names and objects drawn per question. A family's questions are enumerated once, one per arithmetic (the
+# numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
+# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
 # the question, the worked solution lines -> answer). The worked example shown before a question is the family's
-# own template at EXAMPLE parameters, never in its space (kept out by `valid`).
+# own template at EXAMPLE parameters, whose arithmetic is never in its space (word_space leaves it out).
 _NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
           ('Hugo', 'he')]
 
@@ -197,28 +199,47 @@ def _share(p, name, pr, items):
 
 
 WORD_FAMILIES = {  # name: (make, parameter ranges, valid(params), object choices, the worked example's parameters)
-    'shop': (_shop, [range(2, 6), range(2, 10), range(2, 6), range(2, 10)], lambda p: p[0] != p[2],
+    'shop': (_shop, [range(2, 10), range(2, 13), range(2, 10), range(2, 13)], lambda p: p[0] != p[2],
              [('pens', 'notebooks'), ('apples', 'pears'), ('cups', 'plates'), ('stamps', 'cards')], (7, 12, 6, 11)),
-    'travel': (_travel, [range(2, 10), range(2, 6), range(1, 10)], lambda p: True,
+    'travel': (_travel, [range(2, 16), range(2, 10), range(1, 16)], lambda p: True,
                [('bike',), ('scooter',), ('horse',)], (12, 3, 14)),
-    'bake': (_bake, [range(2, 7), range(2, 10), range(2, 7)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
+    'bake': (_bake, [range(2, 43), range(2, 13), range(2, 13)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
              [('muffins',), ('cookies',), ('rolls',)], (8, 6, 12)),
-    'share': (_share, [range(6, 16), range(1, 6), range(1, 10)], lambda p: p[1] < p[0],
+    'share': (_share, [range(6, 31), range(1, 10), range(1, 10)], lambda p: p[1] < p[0],
               [('stickers',), ('marbles',), ('shells',)], (52, 17, 13)),
 }
 
 
+def word_arithmetic(family, params):
+    """What a family question computes: the operations of its worked solution with their operands, those of + and *
+    in order (3 * 4 is 4 * 3), sorted. Questions with the same arithmetic differ only in names, objects or the
+    order of their parts: a verifier trained on one has seen the other's numbers."""
+    make, _, _, items, _ = WORD_FAMILIES[family]
+    ops = []
+    for x, op, y in re.findall(r'(\d+) ([-+*/]) (\d+) =', ' '.join(make(params, *_NAMES[0], items[0])[1])):
+        x, y = int(x), int(y)
+        ops.append((*sorted((x, y)), op) if op in '+*' else (x, y, op))
+    return tuple(sorted(ops))
+
+
 @functools.lru_cache(maxsize=8)
 def word_space(family, seed):
-    """Every distinct question of a word family as (params, name index, object index), in one fixed shuffled
-    order (Python's shuffle: the same on every platform)."""
+    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
+    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
+    per question (Python's Random: the same on every platform). Index i is row i, so disjoint index ranges never
+    share their arithmetic."""
     if family not in WORD_FAMILIES:
         raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
-    _, ranges, valid, items, _ = WORD_FAMILIES[family]
-    params = [p for p in itertools.product(*ranges) if valid(p)]
-    rows = [(p, n, i) for p in params for n in range(len(_NAMES)) for i in range(len(items))]
-    random.Random(f'{seed}-{family}').shuffle(rows)
-    return rows
+    _, ranges, valid, items, example = WORD_FAMILIES[family]
+    seen, params = {word_arithmetic(family, example)}, []
+    for p in itertools.product(*ranges):
+        a = word_arithmetic(family, p) if valid(p) else None
+        if a is not None and a not in seen:
+            seen.add(a)
+            params.append(p)
+    rng = random.Random(f'{seed}-{family}')
+    rng.shuffle(params)
+    return [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
 
 
 def word_solution(family, params, name=0, item=0):
@@ -580,7 +601,9 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     masked out of attention) until every row of its group has closed that step or finished; then the best
     ceil(rows / M) go on, each as M rows: the copies take the stopped rows' slots and copy their source's KV
     cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
-    with the parent), stopped ones included (finish='pruned')."""
+    with the parent), stopped ones included (finish='pruned'), and decoded: the tokens the row itself ran through the
+    model, which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's,
+    ran but are not among its token_ids)."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
@@ -644,6 +667,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
     ln = torch.zeros(B, dtype=torch.long, device=device)  # tokens drawn so far
     bnd = torch.zeros(B, dtype=torch.long, device=device)  # tokens before the latest boundary: what an end keeps
+    ran = torch.zeros(B, dtype=torch.long, device=device)  # tokens the row itself fed through the model (a copy: since
+                                                            # it was made); a boundary token the cut drops still ran
     wait = torch.zeros(B, dtype=torch.bool, device=device)  # search: closed a step, waits for its group
     live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
     nxt = prev = torch.zeros(B, dtype=torch.long, device=device)
@@ -689,12 +714,12 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             fin = ended.nonzero().squeeze(1)
             cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
             got = [x.cpu() for x in (rows[fin], toks[fin], stats[:, fin], ring[fin], ring_pos[fin], count[fin], bnd[fin],
-                                     at_max[fin])]
+                                     at_max[fin], ran[fin])]
             for j, r in enumerate(got[0].tolist()):
                 m, L = min(int(got[5][j]), S), int(got[6][j])
                 slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
                 done_all[r] = (got[1][j, :L].tolist(), got[2][:, j, :L], got[4][j, slots].tolist(), got[3][j, slots],
-                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos')
+                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos', int(got[8][j]))
         if plan:  # search: copies take the stopped rows' slots, with their source's cache rows and state
             src, dst = (torch.tensor(x, device=device) for x in zip(*plan))
             for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
@@ -702,6 +727,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             stats[:, dst] = stats[:, src]
             _copy_rows(cache, src, dst)
             rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
+            ran[dst] = 0  # what the source ran is counted with the source
             ended[dst] = False
         fed = samp & ~ended  # rows whose new token goes through the model now
         if any_done or stop is not None:
@@ -715,8 +741,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
                     break
                 if len(kept) < len(ended):
                     cache.batch_select_indices(kept)
-                    rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
-                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev,
+                    rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
+                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev,
                                           logits, h_prev, fed))
                     stats = stats[:, kept]
         if searching:  # idle rows skip the forward: the fed rows move to the front (swapping rows), the model runs on those
@@ -724,7 +750,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
             if len(i):
                 ij, ji = torch.cat([i, j]), torch.cat([j, i])
-                for x in (rows, toks, ring, ring_pos, count, ln, bnd, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
+                for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
                     x[ij] = x[ji]
                 stats[:, ij] = stats[:, ji]
                 _copy_rows(cache, ji, ij)
@@ -741,6 +767,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
         mask[:, Lp + t] = fed if searching else 1
         pos = pos + fed
+        ran = ran + fed
         new_logits, new_h = step(nxt[:b], mask[:b] if torch_compile else mask[:b, :Lp + t + 1], pos[:b])
         if b < len(rows):  # an idle row keeps its logits and state; its (unwritten) column is masked out
             logits[:b], h_prev[:b], prev[:b] = new_logits, new_h, nxt[:b]
@@ -751,12 +778,19 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     results = [[] for _ in prompts]
     where = steer.lineage if searching else {r: (r // n_samples, r % n_samples) for r in done_all}
     for r in sorted(done_all, key=lambda r: where[r][:2]):
-        ids, st, spos, states, finish = done_all[r]
+        ids, st, spos, states, finish, n_ran = done_all[r]
         c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
         if searching:
             c['row'], c['parent'], c['inherited'] = where[r][1:]
+            c['decoded'] = n_ran
         results[where[r][0]].append(c)
     return results
+
+
+def generated_tokens(cands):
+    """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
+    else each candidate's tokens (plain sampling runs each once)."""
+    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
 
 
 def _copy_rows(cache, src, dst):
@@ -986,7 +1020,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
             if path(p) in done:
                 continue
             key = f"{p['index']:06d}"
-            extra = {'generated_tokens': sum(len(c['token_ids']) - c['inherited'] for c in cands)} if cfg['search'] else {}
+            extra = {'generated_tokens': generated_tokens(cands)} if cfg['search'] else {}
             atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands, **extra},
                         path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)

@@ -386,7 +386,8 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
     feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (scorers.py
     CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
-    output layer starting at 0 (states/hsrm, deepset only).
+    output layer starting at 0 (states/hsrm, deepset only); residual='combo': every free scorer combined (combo_score,
+    res_norm = {'names', 'mean', 'std', 'weight'}).
     The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
@@ -547,7 +548,9 @@ def make_batch(candidates, spec, cols=None):
         if spec.get('step_features'):
             mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
             st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
-        if spec.get('residual'):
+        if spec.get('residual') == 'combo':
+            batch['cheap'] = torch.tensor([combo_score(c, spec['res_norm']) for c in candidates], dtype=torch.float32)
+        elif spec.get('residual'):
             mu, sd = spec['res_norm']
             z = [(cheap_score(c, spec['residual']) - mu) / sd for c in candidates]  # an empty trace: the floor, -10
             batch['cheap'] = torch.tensor(z, dtype=torch.float32).clamp(-10, 10)
@@ -589,6 +592,14 @@ def cheap_score(c, name):
     """Free scorer `name` (residual_scorers) of one candidate (or prefix); -inf (an empty trace) -> -1e9."""
     s = float(residual_scorers()[name](c))
     return s if np.isfinite(s) else -1e9
+
+
+def combo_score(c, norm):
+    """The 'combo' free scorer (train.py residual='combo'): every free scorer norm['names'], standardized by the
+    training candidates' norm['mean'] / norm['std'] (clipped at +-10: an empty trace's floor), weighted by
+    norm['weight'] (train.combo_fit, learned on the training problems)."""
+    z = [(cheap_score(c, k) - m) / s for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
+    return float(np.dot(np.clip(z, -10, 10), norm['weight']))
 
 
 def batch_to(batch, device):

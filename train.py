@@ -65,10 +65,13 @@ early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is t
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
 balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
-                            # from every dir (a smaller dir cycles sooner); validation is also reported per dir
+                            # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
+                            # batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
-residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | a name of
+residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
+                            # free scorer, standardized, weighted by a ranking fit on the training problems: combo_fit;
+                            # a base that does not bet on one scorer) | a name of
                             # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
@@ -168,16 +171,55 @@ def preflight(train_problems, val_problems, cfg):
 
 def residual_choice(train_problems, val_problems, name):
     """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems."""
+    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
+    little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()
     scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
+    if name == 'combo':
+        return name, combo_fit(train_problems)
     if name == 'auto':
         name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
     elif name not in fs:
-        raise ValueError(f"residual={name!r} is not 'auto' or a free scorer; fix: --residual=auto (or one of {sorted(fs)})")
+        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, or "
+                         f"one of {sorted(fs)})")
     s = np.concatenate(scores(train_problems, name))
     s = s[s > -1e9]
     return name, (float(s.mean()), float(s.std()) or 1.0)
+
+
+def combo_fit(problems, l2=1e-3):
+    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
+    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
+    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
+    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
+    names = sorted(residual_scorers())
+    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
+    flat = np.concatenate(X)
+    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
+    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
+    diffs, wts = [], []
+    for p, x in zip(problems, X):
+        y = np.array([bool(c['correct']) for c in p['candidates']])
+        if y.any() and not y.all():
+            z = np.clip((x - mean) / std, -10, 10)
+            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
+            diffs.append(d)
+            wts.append(np.full(len(d), 1.0 / len(d)))
+    if not diffs:
+        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
+                         "weights; fix: more samples per problem, or --residual=auto")
+    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
+    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
+
+    def loss():
+        opt.zero_grad()
+        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
+        l.backward()
+        return l
+    opt.step(loss)
+    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 
 def build_model(train_problems, cfg, val_problems=()):
@@ -208,15 +250,18 @@ def get_batch(pool, state, cfg, rng):
     epoch's order and cursor), with all or n_train random candidates of each.
     -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
     bp = cfg['batch_problems']
-    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs (at least 1) from each
-        idx = []
-        for d, members in state['dirs'].items():
-            k = max(1, bp // len(state['dirs']))
+    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs from each and one more from
+        idx = []           # the next batch_problems % n_dirs dirs in turn: every batch holds batch_problems
+        q, r = divmod(bp, len(state['dirs']))
+        turn = state.get('turn', 0)
+        for j, (d, members) in enumerate(state['dirs'].items()):
+            k = q + ((j - turn) % len(state['dirs']) < r)
             st = state['per_dir'][d]
             if st['cursor'] + k > len(st['order']):
                 st['order'], st['cursor'] = rng.permutation(members), 0
             idx += list(st['order'][st['cursor']:st['cursor'] + k])
             st['cursor'] += k
+        state['turn'] = (turn + r) % len(state['dirs'])
     else:
         if state['cursor'] + bp > len(state['order']):
             state['order'], state['cursor'] = rng.permutation(len(pool)), 0

@@ -9,6 +9,8 @@ variants = {
     'hsrm': {},                                              # hidden states alone (the paper's verifier)
     'hsrm_conf': {'step_features': True},                    # + each step's log-prob, entropy, DeepConf confidence
     'hsrm_residual': {'residual': 'auto', 'step_features': True},  # the best free scorer on validation + a correction
+    'hsrm_combo': {'residual': 'combo', 'step_features': True},    # every free scorer, weights learned on the training
+                                                                   # families (train.combo_fit) + a correction
 }
 in_domain = ['hsrm', 'hsrm_residual']  # also trained on the held-out family itself: the in-domain reference
 seeds = [42, 123, 456]
