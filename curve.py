@@ -10,7 +10,8 @@ best-of-N against K says where a still-rising curve would cross the best free sc
 
     python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
     python curve.py config/curve_synth2.py
-    python curve.py config/curve_synth2.py --sizes="[80, 160]" --variants="{'hsrm': {}}"   # a part (runs are reused)
+    python curve.py config/curve_synth2.py --sizes="[80, 160]" --threads=1 &   # parts train in parallel (runs are
+    python curve.py config/curve_synth2.py --sizes="[320]" --threads=1          # reused: the last call only reports)
 
 Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {out_dir}/curve/K<k>/<variant>/seed<s>/.
 """
@@ -205,12 +206,11 @@ def run(cfg):
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'curve_config.json'))
+    for k in tqdm(cfg['sizes'], desc='training sizes'):  # every run first: parts can train in parallel (--sizes)
+        train_size(cfg, k)
     problems = load_split(os.path.join(cfg['out_dir'], 'eval'))
     pool = E.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    sizes_ = []
-    for k in tqdm(cfg['sizes'], desc='sizes'):
-        train_size(cfg, k)
-        sizes_.append(evaluate_size(cfg, k, problems, pool, dev))
+    sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
     summ = summarize(sizes_, cfg)
     md = render(sizes_, summ, cfg)
     atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ}), os.path.join(cfg['out_dir'], 'curve.json'))
