@@ -31,9 +31,9 @@ from model import atomic_write_json, cheap_score, cli, count_params, load_checkp
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/curve_synth2'  # an extraction run dir with labelled train/ and eval/ splits
 sizes = [80, 160, 320, 640, 1280]  # K: training + validation problems drawn from the train split (nested draws)
-variants = {'hsrm': {},     # name -> train.py overrides; the rows of every size
-            'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},
-            'residual': {'residual': 'auto'}}
+variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (verifier_layers None would read every
+            'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size
+            'residual': {'residual': 'auto', 'verifier_layers': [-1]}}
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
 train_overrides = {'epochs': 20, 'eval_interval': 25}  # train.py knobs for every run
 n_eval = 8                  # best-of-N on the eval split (pools larger than N: n_subsets random N-subsets)
