@@ -199,6 +199,7 @@ def plot(sizes_, cfg, path):
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc='best')
+    axes[1].legend(fontsize=8, loc='best')
     fig.suptitle(f"Data need: {os.path.basename(os.path.normpath(cfg['out_dir']))}, {len(cfg['seeds'])} seeds, 95% intervals")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
