@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 import label
+import tasks
 import train as T
 from model import build_verifier, count_params, score_problems, verifier_flops
 
@@ -97,9 +98,9 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
     import extract as X
     torch.set_num_threads(1)
     model, tok = X.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
-    probs = (X.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
-             else X.load_problems('synth', 0, n_problems - 1, synth_level=2))
-    prompts = [X.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
+    probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
+             else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
+    prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
     old = _old_extract_module() if variant == 'extract (old loop)' else None
     if variant == 'extract (old loop)' and old is None:
         print(json.dumps(None))
@@ -531,8 +532,8 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     torch.set_num_threads(1)
     model, tok = X.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
-    probs = X.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
-    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    probs = tasks.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
+    prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     spent = [0.0]
     step = X._Steer.step
@@ -583,8 +584,8 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     torch.set_num_threads(1)
     model, tok = X.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
-    probs = X.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
-    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    probs = tasks.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
+    prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     n_params = sum(p.numel() for p in model.parameters())
     score, spent, vflops, rowsteps = X._Steer.score, [0.0], [0.0], [0]
@@ -611,7 +612,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
                                     verifier=verifier if how else None, search=how, search_width=width)
         secs = time.perf_counter() - t
         X._Steer.score, model.forward = score, forward
-        gen = sum(len(c['token_ids']) - c.get('inherited', 0) for cs in res for c in cs)
+        gen = sum(X.generated_tokens(cs) for cs in res)
         prefill = sum(len(tok(p, add_special_tokens=False).input_ids) for p in prompts)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',

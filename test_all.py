@@ -24,8 +24,9 @@ sys.path.insert(0, REPO)
 DATA = os.path.join(REPO, '..', 'shared', 'data')
 
 import extract  # noqa: E402
-from extract import (build_prompt, load_generator, load_problems, step_table, reencode,  # noqa: E402
-                     sample_with_capture, synth_problem)
+from extract import load_generator, step_table, reencode, sample_with_capture  # noqa: E402
+import tasks  # noqa: E402
+from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
@@ -512,18 +513,18 @@ def test_synthetic_config_ranges_share_no_question():
         for name, r in ranges.items():
             if r is None:
                 continue
-            for p in X.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
+            for p in tasks.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
                 assert p['question'] not in seen, (f, p['question'], name, seen.get(p['question']))
                 seen[p['question']] = name
         checked[os.path.basename(f)] = len(ranges)
     assert checked['demo.py'] == 2 and checked['synth_smollm.py'] == 3 and checked['prune_synth3.py'] == 3, checked
-    space = len(X.synth_space(2, 1337))
-    assert space == 1899 and len({X.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
+    space = len(tasks.synth_space(2, 1337))
+    assert space == 1899 and len({tasks.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
     with pytest.raises(SystemExit, match='outside level 2'):
-        X.load_problems('synth', space - 1, space, synth_level=2)
+        tasks.load_problems('synth', space - 1, space, synth_level=2)
     with pytest.raises(SystemExit, match='synth_level=7'):
-        X.synth_problem(0, 7, 1337)
-    assert {'+', '-'} <= {q.split()[2] for q in (X.synth_problem(i, 2, 1337)['question'] for i in range(50))}
+        tasks.synth_problem(0, 7, 1337)
+    assert {'+', '-'} <= {q.split()[2] for q in (tasks.synth_problem(i, 2, 1337)['question'] for i in range(50))}
 
 # ====================================================================================================
 # label.py: answer extraction and equivalence
@@ -3167,27 +3168,27 @@ def test_word_families_are_distinct_disjoint_and_graded():
     of a question grades correct against its gold (and a wrong final line does not)."""
     from configurator import apply_config
     cfg = apply_config({**extract.DEFAULTS}, [os.path.join(REPO, 'config', 'words.py')], extract.DEFAULTS)
-    assert cfg['dataset'] == 'words' and len(extract.WORD_FAMILIES) >= 4
+    assert cfg['dataset'] == 'words' and len(tasks.WORD_FAMILIES) >= 4
     tok = type('T', (), {'chat_template': None})()
-    for fam, (make, ranges, valid, items, example) in extract.WORD_FAMILIES.items():
-        space = extract.word_space(fam, cfg['synth_seed'])
-        qs = [extract.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
+    for fam, (make, ranges, valid, items, example) in tasks.WORD_FAMILIES.items():
+        space = tasks.word_space(fam, cfg['synth_seed'])
+        qs = [tasks.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
         assert len(set(qs)) == len(space) > 1000, fam
         assert tuple(example) not in {p for p, _, _ in space}
         split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
                  for s in ('train', 'eval')}
         assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
-        p = extract.word_problem(7, fam, cfg['synth_seed'])
+        p = tasks.word_problem(7, fam, cfg['synth_seed'])
         sol = p['meta']['solution'].split('####')[0].strip()
         wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
         assert label.grade(sol, p['gold'], 'words')['correct'] and not label.grade(wrong, p['gold'], 'words')['correct']
         with pytest.warns(UserWarning):
             prompt = build_prompt(tok, p, None, False, warn=[True])
-        assert extract.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
+        assert tasks.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
     with pytest.raises(SystemExit, match="word_family='cars'.*fix"):
         load_problems('words', 0, 1, word_family='cars')
     with pytest.raises(SystemExit, match="outside family 'bake'.*fix"):
-        load_problems('words', 0, len(extract.word_space('bake', 1337)), word_family='bake')
+        load_problems('words', 0, len(tasks.word_space('bake', 1337)), word_family='bake')
 
 # ---- transfer: several task families, confidence inputs, residual verifier, leave-one-family-out ----
 
@@ -3464,12 +3465,12 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
     X = __import__('transfer').DEFAULTS
     fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
-    assert set(fams) <= set(extract.WORD_FAMILIES)
+    assert set(fams) <= set(tasks.WORD_FAMILIES)
 
     def arith(p):  # from the solution text: each 'x op y =' with + and * operands in order, as a multiset
         ops = re.findall(r'(\d+) ([-+*/]) (\d+) =', p['meta']['solution'])
         return tuple(sorted((*sorted((int(x), int(y))), o) if o in '+*' else (int(x), int(y), o) for x, o, y in ops))
-    for fam in extract.WORD_FAMILIES:
+    for fam in tasks.WORD_FAMILIES:
         seen = {s: {} for s in ('train', 'eval')}
         for c in cfgs:
             for s in seen:
@@ -3479,9 +3480,9 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
         shared = set(seen['train']) & set(seen['eval'])
         assert not shared, (fam, [seen['eval'][a] for a in list(shared)[:3]])
         assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
-        space = extract.word_space(fam, 1337)
-        assert len({extract.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
-    assert [extract.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
+        space = tasks.word_space(fam, 1337)
+        assert len({tasks.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
+    assert [tasks.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
         'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
 
 
