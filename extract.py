@@ -366,178 +366,258 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    sel, S, T = hidden_selection(model, layers), max_steps or 64, max_new_tokens
-    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
-    P, Lp = enc.input_ids.shape
-    B, cap = P * n_samples, Lp + max_new_tokens + 1
-    D = len(layers) * model.config.hidden_size
-    steer = _Steer(verifier, layers, D, P, n_samples, search or prune_rule, prune_threshold, search_width) if verifier else None
+    T, D = max_new_tokens, len(layers) * model.config.hidden_size
+    steer = _Steer(verifier, layers, D, len(prompts), n_samples, search or prune_rule, prune_threshold,
+                   search_width) if verifier else None
     if search and not steer:
         raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
+    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile)
+    if searching and not all(isinstance(l, _PreallocLayer) for l in s.cache.layers):
+        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
+                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
+    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    step = _decode_step(model, s.cache, layers, torch_compile)
+    attn = model.config._attn_implementation
+    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+    done_all, t = {}, 0
+    while True:
+        done, keep, at_max, col, any_done, any_keep, n_kept = _next_tokens(
+            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
+        _capture(s, col, keep, n_kept, not max_steps, conf_topk)
+        stop, plan = None, []
+        if steer and any_keep:
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
+            if searching:
+                s.wait = (s.wait | (keep & ~done)) & ~release
+        ended = done | stop if stop is not None else done
+        if any_done or stop is not None:
+            _collect(s, ended, stop, at_max, done_all)
+        if plan:
+            _branch(s, plan, steer, ended)
+        s.fed = s.samp & ~ended  # rows whose new token goes through the model now
+        if (any_done or stop is not None) and not _drop(s, ended, torch_compile):
+            break
+        b = len(s.rows)
+        if searching:
+            b = _front(s)
+            if draws.shape[1] < steer.n_rows:
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
+                continue
+        _feed(s, step, b, Lp + t, T, searching, torch_compile)
+        t += 1
+    model.config._attn_implementation = attn
+    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D)
+
+
+class _Rows:
+    """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
+    one row per batch row, so dropping, copying or reordering rows moves them all together."""
+    PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
+               'prev', 'logits', 'h_prev', 'samp', 'fed')
+
+    def __init__(self, **tensors):
+        self.__dict__.update(tensors)
+
+    def take(self, i):  # keep batch rows i only
+        self.cache.batch_select_indices(i)
+        for k in self.PER_ROW:
+            setattr(self, k, getattr(self, k)[i])
+        self.stats = self.stats[:, i]
+
+    def move(self, src, dst):  # batch rows dst become copies of rows src (src = dst reordered: a swap)
+        for k in self.PER_ROW:
+            getattr(self, k)[dst] = getattr(self, k)[src]
+        self.stats[:, dst] = self.stats[:, src]
+        _copy_rows(self.cache, src, dst)
+
+
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
+    """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
+    cache (rows prompt-major), and the batch's row tensors. -> (_Rows, padded prompt length)"""
     from transformers import DynamicCache
+    device = next(model.parameters()).device
+    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
+    P, Lp = enc.input_ids.shape
+    B, cap, S = P * n_samples, Lp + T + 1, max_steps or 64
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
                 position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
-    # one prefill per prompt, then N copies of its cache: rows are prompt-major
-    cache = _decode_cache(model, cache, n_samples, cap, torch_compile)
-    if searching and not all(isinstance(l, _PreallocLayer) for l in cache.layers):
-        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
-                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
+    cache = _decode_cache(model, cache, n_samples, cap, static)
     mask = torch.zeros(B, cap, dtype=torch.long, device=device)
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
-    pos = mask.sum(-1) - 1  # [B] position id of each row's last token
-    logits = out.logits[:, -1].float().repeat_interleave(n_samples, 0)
-    del out
-    draws = torch.rand(T, B, generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+    return _Rows(
+        cache=cache, mask=mask,
+        pos=mask.sum(-1) - 1,  # position id of each row's last token
+        logits=out.logits[:, -1].float().repeat_interleave(n_samples, 0),
+        rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
+        toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
+        stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
+        ring=z(B, S + 1, D, dtype=torch.float16),  # the last S kept states (S doubles when every state is kept); slot S: discard
+        ring_pos=z(B, S + 1),
+        count=z(B),  # kept states so far
+        ln=z(B),  # tokens drawn so far
+        bnd=z(B),  # tokens before the latest boundary: what an end keeps
+        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut drops still ran
+        wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
+        live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
+        samp=z(B, dtype=torch.bool),  # rows that draw a token this step
+        fed=z(B, dtype=torch.bool),  # rows whose token goes through the model this step
+        nxt=z(B), prev=z(B),  # this step's token and the one before it
+        h_prev=torch.zeros(B, D, device=device)), Lp  # the state before nxt: kept if nxt closes a step
+
+
+def _decode_step(model, cache, layers, static):
+    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
+    static=True (CUDA graphs on GPU)."""
+    sel = hidden_selection(model, layers)
 
     def forward(ids, mask, pos):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
                   use_cache=True, output_hidden_states=sel)
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
-    step = torch.compile(forward, mode='reduce-overhead' if device.type == 'cuda' else 'default') if torch_compile else forward
-    attn = model.config._attn_implementation
-    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
-        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+    if not static:
+        return forward
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
 
-    def sample(logits, u):  # -> (next tokens [rows], rows whose nucleus is wider than the prefilter or None)
-        if temperature <= 0:
-            return logits.argmax(-1), None
-        probs = torch.softmax(logits / temperature, dim=-1)
-        if top_p >= 1.0:
-            return _draw(probs, None, u), None
-        w, ids, short = nucleus(probs, top_p)
-        return _draw(w, ids, u), (short, probs)
 
-    def outcome(nxt):  # (rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)
-        done = (torch.isin(nxt, eos) & samp) | at_max
-        return done, done | (step_ends(prev, nxt, table) & samp & (ln > 0))
+def _sample(logits, u, temperature, top_p):
+    """-> (next tokens [rows], (rows whose nucleus is wider than the prefilter, probs) or None)"""
+    if temperature <= 0:
+        return logits.argmax(-1), None
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p >= 1.0:
+        return _draw(probs, None, u), None
+    w, ids, short = nucleus(probs, top_p)
+    return _draw(w, ids, u), (short, probs)
 
-    rows = torch.arange(B, device=device)  # the row id of each batch row (search: copies get new ids)
-    toks = torch.zeros(B, T + 1, dtype=torch.long, device=device)  # column T: scratch for rows that draw nothing
-    stats = torch.zeros(3, B, T + 1, device=device)  # log-prob, entropy, confidence
-    ring = torch.zeros(B, S + 1, D, dtype=torch.float16, device=device)  # the last S kept states; slot S: discard
-    ring_pos = torch.zeros(B, S + 1, dtype=torch.long, device=device)
-    count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
-    ln = torch.zeros(B, dtype=torch.long, device=device)  # tokens drawn so far
-    bnd = torch.zeros(B, dtype=torch.long, device=device)  # tokens before the latest boundary: what an end keeps
-    ran = torch.zeros(B, dtype=torch.long, device=device)  # tokens the row itself fed through the model (a copy: since
-                                                            # it was made); a boundary token the cut drops still ran
-    wait = torch.zeros(B, dtype=torch.bool, device=device)  # search: closed a step, waits for its group
-    live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
-    nxt = prev = torch.zeros(B, dtype=torch.long, device=device)
-    h_prev = torch.zeros(B, D, device=device)
-    zero = torch.zeros((), dtype=torch.long, device=device)
-    done_all, t = {}, 0
-    while True:
-        ar = torch.arange(len(rows), device=device)
-        go = live & ~wait
-        at_max, samp = go & (ln >= T), go & (ln < T)  # a row at max_new_tokens ends ('length') and draws nothing
-        col = torch.where(samp, ln, T)
-        u = draws[col.clamp(max=T - 1), rows]
-        new, short = sample(logits, u)
-        nxt = torch.where(samp, new, nxt)
-        done, keep = outcome(nxt)
-        flags = [done.any(), (short[0] & samp).any() if short is not None else zero, keep.any(),
-                 (count + keep).max() if steer or not max_steps else zero]
-        any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()  # the step's one host sync
-        if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-            r = (short[0] & samp).nonzero().squeeze(1)
-            nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
-            done, keep = outcome(nxt)
-            any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (count + keep).max()]).tolist()
-        toks[ar, col] = nxt
-        stats[:, ar, col] = torch.stack(token_stats(logits, nxt, conf_topk))
-        if not max_steps and n_kept > S:  # every state is kept and a row is full: double the buffer
-            ring, ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1) for x in (ring, ring_pos))
-            S *= 2
-        kept_now = keep & (ln > 0)  # the first token has no state before it
-        slot = torch.where(kept_now, count % S, S)
-        ring[ar, slot] = h_prev.to(torch.float16)
-        ring_pos[ar, slot] = ln - 1
-        count += kept_now
-        bnd = torch.where(keep, ln, bnd)
-        ln = ln + samp
-        stop, plan = None, []
-        if steer and any_keep:
-            stop, plan, release = steer.step(ring, count, keep, done, rows, min(n_kept, S))
-            if searching:
-                wait = (wait | (keep & ~done)) & ~release
-        ended = done | stop if stop is not None else done
-        if any_done or stop is not None:
-            fin = ended.nonzero().squeeze(1)
-            cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
-            got = [x.cpu() for x in (rows[fin], toks[fin], stats[:, fin], ring[fin], ring_pos[fin], count[fin], bnd[fin],
-                                     at_max[fin], ran[fin])]
-            for j, r in enumerate(got[0].tolist()):
-                m, L = min(int(got[5][j]), S), int(got[6][j])
-                slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
-                done_all[r] = (got[1][j, :L].tolist(), got[2][:, j, :L], got[4][j, slots].tolist(), got[3][j, slots],
-                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos', int(got[8][j]))
-        if plan:  # search: copies take the stopped rows' slots, with their source's cache rows and state
-            src, dst = (torch.tensor(x, device=device) for x in zip(*plan))
-            for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
-                x[dst] = x[src]
-            stats[:, dst] = stats[:, src]
-            _copy_rows(cache, src, dst)
-            rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
-            ran[dst] = 0  # what the source ran is counted with the source
-            ended[dst] = False
-        fed = samp & ~ended  # rows whose new token goes through the model now
-        if any_done or stop is not None:
-            if torch_compile:
-                live &= ~ended
-                if not live.any():
-                    break
-            else:
-                kept = (~ended).nonzero().squeeze(1)
-                if len(kept) == 0:
-                    break
-                if len(kept) < len(ended):
-                    cache.batch_select_indices(kept)
-                    rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
-                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev,
-                                          logits, h_prev, fed))
-                    stats = stats[:, kept]
-        if searching:  # idle rows skip the forward: the fed rows move to the front (swapping rows), the model runs on those
-            b = int(fed.sum())
-            i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
-            if len(i):
-                ij, ji = torch.cat([i, j]), torch.cat([j, i])
-                for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
-                    x[ij] = x[ji]
-                stats[:, ij] = stats[:, ji]
-                _copy_rows(cache, ji, ij)
-            if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
-            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
-                continue
-        else:
-            b = len(rows)
-        if Lp + t + 1 > mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
-            for layer in cache.layers:
-                if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
-                    layer.grow(T)
-            mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
-        mask[:, Lp + t] = fed if searching else 1
-        pos = pos + fed
-        ran = ran + fed
-        new_logits, new_h = step(nxt[:b], mask[:b] if torch_compile else mask[:b, :Lp + t + 1], pos[:b])
-        if b < len(rows):  # an idle row keeps its logits and state; its (unwritten) column is masked out
-            logits[:b], h_prev[:b], prev[:b] = new_logits, new_h, nxt[:b]
-        else:
-            logits, h_prev, prev = new_logits, new_h, nxt
-        t += 1
-    model.config._attn_implementation = attn
-    results = [[] for _ in prompts]
-    where = steer.lineage if searching else {r: (r // n_samples, r % n_samples) for r in done_all}
+
+def _outcome(s, at_max, eos, table):
+    """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)"""
+    done = (torch.isin(s.nxt, eos) & s.samp) | at_max
+    return done, done | (step_ends(s.prev, s.nxt, table) & s.samp & (s.ln > 0))
+
+
+def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
+    """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
+    with the step's one host sync (has a row finished? did a row need the full sort? did a row close a step? the
+    most states a row keeps, if count_kept). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
+    T, zero = draws.shape[0], s.ln.new_zeros(())
+    go = s.live & ~s.wait
+    at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
+    col = torch.where(s.samp, s.ln, T)
+    u = draws[col.clamp(max=T - 1), s.rows]
+    new, short = _sample(s.logits, u, temperature, top_p)
+    s.nxt = torch.where(s.samp, new, s.nxt)
+    done, keep = _outcome(s, at_max, eos, table)
+    flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
+             (s.count + keep).max() if count_kept else zero]
+    any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()
+    if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
+        r = (short[0] & s.samp).nonzero().squeeze(1)
+        s.nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
+        done, keep = _outcome(s, at_max, eos, table)
+        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
+    return done, keep, at_max, col, any_done, any_keep, n_kept
+
+
+def _capture(s, col, keep, n_kept, every, conf_topk):
+    """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
+    candidate into the ring (every state kept: the ring doubles when a row fills it)."""
+    ar = torch.arange(len(s.rows), device=s.rows.device)
+    s.toks[ar, col] = s.nxt
+    s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
+    S = s.ring.shape[1] - 1
+    if every and n_kept > S:
+        s.ring, s.ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
+                              for x in (s.ring, s.ring_pos))
+        S *= 2
+    kept_now = keep & (s.ln > 0)  # the first token has no state before it
+    slot = torch.where(kept_now, s.count % S, S)
+    s.ring[ar, slot] = s.h_prev.to(torch.float16)
+    s.ring_pos[ar, slot] = s.ln - 1
+    s.count += kept_now
+    s.bnd = torch.where(keep, s.ln, s.bnd)
+    s.ln = s.ln + s.samp
+
+
+def _collect(s, ended, stop, at_max, done_all):
+    """Rows that end now (finished, or stopped by the verifier: 'pruned') into done_all: row id -> (token ids,
+    statistics, state positions, states, finish, tokens it ran), the states in step order."""
+    S = s.ring.shape[1] - 1
+    fin = ended.nonzero().squeeze(1)
+    cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
+    rows, toks, stats, ring, ring_pos, count, bnd, length, ran = (x.cpu() for x in (
+        s.rows[fin], s.toks[fin], s.stats[:, fin], s.ring[fin], s.ring_pos[fin], s.count[fin], s.bnd[fin], at_max[fin],
+        s.ran[fin]))
+    for j, r in enumerate(rows.tolist()):
+        m, L = min(int(count[j]), S), int(bnd[j])
+        slots = [(int(count[j]) - m + i) % S for i in range(m)]
+        done_all[r] = (toks[j, :L].tolist(), stats[:, j, :L], ring_pos[j, slots].tolist(), ring[j, slots],
+                       'pruned' if cut[j] else 'length' if length[j] else 'eos', int(ran[j]))
+
+
+def _branch(s, plan, steer, ended):
+    """Search: copies take the stopped rows' slots, with their source's cache rows and state (no prefill)."""
+    src, dst = (torch.tensor(x, device=s.rows.device) for x in zip(*plan))
+    s.move(src, dst)
+    s.rows[dst] = torch.tensor(steer.branched(s.rows[src].tolist(), s.ln[src].tolist()), device=s.rows.device)
+    s.ran[dst] = 0  # what the source ran is counted with the source
+    ended[dst] = False
+
+
+def _drop(s, ended, static):
+    """Ended rows leave the batch and the cache (static: they stay, not live). -> whether any row is left."""
+    if static:
+        s.live &= ~ended
+        return bool(s.live.any())
+    kept = (~ended).nonzero().squeeze(1)
+    if 0 < len(kept) < len(ended):
+        s.take(kept)
+    return len(kept) > 0
+
+
+def _front(s):
+    """Search: idle rows skip the forward. The fed rows move to the front (swapping rows); -> how many."""
+    b = int(s.fed.sum())
+    i, j = (~s.fed[:b]).nonzero().squeeze(1), s.fed[b:].nonzero().squeeze(1) + b
+    if len(i):
+        s.move(torch.cat([j, i]), torch.cat([i, j]))
+    return b
+
+
+def _feed(s, step, b, col, T, searching, static):
+    """Run the first b rows' new tokens through the model at cache column col; an idle row keeps its logits and
+    state, its (unwritten) column masked out."""
+    if col + 1 > s.mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
+        for layer in s.cache.layers:
+            if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
+                layer.grow(T)
+        s.mask = torch.cat([s.mask, s.mask.new_zeros(len(s.mask), T)], 1)
+    s.mask[:, col] = s.fed if searching else 1
+    s.pos = s.pos + s.fed
+    s.ran = s.ran + s.fed
+    logits, h = step(s.nxt[:b], s.mask[:b] if static else s.mask[:b, :col + 1], s.pos[:b])
+    if b < len(s.rows):
+        s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
+    else:
+        s.logits, s.h_prev, s.prev = logits, h, s.nxt
+
+
+def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D):
+    """Per prompt, its candidates in row order (search: with row, parent, inherited and decoded)."""
+    results = [[] for _ in range(n_prompts)]
+    where = lineage if lineage is not None else {r: (r // n_samples, r % n_samples) for r in done_all}
     for r in sorted(done_all, key=lambda r: where[r][:2]):
         ids, st, spos, states, finish, n_ran = done_all[r]
         c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
-        if searching:
+        if lineage is not None:
             c['row'], c['parent'], c['inherited'] = where[r][1:]
             c['decoded'] = n_ran
         results[where[r][0]].append(c)
