@@ -16,6 +16,7 @@ import time
 import numpy as np
 import torch
 
+import generator
 import label
 import tasks
 import train as T
@@ -97,7 +98,7 @@ def _old_extract_module():
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import extract as X
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
+    model, tok = generator.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
     probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
              else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
     prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
@@ -530,7 +531,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
     threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2')
+    model, tok = generator.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
     probs = tasks.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
@@ -582,7 +583,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2')
+    model, tok = generator.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
     probs = tasks.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]

