@@ -49,7 +49,7 @@ data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); N
 data_path = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
-word_family = 'shop'  # dataset='words': GSM8K-style word problems generated here: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
+word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split

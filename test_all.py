@@ -3500,7 +3500,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
     the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
     import transfer as X
-    from baselines import CHEAP_SCORERS, cheap_scores
+    from scorers import CHEAP_SCORERS, cheap_scores
     from model import cheap_score, combo_score, pool_metrics, problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
