@@ -910,6 +910,7 @@ def old_answer_steps(tok, c, cap):
     return te, ([k for k in range(len(pos)) if te is not None and pos[k] > te] or [len(pos) - 1])[-cap:]
 
 
+@pytest.mark.slow
 def test_think_one_extraction_gives_full_last100_and_answer_steps():
     """Bug 8: one thinking-mode extraction (max_steps=None) stores every step boundary, past the buffer's first
     64 slots, and where '</think>' ends. The step choice is made when reading (model.first_step): all steps,
@@ -2111,6 +2112,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
     [dict(verifier='hsrm', loss=name) for name in LOSSES if name != 'pairwise']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
@@ -3178,6 +3180,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
     assert branched >= 3
 
 
+@pytest.mark.slow
 def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
     """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
     the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
