@@ -3601,12 +3601,17 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
         assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
         assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
+        best_test = next(r for r in s['rows'] if r['type'] == 'cheap_best_test')
+        assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc'] - best_test['auroc'])
         assert 'base' not in rows['hsrm']['vs']
     assert steps[0] < steps[1] < steps[2]
     for v, m in ((v, m) for v in ('hsrm', 'res') for m in ('acc', 'auroc')):
         pts = [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes]
         b, a = np.polyfit(np.log2([x for x, _ in pts]), [y for _, y in pts], 1)
         assert summ[v]['fit'][m]['b'] == pytest.approx(b) and summ[v]['fit'][m]['a'] == pytest.approx(a)
+        ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'cheap_best_test')[m]  # the optimistic reference
+        assert summ[v]['fit'][m]['reached'] == (a + b * np.log2(sizes[-1]['n_train']) >= ref)
+        assert summ[v]['fit'][m]['cross'] == (pytest.approx(2 ** ((ref - a) / b)) if b > 0 else None)
         first = summ[v]['first_better'][m]
         assert first is None or any(s['n_train'] == first for s in sizes)
     md = open(f'{out}/curve.md').read()

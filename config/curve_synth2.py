@@ -16,3 +16,9 @@ top_p = 0.95
 batch_size = 128
 layers = [-1, -2, -3, -4]
 verifier_layers = [-1]
+# curve.py: sizes K (training + validation problems; K = 1280 trains on 1,024), variants, 3 seeds, epochs
+sizes = [80, 160, 320, 640, 1280]
+variants = {'hsrm': {'verifier_layers': [-1]}, 'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},
+            'residual': {'residual': 'auto', 'verifier_layers': [-1]}}
+seeds = [42, 123, 456]
+train_overrides = {'epochs': 20, 'eval_interval': 25}

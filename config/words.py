@@ -4,7 +4,8 @@
 #   (shop with --n_eval_samples=32: the best-of-N pool the search runs are compared with, N = 1..32)
 #   for f in shop travel bake share; do python label.py config/words.py --out_dir=out/words_$f; done
 # SmolLM2-135M-Instruct, the worked example of the family shown first; 12 problems x 8 samples solved:
-# shop 16%, travel 21%, bake 29%, share 6% of samples (2026-11-24).
+# shop 16%, travel 21%, bake 29%, share 6% of samples (2026-11-24, before the families became one question per
+# arithmetic: stale until re-measured).
 out_dir = 'out/words_shop'
 model = 'smollm2'
 dataset = 'words'
