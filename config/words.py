@@ -1,4 +1,4 @@
-# GSM8K-style word-problem families generated in extract.py (WORD_FAMILIES: shop, travel, bake, share), each one cell
+# GSM8K-style word-problem families generated in tasks.py (WORD_FAMILIES: shop, travel, bake, share), each one cell
 # out/words_<family>/{train,eval} for the transfer experiment (config/transfer_words.py) and for search (shop):
 #   for f in shop travel bake share; do python extract.py config/words.py --word_family=$f --out_dir=out/words_$f; done
 #   (shop with --n_eval_samples=32: the best-of-N pool the search runs are compared with, N = 1..32)

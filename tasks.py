@@ -1,0 +1,271 @@
+"""
+The tasks: the problems extract.py samples solutions for, and the prompt each is asked with. Add a task here.
+
+- synth: generated arithmetic, synth_level one-digit operations (+ or -); index i of a level is always the same
+  question (synth_space), so disjoint index ranges never share one.
+- words: generated GSM8K-style word-problem families (WORD_FAMILIES: shop, travel, bake, share), disjoint by
+  arithmetic (word_space), for the transfer experiments.
+- gsm8k, math500, aime, olympiadbench: JSONL files under data_dir (DATASETS), else the Hugging Face hub.
+
+load_problems(dataset, lo, hi, ...) gives the problems with indices lo..hi as dicts {index, id, dataset, question,
+gold, meta}; build_prompt(tok, problem, ...) the chat prompt (a generated task shows a worked example of its own as
+the previous turn instead of a system prompt). No knobs: extract.py's knobs choose the task.
+"""
+import functools
+import itertools
+import json
+import os
+import random
+import re
+import warnings
+
+import numpy as np
+
+MATH_SYSTEM = 'Please reason step by step, and put your final answer within \\boxed{}.'
+DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallback (path, config, split))
+    'gsm8k': ('gsm8k/test.jsonl', 'question', 'answer', ('openai/gsm8k', 'main', 'test')),
+    'math500': ('math500/test.jsonl', 'problem', 'answer', ('HuggingFaceH4/MATH-500', None, 'test')),
+    'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer', ('AI-MO/aimo-validation-aime', None, 'train')),
+    'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer', ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
+}
+GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the previous turn instead of a system prompt
+
+# -----------------------------------------------------------------------------
+# synthetic arithmetic
+
+
+SYNTH_LEVELS = (1, 2, 3, 4)  # level 4 enumerates 5.9M operand/operator tuples once (about a second)
+
+
+@functools.lru_cache(maxsize=8)
+def synth_space(level, seed):
+    """Every distinct synthetic question of a level, in one fixed shuffled order: rows of (level+1 operands
+    in 1..9, level operators, 0 = '+', 1 = '-'), each running result >= 0. Sizes: level 1: 126, 2: 1,899,
+    3: 30,036, 4: 487,674 questions. Index i is row i, so disjoint index ranges never share a question."""
+    if level not in SYNTH_LEVELS:
+        raise SystemExit(f"synth_level={level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
+    grids = np.meshgrid(*[np.arange(1, 10)] * (level + 1), *[np.arange(2)] * level, indexing='ij')
+    rows = np.stack([g.ravel() for g in grids], 1).astype(np.int8)  # [9^(L+1) * 2^L, 2L+1]
+    acc, ok = rows[:, 0].astype(np.int32), np.ones(len(rows), bool)
+    for k in range(level):
+        acc = acc + np.where(rows[:, level + 1 + k] == 0, 1, -1) * rows[:, k + 1]
+        ok &= acc >= 0
+    rows = rows[ok]
+    order = list(range(len(rows)))
+    random.Random(f'{seed}-{level}').shuffle(order)  # Python's shuffle: the same order on every platform and version
+    return rows[order]
+
+
+def synth_problem(index, level, seed):
+    """Synthetic arithmetic: level+1 one-digit operands, each joined by + or -, every running result >= 0.
+    Problem `index` is entry `index` of synth_space(level, seed): distinct indices are distinct questions."""
+    space = synth_space(level, seed)
+    if not 0 <= index < len(space):
+        raise SystemExit(f"synthetic index {index} is outside level {level}'s {len(space)} distinct questions; "
+                         f"fix: keep train_range / eval_range within 0..{len(space) - 1} (or raise synth_level)")
+    row = space[index].tolist()
+    nums, ops = row[:level + 1], ['+' if o == 0 else '-' for o in row[level + 1:]]
+    acc = nums[0]
+    for op, n in zip(ops, nums[1:]):
+        acc = acc + n if op == '+' else acc - n
+    expr = ' '.join([str(nums[0])] + [f'{o} {n}' for o, n in zip(ops, nums[1:])])
+    return {'index': index, 'id': f'synth-{level}-{index}', 'dataset': 'synth', 'question': f'Compute {expr}.',
+            'gold': str(acc), 'meta': {'level': level}}
+
+
+def synth_example(level):
+    """The worked example shown as a previous chat turn (two-digit numbers, same number of steps)."""
+    nums, ops, acc, lines = [23, 15, 7, 12, 9, 4][:level + 1], [], 23, []
+    for i, n in enumerate(nums[1:]):
+        op = '+' if i % 2 == 0 else '-'
+        new = acc + n if op == '+' else acc - n
+        lines.append(f'Step {i + 1}: {acc} {op} {n} = {new}.')
+        ops.append(f'{op} {n}')
+        acc = new
+    return f"Compute {' '.join(['23'] + ops)}.", '\n'.join(lines + [f'The answer is {acc}.'])
+
+# -----------------------------------------------------------------------------
+# word families
+
+# GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
+# steps, names and objects drawn per question. A family's questions are enumerated once, one per arithmetic (the
+# numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
+# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
+# the question, the worked solution lines -> answer). The worked example shown before a question is the family's
+# own template at EXAMPLE parameters, whose arithmetic is never in its space (word_space leaves it out).
+_NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
+          ('Hugo', 'he')]
+
+
+def _shop(p, name, pr, items):
+    a, b, c, d = p
+    (i1, i2) = items
+    q = (f'{name} buys {a} {i1} at {b} dollars each and {c} {i2} at {d} dollars each. '
+         f'How many dollars does {pr} spend in all?')
+    return q, [f'The {i1} cost {a} * {b} = {a * b} dollars.', f'The {i2} cost {c} * {d} = {c * d} dollars.',
+               f'In all {pr} spends {a * b} + {c * d} = {a * b + c * d} dollars.'], a * b + c * d
+
+
+def _travel(p, name, pr, items):
+    a, b, c = p
+    (vehicle,) = items
+    q = f'{name} rides a {vehicle} {a} km each day for {b} days and then {c} km more. How many km does {pr} ride in all?'
+    return q, [f'The {b} days are {a} * {b} = {a * b} km.', f'In all {a * b} + {c} = {a * b + c} km.'], a * b + c
+
+
+def _bake(p, name, pr, items):
+    a, b, c = p
+    (thing,) = items
+    q = f'{name} bakes {a} trays with {b} {thing} on each tray and packs them in boxes of {c}. How many boxes does {pr} fill?'
+    return q, [f'There are {a} * {b} = {a * b} {thing}.', f'They fill {a * b} / {c} = {a * b // c} boxes.'], a * b // c
+
+
+def _share(p, name, pr, items):
+    a, b, c = p
+    (thing,) = items
+    q = f'{name} has {a} {thing}. {pr.capitalize()} gives away {b} and then finds {c} more. How many {thing} does {name} have now?'
+    return q, [f'After giving away {pr} has {a} - {b} = {a - b} {thing}.',
+               f'After finding more {pr} has {a - b} + {c} = {a - b + c} {thing}.'], a - b + c
+
+
+WORD_FAMILIES = {  # name: (make, parameter ranges, valid(params), object choices, the worked example's parameters)
+    'shop': (_shop, [range(2, 10), range(2, 13), range(2, 10), range(2, 13)], lambda p: p[0] != p[2],
+             [('pens', 'notebooks'), ('apples', 'pears'), ('cups', 'plates'), ('stamps', 'cards')], (7, 12, 6, 11)),
+    'travel': (_travel, [range(2, 16), range(2, 10), range(1, 16)], lambda p: True,
+               [('bike',), ('scooter',), ('horse',)], (12, 3, 14)),
+    'bake': (_bake, [range(2, 43), range(2, 13), range(2, 13)], lambda p: p[0] * p[1] % p[2] == 0 and p[2] not in p[:2],
+             [('muffins',), ('cookies',), ('rolls',)], (8, 6, 12)),
+    'share': (_share, [range(6, 31), range(1, 10), range(1, 10)], lambda p: p[1] < p[0],
+              [('stickers',), ('marbles',), ('shells',)], (52, 17, 13)),
+}
+
+
+def word_arithmetic(family, params):
+    """What a family question computes: the operations of its worked solution with their operands, those of + and *
+    in order (3 * 4 is 4 * 3), sorted. Questions with the same arithmetic differ only in names, objects or the
+    order of their parts: a verifier trained on one has seen the other's numbers."""
+    make, _, _, items, _ = WORD_FAMILIES[family]
+    ops = []
+    for x, op, y in re.findall(r'(\d+) ([-+*/]) (\d+) =', ' '.join(make(params, *_NAMES[0], items[0])[1])):
+        x, y = int(x), int(y)
+        ops.append((*sorted((x, y)), op) if op in '+*' else (x, y, op))
+    return tuple(sorted(ops))
+
+
+@functools.lru_cache(maxsize=8)
+def word_space(family, seed):
+    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
+    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
+    per question (Python's Random: the same on every platform). Index i is row i, so disjoint index ranges never
+    share their arithmetic."""
+    if family not in WORD_FAMILIES:
+        raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
+    _, ranges, valid, items, example = WORD_FAMILIES[family]
+    seen, params = {word_arithmetic(family, example)}, []
+    for p in itertools.product(*ranges):
+        a = word_arithmetic(family, p) if valid(p) else None
+        if a is not None and a not in seen:
+            seen.add(a)
+            params.append(p)
+    rng = random.Random(f'{seed}-{family}')
+    rng.shuffle(params)
+    return [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
+
+
+def word_solution(family, params, name=0, item=0):
+    """(question, worked solution text, answer) of one family question."""
+    make, _, _, items, _ = WORD_FAMILIES[family]
+    q, lines, ans = make(params, *_NAMES[name], items[item])
+    return q, '\n'.join(lines + [f'The answer is {ans}.']), ans
+
+
+def word_problem(index, family, seed):
+    """Problem `index` of a word family: entry `index` of word_space(family, seed), GSM8K-style (the gold
+    solution ends in '#### answer' in meta)."""
+    space = word_space(family, seed)
+    if not 0 <= index < len(space):
+        raise SystemExit(f"word index {index} is outside family {family!r}'s {len(space)} distinct questions; "
+                         f"fix: keep train_range / eval_range within 0..{len(space) - 1}")
+    params, name, item = space[index]
+    q, sol, ans = word_solution(family, params, name, item)
+    return {'index': index, 'id': f'words-{family}-{index}', 'dataset': 'words', 'question': q, 'gold': str(ans),
+            'meta': {'family': family, 'solution': f'{sol}\n#### {ans}'}}
+
+# -----------------------------------------------------------------------------
+# benchmark datasets (and every task's loader)
+
+
+def _read_jsonl(path, key, value):
+    if not os.path.isfile(path):
+        raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the folder/file "
+                         f"holding the dataset JSONL, or leave both unset to use Hugging Face `datasets` (needs network)")
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
+                  word_family='shop'):
+    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
+    id is in exclude_ids (their indices are skipped, the others keep their file index)."""
+    if dataset == 'synth':
+        return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
+    if dataset == 'words':
+        return [word_problem(i, word_family, seed) for i in range(lo, hi + 1)]
+    if dataset not in DATASETS:
+        raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(['synth', 'words', *DATASETS])}")
+    rel, qkeys, gkey, hf = DATASETS[dataset]
+    path = data_path or (os.path.join(data_dir, rel) if data_dir else None)
+    if path is None:
+        try:
+            import datasets
+        except ImportError:
+            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path needs `pip install datasets` and network; "
+                             f"fix: pass --data_dir=<folder with {rel}>")
+        rows = [dict(r) for r in datasets.load_dataset(hf[0], hf[1], split=hf[2])]
+    else:
+        rows = _read_jsonl(path, 'data_path' if data_path else 'data_dir', data_path or data_dir)
+    if hi >= len(rows) or lo < 0 or lo > hi:
+        raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, {len(rows) - 1}]")
+    qkeys = (qkeys,) if isinstance(qkeys, str) else qkeys
+    out = []
+    for i in range(lo, hi + 1):
+        r = rows[i]
+        if str(r.get('id', r.get('unique_id', i))) in exclude_ids:
+            continue
+        q = next((r[k] for k in qkeys if k in r), None)
+        if q is None or gkey not in r:
+            raise SystemExit(f"{dataset} row {i} lacks field {qkeys[0] if q is None else gkey!r} (has {sorted(r)}); "
+                             f"fix: point data_path at a file with the fields listed in the README")
+        if not str(q).strip():
+            raise SystemExit(f"{dataset} row {i} has an empty question; fix: remove it or choose another range")
+        gold = r[gkey]
+        if dataset == 'gsm8k':
+            gold = gold.split('####')[-1].strip()
+        meta = {k: r[k] for k in ('answer_type', 'unit', 'is_multiple_answer', 'error', 'subject', 'level') if k in r}
+        if dataset == 'olympiadbench' and isinstance(gold, str):
+            gold = [gold]
+        out.append({'index': i, 'id': str(r.get('id', r.get('unique_id', i))), 'dataset': dataset, 'question': str(q),
+                    'gold': gold if isinstance(gold, list) else str(gold), 'meta': meta})
+    return out
+
+# -----------------------------------------------------------------------------
+# the prompt
+
+
+def build_prompt(tok, problem, system_prompt, enable_thinking, warn=[True]):
+    """Chat-templated prompt text; a plain prompt (with a one-time warning) for tokenizers without a template."""
+    msgs = [{'role': 'system', 'content': system_prompt}] if system_prompt else []
+    if problem['dataset'] in GENERATED:
+        fam = problem['meta'].get('family')
+        ex_q, ex_a = synth_example(problem['meta']['level']) if fam is None else word_solution(fam, WORD_FAMILIES[fam][4])[:2]
+        msgs += [{'role': 'user', 'content': ex_q}, {'role': 'assistant', 'content': ex_a}]
+    msgs.append({'role': 'user', 'content': problem['question']})
+    if getattr(tok, 'chat_template', None):
+        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
+    if warn[0]:
+        warnings.warn('the tokenizer has no chat template: using a plain "Question:/Answer:" prompt; '
+                      'fix: pass an instruct model, or accept the plain prompt')
+        warn[0] = False
+    turns = [m['content'] if m['role'] == 'system' else
+             ('Question: ' if m['role'] == 'user' else 'Answer: ') + m['content'] for m in msgs]
+    return '\n\n'.join(turns) + '\n\nAnswer:'
