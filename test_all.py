@@ -311,9 +311,10 @@ def test_every_config_file_applies_to_every_stage():
     import train as T
     import extract as X
     import transfer as XF
+    import curve as C
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
-    stages = (X, label, T, E, B, ST, XF)
+    stages = (X, label, T, E, B, ST, XF, C)
     for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
         sets = {}  # what the file(s) assign, later files winning, as a stage reads it
         for path in f:
