@@ -15,6 +15,7 @@ best-of-N against K says where a still-rising curve would cross the best free sc
 
 Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {out_dir}/curve/K<k>/<variant>/seed<s>/.
 """
+import json
 import os
 
 import numpy as np
@@ -25,7 +26,8 @@ import evaluate as E
 import train as T
 from configurator import configure, knobs
 from label import answers_equal
-from model import atomic_write_json, cheap_score, cli, count_params, load_checkpoint, load_split, problem_files, resolve_device
+from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
+                   resolve_device)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -88,15 +90,17 @@ def evaluate_size(cfg, k, problems, pool, dev):
             model, _ = load_checkpoint(path, dev)
             sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
             runs.append({'ckpt': path, 'seed': s, **E.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
-            if model.spec.get('residual'):
-                bases.setdefault(v, set()).add(model.spec['residual'])
+            if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
+                bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
         rows.append(E.make_row(v, 'verifier', runs, params=count_params(model)))
-    for v, names in bases.items():  # the residual's base (chosen on validation: the same for every seed)
-        if len(names) > 1:
-            raise ValueError(f"variant {v!r} at K={k} chose different base scorers over seeds ({sorted(names)}); fix: "
-                             f"name one, e.g. --variants=\"{{'{v}': {{'residual': '{sorted(names)[0]}'}}}}\"")
-        name = names.pop()
-        sc = [np.array([cheap_score(c, name) for c in p['candidates']]) for p in problems]
+    for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
+        if len(found) > 1:
+            names = sorted({name for name, _ in found})
+            raise ValueError(f"variant {v!r} at K={k} chose different base scorers over seeds ({names}); fix: "
+                             f"name one, e.g. --variants=\"{{'{v}': {{'residual': '{names[0]}'}}}}\"")
+        name, norm = found.pop()
+        score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
+        sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
         rows.append(E.make_row(f'{v} base: {name}', 'base', [E.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
     E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = next(r for r in rows if r['type'] == 'cheap_best_test')

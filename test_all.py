@@ -3568,12 +3568,12 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
     differences, the fit is a log-linear least squares; a second call reuses every run."""
     import curve as C
-    from model import cheap_score
+    from model import cheap_score, combo_score
     out = str(tmp_path / 'cell')
     write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)
     cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20, 40], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
-           'variants': {'hsrm': {}, 'res': {'residual': 'auto'}},
+           'variants': {'hsrm': {}, 'res': {'residual': 'auto'}, 'combo': {'residual': 'combo'}},
            'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}}
     sizes, summ = C.run(cfg)
     ev = load_split(f'{out}/eval')
@@ -3597,7 +3597,10 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
             d = rows[v]['vs']['best_cheap_val']
             assert d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc']) and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9
         steps.append(log['max_iters'])
-        base = next(r for r in s['rows'] if r['type'] == 'base')
+        base = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'res')
+        combo = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'combo')
+        norm = load_checkpoint(f'{out}/curve/K{k}/combo/seed1/ckpt.pt')[0].spec['res_norm']
+        assert combo['acc'] == pytest.approx(by_hand([[combo_score(c, norm) for c in p['candidates']] for p in ev]))
         name = base['method'].split(': ')[1]
         assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
         assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
