@@ -79,8 +79,8 @@ search_ckpt = None  # the hidden-state verifier that steers it, e.g. 'out/words_
 search_width = 4  # M: rows each survivor continues as (divides n_eval_samples); M = 1 samples exactly as search=None
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU (the
-           # fastest here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone)
+procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU (never
+           # slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone)
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -726,30 +726,34 @@ def check_resume(split_dir, cfg):
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
 
 
+def cpu_cores():
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+
+
 def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
     pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
     One bar counts the files the processes write. `per_split`: {split: problems}. Returns when all are done;
     a failed process stops the others and its log's tail is the error."""
     argv = sys.argv[1:] if argv is None else argv
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+    cores = cpu_cores()
     share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
     os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
     logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
     for i in range(n):
+        t = str(threads or len(share[i]))
         cmd = [sys.executable, os.path.join(HERE, 'extract.py'), *argv, f'--shard={i}', f'--num_shards={n}', '--procs=1',
-               f'--threads={threads or len(share[i])}']
+               f'--threads={t}']
         pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
-        jobs.append(subprocess.Popen(cmd, stdout=open(logs[i], 'w'), stderr=subprocess.STDOUT, preexec_fn=pin,
-                                     env={**os.environ, 'OMP_NUM_THREADS': str(threads or len(share[i]))}))
+        with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
+            jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
+                                         env={**os.environ, 'OMP_NUM_THREADS': t}))
     files = lambda: sum(len(glob.glob(os.path.join(out_dir, s, 'problems', '*.pt'))) for s in per_split)  # noqa: E731
     total = sum(per_split.values())
     bar = tqdm(total=total, initial=min(total, files()), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
-    try:
-        while any(j.poll() is None for j in jobs):
-            failed = [i for i, j in enumerate(jobs) if j.returncode not in (None, 0)]
-            if failed:
-                break
+    try:  # until all are done or one has failed
+        while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
             time.sleep(1)
             bar.update(min(total, files()) - bar.n)
     finally:
@@ -762,7 +766,6 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     if failed:
         tail = open(logs[failed[0]]).read()[-3000:]
         raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last lines:\n{tail}")
-
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
@@ -787,10 +790,9 @@ if __name__ == '__main__':
     splits = [(s, r, n) for s, r, n in (('train', train_range, n_train_samples), ('eval', eval_range, n_eval_samples)) if r]
     problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family)
                 for s, r, _ in splits}
-    # every core: one process per core beats one process with every thread (torch's threads idle between the
-    # small matmuls of a 135M model); never more processes than batches, and one on CUDA (one GPU)
-    n_procs = procs or (1 if device.startswith('cuda') else len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
-                        else os.cpu_count() or 1)
+    # every core: a process per core is 1.3x one process on torch's threads at 64 rows, level at 128 (bench.py
+    # --only=procs) and never slower; never more processes than batches, and one on CUDA (one GPU)
+    n_procs = procs or (1 if device.startswith('cuda') else len(cpu_cores()))
     n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, batch_size // n)) for s, _, n in splits)) if splits else 1
     if num_shards == 1 and n_procs > 1:
         launch_procs(n_procs, {s: len(problems[s]) for s, _, _ in splits}, out_dir, threads)
