@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from configurator import apply_config, configure, knobs
+from configurator import configure, knobs, split_argv
 from model import atomic_write_json, cli, from_pretrained, load_split, resolve_device
 
 # -----------------------------------------------------------------------------
@@ -207,17 +207,9 @@ def run(cfg, train_cfg):
         print(f'PRM step scores of every candidate in {path}')
 
 
-def split_argv(argv):
-    """(our argv, the text verifiers' train.py config): train.py's defaults updated by the same config
-    files, then by the --key=value flags of train.py keys that are not ours (e.g. --max_iters=2000)."""
-    import train
-    theirs = [a for a in argv if a.startswith('--') and a[2:].split('=', 1)[0] in set(train.DEFAULTS) - set(DEFAULTS)]
-    files = [a for a in argv if not a.startswith('--')]
-    return [a for a in argv if a not in theirs], apply_config(dict(train.DEFAULTS), files + theirs, train.DEFAULTS)
-
-
 if __name__ == '__main__':
     import sys
-    argv, train_cfg = split_argv(sys.argv[1:])
+    import train
+    argv, train_cfg = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS)  # train.py's keys for the text verifiers
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
     cli(lambda c: run(c, train_cfg), config, 'baselines.py')

@@ -114,6 +114,18 @@ def apply_config(g, argv, defaults=None):
     return {k: g[k] for k in mine}
 
 
+def split_argv(argv, own, other):
+    """(argv for the stage whose defaults are `own`, the config of another stage whose defaults are `other`), for a
+    stage that also runs part of another (baselines.py trains as train.py; steer.py --prune reads a run as
+    evaluate.py): the other's defaults updated by the same config files and by the --key=value flags of its keys;
+    a flag that only the other stage knows is left out of our argv."""
+    key = lambda a: a[2:].split('=', 1)[0] if a.startswith('--') else None  # noqa: E731
+    files = [a for a in argv if key(a) is None]
+    theirs = [a for a in argv if key(a) in other]
+    ours = [a for a in argv if key(a) not in set(other) - set(own)]
+    return ours, apply_config(dict(other), files + theirs, other)
+
+
 def configure(g, argv=None):
     """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value)."""
     return apply_config(g, sys.argv[1:] if argv is None else argv)

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 import evaluate as E
-from configurator import apply_config, configure, knobs
+from configurator import configure, knobs, split_argv
 from label import answers_equal
 from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, reads,
                    resolve_device)
@@ -731,19 +731,8 @@ def plot_prune(res, path):
     return f'\n![pruning]({os.path.basename(path)})\n'
 
 
-def split_argv(argv):
-    """(our argv, evaluate.py's config): the pruning study reads the run with evaluate.py's keys, its defaults
-    updated by the same config files and by the --key=value flags of its keys; a flag of evaluate.py alone is
-    not ours."""
-    key = lambda a: a[2:].split('=', 1)[0] if a.startswith('--') else None  # noqa: E731
-    theirs = [a for a in argv if key(a) in E.DEFAULTS]
-    files = [a for a in argv if key(a) is None]
-    ours = [a for a in argv if key(a) not in set(E.DEFAULTS) - set(DEFAULTS)]
-    return ours, apply_config(dict(E.DEFAULTS), files + theirs, E.DEFAULTS)
-
-
 if __name__ == '__main__':
-    argv, eval_cfg = split_argv(sys.argv[1:])
+    argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, E.DEFAULTS)  # pruning reads the run with evaluate.py's keys
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
     own = {k: v for k, v in config.items() if k not in E.DEFAULTS}  # the pruning knobs; the run's keys are evaluate.py's
     cli(lambda c: prune_run({**eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')

@@ -2475,13 +2475,15 @@ def test_prm_cache_is_resumable(tiny_prm, tmp_path):
 
 
 def test_baselines_take_train_keys_from_the_command_line(tmp_path):
+    from configurator import apply_config, split_argv
     cfg = tmp_path / 'c.py'
     cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
-    argv, tc = B.split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'])
+    argv, tc = split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'],
+                          B.DEFAULTS, T.DEFAULTS)
     assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
     assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
     with pytest.raises(SystemExit, match='max_iterz'):
-        B.apply_config({}, B.split_argv(['--max_iterz=3'])[0], B.DEFAULTS)
+        apply_config({}, split_argv(['--max_iterz=3'], B.DEFAULTS, T.DEFAULTS)[0], B.DEFAULTS)
 
 
 # -----------------------------------------------------------------------------
