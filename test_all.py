@@ -3453,7 +3453,15 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
            'train_overrides': _cfg(max_iters=20, eval_interval=10)}
+    part, _ = X.run({**cfg, 'folds': ['fam1']})  # one fold alone (parts run in parallel): only its runs, its own report
+    assert [f['family'] for f in part] == ['fam1'] and not os.path.exists(f"{cfg['out_dir']}/fam0")
+    assert os.path.exists(f"{cfg['out_dir']}/transfer_fam1.md") and not os.path.exists(f"{cfg['out_dir']}/transfer.md")
+    part_stamp = os.path.getmtime(f"{cfg['out_dir']}/fam1/hsrm/seed1/ckpt.pt")
     folds, summ = X.run(cfg)
+    assert os.path.getmtime(f"{cfg['out_dir']}/fam1/hsrm/seed1/ckpt.pt") == part_stamp  # the whole report reuses it
+    whole = next(f for f in folds if f['family'] == 'fam1')['rows']
+    assert [r['method'] for r in whole] == [r['method'] for r in part[0]['rows']]
+    np.testing.assert_array_equal([[r['acc'], r['auroc']] for r in whole], [[r['acc'], r['auroc']] for r in part[0]['rows']])
     assert [f['family'] for f in folds] == list(fams) and [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
     for f in folds:
         held = f['family']
@@ -3476,6 +3484,8 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
     with pytest.raises(ValueError, match="in_domain=.*'conf'.*fix"):
         X.run({**cfg, 'in_domain': ['conf']})
+    with pytest.raises(ValueError, match="folds=.*'famX'.*fix"):
+        X.run({**cfg, 'folds': ['famX']})
 
 
 def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):

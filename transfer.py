@@ -12,8 +12,11 @@ in_domain are also trained on F's own train split, for reference. Runs and score
 
     python transfer.py config/transfer_words.py
     python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
+    python transfer.py config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # folds train in parallel
+    python transfer.py config/transfer_words.py --folds="['bake', 'share']" --threads=1      # (runs are reused: a
+    python transfer.py config/transfer_words.py                                              # last call reports all)
 
-Writes {out_dir}/transfer.md, transfer.json, config.json; the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
+Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for a call with folds); the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
 """
 import json
 import os
@@ -33,6 +36,7 @@ from model import (atomic_write_json, cli, combo_score, count_params, load_check
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/transfer'
 families = {}               # name -> cell dir with labelled train/ and eval/ splits, e.g. {'shop': 'out/words_shop', ...}
+folds = []                  # the held-out families this call runs, e.g. ['shop']; [] = every family (the report)
 variants = {'hsrm': {}}     # name -> train.py overrides, e.g. {'hsrm_conf': {'step_features': True},
                             # 'hsrm_residual': {'residual': 'auto'}, 'hsrm_combo': {'residual': 'combo'}}
 seeds = [42, 123, 456]      # one verifier per seed, per variant and fold
@@ -62,6 +66,10 @@ def check_families(fams, cfg):
             if not os.path.exists(os.path.join(d, s, 'labels.json')):
                 raise ValueError(f"families[{name!r}]={d!r} has no labelled {s} split ({d}/{s}/labels.json); fix: "
                                  f"python extract.py <its config> --out_dir={d} && python label.py <its config> --out_dir={d}")
+    unknown = [f for f in cfg['folds'] if f not in fams]
+    if unknown:
+        raise ValueError(f"folds={cfg['folds']!r} names {unknown}, not among families {list(fams)}; "
+                         f"fix: --folds=\"{[f for f in cfg['folds'] if f in fams]}\" (or [] for every family)")
     unknown = [v for v in cfg['in_domain'] if v not in cfg['variants']]
     if unknown:
         raise ValueError(f"in_domain={cfg['in_domain']!r} names {unknown}, not among variants {list(cfg['variants'])}; "
@@ -240,15 +248,17 @@ def run(cfg):
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
-    atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
+    part = '_' + '_'.join(cfg['folds']) if cfg['folds'] else ''  # a part's files beside the whole report's
+    atomic_write_json(cfg, os.path.join(cfg['out_dir'], f'config{part}.json'))
     folds = []
-    for held in tqdm(list(cfg['families']), desc='folds'):
+    for held in tqdm(cfg['folds'] or list(cfg['families']), desc='folds'):
         train_fold(cfg, held)
         folds.append(evaluate_fold(cfg, held, dev))
     summ = summary(folds, cfg)
     md = render(folds, summ, cfg)
-    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}), os.path.join(cfg['out_dir'], 'transfer.json'))
-    with open(os.path.join(cfg['out_dir'], 'transfer.md'), 'w') as f:
+    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
+                      os.path.join(cfg['out_dir'], f'transfer{part}.json'))
+    with open(os.path.join(cfg['out_dir'], f'transfer{part}.md'), 'w') as f:
         f.write(md)
     print(md)
     return folds, summ
