@@ -64,18 +64,9 @@ def train_size(cfg, k):
                'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device']})
 
 
-def delta(row, ref, n, cfg):
-    """Paired difference row - ref (best-of-n and AUROC) over evaluate.py's draws: {'acc', 'acc_ci', 'auroc', 'auroc_ci'}."""
-    idx = E.boot_draws(row['per_problem']['acc_at'][n].shape[1], cfg['n_boot'], cfg['boot_seed'])
-    b = lambda r, key: E.boot_means(r['per_problem']['acc_at'][n] if key == 'acc' else r['per_problem']['auroc'], idx,  # noqa: E731
-                                    cfg['boot_seed'])
-    return {'acc': row['acc'] - ref['acc'], 'acc_ci': E.ci(b(row, 'acc') - b(ref, 'acc')),
-            'auroc': row['auroc'] - ref['auroc'], 'auroc_ci': E.ci(b(row, 'auroc') - b(ref, 'auroc'))}
-
-
 def evaluate_size(cfg, k, problems, pool, dev):
     """Rows at size k: majority, every free scorer, the best on this k's validation split, each variant (its
-    seeds), and each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, delta)."""
+    seeds), and each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_delta)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
     tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
@@ -107,9 +98,9 @@ def evaluate_size(cfg, k, problems, pool, dev):
     for r in rows:
         if r['type'] == 'base':
             ver = next(x for x in rows if x['method'] == r['base_of'])
-            ver['vs']['base'] = delta(ver, r, n, cfg)
+            ver['vs']['base'] = E.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
-            r['vs']['best_free_test'] = delta(r, best_test, n, cfg)
+            r['vs']['best_free_test'] = E.paired_delta(r, best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows,
             'best_free_val': next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')}
 

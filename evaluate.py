@@ -394,6 +394,17 @@ def add_intervals(rows, n, n_boot, seed):
                     r['vs'][name] |= {'auroc': r['auroc'] - ref['auroc'], 'auroc_ci': ci(br['auroc'] - bf['auroc'])}
 
 
+def paired_delta(row, ref, n, n_boot, seed):
+    """row - ref, best-of-n and (where both have one) AUROC, with intervals over add_intervals' draws (problems, and
+    each side's runs): {'acc', 'acc_ci'[, 'auroc', 'auroc_ci']}. For a reference outside REFS (curve.py, transfer.py)."""
+    idx = boot_draws(ref['per_problem']['acc_at'][n].shape[1], n_boot, seed)
+    b = lambda r, k: boot_means(r['per_problem']['acc_at'][n] if k == 'acc' else r['per_problem']['auroc'], idx, seed)  # noqa: E731
+    out = {'acc': row['acc'] - ref['acc'], 'acc_ci': ci(b(row, 'acc') - b(ref, 'acc'))}
+    if row['per_problem']['auroc'] is not None and ref['per_problem']['auroc'] is not None:
+        out |= {'auroc': row['auroc'] - ref['auroc'], 'auroc_ci': ci(b(row, 'auroc') - b(ref, 'auroc'))}
+    return out
+
+
 def for_json(obj):
     """obj without its 'per_problem' entries (numpy arrays, used for the intervals only)."""
     if isinstance(obj, dict):

@@ -141,16 +141,10 @@ def combo_row(others, problems, pool, cfg):
 
 
 def add_vs(rows, ref, name, n, cfg):
-    """Each row's paired difference against row ref under r['vs'][name] (evaluate.add_intervals' draws: problems,
-    and runs (seeds) of each side, resampled)."""
-    idx = E.boot_draws(ref['per_problem']['acc_at'][n].shape[1], cfg['n_boot'], cfg['boot_seed'])
-    b = lambda r, k: E.boot_means(r['per_problem'][k][n] if k == 'acc_at' else r['per_problem'][k], idx,  # noqa: E731
-                                  cfg['boot_seed'])
+    """Each row's paired difference against row ref under r['vs'][name] (evaluate.paired_delta)."""
     for r in rows:
         if r.get('per_problem'):
-            r['vs'][name] = {'acc': r['acc'] - ref['acc'], 'acc_ci': E.ci(b(r, 'acc_at') - b(ref, 'acc_at'))}
-            if r['per_problem']['auroc'] is not None:
-                r['vs'][name] |= {'auroc': r['auroc'] - ref['auroc'], 'auroc_ci': E.ci(b(r, 'auroc') - b(ref, 'auroc'))}
+            r['vs'][name] = E.paired_delta(r, ref, n, cfg['n_boot'], cfg['boot_seed'])
 
 
 def evaluate_fold(cfg, held, dev):
