@@ -3372,6 +3372,11 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
         assert per == {d: 2 for d in dirs}, per
     out = str(tmp_path / 'run')
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None, 'device': 'cpu'})
+    ck = glob.glob(f'{out}/verifiers/*/ckpt.pt')[0]
+    stamp = os.path.getmtime(ck)  # the same run named by other spellings of its paths is reused, not retrained
+    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': os.path.join(out, '.'), 'train_dirs':
+           [os.path.relpath(d) for d in dirs], 'seeds': None, 'device': 'cpu'})
+    assert os.path.getmtime(ck) == stamp
     log = json.load(open(glob.glob(f'{out}/verifiers/*/log.json')[0]))
     assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1 for v in log['val'][-1]['per_dir'].values())
     one = [f'{fams["fam0"]}/train']

@@ -437,6 +437,14 @@ def run_name(cfg, stored_layers=(-1,)):
     return '_'.join(tags + [f"seed{cfg['seed']}"])
 
 
+def same_run(old, new):
+    """Two run configs (as config.json holds them) ask for the same run; paths compare as the files they name, so a
+    run made with out/x is reused when called with /abs/out/x or through a symlink."""
+    real = lambda k, v: ([os.path.realpath(x) for x in v] if k == 'train_dirs' and v  # noqa: E731
+                         else os.path.realpath(v) if k in ('out_dir', 'run_dir') and v else v)
+    return {k: real(k, v) for k, v in old.items()} == {k: real(k, v) for k, v in new.items()}
+
+
 def run(cfg):
     """The CLI: load the split dirs, split each by problem (keeping K problems of each when
     max_train_problems is set), pool, train one model per K and seed."""
@@ -457,7 +465,7 @@ def run(cfg):
             cfgp = os.path.join(c['run_dir'], 'config.json')
             if os.path.exists(logp) and os.path.exists(cfgp):
                 with open(logp) as f1, open(cfgp) as f2:
-                    if json.load(f1).get('done') and json.load(f2) == json.loads(json.dumps(c, default=str)):
+                    if json.load(f1).get('done') and same_run(json.load(f2), json.loads(json.dumps(c, default=str))):
                         print(f"{c['run_dir']} already finished with this config; skipping")
                         continue
                 print(f"{c['run_dir']} holds an unfinished or different run; training it again")
