@@ -96,7 +96,7 @@ def _old_extract_module():
 
 
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
-    import extract as X
+    import capture as X
     torch.set_num_threads(1)
     model, tok = generator.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
     probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
@@ -525,7 +525,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     """SmolLM2 on the demo's evaluation problems (synthetic level 2, T=0.8, top-p 0.95), one thread: the
     sampler with online pruning by a trained HSRM (the demo's, threshold chosen on validation by
     steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
-    import extract as X
+    import capture as X
     from model import load_checkpoint
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
@@ -577,7 +577,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     """SmolLM2 on 16 'shop' word problems (config/search_shop.py's, T=0.8, top-p 0.95), one thread: plain sampling
     of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM. Seconds per generated token, the share of
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
-    import extract as X
+    import capture as X
     from model import load_checkpoint
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "

@@ -3,7 +3,7 @@ The generator: the frozen causal LM extract.py samples from (and label.py's judg
 SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes its one-token decoding step cost
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
 per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
-matmuls at one query on CPU. extract.py's loop (sample_with_capture) is built on these; the method (what a step
+matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
 is, which states are kept, steering) lives there.
 """
 import importlib.util

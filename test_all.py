@@ -23,8 +23,9 @@ REPO = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, REPO)
 DATA = os.path.join(REPO, '..', 'shared', 'data')
 
+import capture  # noqa: E402
 import extract  # noqa: E402
-from extract import step_table, reencode, sample_with_capture  # noqa: E402
+from capture import step_table, reencode, sample_with_capture  # noqa: E402
 import generator  # noqa: E402
 from generator import load_generator  # noqa: E402
 import tasks  # noqa: E402
@@ -472,13 +473,13 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
 def test_step_rule():
     table = torch.tensor([False, False, True])  # token 2 is a newline
     # tokens: a b \n c \n \n d <- the run of two newlines is one boundary; the last token closes the final step
-    assert extract.step_positions([0, 1, 2, 0, 2, 2, 1], table) == [1, 3, 6]
-    assert extract.step_positions([2, 0, 0], table) == [2]  # a leading newline closes nothing
-    assert extract.step_positions([0, 0, 2], table) == [1, 2]  # a trailing newline: its own state is the final one
-    assert extract.step_positions([0], table) == [0] and extract.step_positions([], table) == []
+    assert capture.step_positions([0, 1, 2, 0, 2, 2, 1], table) == [1, 3, 6]
+    assert capture.step_positions([2, 0, 0], table) == [2]  # a leading newline closes nothing
+    assert capture.step_positions([0, 0, 2], table) == [1, 2]  # a trailing newline: its own state is the final one
+    assert capture.step_positions([0], table) == [0] and capture.step_positions([], table) == []
     # sampling calls the same function token by token, batched: the same boundaries
     ids = torch.tensor([[0, 1, 2, 0, 2, 2, 1]])
-    assert extract.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
+    assert capture.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
 
 
 def test_nucleus_prefilter_equals_full_sort():
@@ -678,7 +679,7 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     assert files == ['000000.pt', '000001.pt']
     cfg = json.load(open(os.path.join(out, 'train', 'config.json')))
     assert cfg['n_samples'] == 2 and cfg['d_gen'] == 576 and cfg['layers'] == [-1]
-    assert cfg['step_rule'] == extract.STEP_RULE and cfg['max_steps'] == 100 and cfg['conf_topk'] == 20
+    assert cfg['step_rule'] == capture.STEP_RULE and cfg['max_steps'] == 100 and cfg['conf_topk'] == 20
     p = torch.load(os.path.join(out, 'train', 'problems', files[0]), weights_only=True)
     assert p['key'] == '000000' and len(p['candidates']) == 2 and p['gold'] == synth_problem(0, 2, 1337)['gold']
     assert all(c['confidences'].shape == c['token_ids'].shape for c in p['candidates'])
@@ -776,7 +777,7 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     split_dir = tmp_path / 'train'
     (split_dir / 'problems').mkdir(parents=True)
     (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
-    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': extract.STEP_RULE,
+    base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': capture.STEP_RULE,
             'exclude_ids': ['1965', '2349']}
 
     def resume(old, **new):
@@ -928,7 +929,7 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
     for c, k in zip(every, capped):
         assert torch.equal(c['token_ids'], k['token_ids'])  # the same draws: buffer size changes nothing
         n = len(c['step_pos'])
-        assert c['step_pos'].tolist() == extract.step_positions(c['token_ids'].tolist(), table)  # every boundary
+        assert c['step_pos'].tolist() == capture.step_positions(c['token_ids'].tolist(), table)  # every boundary
         lo = first_step(c, {'input_steps': 'all', 'max_steps': 100})  # last 100 = the default extraction's
         assert torch.equal(c['states'][lo:], k['states']) and torch.equal(c['step_pos'][lo:], k['step_pos'])
         assert first_step(c, {'input_steps': 'all', 'max_steps': None}) == 0
@@ -2015,7 +2016,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     split = tmp_path / 'old' / 'eval'
     os.makedirs(split / 'problems')
     (split / 'problems' / '000000.pt').write_bytes(b'x')
-    cfg = {**extract.DEFAULTS, 'step_rule': extract.STEP_RULE}
+    cfg = {**extract.DEFAULTS, 'step_rule': capture.STEP_RULE}
     for thinking in (False, True):
         (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
         run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
@@ -3155,7 +3156,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
         res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
     finally:
         h.remove()
-    assert sum(extract.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
+    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
     branched = 0
     for p, cs in zip(prompts, res):
         assert sum(c['finish'] != 'pruned' for c in cs) == 4
@@ -3334,7 +3335,7 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
         res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
     finally:
         h.remove()
-    assert cnt['rows'] > 100 and sum(extract.generated_tokens(cs) for cs in res) == cnt['rows']
+    assert cnt['rows'] > 100 and sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
     if how:  # the cut tokens were run: the kept tokens alone fall short
         assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
         assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
@@ -3408,7 +3409,7 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     assert b['states'].shape[-1] == 16 + 3
     torch.testing.assert_close(b['states'][0, :len(pos), 16:], (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
     with pytest.raises(ValueError, match='step_features.*fix'):
-        extract._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
+        capture._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
 
 
 def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval):

@@ -1,0 +1,538 @@
+"""
+Sampling with capture, shared by extract.py (the study's splits) and sample.py (best-of-N for new questions): what a
+step is (the step rule), the decoding loop that keeps the hidden state at every step boundary while it samples (no
+extra forward pass), the verifier steering it online (pruning, beam / DVTS search), and the teacher-forced
+re-encoding that gives candidates sampled elsewhere the same states and statistics. The model, its sampler and its
+decoding cache come from generator.py; the candidate dict is the on-disk format (README).
+
+A step ends at the token just before a step delimiter (the first of a run of newline tokens); the last token closes
+the final step; `max_steps` keeps the last max_steps boundaries (None: all, for thinking traces, with the </think>
+position stored so train.py chooses the steps). `layers` follows HF `hidden_states` (-1 = final layer after the
+norm). The loop preallocates its KV cache, samples top-p from a top-64 prefilter with an exact fall back to the full
+sort (one uniform per row and step, so a row's tokens never depend on which other rows still run), syncs with the
+host once per step and drops finished rows; the tests prove the captured states equal a teacher-forced re-encoding.
+"""
+import numpy as np
+import torch
+
+from generator import (PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection, nucleus)
+from model import PRUNE_RULES, SEARCH_RULES, layer_columns, policy, reads
+
+# -----------------------------------------------------------------------------
+# what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
+# the table step_table builds), so the two paths can never disagree. STEP_RULE names the rule in the
+# split's config.json: check_resume refuses to mix extractions made under different rules, so give a
+# changed rule a new name.
+STEP_RULE = 'newline'
+
+
+def step_table(tok):
+    """bool [vocab]: does the token's decoded text contain a newline. Built from decoded text, never a
+    fixed id list: tokenizers merge newlines with other characters by context."""
+    n = max(len(tok), max(tok.get_vocab().values()) + 1)
+    return torch.tensor(['\n' in tok.decode([i]) for i in range(n)], dtype=torch.bool)
+
+
+def step_ends(prev, cur, table):
+    """bool, shaped like cur: does token `cur`, coming right after token `prev`, end a step? Newline rule:
+    cur is the first newline token of a run (a run of newlines is one boundary). The state kept for the
+    step is prev's: the one whose next-token prediction emitted the delimiter."""
+    return table[cur] & ~table[prev]
+
+# -----------------------------------------------------------------------------
+# which boundaries are kept (the same for every rule)
+
+
+def step_positions(ids, table):
+    """Completion positions whose states are kept, for token ids [T], before the max_steps cut: t-1 for every
+    t >= 1 where step_ends(ids[t-1], ids[t]) (a leading delimiter closes nothing), then T-1: the last
+    token (before EOS, or at the length limit) always closes the final step."""
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    if len(ids) == 0:
+        return []
+    return step_ends(ids[:-1], ids[1:], table).nonzero().squeeze(1).tolist() + [len(ids) - 1]
+
+
+def think_end_index(tok, ids):
+    """Index of the completion token that completes '</think>' (however the tokenizer splits it), or None.
+    Binary search over decoded prefixes: once a prefix's text holds '</think>', every longer one does."""
+    def has(i):
+        return '</think>' in tok.decode(ids[:i + 1])
+    if not len(ids) or not has(len(ids) - 1):
+        return None
+    lo, hi = 0, len(ids) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if has(mid) else (mid + 1, hi)
+    return lo
+
+# -----------------------------------------------------------------------------
+# per-token statistics (shared by sampling and re-encoding)
+
+
+def token_stats(logits, tokens, conf_topk=20):
+    """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
+    log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
+    most likely tokens. All float32 [...]."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    conf = -logp.topk(min(conf_topk, logp.shape[-1]), dim=-1).values.mean(-1)
+    return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
+
+
+def _fit(table, V):
+    # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
+    return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
+
+# -----------------------------------------------------------------------------
+# sampling with capture
+
+
+@torch.no_grad()
+def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
+                        top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
+                        torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0,
+                        search=None, search_width=4):
+    """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
+    of lists of candidate dicts (README format).
+
+    The step costs what the model costs: a KV cache preallocated once (no per-step copies), top-p on the
+    top-64 tokens (full sort only when their mass is short of top_p: same distribution), boundaries and
+    statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
+    per row; max_steps=None: every state, in a buffer that doubles when a row fills it), one host sync per
+    step (has a row finished? did a row need the full sort? did a row close a step?), finished rows leave
+    the batch and the cache at once. Token i of row r draws the uniform draws[i, r] (seeded), whatever the
+    other rows do. torch_compile: the decoding forward is compiled with a static cache (CUDA graphs on
+    GPU); rows then stay in the batch until all finish.
+
+    verifier (a hidden-state verifier, model.load_checkpoint) steers: at each decoding step where rows close a
+    step it scores their prefixes (the states kept so far) and model.policy decides per row stop / continue /
+    branch. search=None: online pruning with prune_rule / prune_threshold; a stopped row leaves the batch with
+    finish='pruned' and its tokens up to that step boundary: what the offline replay of the same rule would
+    cut. search='beam' | 'dvts' (width M = search_width): a row that closes a step waits (its slot idles,
+    masked out of attention) until every row of its group has closed that step or finished; then the best
+    ceil(rows / M) go on, each as M rows: the copies take the stopped rows' slots and copy their source's KV
+    cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
+    with the parent), stopped ones included (finish='pruned'), and decoded: the tokens the row itself ran through the
+    model, which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's,
+    ran but are not among its token_ids)."""
+    device = next(model.parameters()).device
+    V = model.get_output_embeddings().weight.shape[0]
+    table = _fit(step_table(tok) if table is None else table, V).to(device)
+    eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    T, D = max_new_tokens, len(layers) * model.config.hidden_size
+    steer = _Steer(verifier, layers, D, len(prompts), n_samples, search or prune_rule, prune_threshold,
+                   search_width) if verifier else None
+    if search and not steer:
+        raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
+    searching = bool(steer and steer.sync)
+    if searching and torch_compile:
+        raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
+                         f"compiled cache cannot; fix: torch_compile=False")
+    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile)
+    if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
+        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
+                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
+    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    step = _decode_step(model, s.cache, layers, torch_compile)
+    attn = model.config._attn_implementation
+    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+    done_all, t = {}, 0
+    while True:
+        done, keep, at_max, col, any_done, any_keep, n_kept = _next_tokens(
+            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
+        _capture(s, col, keep, n_kept, not max_steps, conf_topk)
+        stop, plan = None, []
+        if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
+            if searching:
+                s.wait = (s.wait | (keep & ~done)) & ~release
+        ended = done | stop if stop is not None else done
+        if any_done or stop is not None:  # finished and stopped rows become candidates
+            _collect(s, ended, stop, at_max, done_all)
+        if plan:
+            _branch(s, plan, steer, ended)
+        s.fed = s.samp & ~ended  # rows whose new token goes through the model now
+        if (any_done or stop is not None) and not _drop(s, ended, torch_compile):
+            break
+        b = len(s.rows)
+        if searching:
+            b = _front(s)
+            if draws.shape[1] < steer.n_rows:
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
+                continue
+        _feed(s, step, b, Lp + t, T, searching, torch_compile)
+        t += 1
+    model.config._attn_implementation = attn
+    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D)
+
+
+class _Rows:
+    """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
+    one row per batch row, so dropping, copying or reordering rows moves them all together."""
+    PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
+               'prev', 'logits', 'h_prev', 'samp', 'fed')
+
+    def __init__(self, **tensors):
+        self.__dict__.update(tensors)
+
+    def take(self, i):  # keep batch rows i only
+        self.cache.batch_select_indices(i)
+        for k in self.PER_ROW:
+            setattr(self, k, getattr(self, k)[i])
+        self.stats = self.stats[:, i]
+
+    def move(self, src, dst):  # batch rows dst become copies of rows src (src = dst reordered: a swap)
+        for k in self.PER_ROW:
+            getattr(self, k)[dst] = getattr(self, k)[src]
+        self.stats[:, dst] = self.stats[:, src]
+        copy_rows(self.cache, src, dst)
+
+
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
+    """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
+    cache (rows prompt-major), and the batch's row tensors. -> (_Rows, padded prompt length)"""
+    from transformers import DynamicCache
+    device = next(model.parameters()).device
+    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
+    P, Lp = enc.input_ids.shape
+    B, cap, S = P * n_samples, Lp + T + 1, max_steps or 64
+    cache = DynamicCache()
+    out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
+                position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
+    cache = decode_cache(model, cache, n_samples, cap, static)
+    mask = torch.zeros(B, cap, dtype=torch.long, device=device)
+    mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
+    z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+    return _Rows(
+        cache=cache, mask=mask,
+        pos=mask.sum(-1) - 1,  # position id of each row's last token
+        logits=out.logits[:, -1].float().repeat_interleave(n_samples, 0),
+        rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
+        toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
+        stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
+        ring=z(B, S + 1, D, dtype=torch.float16),  # the last S kept states (S doubles when every state is kept); slot S: discard
+        ring_pos=z(B, S + 1),
+        count=z(B),  # kept states so far
+        ln=z(B),  # tokens drawn so far
+        bnd=z(B),  # tokens before the latest boundary: what an end keeps
+        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut drops still ran
+        wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
+        live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
+        samp=z(B, dtype=torch.bool),  # rows that draw a token this step
+        fed=z(B, dtype=torch.bool),  # rows whose token goes through the model this step
+        nxt=z(B), prev=z(B),  # this step's token and the one before it
+        h_prev=torch.zeros(B, D, device=device)), Lp  # the state before nxt: kept if nxt closes a step
+
+
+def _decode_step(model, cache, layers, static):
+    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
+    static=True (CUDA graphs on GPU)."""
+    sel = hidden_selection(model, layers)
+
+    def forward(ids, mask, pos):
+        o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
+                  use_cache=True, output_hidden_states=sel)
+        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+    if not static:
+        return forward
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
+
+
+def _sample(logits, u, temperature, top_p):
+    """-> (next tokens [rows], (rows whose nucleus is wider than the prefilter, probs) or None)"""
+    if temperature <= 0:
+        return logits.argmax(-1), None
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p >= 1.0:
+        return draw(probs, None, u), None
+    w, ids, short = nucleus(probs, top_p)
+    return draw(w, ids, u), (short, probs)
+
+
+def _outcome(s, at_max, eos, table):
+    """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)"""
+    done = (torch.isin(s.nxt, eos) & s.samp) | at_max
+    return done, done | (step_ends(s.prev, s.nxt, table) & s.samp & (s.ln > 0))
+
+
+def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
+    """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
+    with the step's one host sync (has a row finished? did a row need the full sort? did a row close a step? the
+    most states a row keeps, if count_kept). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
+    T, zero = draws.shape[0], s.ln.new_zeros(())
+    go = s.live & ~s.wait
+    at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
+    col = torch.where(s.samp, s.ln, T)
+    u = draws[col.clamp(max=T - 1), s.rows]
+    new, short = _sample(s.logits, u, temperature, top_p)
+    s.nxt = torch.where(s.samp, new, s.nxt)
+    done, keep = _outcome(s, at_max, eos, table)
+    flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
+             (s.count + keep).max() if count_kept else zero]
+    any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()
+    if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
+        r = (short[0] & s.samp).nonzero().squeeze(1)
+        s.nxt[r] = draw(*full_nucleus(short[1][r], top_p), u[r])
+        done, keep = _outcome(s, at_max, eos, table)
+        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
+    return done, keep, at_max, col, any_done, any_keep, n_kept
+
+
+def _capture(s, col, keep, n_kept, every, conf_topk):
+    """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
+    candidate into the ring (every state kept: the ring doubles when a row fills it)."""
+    ar = torch.arange(len(s.rows), device=s.rows.device)
+    s.toks[ar, col] = s.nxt
+    s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
+    S = s.ring.shape[1] - 1
+    if every and n_kept > S:
+        s.ring, s.ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
+                              for x in (s.ring, s.ring_pos))
+        S *= 2
+    kept_now = keep & (s.ln > 0)  # the first token has no state before it
+    slot = torch.where(kept_now, s.count % S, S)
+    s.ring[ar, slot] = s.h_prev.to(torch.float16)
+    s.ring_pos[ar, slot] = s.ln - 1
+    s.count += kept_now
+    s.bnd = torch.where(keep, s.ln, s.bnd)
+    s.ln = s.ln + s.samp
+
+
+def _collect(s, ended, stop, at_max, done_all):
+    """Rows that end now (finished, or stopped by the verifier: 'pruned') into done_all: row id -> (token ids,
+    statistics, state positions, states, finish, tokens it ran), the states in step order."""
+    S = s.ring.shape[1] - 1
+    fin = ended.nonzero().squeeze(1)
+    cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
+    rows, toks, stats, ring, ring_pos, count, bnd, length, ran = (x.cpu() for x in (
+        s.rows[fin], s.toks[fin], s.stats[:, fin], s.ring[fin], s.ring_pos[fin], s.count[fin], s.bnd[fin], at_max[fin],
+        s.ran[fin]))
+    for j, r in enumerate(rows.tolist()):
+        m, L = min(int(count[j]), S), int(bnd[j])
+        slots = [(int(count[j]) - m + i) % S for i in range(m)]
+        done_all[r] = (toks[j, :L].tolist(), stats[:, j, :L], ring_pos[j, slots].tolist(), ring[j, slots],
+                       'pruned' if cut[j] else 'length' if length[j] else 'eos', int(ran[j]))
+
+
+def _branch(s, plan, steer, ended):
+    """Search: copies take the stopped rows' slots, with their source's cache rows and state (no prefill)."""
+    src, dst = (torch.tensor(x, device=s.rows.device) for x in zip(*plan))
+    s.move(src, dst)
+    s.rows[dst] = torch.tensor(steer.branched(s.rows[src].tolist(), s.ln[src].tolist()), device=s.rows.device)
+    s.ran[dst] = 0  # what the source ran is counted with the source
+    ended[dst] = False
+
+
+def _drop(s, ended, static):
+    """Ended rows leave the batch and the cache (static: they stay, not live). -> whether any row is left."""
+    if static:
+        s.live &= ~ended
+        return bool(s.live.any())
+    kept = (~ended).nonzero().squeeze(1)
+    if 0 < len(kept) < len(ended):
+        s.take(kept)
+    return len(kept) > 0
+
+
+def _front(s):
+    """Search: idle rows skip the forward. The fed rows move to the front (swapping rows); -> how many."""
+    b = int(s.fed.sum())
+    i, j = (~s.fed[:b]).nonzero().squeeze(1), s.fed[b:].nonzero().squeeze(1) + b
+    if len(i):
+        s.move(torch.cat([j, i]), torch.cat([i, j]))
+    return b
+
+
+def _feed(s, step, b, col, T, searching, static):
+    """Run the first b rows' new tokens through the model at cache column col; an idle row keeps its logits and
+    state, its (unwritten) column masked out."""
+    if col + 1 > s.mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
+        for layer in s.cache.layers:
+            if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
+                layer.grow(T)
+        s.mask = torch.cat([s.mask, s.mask.new_zeros(len(s.mask), T)], 1)
+    s.mask[:, col] = s.fed if searching else 1
+    s.pos = s.pos + s.fed
+    s.ran = s.ran + s.fed
+    logits, h = step(s.nxt[:b], s.mask[:b] if static else s.mask[:b, :col + 1], s.pos[:b])
+    if b < len(s.rows):
+        s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
+    else:
+        s.logits, s.h_prev, s.prev = logits, h, s.nxt
+
+
+def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D):
+    """Per prompt, its candidates in row order (search: with row, parent, inherited and decoded)."""
+    results = [[] for _ in range(n_prompts)]
+    where = lineage if lineage is not None else {r: (r // n_samples, r % n_samples) for r in done_all}
+    for r in sorted(done_all, key=lambda r: where[r][:2]):
+        ids, st, spos, states, finish, n_ran = done_all[r]
+        c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
+        if lineage is not None:
+            c['row'], c['parent'], c['inherited'] = where[r][1:]
+            c['decoded'] = n_ran
+        results[where[r][0]].append(c)
+    return results
+
+
+def generated_tokens(cands):
+    """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
+    else each candidate's tokens (plain sampling runs each once)."""
+    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
+
+
+class _Steer:
+    """The verifier steering one sampling batch: per row id its latest prefix score (NaN before its first step),
+    whether it still counts (not stopped, not finished: `active`), and for search whether it waits for its
+    group, its group and its lineage; model.policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
+
+    def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width):
+        kind = verifier.spec['kind']
+        if reads(kind, 'tokens') or not reads(kind, 'states'):
+            raise ValueError(f"prune_ckpt / search_ckpt: a {kind!r} verifier reads text; steering scores hidden states "
+                             f"as they arrive; fix: a hidden-state verifier (e.g. hsrm)")
+        self.sync = rule in SEARCH_RULES
+        if rule not in PRUNE_RULES + SEARCH_RULES or (threshold is None and not self.sync):
+            raise ValueError(f"prune_rule={rule!r}, prune_threshold={threshold!r}; fix: a rule of {PRUNE_RULES} and a "
+                             f"threshold (steer.py's pruning table prints the one chosen on validation)")
+        if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
+            raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
+                             f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
+        if verifier.spec.get('step_features') or verifier.spec.get('residual'):
+            raise ValueError(f"the steering checkpoint reads step_features={verifier.spec.get('step_features')} / residual="
+                             f"{verifier.spec.get('residual')!r} (token statistics), which online steering does not feed; "
+                             f"fix: steer with a checkpoint trained on states alone (train.py defaults)")
+        if verifier.spec['input_steps'] == 'answer':
+            raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
+                             "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
+        self.v, self.rule, self.th, self.n, self.width = verifier, rule, threshold, n_samples, width
+        self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
+        B = P * n_samples
+        self.latest, self.active, self.waiting = np.full(B, np.nan), np.ones(B, dtype=bool), np.zeros(B, dtype=bool)
+        self.group = np.arange(B) // n_samples * n_samples + (np.arange(B) % n_samples // width if rule == 'dvts' else 0)
+        self.lineage = {r: (r // n_samples, r % n_samples, None, 0) for r in range(B)}  # id -> (prompt, row, parent, inherited)
+        self.next_row = [n_samples] * P
+
+    @property
+    def n_rows(self):
+        return len(self.latest)
+
+    def score(self, ring, count, b, width):
+        """Prefix scores of batch rows b: their last `width` or fewer states, in step order, at most the
+        verifier's max_steps (what model.first_step reads of the prefix)."""
+        S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
+        width = min(width, self.v.spec.get('max_steps') or width)
+        m = count[b].clamp(max=width)
+        i = torch.arange(width, device=ring.device)
+        valid = i[None] < m[:, None]
+        if self.v.spec['input_steps'] == 'last':
+            st, valid = ring[b, (count[b] - 1) % S][:, None], valid[:, :1]
+        else:
+            st = ring[b[:, None], (count[b, None] - m[:, None] + i) % S] * valid[..., None]  # [nb, width, D], padding 0
+        if self.cols is not None:
+            st = st[..., self.cols.to(st.device)]
+        return self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
+
+    def step(self, ring, count, keep, done, rows, width):
+        """Rows that closed a step or ended now: score, then decide with model.policy. -> (stop: bool [batch rows]
+        or None, plan: [(source batch row, copy's batch row)], release: bool [batch rows] that stop waiting)."""
+        b = (keep & (count > 0)).nonzero().squeeze(1)
+        ids, kb, db = rows.cpu().numpy(), keep.cpu().numpy(), done.cpu().numpy()
+        if len(b):
+            self.latest[ids[b.cpu().numpy()]] = self.score(ring, count, b, width)
+        release = np.zeros(len(ids), dtype=bool)
+        if not self.sync:  # pruning: each prompt's rows are one pool, decided as rows arrive
+            new = np.zeros(self.n_rows, dtype=bool)
+            new[ids[kb]] = True
+            stop = np.zeros_like(new)
+            for p in np.unique(ids[kb] // self.n):
+                sl = slice(p * self.n, (p + 1) * self.n)
+                stop[sl] = self.active[sl] & (policy(self.rule, self.latest[sl], self.active[sl], new[sl], self.th) == 0)
+            self.active &= ~stop
+            return (torch.from_numpy(stop[ids]).to(rows.device) if stop.any() else None), [], None
+        # search: finished rows leave their group, the others wait; a group whose active rows all wait is decided
+        self.active[ids[db]] = False
+        self.waiting[ids[kb & ~db]] = True
+        where = {r: i for i, r in enumerate(ids.tolist())}
+        stop, plan = np.zeros(len(ids), dtype=bool), []
+        for g in np.unique(self.group[ids[kb]]):
+            members = np.flatnonzero((self.group == g) & self.active)
+            if not len(members) or not self.waiting[members].all():
+                continue
+            copies = policy(self.rule, self.latest[members], np.ones(len(members), bool), np.ones(len(members), bool),
+                            width=self.width)
+            free = [where[r] for r, k in zip(members, copies) if k == 0]
+            for r, k in zip(members, copies):
+                plan += [(where[r], free.pop()) for _ in range(k - 1)]
+            self.active[members[copies == 0]] = False
+            self.waiting[members] = False
+            stop[[where[r] for r in members[copies == 0]]] = True
+            release[[where[r] for r in members]] = True
+        dev = rows.device
+        return (torch.from_numpy(stop).to(dev) if stop.any() else None), plan, torch.from_numpy(release).to(dev)
+
+    def branched(self, sources, inherited):
+        """New row ids for copies of rows `sources` (ids) that share their first `inherited` tokens."""
+        out = []
+        for r, k in zip(sources, inherited):
+            p, row = self.lineage[r][:2]
+            self.lineage[self.n_rows] = (p, self.next_row[p], row, int(k))
+            self.next_row[p] += 1
+            out.append(self.n_rows)
+            self.latest, self.active = np.append(self.latest, self.latest[r]), np.append(self.active, True)
+            self.waiting, self.group = np.append(self.waiting, False), np.append(self.group, self.group[r])
+        return out
+
+
+def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
+    """The candidate dict from captured positions [k] and states [k, d], of which it stores the last
+    max_steps (None: all), and think_end: the token index completing '</think>' (None: no </think>),
+    from which train.py's input_steps='answer' reads the steps after it."""
+    keep = list(range(len(spos)))[-max_steps:] if max_steps else list(range(len(spos)))
+    return {'text': tok.decode(ids, skip_special_tokens=True), 'token_ids': torch.tensor(ids, dtype=torch.long),
+            'logprobs': torch.as_tensor(lps, dtype=torch.float32), 'entropies': torch.as_tensor(ents, dtype=torch.float32),
+            'confidences': torch.as_tensor(confs, dtype=torch.float32),
+            'step_pos': torch.tensor([spos[k] for k in keep], dtype=torch.long),
+            'states': states[keep].to(torch.float16) if keep else torch.zeros(0, d, dtype=torch.float16),
+            'finish': finish, 'think_end': think_end_index(tok, ids)}
+
+# -----------------------------------------------------------------------------
+# re-encoding existing candidates with one teacher-forced pass
+
+
+@torch.no_grad()
+def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, max_steps=100, conf_topk=20):
+    """Same outputs as sampling for given completions (list of token-id lists, one per prompt in
+    `prompts`): one left-padded forward pass over prompt + completion, computing only the selected
+    layers' states and the completions' logits."""
+    device = next(model.parameters()).device
+    table = _fit(step_table(tok) if table is None else table, model.get_output_embeddings().weight.shape[0])
+    finishes = finishes or ['eos'] * len(prompts)
+    p_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    seqs = [p + list(c) for p, c in zip(p_ids, completions)]
+    L, T_max = max(len(s) for s in seqs), max(len(c) for c in completions)
+    ids = torch.full((len(seqs), L), tok.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), L), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, L - len(s):], mask[i, L - len(s):] = torch.tensor(s), 1
+    ids, mask = ids.to(device), mask.to(device)
+    # sequences are right-aligned: completion i fills the last T_i positions; its logits are the T_i before
+    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                output_hidden_states=hidden_selection(model, layers), logits_to_keep=T_max + 1)
+    D = len(layers) * model.config.hidden_size
+    cands = []
+    for i, c in enumerate(completions):
+        T = len(c)
+        if T == 0:
+            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], max_steps, D))
+            continue
+        lp, en, cf = token_stats(out.logits[i, T_max - T:T_max], torch.tensor(c, device=device), conf_topk)
+        spos = step_positions(c, table)
+        at = L - T + torch.tensor(spos, device=device)
+        st = torch.cat([out.hidden_states[l][i, at] for l in layers], dim=-1).cpu()
+        cands.append(_candidate(tok, list(c), lp.cpu(), en.cpu(), cf.cpu(), spos, st, finishes[i], max_steps, D))
+    return cands
