@@ -41,6 +41,22 @@ def knob_names(path):
     return names
 
 
+def stage_defaults(stage):
+    """{knob: default} of another stage, read from its file (each knob's value a Python literal) without importing it:
+    a stage that runs part of another (steer.py --prune reads a run as evaluate.py) takes that stage's knobs, never
+    the stage itself."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), stage + '.py')
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    names, out = set(knob_names(path)), {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            break
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], 'id', None) in names:
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
 def knobs(g):
     """{name: default} of the stage whose module globals are g (call it right after the knobs)."""
     return {k: g[k] for k in knob_names(g['__file__']) if k in g}

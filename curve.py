@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import evaluate as E
+import selection as S
 import train as T
 from configurator import configure, knobs
 from label import answers_equal
@@ -68,22 +68,22 @@ def evaluate_size(cfg, k, problems, pool, dev):
     """Rows at size k: majority, every free scorer, the best on this k's validation split, each variant (its
     seeds), and each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_delta)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
-    tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
+    tr_files, va_files = S.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
     vn = min(n, min(len(p['candidates']) for p in vp))
-    vpool = E.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    rows, _ = E.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
+    vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    rows, _ = S.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
     for v in cfg['variants']:
         runs = []
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
             model, _ = load_checkpoint(path, dev)
-            sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
-            runs.append({'ckpt': path, 'seed': s, **E.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+            runs.append({'ckpt': path, 'seed': s, **S.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(E.make_row(v, 'verifier', runs, params=count_params(model)))
+        rows.append(S.make_row(v, 'verifier', runs, params=count_params(model)))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
             names = sorted({name for name, _ in found})
@@ -92,15 +92,15 @@ def evaluate_size(cfg, k, problems, pool, dev):
         name, norm = found.pop()
         score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
-        rows.append(E.make_row(f'{v} base: {name}', 'base', [E.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+        rows.append(S.make_row(f'{v} base: {name}', 'base', [S.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+    S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = next(r for r in rows if r['type'] == 'cheap_best_test')
     for r in rows:
         if r['type'] == 'base':
             ver = next(x for x in rows if x['method'] == r['base_of'])
-            ver['vs']['base'] = E.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
+            ver['vs']['base'] = S.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
-            r['vs']['best_free_test'] = E.paired_delta(r, best_test, n, cfg['n_boot'], cfg['boot_seed'])
+            r['vs']['best_free_test'] = S.paired_delta(r, best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows,
             'best_free_val': next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')}
 
@@ -131,9 +131,9 @@ def summarize(sizes_, cfg):
 
 
 def _row_cells(r, n):
-    pair = lambda d: f"{E._ci(d['acc'], d['acc_ci'], True, diff=True)} / {E._ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
-    return [E._ci(r['acc'], r.get('acc_ci'), True), E._vs(r, 'best_cheap_val', 'acc', True),
-            E._ci(r.get('auroc'), r.get('auroc_ci'), False), E._vs(r, 'best_cheap_val', 'auroc', False),
+    pair = lambda d: f"{S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {S.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
+    return [S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_cheap_val', 'acc', True),
+            S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), S.fmt_vs(r, 'best_cheap_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
@@ -212,11 +212,11 @@ def run(cfg):
     for k in tqdm(cfg['sizes'], desc='training sizes'):  # every run first: parts can train in parallel (--sizes)
         train_size(cfg, k)
     problems = load_split(os.path.join(cfg['out_dir'], 'eval'))
-    pool = E.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    pool = S.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
     summ = summarize(sizes_, cfg)
     md = render(sizes_, summ, cfg)
-    atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ}), os.path.join(cfg['out_dir'], 'curve.json'))
+    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))

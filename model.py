@@ -597,10 +597,43 @@ def cheap_score(c, name):
 def combo_score(c, norm):
     """The 'combo' free scorer (train.py residual='combo'): every free scorer norm['names'], standardized by the
     training candidates' norm['mean'] / norm['std'] (clipped at +-10: an empty trace's floor), weighted by
-    norm['weight'] (train.combo_fit, learned on the training problems)."""
+    norm['weight'] (combo_fit, learned on the training problems)."""
     z = [(cheap_score(c, k) - m) / s for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
     return float(np.dot(np.clip(z, -10, 10), norm['weight']))
 
+
+def combo_fit(problems, l2=1e-3):
+    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
+    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
+    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
+    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
+    names = sorted(residual_scorers())
+    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
+    flat = np.concatenate(X)
+    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
+    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
+    diffs, wts = [], []
+    for p, x in zip(problems, X):
+        y = np.array([bool(c['correct']) for c in p['candidates']])
+        if y.any() and not y.all():
+            z = np.clip((x - mean) / std, -10, 10)
+            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
+            diffs.append(d)
+            wts.append(np.full(len(d), 1.0 / len(d)))
+    if not diffs:
+        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
+                         "weights; fix: more samples per problem, or --residual=auto")
+    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
+    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
+
+    def loss():
+        opt.zero_grad()
+        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
+        l.backward()
+        return l
+    opt.step(loss)
+    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 def batch_to(batch, device):
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}

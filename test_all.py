@@ -32,12 +32,13 @@ import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import label  # noqa: E402
 from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, best_of_n, build_verifier, count_params,  # noqa: E402
+from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, build_verifier, count_params,  # noqa: E402
                    listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
                    within_auroc)
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
+import selection as SEL  # noqa: E402
 import scorers as SC  # noqa: E402
 import steer as ST  # noqa: E402
 
@@ -1997,7 +1998,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
-    tr, va = T.split_problems(probs)
+    tr, va = SEL.split_problems(probs)
     model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
@@ -2038,7 +2039,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
 @pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    tr, va = SEL.split_problems(load_split(split), 0.25, 42)
     assert {p['key'] for p in tr}.isdisjoint(p['key'] for p in va) and len(va) == 10
     untrained = build_verifier('hsrm', 32, layers=[-1, -2])
     torch.manual_seed(0)
@@ -2060,7 +2061,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=6))
     steps = {}
     for k in (10, 20, 40):
-        tr, va = T.split_problems(probs, 0.25, 42, k)
+        tr, va = SEL.split_problems(probs, 0.25, 42, k)
         pool = [p for p in tr if T.is_mixed(p)]
         _, log = T.train(tr, va, _cfg(max_iters=7, epochs=3, batch_problems=4, eval_interval=4, seed=1))
         assert log['max_iters'] == math.ceil(3 * len(pool) / 4) and len(log['train_loss']) + log['skipped_batches'] == log['max_iters']
@@ -2079,7 +2080,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
+    tr, va = SEL.split_problems(load_split(split), k=kw.get('max_train_problems'))
     cfg = _cfg(max_iters=10, eval_interval=2, run_dir=str(tmp_path / 'run'), **kw)
     model, log = T.train(tr, va, cfg)
     assert all(np.isfinite(l) for _, l in log['train_loss']) and model.spec['kind'] == kw['verifier']
@@ -2118,7 +2119,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = SEL.split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
     arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items() if k in takes}
     _, log = T.train(tr, va, _cfg(max_iters=40, eval_interval=10, **arch, **kw))
@@ -2130,13 +2131,13 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
 def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
-    full = T.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
-    small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
+    full = SEL.split_problems(probs, 0.2, 42)
+    assert [keys(x) for x in SEL.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
+    small, big = SEL.split_problems(probs, 0.2, 42, k=10), SEL.split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
     assert set(keys(small[0])).isdisjoint(keys(small[1]))
-    _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    _err(lambda: SEL.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
     # a list of K is a sweep: one run dir per K, each with its own draw
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
@@ -2220,7 +2221,7 @@ def _err(fn, *match):
 def test_bad_inputs(tmp_path):
     split = write_split_train(str(tmp_path / 'a' / 'train'), n_problems=10, n_cands=6)
     probs = load_split(split)
-    tr, va = T.split_problems(probs)
+    tr, va = SEL.split_problems(probs)
     # d_gen / layer mismatch between a model (checkpoint) and data
     m = build_verifier('hsrm', 48, layers=[-1])
     _err(lambda: score_problems(m, probs), 'd_gen=48', 'fix')
@@ -2236,7 +2237,7 @@ def test_bad_inputs(tmp_path):
     _err(lambda: load_split(split), 'labels.json', 'label.py')
     # a split with no mixed problem: the pairwise loss has nothing to learn
     allok = load_split(write_split_train(str(tmp_path / 'b' / 'train'), n_problems=10, n_cands=4, p_correct=1.0))
-    _err(lambda: T.train(*T.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
+    _err(lambda: T.train(*SEL.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
     # NaN / inf in stored states: named file and candidate
     bad = write_split_train(str(tmp_path / 'c' / 'train'), n_problems=4, n_cands=3)
     f = os.path.join(bad, 'problems', '000002.pt')
@@ -2247,7 +2248,7 @@ def test_bad_inputs(tmp_path):
     # empty data
     os.makedirs(tmp_path / 'empty' / 'train')
     _err(lambda: T.load_train_data([str(tmp_path / 'empty' / 'train')]), 'no extracted problems')
-    _err(lambda: T.split_problems(probs[:1]), 'val_frac')
+    _err(lambda: SEL.split_problems(probs[:1]), 'val_frac')
 
 
 TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
@@ -2279,7 +2280,7 @@ def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
     """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
     final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = SEL.split_problems(load_split(split))
     runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
     (m10, log10), (m3, log3) = runs
     assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
@@ -2553,7 +2554,7 @@ def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]
     p = {'key': '000000', 'index': 0, 'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
-    return E.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
+    return SEL.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
 
 
 # -----------------------------------------------------------------------------
@@ -2571,24 +2572,24 @@ def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
 ])
 def test_best_of_n_rules(scores, labels, want):
     s, l = np.array(scores, dtype=float), np.array(labels, dtype=float)
-    sub = E.subset_index(len(l), len(l), 10, 0)
+    sub = SEL.subset_index(len(l), len(l), 10, 0)
     assert sub.shape == (1, len(l))
-    assert E.best_of_n_sub(s, l, sub) == pytest.approx(want)
+    assert SEL.best_of_n_sub(s, l, sub) == pytest.approx(want)
     assert best_of_n(s, l) == pytest.approx(want)
 
 
 def test_subset_averaged_best_of_n_matches_exact_expectation():
     s, l = np.array([4., 3., 2., 1., 0.]), np.array([0., 1., 1., 0., 1.])
     exact = np.mean([best_of_n(s[list(c)], l[list(c)]) for c in combinations(range(5), 2)])  # 0.6
-    sub = E.subset_index(5, 2, 4000, [0, 7])
+    sub = SEL.subset_index(5, 2, 4000, [0, 7])
     assert sub.shape == (4000, 2) and all(len(set(r)) == 2 for r in sub[:50])
-    assert np.array_equal(sub, E.subset_index(5, 2, 4000, [0, 7]))          # fixed seed: same subsets
-    assert not np.array_equal(sub, E.subset_index(5, 2, 4000, [1, 7]))
-    assert E.best_of_n_sub(s, l, sub) == pytest.approx(exact, abs=0.03)
+    assert np.array_equal(sub, SEL.subset_index(5, 2, 4000, [0, 7]))          # fixed seed: same subsets
+    assert not np.array_equal(sub, SEL.subset_index(5, 2, 4000, [1, 7]))
+    assert SEL.best_of_n_sub(s, l, sub) == pytest.approx(exact, abs=0.03)
     # oracle pass@n on the subsets converges to the exact 1 - C(m-c, n) / C(m, n)
-    assert E.oracle_sub(l, sub) == pytest.approx(1 - math.comb(2, 2) / math.comb(5, 2), abs=0.03)
-    full = E.subset_index(3, 3, 10, 0)
-    assert E.oracle_sub(np.zeros(3), full) == 0.0 and E.oracle_sub(np.array([0., 1., 0.]), full) == 1.0
+    assert SEL.oracle_sub(l, sub) == pytest.approx(1 - math.comb(2, 2) / math.comb(5, 2), abs=0.03)
+    full = SEL.subset_index(3, 3, 10, 0)
+    assert SEL.oracle_sub(np.zeros(3), full) == 0.0 and SEL.oracle_sub(np.array([0., 1., 0.]), full) == 1.0
 
 
 def test_auroc_and_scored_metrics():
@@ -2596,14 +2597,14 @@ def test_auroc_and_scored_metrics():
     scores = [np.array([4., 1., 2., 3.]), np.array([1., 2., 3., 4.]), np.array([0., 0., 0., 1.]), np.array([5., 5.])]
     assert within_auroc(scores[0], pools[0]['labels']) == 1.0
     assert within_auroc(scores[1], pools[1]['labels']) is None
-    auc, n_def = E.mean_auroc(scores, pools)
+    auc, n_def = SEL.mean_auroc(scores, pools)
     assert n_def == 2 and auc == pytest.approx((1.0 + 0.5) / 2)               # only defined problems count
-    m = E.scored_metrics(scores, [{**q, 'subsets': {2: E.subset_index(len(q['labels']), 2, 500, [0, i])}}
+    m = SEL.scored_metrics(scores, [{**q, 'subsets': {2: SEL.subset_index(len(q['labels']), 2, 500, [0, i])}}
                                   for i, q in enumerate(pools)], [2])
     assert m['n_auroc_problems'] == 2 and 0 <= m['acc_at'][2] <= 1
     # a NaN score is an error naming the scorer and the problem, never silently "lowest"
     with pytest.raises(ValueError, match='run_x.*problem 000000.*candidates \\[0\\]'):
-        E.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2], where='run_x')
+        SEL.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2], where='run_x')
     with pytest.raises(ValueError, match='NaN'):
         within_auroc([np.nan, 1.0], [1, 0])
 
@@ -2618,8 +2619,8 @@ def test_infinite_scores_tie(scores, labels, auc, bon):
     assert within_auroc(scores, labels) == pytest.approx(auc)
     assert best_of_n(scores, labels) == pytest.approx(bon)
     s, l = np.array(scores), np.array(labels, dtype=float)
-    assert E.best_of_n_sub(s, l, E.subset_index(len(l), len(l), 1, 0)) == pytest.approx(bon)
-    assert E.mean_auroc([s], [_pool(labels)])[0] == pytest.approx(auc)
+    assert SEL.best_of_n_sub(s, l, SEL.subset_index(len(l), len(l), 1, 0)) == pytest.approx(bon)
+    assert SEL.mean_auroc([s], [_pool(labels)])[0] == pytest.approx(auc)
 
 
 # -----------------------------------------------------------------------------
@@ -2629,7 +2630,7 @@ def test_infinite_scores_tie(scores, labels, auc, bon):
 def test_majority_vote_rules():
     def maj(labels, answers):
         q = _pool(labels, answers=answers)
-        return E.vote_sub(q['groups'], q['labels'], q['subsets'][len(labels)])
+        return SEL.vote_sub(q['groups'], q['labels'], q['subsets'][len(labels)])
     assert maj([1, 1, 0], ['2', '2', '3']) == 1.0
     assert maj([0, 0, 1], ['2', '2', '3']) == 0.0
     assert maj([1, 0], ['2', '3']) == 0.5                          # tied groups: expected correctness
@@ -2641,10 +2642,10 @@ def test_majority_vote_rules():
 
 def test_answer_groups_use_label_equivalence():
     from label import answers_equal
-    g = E.answer_groups(['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', None, '$\\dfrac12$'], answers_equal)
+    g = SEL.answer_groups(['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', None, '$\\dfrac12$'], answers_equal)
     assert list(g[:3]) == [0, 0, 0] and g[3] == g[4] != 0 and g[5] == -1 and g[6] == 0
     q = _pool([1, 1, 1, 0, 0, 0], answers=['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', '2'], equal=answers_equal)
-    assert E.vote_sub(q['groups'], q['labels'], q['subsets'][6]) == 1.0  # 3 forms of 1/2 outvote 2 x 0.7
+    assert SEL.vote_sub(q['groups'], q['labels'], q['subsets'][6]) == 1.0  # 3 forms of 1/2 outvote 2 x 0.7
 
 
 def test_weighted_vote_and_temperature_choice():
@@ -2653,15 +2654,15 @@ def test_weighted_vote_and_temperature_choice():
     s = np.array([0.0, 0.1, 0.0, 3.0, 2.9])
     q = _pool(labels, answers=answers)
     sub = q['subsets'][5]
-    assert E.vote_sub(q['groups'], q['labels'], sub, s, temp=0.1) == 1.0   # low T: the verifier's pick
-    assert E.vote_sub(q['groups'], q['labels'], sub, s, temp=1e4) == 0.0   # high T: majority
-    assert E.vote_sub(q['groups'], q['labels'], sub, np.array([.1, .1, .1, .9, .9])) == 1.0  # PRM probs as weights
-    assert E.vote_sub(q['groups'], q['labels'], sub, np.array([.7, .7, .7, .9, .9])) == 0.0
+    assert SEL.vote_sub(q['groups'], q['labels'], sub, s, temp=0.1) == 1.0   # low T: the verifier's pick
+    assert SEL.vote_sub(q['groups'], q['labels'], sub, s, temp=1e4) == 0.0   # high T: majority
+    assert SEL.vote_sub(q['groups'], q['labels'], sub, np.array([.1, .1, .1, .9, .9])) == 1.0  # PRM probs as weights
+    assert SEL.vote_sub(q['groups'], q['labels'], sub, np.array([.7, .7, .7, .9, .9])) == 0.0
     # tiny temperatures underflow nothing: weights are normalised within each subset
-    assert E.vote_sub(q['groups'], q['labels'], sub, s - 1e4, temp=1e-3) == 1.0
-    assert E.choose_temp([s], [q], 5, [0.1, 1e4]) == 0.1
+    assert SEL.vote_sub(q['groups'], q['labels'], sub, s - 1e4, temp=1e-3) == 1.0
+    assert SEL.choose_temp([s], [q], 5, [0.1, 1e4]) == 0.1
     q2 = _pool([1, 1, 1, 0, 0], answers=answers)  # now the majority is right and the verifier wrong
-    assert E.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
+    assert SEL.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
 
 
 @pytest.mark.slow
@@ -2740,7 +2741,7 @@ def test_cli_and_bad_config(tmp_path):
 def test_deepconf_filtered_vote_groups_equivalent_answers():
     equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
     q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
-    vote = lambda conf, eta: E.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
+    vote = lambda conf, eta: SEL.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
     assert vote([1.6, 1.6, 1.5, 1.5, 9.0], 1.0) == 1.0   # 3.2 vs 3.0: only merged ('1/2' = '0.5') do they win
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
@@ -2749,7 +2750,7 @@ def test_deepconf_filtered_vote_groups_equivalent_answers():
 
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
-    return E.make_row(name, kind, [E.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+    return SEL.make_row(name, kind, [SEL.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
                                    for i, v in enumerate(runs)])
 
 
@@ -2761,37 +2762,37 @@ def test_intervals_difference_with_itself_is_zero():
     au[:, :7] = np.nan                                                   # problems without both labels
     maj = _row('Majority', 'vote', [rng.random(P) < 0.4])
     ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'cheap_best_val', runs, au)
-    E.add_intervals([maj, ver, same], 8, 500, 0)
+    SEL.add_intervals([maj, ver, same], 8, 500, 0)
     assert ver['vs']['best_cheap_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
     assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
     assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
     assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
     assert 'auroc' not in maj['vs']['best_cheap_val']                    # a vote has no AUROC to compare
-    assert [E._vs(r, 'best_cheap_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert [SEL.fmt_vs(r, 'best_cheap_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
 
 
 def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
     rng = np.random.default_rng(1)
     width = {}
     for P in (50, 200, 800):
-        lo, hi = E.ci(E.boot_means(rng.random(P) < 0.4, E.boot_draws(P, 2000, 0), 0))
+        lo, hi = SEL.ci(SEL.boot_means(rng.random(P) < 0.4, SEL.boot_draws(P, 2000, 0), 0))
         width[P] = hi - lo
     assert width[800] < width[200] < width[50] and width[50] / width[800] == pytest.approx(4, rel=0.25)  # ~ 1 / sqrt(P)
     hits = 0  # data sets of 100 Bernoulli(0.4) problems: the interval holds 0.4 about 95% of the time
     for d in range(200):
-        lo, hi = E.ci(E.boot_means(rng.random(100) < 0.4, E.boot_draws(100, 1000, d), d))
+        lo, hi = SEL.ci(SEL.boot_means(rng.random(100) < 0.4, SEL.boot_draws(100, 1000, d), d))
         hits += lo <= 0.4 <= hi
     assert 180 <= hits <= 199
 
 
 def test_intervals_are_seeded_and_resample_seeds():
     v = np.repeat([[0.4], [0.5], [0.6]], 40, axis=1)                    # three seeds, each constant over problems
-    b = E.boot_means(v, E.boot_draws(40, 2000, 0), 0)
-    assert np.array_equal(b, E.boot_means(v, E.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
-    assert E.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
-    assert E.ci(E.boot_means(v[:1], E.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
+    b = SEL.boot_means(v, SEL.boot_draws(40, 2000, 0), 0)
+    assert np.array_equal(b, SEL.boot_means(v, SEL.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
+    assert SEL.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
+    assert SEL.ci(SEL.boot_means(v[:1], SEL.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
     x = np.random.default_rng(3).random((2, 40))
-    assert E.ci(E.boot_means(x, E.boot_draws(40, 500, 0), 0)) != E.ci(E.boot_means(x, E.boot_draws(40, 500, 1), 1))
+    assert SEL.ci(SEL.boot_means(x, SEL.boot_draws(40, 500, 0), 0)) != SEL.ci(SEL.boot_means(x, SEL.boot_draws(40, 500, 1), 1))
 
 
 def test_a_dominating_method_is_better_and_marked():
@@ -2801,12 +2802,12 @@ def test_a_dominating_method_is_better_and_marked():
     better = np.maximum(maj, rng.random(P) < 0.12)                      # never worse, better on a few problems
     level = rng.permutation(maj)                                         # as accurate, on other problems
     rows = [_row('Majority', 'vote', [maj]), _row('Better', 'cheap', [better]), _row('Level', 'cheap', [level])]
-    E.add_intervals(rows, 8, 2000, 0)
+    SEL.add_intervals(rows, 8, 2000, 0)
     assert rows[1]['vs']['majority']['acc_ci'][0] > 0                   # paired: the difference excludes zero ...
     assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
     lo, hi = rows[2]['vs']['majority']['acc_ci']
     assert lo < 0 < hi
-    assert E._vs(rows[1], 'majority', 'acc', True).startswith('**+') and not E._vs(rows[2], 'majority', 'acc', True).startswith('**')
+    assert SEL.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not SEL.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
 
 
 @pytest.mark.slow
@@ -2830,7 +2831,7 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
     assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) |' in md
-    assert f"| HSRM (2 seeds) | {E._num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
+    assert f"| HSRM (2 seeds) | {SEL.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
     assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
@@ -2848,20 +2849,20 @@ def test_score_cache_follows_the_split_content(tmp_path):
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
     model = load_checkpoint(ck)[0]
-    first = E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
+    first = SEL.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
     path = glob.glob(f'{cache}/*/*.json')[0]
     stamp = os.path.getmtime(path)
-    assert all(np.array_equal(a, b) for a, b in zip(E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert all(np.array_equal(a, b) for a, b in zip(SEL.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
     assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
     write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
     probs = load_split(split)
-    new = E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
+    new = SEL.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(new, score_problems(model, probs)))
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
     stamp = os.path.getmtime(path)
     cfg = json.load(open(f'{split}/config.json'))
     json.dump({**cfg, 'temperature': 0.5}, open(f'{split}/config.json', 'w'))  # same files, another generation config
-    E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
+    SEL.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
     assert os.path.getmtime(path) != stamp
 
 
@@ -2931,14 +2932,14 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
         {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
         {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
         {'correct': False, 'answer': '8', 'finish': 'length'}]}
-    q = E.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
+    q = SEL.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
     assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
-    m = E.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
+    m = SEL.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
     assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
     assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
-    assert E.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert E.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert E.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+    assert SEL.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
+    assert SEL.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
+    assert SEL.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
 
 
 def test_replay_prune_follows_token_time():
@@ -3267,7 +3268,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     pool = load_split(pool_dir)
     lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
     lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
-    subs = E.build_pool(pool, res['ns'], 100, 0, answers_equal)
+    subs = SEL.build_pool(pool, res['ns'], 100, 0, answers_equal)
 
     def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
         return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
@@ -3285,8 +3286,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
     assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_cheap_ci' in r
     # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
-    idx = E.boot_draws(12, 200, 0)
-    acc_only = E.ci(E.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
+    idx = SEL.boot_draws(12, 200, 0)
+    acc_only = SEL.ci(SEL.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
     assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
     # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
     k = ST.DEFAULTS['difficulty_samples']
@@ -3300,7 +3301,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             sub = [i for i in range(12) if sel[i]]
             bp = [pool[i] for i in sub]
             sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
-            rp = E.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
+            rp = SEL.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
                               res['difficulty_ns'], 100, 0, answers_equal)
             acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
                    for n in res['difficulty_ns']]
@@ -3363,7 +3364,7 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     fams = _families(tmp_path, (24, 6))
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
-    tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in data for p in SEL.split_problems(probs, 0.2, 42)[0]]
     state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
     rng, src = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}
@@ -3421,7 +3422,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
     probs = load_split(d)
-    tr, va = T.split_problems(probs, 0.2, 42)
+    tr, va = SEL.split_problems(probs, 0.2, 42)
     name, (mu, sd) = T.residual_choice(tr, va, 'auto')
     labels = [[float(c['correct']) for c in p['candidates']] for p in va]
     aurocs = {k: pool_metrics([np.array([cheap_score(c, k) for c in p['candidates']]) for p in va], labels)['auroc']
@@ -3475,7 +3476,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         assert sorted(tc['train_dirs']) == sorted(f'{d}/train' for k, d in fams.items() if k != held)
         assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
         vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
-        acc = {k: E.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
+        acc = {k: SEL.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
         assert f['best_cheap_val'] == max(CHEAP_SCORERS, key=lambda k: acc[k])
         names = {r['method'] for r in f['rows']}
         assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
@@ -3500,7 +3501,7 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     batches each family gives 8; fewer problems than families still gives batch_problems."""
     fams = _families(tmp_path, (24, 12, 16))
     dirs = [f'{d}/train' for d in fams.values()]
-    tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in T.load_train_data(dirs) for p in SEL.split_problems(probs, 0.2, 42)[0]]
     for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
@@ -3533,14 +3534,14 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     for f in folds:
         held, rows = f['family'], {r['method']: r for r in f['rows']}
         problems = load_split(f'{fams[held]}/eval')
-        pool = E.build_pool(problems, [8], 100, 0, answers_equal)
-        m = {k: E.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
+        pool = SEL.build_pool(problems, [8], 100, 0, answers_equal)
+        m = {k: SEL.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
         free = [r for r in f['rows'] if r['type'] in ('cheap', 'deepconf')]
         best, best_au = rows[f['best_free_test']], rows[f['best_free_auroc_test']]
         assert {r['type'] for r in free} == {'cheap', 'deepconf'} and best in free and best_au in free
         assert best['acc'] >= max(x['acc_at'][8] for x in m.values()) and best['acc'] == max(r['acc'] for r in free)
         assert best_au['auroc'] >= max(x['auroc'] for x in m.values()) and best_au['auroc'] == max(r['auroc'] for r in free)
-        assert all(f'| {held} (10) | {E.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
+        assert all(f'| {held} (10) | {SEL.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
         for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (weights from the training families)'):
             vs = rows[name]['vs']
             for ref in ('best_free_test', 'majority'):
@@ -3548,12 +3549,12 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
             assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
             assert vs['best_free_auroc_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
         others = [f'{d}/train' for k, d in fams.items() if k != held]
-        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
-        norm = T.combo_fit(tr)
+        tr = [p for d in others for p in load_split(d, files=SEL.split_problems(problem_files(d), 0.2, 42)[0])]
+        norm = combo_fit(tr)
         combo = rows['Free-scorer combo (weights from the training families)']
         assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
         sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
-        assert combo['auroc'] == pytest.approx(E.mean_auroc(sc, pool)[0])
+        assert combo['auroc'] == pytest.approx(SEL.mean_auroc(sc, pool)[0])
         w = torch.tensor(norm['weight'], dtype=torch.float64, requires_grad=True)
         loss = 0
         mixed = [p for p in tr if 0 < sum(c['correct'] for c in p['candidates']) < len(p['candidates'])]

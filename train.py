@@ -22,8 +22,9 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
+from selection import split_problems
 from model import (LOSSES, STEP_INPUTS, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
-                   count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
+                   combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
                    save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 
 # -----------------------------------------------------------------------------
@@ -87,26 +88,6 @@ eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and other stages start from
-
-
-def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
-    """Deterministic problem-level split -> (train, val). Every candidate of a problem lands on one side.
-    k (max_train_problems): first keep k problems, a fixed draw by val_seed that is nested (the k=25
-    problems are among the k=50 ones), then split those; k = len(problems) is the same as None."""
-    n = len(problems)
-    if k is not None:
-        if not 0 < k <= n:
-            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
-                             f"<1..{n}> (K counts training and validation problems)")
-        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
-        problems, n = [problems[i] for i in keep], k
-    n_val = int(round(val_frac * n))
-    if n_val < 1 or n - n_val < 1:
-        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
-                         f"fix: extract more problems or change --val_frac")
-    perm = np.random.default_rng(val_seed).permutation(n)
-    val = set(perm[:n_val].tolist())
-    return [p for i, p in enumerate(problems) if i not in val], [p for i, p in enumerate(problems) if i in val]
 
 
 def is_mixed(p):
@@ -186,40 +167,6 @@ def residual_choice(train_problems, val_problems, name):
     s = np.concatenate(scores(train_problems, name))
     s = s[s > -1e9]
     return name, (float(s.mean()), float(s.std()) or 1.0)
-
-
-def combo_fit(problems, l2=1e-3):
-    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
-    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
-    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
-    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
-    names = sorted(residual_scorers())
-    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
-    flat = np.concatenate(X)
-    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
-    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
-    diffs, wts = [], []
-    for p, x in zip(problems, X):
-        y = np.array([bool(c['correct']) for c in p['candidates']])
-        if y.any() and not y.all():
-            z = np.clip((x - mean) / std, -10, 10)
-            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
-            diffs.append(d)
-            wts.append(np.full(len(d), 1.0 / len(d)))
-    if not diffs:
-        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
-                         "weights; fix: more samples per problem, or --residual=auto")
-    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
-    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
-
-    def loss():
-        opt.zero_grad()
-        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
-        l.backward()
-        return l
-    opt.step(loss)
-    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 
 def build_model(train_problems, cfg, val_problems=()):

@@ -4,7 +4,7 @@ Leave-one-family-out transfer: does a verifier hold up on a task family it never
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
 then score F's eval split zero-shot beside the free scorers on the same pool: every cheap scorer, the best cheap
 scorer chosen on the training families' validation split and the best free scorer (cheap or DeepConf) on F itself,
-by best-of-N and by AUROC (optimistic: a user cannot choose it in advance), the free-scorer combo (train.combo_fit:
+by best-of-N and by AUROC (optimistic: a user cannot choose it in advance), the free-scorer combo (model.combo_fit:
 every free scorer standardized, weights learned on the training families' train splits: a base that travels),
 majority vote, DeepConf, single pass, oracle; paired bootstrap intervals (evaluate.py's, the same draws for every
 method of a fold), every row also against majority vote and the optimistic best free scorer. The variants named in
@@ -18,19 +18,19 @@ in_domain are also trained on F's own train split, for reference. Runs and score
 
 Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for a call with folds); the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
 """
-import json
 import os
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-import evaluate as E
+import selection as S
 import train as T
-from configurator import configure, knobs
+from configurator import configure, knobs, stage_defaults
 from label import answers_equal
-from model import (atomic_write_json, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
+from model import (atomic_write_json, cli, combo_fit, combo_score, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
+from scorers import has_confidences
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -52,6 +52,7 @@ val_seed = 42               # and the weighted-vote temperatures
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
+EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
 
 # -----------------------------------------------------------------------------
 
@@ -101,12 +102,12 @@ def val_split(dirs, cfg, n):
     """The validation problems of these train dirs (each split as train.py splits it) as one pool: (problems, pool, n)."""
     probs = []
     for d in dirs:
-        files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
+        files = S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
         for p in load_split(d, files=files):
             p['src'] = d
             probs.append(p)
     vn = min(n, min(len(p['candidates']) for p in probs))
-    return probs, E.build_pool(probs, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+    return probs, S.build_pool(probs, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
 
 
 def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
@@ -116,27 +117,27 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
     for s in cfg['seeds']:
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
         model, _ = load_checkpoint(path, dev)
-        sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+        sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
             part = [p for p in vp if p['src'] == d]
-            vs += E.cached_scores(model, path, part, d, cache, 1024, dev)[0]
-        temp = E.choose_temp(vs, vpool, vn, E.DEFAULTS['vote_temps'], where=f'{path} on its validation split')
-        mt = E.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
+            vs += S.cached_scores(model, path, part, d, cache, 1024, dev)[0]
+        temp = S.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+        mt = S.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
         runs.append({'ckpt': path, 'seed': s, 'temp': temp, **mt})
-    return [E.make_row(name, 'verifier', runs, params=count_params(model)),
-            E.make_row(f'{name} + weighted vote', 'verifier_vote',
-                       [E.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
+    return [S.make_row(name, 'verifier', runs, params=count_params(model)),
+            S.make_row(f'{name} + weighted vote', 'verifier_vote',
+                       [S.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
 
 
 def combo_row(others, problems, pool, cfg):
-    """The free-scorer combo on the held-out pool, its weights fit (train.combo_fit) on the training families' train
+    """The free-scorer combo on the held-out pool, its weights fit (model.combo_fit) on the training families' train
     splits (as train.py splits them: their validation problems left out)."""
-    tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
-    norm = T.combo_fit(tr)
+    tr = [p for d in others for p in load_split(d, files=S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+    norm = combo_fit(tr)
     sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
-    m = E.scored_metrics(sc, pool, [cfg['n_eval']], where='free-scorer combo', n=cfg['n_eval'])
-    return E.make_row('Free-scorer combo (weights from the training families)', 'cheap_combo', [m],
+    m = S.scored_metrics(sc, pool, [cfg['n_eval']], where='free-scorer combo', n=cfg['n_eval'])
+    return S.make_row('Free-scorer combo (weights from the training families)', 'cheap_combo', [m],
                       weights=dict(zip(norm['names'], norm['weight'])))
 
 
@@ -144,25 +145,25 @@ def add_vs(rows, ref, name, n, cfg):
     """Each row's paired difference against row ref under r['vs'][name] (evaluate.paired_delta)."""
     for r in rows:
         if r.get('per_problem'):
-            r['vs'][name] = E.paired_delta(r, ref, n, cfg['n_boot'], cfg['boot_seed'])
+            r['vs'][name] = S.paired_delta(r, ref, n, cfg['n_boot'], cfg['boot_seed'])
 
 
 def evaluate_fold(cfg, held, dev):
     """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
     n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
     problems = load_split(eval_dir)
-    pool = E.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    pool = S.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
     vp, vpool, vn = val_split(others, cfg, n)
-    rows, _ = E.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
+    rows, _ = S.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
     rows.append(combo_row(others, problems, pool, cfg))
-    if E.has_confidences(problems):
-        rows += E.deepconf_rows(problems, pool, [n], n, {**E.DEFAULTS, **{k: cfg[k] for k in cfg if k in E.DEFAULTS}})
+    if has_confidences(problems):
+        rows += S.deepconf_rows(problems, pool, [n], n, {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}})
     for name, run_dir, dirs in fold_runs(cfg, held):
         rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
-    orc = {n: np.array([E.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
-    rows.append(E.make_row(f'Oracle pass@{n}', 'oracle', [E.per_problem_run(orc, n=n)]))
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    orc = {n: np.array([S.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
+    rows.append(S.make_row(f'Oracle pass@{n}', 'oracle', [S.per_problem_run(orc, n=n)]))
+    S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     # the optimistic references: the free scorer (cheap or DeepConf) best on the held-out family itself, by best-of-N
     # and by AUROC (no user can choose either in advance)
     free = [r for r in rows if r['type'] in ('cheap', 'deepconf')]
@@ -215,15 +216,15 @@ def render(folds, summ, cfg):
 
     def vs(r, f, ref, key, pct):  # not among evaluate.REFS: formatted here
         d = r.get('vs', {}).get(ref, {})
-        return 'ref.' if r['method'] == f[ref] else E._ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+        return 'ref.' if r['method'] == f[ref] else S.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
     for f in folds:
         for r in f['rows']:
             if r['type'] not in keep:
                 continue
             test, test_au = vs(r, f, 'best_free_test', 'acc', True), vs(r, f, 'best_free_auroc_test', 'auroc', False)
-            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {E._ci(r['acc'], r.get('acc_ci'), True)} "
-                       f"| {E._vs(r, 'best_cheap_val', 'acc', True)} | {test} | {E._vs(r, 'majority', 'acc', True)} "
-                       f"| {E._ci(r.get('auroc'), r.get('auroc_ci'), False)} | {E._vs(r, 'best_cheap_val', 'auroc', False)} "
+            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {S.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
+                       f"| {S.fmt_vs(r, 'best_cheap_val', 'acc', True)} | {test} | {S.fmt_vs(r, 'majority', 'acc', True)} "
+                       f"| {S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {S.fmt_vs(r, 'best_cheap_val', 'auroc', False)} "
                        f"| {test_au} |")
     out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best cheap on val | ≥ best free on test | Lowest AUROC '
             '| Folds with Bo-N below, beyond the interval: best cheap on val | best free on test | majority |',
@@ -250,7 +251,7 @@ def run(cfg):
         folds.append(evaluate_fold(cfg, held, dev))
     summ = summary(folds, cfg)
     md = render(folds, summ, cfg)
-    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
+    atomic_write_json(S.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
                       os.path.join(cfg['out_dir'], f'transfer{part}.json'))
     with open(os.path.join(cfg['out_dir'], f'transfer{part}.md'), 'w') as f:
         f.write(md)
