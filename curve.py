@@ -32,7 +32,7 @@ from model import (atomic_write_json, cheap_score, cli, combo_score, count_param
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/curve_synth2'  # an extraction run dir with labelled train/ and eval/ splits
-sizes = [80, 160, 320, 640, 1280]  # K: training + validation problems drawn from the train split (nested draws)
+sizes = [80, 160, 320, 640, 1225]  # K: training + validation problems drawn from the train split (nested draws)
 variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (verifier_layers None would read every
             'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size
             'residual': {'residual': 'auto', 'verifier_layers': [-1]}}

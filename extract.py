@@ -28,7 +28,7 @@ from configurator import configure, knobs
 from capture import STEP_RULE, generated_tokens, reencode, sample_with_capture, step_table
 from generator import check_layers, load_generator
 from model import DAMAGED, SEARCH_RULES, atomic_save, atomic_write_json, load_checkpoint, resolve_device
-from tasks import GENERATED, MATH_SYSTEM, build_prompt, load_problems
+from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -44,7 +44,8 @@ synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digi
 word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
-eval_range = (8, 15)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
+eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
+                           # (synthetic levels: train ranges below tasks.synth_boundary, 1225 at level 2, eval above it)
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
@@ -187,13 +188,15 @@ def check_resume(split_dir, cfg):
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
         keys = ['model', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
-        keys += {'synth': ['synth_level', 'synth_seed'], 'words': ['word_family', 'synth_seed']}.get(
+        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
         norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
+        if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
+            old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
         for k in keys:
-            if k in old and norm(k, old[k]) != norm(k, cfg[k]):
+            if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
                 name = f"n_{cfg['split']}_samples" if k == 'n_samples' else k
                 raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}={cfg[k]!r}; "
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
@@ -261,8 +264,13 @@ if __name__ == '__main__':
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
     splits = [(s, r, n) for s, r, n in (('train', train_range, n_train_samples), ('eval', eval_range, n_eval_samples)) if r]
+    if dataset == 'synth':  # splits by operand multiset: train below the level's boundary, eval above it
+        check_synth_ranges(synth_level, synth_seed, train_range, eval_range)
+        config['synth_split'] = SYNTH_SPLIT
     problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family)
                 for s, r, _ in splits}
+    if len(problems) == 2:
+        check_disjoint(problems['train'], problems['eval'])
     # every core: a process per core is 1.3x one process on torch's threads at 64 rows, level at 128 (bench.py
     # --only=procs) and never slower; never more processes than batches, and one on CUDA (one GPU)
     n_procs = procs or (1 if device.startswith('cuda') else len(cpu_cores()))

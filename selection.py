@@ -11,12 +11,15 @@ import json
 import os
 import re
 import time
+from collections import Counter
 
 import numpy as np
 import torch
 
-from model import VERIFIERS, atomic_write_json, load_split, problem_files, score_prefixes, score_problems, top_mask, within_auroc
+from model import (VERIFIERS, atomic_write_json, load_problem, load_split, problem_files, score_prefixes, score_problems,
+                   top_mask, within_auroc)
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores
+from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # pool statistics: labels, answer groups and fixed random subsets, built once per split
@@ -66,9 +69,13 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 
 
 def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
-    """Deterministic problem-level split -> (train, val). Every candidate of a problem lands on one side.
-    k (max_train_problems): first keep k problems, a fixed draw by val_seed that is nested (the k=25
-    problems are among the k=50 ones), then split those; k = len(problems) is the same as None."""
+    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
+    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
+    lands on one side, so validation choices are made on questions training never saw, not even reordered.
+    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
+    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
+    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
+    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
     n = len(problems)
     if k is not None:
         if not 0 < k <= n:
@@ -80,9 +87,18 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
     if n_val < 1 or n - n_val < 1:
         raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
                          f"fix: extract more problems or change --val_frac")
-    perm = np.random.default_rng(val_seed).permutation(n)
-    val = set(perm[:n_val].tolist())
-    return [p for i, p in enumerate(problems) if i not in val], [p for i, p in enumerate(problems) if i in val]
+    groups = [group_key(p if isinstance(p, dict) else load_problem(p, mmap=True)) for p in problems]
+    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
+    val, count = set(), 0
+    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
+        if count >= n_val:
+            break
+        val.add(uniq[g])
+        count += size[uniq[g]]
+    if len(val) == len(uniq):
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no training "
+                         f"group; fix: extract more problems or lower --val_frac")
+    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
 
 
 def choice_split(split_dir, n, cfg, files=None):

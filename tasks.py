@@ -2,13 +2,15 @@
 The tasks: the problems extract.py samples solutions for, and the prompt each is asked with. Add a task here.
 
 - synth: generated arithmetic, synth_level one-digit operations (+ or -); index i of a level is always the same
-  question (synth_space), so disjoint index ranges never share one.
+  question (synth_space). Questions are grouped by operand multiset and the space is cut in two parts: training
+  ranges lie below synth_boundary, evaluation ranges above it (check_synth_ranges), so no evaluation question
+  shares its numbers with a training question.
 - words: generated GSM8K-style word-problem families (WORD_FAMILIES: shop, travel, bake, share), disjoint by
   arithmetic (word_space), for the transfer experiments.
 - gsm8k, math500, aime, olympiadbench: JSONL files under data_dir (DATASETS), else the Hugging Face hub.
 
 load_problems(dataset, lo, hi, ...) gives the problems with indices lo..hi as dicts {index, id, dataset, question,
-gold, meta}; build_prompt(tok, problem, ...) the chat prompt (a generated task shows a worked example of its own as
+gold, meta}; group_key(problem) what splits must keep together; build_prompt(tok, problem, ...) the chat prompt (a generated task shows a worked example of its own as
 the previous turn instead of a system prompt). No knobs: extract.py's knobs choose the task.
 """
 import functools
@@ -35,13 +37,20 @@ GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the 
 
 
 SYNTH_LEVELS = (1, 2, 3, 4)  # level 4 enumerates 5.9M operand/operator tuples once (about a second)
+SYNTH_HELD_OUT = 1 / 3  # share of a level's operand multisets whose questions form the evaluation part of its space
+SYNTH_SPLIT = 'operand-multiset'  # the split rule, recorded in each extraction's config.json (old ones are refused)
 
 
 @functools.lru_cache(maxsize=8)
-def synth_space(level, seed):
-    """Every distinct synthetic question of a level, in one fixed shuffled order: rows of (level+1 operands
-    in 1..9, level operators, 0 = '+', 1 = '-'), each running result >= 0. Sizes: level 1: 126, 2: 1,899,
-    3: 30,036, 4: 487,674 questions. Index i is row i, so disjoint index ranges never share a question."""
+def _synth_space(level, seed):
+    """(rows, boundary): every distinct synthetic question of a level, as rows of (level+1 operands in 1..9, level
+    operators, 0 = '+', 1 = '-'), each running result >= 0, and the index where the evaluation part starts.
+    Questions are grouped by operand multiset (6 + 9 - 2 and 9 + 6 - 2, or 9 - 6 + 2, are one group: a verifier
+    trained on one has seen the other's numbers, often its answer). The groups are shuffled by the seed and the
+    last SYNTH_HELD_OUT of them form the evaluation part: indices 0..boundary-1 hold the training groups, boundary..
+    the held-out ones, so a train range below the boundary and an eval range above it share no numbers. Within each
+    part the questions run round-robin over its groups (one question of every group, then a second, ...), so any
+    range of a part is spread over as many groups as it can be."""
     if level not in SYNTH_LEVELS:
         raise SystemExit(f"synth_level={level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
     grids = np.meshgrid(*[np.arange(1, 10)] * (level + 1), *[np.arange(2)] * level, indexing='ij')
@@ -51,9 +60,54 @@ def synth_space(level, seed):
         acc = acc + np.where(rows[:, level + 1 + k] == 0, 1, -1) * rows[:, k + 1]
         ok &= acc >= 0
     rows = rows[ok]
-    order = list(range(len(rows)))
-    random.Random(f'{seed}-{level}').shuffle(order)  # Python's shuffle: the same order on every platform and version
-    return rows[order]
+    groups = {}
+    for i, key in enumerate(map(bytes, np.sort(rows[:, :level + 1], axis=1))):
+        groups.setdefault(key, []).append(i)
+    rng = random.Random(f'{seed}-{level}')  # Python's shuffle: the same order on every platform and version
+    keys = sorted(groups)
+    rng.shuffle(keys)
+    n_held = int(round(len(keys) * SYNTH_HELD_OUT))
+    parts = []
+    for part in (keys[n_held:], keys[:n_held]):
+        members = [groups[k] for k in part]
+        for m in members:
+            rng.shuffle(m)
+        parts.append([m[r] for r in range(max(map(len, members))) for m in members if r < len(m)])
+    return rows[parts[0] + parts[1]], len(parts[0])
+
+
+def synth_space(level, seed):
+    """Every distinct synthetic question of a level in its fixed order (_synth_space): rows of (operands,
+    operators). Sizes: level 1: 126, 2: 1,899, 3: 30,036, 4: 487,674 questions; index i is row i."""
+    return _synth_space(level, seed)[0]
+
+
+def synth_boundary(level, seed):
+    """The first index of a level's evaluation part: train ranges lie below it, eval ranges at or above it."""
+    return _synth_space(level, seed)[1]
+
+
+def check_synth_ranges(level, seed, train_range, eval_range):
+    """SystemExit naming the fix unless train_range lies in the level's training part and eval_range in its
+    held-out part (None: that split is not extracted)."""
+    b, n = synth_boundary(level, seed), len(synth_space(level, seed))
+    for key, r, (lo, hi) in (('train_range', train_range, (0, b - 1)), ('eval_range', eval_range, (b, n - 1))):
+        if r is not None and not lo <= r[0] <= r[1] <= hi:
+            raise SystemExit(f"{key}={tuple(r)} on synthetic level {level}: its questions are split by operand multiset "
+                             f"(no evaluation question shares its numbers with a training question), indices 0..{b - 1} "
+                             f"training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
+
+
+def group_key(problem):
+    """What a model could recall across problems: synthetic questions with the same operand multiset, a word
+    family's questions with the same numbers and answer, are one group (splits never divide a group); a
+    benchmark problem is its own. A string."""
+    if problem['dataset'] == 'synth':
+        return 'synth:' + ' '.join(sorted(re.findall(r'\d+', problem['question']), key=int))
+    if problem['dataset'] == 'words':
+        nums = sorted(re.findall(r'\d+', problem['question']), key=int)
+        return f"words-{problem['meta']['family']}:{' '.join(nums)}={problem['gold']}"
+    return f"{problem['dataset']}:{problem['id']}"
 
 
 def synth_problem(index, level, seed):
@@ -83,6 +137,17 @@ def synth_example(level):
         ops.append(f'{op} {n}')
         acc = new
     return f"Compute {' '.join(['23'] + ops)}.", '\n'.join(lines + [f'The answer is {acc}.'])
+
+def check_disjoint(train, evaluation):
+    """SystemExit naming the fix when an evaluation problem shares its group (group_key) with a training problem."""
+    seen = {group_key(p): p for p in train}
+    shared = [(p, seen[group_key(p)]) for p in evaluation if group_key(p) in seen]
+    if shared:
+        (e, t), n = shared[0], len(shared)
+        raise SystemExit(f"{n} evaluation problem(s) share numbers with a training problem, e.g. eval {e['id']} "
+                         f"({e['question'][:60]!r}) and train {t['id']} ({t['question'][:60]!r}): group {group_key(e)!r}; "
+                         f"fix: train_range and eval_range from parts of the task that share no group (tasks.group_key)")
+
 
 # -----------------------------------------------------------------------------
 # word families

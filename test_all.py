@@ -299,6 +299,9 @@ def test_config_errors():
     assert r.returncode != 0 and "unknown key 'n_sample'" in r.stderr and 'n_train_samples' in r.stderr
     r = _run('extract.py', '--temperature=hot')
     assert r.returncode != 0 and 'temperature' in r.stderr
+    r = _run('extract.py', 'config/demo.py', '--eval_range=(1000,1099)', '--out_dir=/tmp/never')  # the old demo range
+    assert r.returncode != 0 and 'split by operand multiset' in r.stderr and 'fix: eval_range within (1225, 1898)' in r.stderr
+    assert not os.path.exists('/tmp/never')  # refused before anything is written
     r = _run('extract.py', '--device=cuda', '--train_range=(0,0)', '--eval_range=None', '--out_dir=/tmp/never')
     if not torch.cuda.is_available():
         assert r.returncode != 0 and 'CUDA is not available' in r.stderr
@@ -376,7 +379,9 @@ def test_loaders_on_shared_data():
 
 def test_synthetic_config_ranges_share_no_question():
     """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
-    extraction commands in its header) never share a question, and every range fits the level's space."""
+    extraction commands in its header) never share a question nor an operand multiset (no evaluation question has
+    a reordered twin, or the same numbers, in training), train ranges lie in the level's training part and the
+    others in its evaluation part, and every range fits the level's space."""
     from configurator import apply_config
     import extract as X
     checked = {}  # config file -> how many ranges it names
@@ -384,20 +389,38 @@ def test_synthetic_config_ranges_share_no_question():
         cfg = apply_config({**X.DEFAULTS}, [f], X.DEFAULTS)
         if cfg['dataset'] != 'synth':
             continue
+        L, seed = cfg['synth_level'], cfg['synth_seed']
+        tasks.check_synth_ranges(L, seed, cfg['train_range'], cfg['eval_range'])
         ranges = {'train_range': cfg['train_range'], 'eval_range': cfg['eval_range']}
         for m in re.finditer(r'--eval_range="?\((\d+),\s*(\d+)\)', open(f).read()):
             ranges[f'header eval_range {m.group(0)}'] = (int(m.group(1)), int(m.group(2)))
-        seen = {}
+            tasks.check_synth_ranges(L, seed, None, ranges[f'header eval_range {m.group(0)}'])
+        seen, train_groups = {}, set()
         for name, r in ranges.items():
             if r is None:
                 continue
-            for p in tasks.load_problems('synth', r[0], r[1], synth_level=cfg['synth_level'], seed=cfg['synth_seed']):
+            ps = tasks.load_problems('synth', r[0], r[1], synth_level=L, seed=seed)
+            for p in ps:
                 assert p['question'] not in seen, (f, p['question'], name, seen.get(p['question']))
                 seen[p['question']] = name
+            if name == 'train_range':
+                train_groups = {tasks.group_key(p) for p in ps}
+            else:
+                assert not train_groups & {tasks.group_key(p) for p in ps}, (f, name)
         checked[os.path.basename(f)] = len(ranges)
     assert checked['demo.py'] == 2 and checked['synth_smollm.py'] == 3 and checked['prune_synth3.py'] == 3, checked
     space = len(tasks.synth_space(2, 1337))
     assert space == 1899 and len({tasks.synth_problem(i, 2, 1337)['question'] for i in range(space)}) == space
+    # the split: 165 operand multisets, a third held out; no group on both sides of the boundary
+    b = tasks.synth_boundary(2, 1337)
+    groups = [tasks.group_key(tasks.synth_problem(i, 2, 1337)) for i in range(space)]
+    assert len(set(groups)) == 165 and len(set(groups[b:])) == 55 and not set(groups[:b]) & set(groups[b:])
+    assert len(set(groups[:110])) == 110  # a part runs round-robin over its groups: a short range is spread wide
+    assert tasks.group_key(tasks.synth_problem(groups.index('synth:2 6 9'), 2, 1337)) == 'synth:2 6 9'
+    with pytest.raises(SystemExit, match=r'eval_range=\(1000, 1099\).*fix: eval_range within \(1225, 1898\)'):
+        tasks.check_synth_ranges(2, 1337, (0, 199), (1000, 1099))
+    with pytest.raises(SystemExit, match=r'train_range=\(0, 1300\).*fix: train_range within \(0, 1224\)'):
+        tasks.check_synth_ranges(2, 1337, (0, 1300), None)
     with pytest.raises(SystemExit, match='outside level 2'):
         tasks.load_problems('synth', space - 1, space, synth_level=2)
     with pytest.raises(SystemExit, match='synth_level=7'):
@@ -405,8 +428,26 @@ def test_synthetic_config_ranges_share_no_question():
     assert {'+', '-'} <= {q.split()[2] for q in (tasks.synth_problem(i, 2, 1337)['question'] for i in range(50))}
 
 
+def test_validation_split_keeps_groups_together():
+    """selection.split_problems cuts by tasks.group_key: no validation problem shares its operand multiset with a
+    training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
+    nested."""
+    ps = tasks.load_problems('synth', 0, 399, synth_level=2)
+    tr, va = SEL.split_problems(ps, 0.2, 42)
+    assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
+    assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
+    bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
+    va_ids = sorted(int(p['id']) for p in SEL.split_problems(bench, 0.2, 42)[1])
+    assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
+    small, big = SEL.split_problems(ps, 0.2, 42, k=100), SEL.split_problems(ps, 0.2, 42, k=200)
+    assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
+    with pytest.raises(ValueError, match='leaves no training group'):
+        SEL.split_problems([ps[0]] * 5, 0.2, 42)
+
+
 def test_word_families_are_distinct_disjoint_and_graded():
-    """Each family's questions are distinct, config/words.py's train and eval ranges share none in any family,
+    """Each family's questions are distinct, config/words.py's train and eval ranges share none in any family (nor
+    their numbers and answer: tasks.group_key),
     the worked example shown first is never one of them, every range fits, and the family's own worked solution
     of a question grades correct against its gold (and a wrong final line does not)."""
     from configurator import apply_config
@@ -421,6 +462,11 @@ def test_word_families_are_distinct_disjoint_and_graded():
         split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
                  for s in ('train', 'eval')}
         assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
+        # no evaluation problem shares its numbers and answer with training (what extract.py checks), at the
+        # sizes the studies use (shop: 640 for search, up to 1,000 for the curve)
+        for hi in (cfg['train_range'][1], 639, 999) if fam == 'shop' else (cfg['train_range'][1],):
+            tasks.check_disjoint(load_problems('words', 0, hi, seed=cfg['synth_seed'], word_family=fam),
+                                 load_problems('words', *cfg['eval_range'], seed=cfg['synth_seed'], word_family=fam))
         p = tasks.word_problem(7, fam, cfg['synth_seed'])
         sol = p['meta']['solution'].split('####')[0].strip()
         wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
@@ -779,7 +825,7 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     (split_dir / 'problems').mkdir(parents=True)
     (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
     base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': capture.STEP_RULE,
-            'exclude_ids': ['1965', '2349']}
+            'exclude_ids': ['1965', '2349'], 'synth_split': tasks.SYNTH_SPLIT}
 
     def resume(old, **new):
         extract.atomic_write_json(old, str(split_dir / 'config.json'))
@@ -801,6 +847,9 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
     sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
     resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+    # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
+    with pytest.raises(SystemExit, match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
+        resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
 
 
 def _extract_tiny(out_dir, problems, model, tok):
@@ -2017,7 +2066,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     split = tmp_path / 'old' / 'eval'
     os.makedirs(split / 'problems')
     (split / 'problems' / '000000.pt').write_bytes(b'x')
-    cfg = {**extract.DEFAULTS, 'step_rule': capture.STEP_RULE}
+    cfg = {**extract.DEFAULTS, 'step_rule': capture.STEP_RULE, 'synth_split': tasks.SYNTH_SPLIT}
     for thinking in (False, True):
         (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
         run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
@@ -3198,7 +3247,7 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
     sr = str(tmp_path / 'search')
     r = subprocess.run(base + [f'--out_dir={sr}', '--train_range=(0,0)',
-                                   '--eval_range=(1000,1001)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
+                                   '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
                        cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     cfg = json.load(open(f'{sr}/eval/config.json'))
@@ -3212,7 +3261,7 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
         assert sum(c['finish'] != 'pruned' for c in cs) == 8
     for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
                      ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
-        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1000,1000)',
+        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1225,1225)',
                                        '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
         assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
 
@@ -3658,7 +3707,7 @@ def test_demo_pipeline_end_to_end(tmp_path):
     cfg.write_text(open(os.path.join(REPO, 'config', 'demo.py')).read() + f"""
 out_dir = {out!r}
 train_range = (0, 9)
-eval_range = (1000, 1003)
+eval_range = (1225, 1228)
 early_stop_metric = 'acc'  # 2 validation problems: AUROC may be undefined on them
 n_train_samples = 4
 n_eval_samples = 4

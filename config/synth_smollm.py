@@ -2,10 +2,10 @@
 # problems for a result above noise (200 training problems x 16 samples, 300 held-out x 8), 5 seeds.
 # Eight layers are stored once so the layer ablation needs no second extraction; HSRM reads the final
 # layer unless verifier_layers says otherwise.
-# Measured 2026-11-23 on disjoint splits: RESULTS.md "Synthetic experiment" (HSRM level with majority vote
+# Measured 2026-11-23 on splits disjoint by question string only (before the operand-multiset split): RESULTS.md "Synthetic experiment" (HSRM level with majority vote
 # and with mean log-prob). The pruning study (steer.py --prune=True) with thresholds from a separate calibration
 # split (200 fresh problems x 8) instead of the 40 validation problems:
-#   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1300,1499)"
+#   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1525,1724)"
 #   python label.py config/synth_smollm.py --out_dir=out/synth_smollm_calib
 #   python steer.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 out_dir = 'out/synth_smollm'
@@ -13,7 +13,7 @@ model = 'smollm2'
 dataset = 'synth'
 synth_level = 2
 train_range = (0, 199)
-eval_range = (1000, 1299)
+eval_range = (1225, 1524)  # level 2 splits by operand multiset: 0-1224 training, 1225-1898 evaluation
 n_train_samples = 16
 n_eval_samples = 8
 max_new_tokens = 64
