@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import selection as S
 import train as T
-from configurator import configure, knobs
+from configurator import configure, knobs, stage_defaults
 from label import answers_equal
 from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
@@ -48,6 +48,7 @@ val_seed = 42
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
+EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
 
 # -----------------------------------------------------------------------------
 
@@ -65,14 +66,16 @@ def train_size(cfg, k):
 
 
 def evaluate_size(cfg, k, problems, pool, dev):
-    """Rows at size k: majority, every free scorer, the best on this k's validation split, each variant (its
-    seeds), and each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_delta)."""
+    """Rows at size k: every free selector (selection.free_rows: votes, scorers, their weighted votes, the combo
+    fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
+    each residual variant's own base scorer; intervals and Δ (selection.add_intervals, paired_vs)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
     tr_files, va_files = S.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    rows, _ = S.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
+    ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
+    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, S.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k))
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
     for v in cfg['variants']:
         runs = []
@@ -94,15 +97,15 @@ def evaluate_size(cfg, k, problems, pool, dev):
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
         rows.append(S.make_row(f'{v} base: {name}', 'base', [S.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
     S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
-    best_test = next(r for r in rows if r['type'] == 'cheap_best_test')
+    best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
         if r['type'] == 'base':
             ver = next(x for x in rows if x['method'] == r['base_of'])
             ver['vs']['base'] = S.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
-            r['vs']['best_free_test'] = S.paired_delta(r, best_test, n, cfg['n_boot'], cfg['boot_seed'])
-    return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows,
-            'best_free_val': next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')}
+            r['vs']['best_free_test'] = S.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
+    return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows, 'choice': choice,
+            'best_free_val': choice['free_best_val']}
 
 
 def fit(points, ref):
@@ -119,12 +122,13 @@ def summarize(sizes_, cfg):
     the log-linear fits with where each reaches the best free scorer on the eval split (the optimistic one: the
     same at every size)."""
     out = {}
-    ref = next(r for r in sizes_[-1]['rows'] if r['type'] == 'cheap_best_test')
+    ref = {m: next(r for r in sizes_[-1]['rows'] if r['type'] == t)[m]
+           for m, t in (('acc', 'free_best_test'), ('auroc', 'free_best_test_auroc'))}
     for v in cfg['variants']:
         first = {}
         for m in ('acc', 'auroc'):
             first[m] = next((s['n_train'] for s in sizes_ for r in s['rows'] if r['method'] == v
-                             and (r['vs'].get('best_cheap_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
+                             and (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
         pts = {m: [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes_] for m in ('acc', 'auroc')}
         out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None}
     return out
@@ -132,8 +136,8 @@ def summarize(sizes_, cfg):
 
 def _row_cells(r, n):
     pair = lambda d: f"{S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {S.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
-    return [S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_cheap_val', 'acc', True),
-            S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), S.fmt_vs(r, 'best_cheap_val', 'auroc', False),
+    return [S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_free_val', 'acc', True),
+            S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), S.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
@@ -147,14 +151,16 @@ def render(sizes_, summ, cfg):
            f"| K | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
            f"free on val | Δ vs best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
            '|---:|---|---:|---:|---:|---:|---:|---:|']
-    keep = ('vote', 'cheap_best_val', 'verifier', 'base')
+    keep = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'base')
     for s in sizes_:
         for r in s['rows']:
             if r['type'] in keep:
                 out.append(f"| {s['n_train']} | {r['method']} | " + ' | '.join(_row_cells(r, n)) + ' |')
-    ref = next(r for r in sizes_[-1]['rows'] if r['type'] == 'cheap_best_test')
-    out += ['', f"Best free scorer on the eval split itself (optimistic, the same at every K): {ref['scorer']}, "
-            f"Bo{n} {100 * ref['acc']:.1f}, AUROC {ref['auroc']:.3f}.", '',
+    ref, rau = (next(r for r in sizes_[-1]['rows'] if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc'))
+    out += ['', f"Best free selector on the eval split itself (optimistic, at the largest K): {ref['scorer']}, "
+            f"Bo{n} {100 * ref['acc']:.1f}; best free scorer there by AUROC: {rau['scorer']}, {rau['auroc']:.3f}. The best "
+            f"free selector on each K's validation split is chosen among every free selector (selection.free_rows), "
+            f"ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
             'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC) |',
             '|---|---|---|---|']
@@ -170,15 +176,16 @@ def render(sizes_, summ, cfg):
 
 def plot(sizes_, cfg, path):
     """AUROC and best-of-N against training problems (log axis), 95% intervals as bands; majority vote, the best
-    free scorer on each K's validation and the best on the eval split itself (flat) as references."""
+    free selector (AUROC: scorer) on each K's validation and the best on the eval split itself as references."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     xs = [s['n_train'] for s in sizes_]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'), (axes[1], 'acc', 100, f"best-of-{cfg['n_eval']} accuracy (%)")):
-        series = [(v, v, '-') for v in cfg['variants']] + [('best free scorer on val (at each K)', 'cheap_best_val', '--'),
-                                                           ('best free scorer on test (optimistic)', 'cheap_best_test', '-.')]
+        sfx = '_auroc' if m == 'auroc' else ''
+        series = [(v, v, '-') for v in cfg['variants']] + [('best free on val (at each K)', 'free_best_val' + sfx, '--'),
+                                                           ('best free on test (optimistic)', 'free_best_test' + sfx, '-.')]
         if m == 'acc':
             series.append(('majority vote', 'vote', ':'))
         for label, key, style in series:
@@ -204,7 +211,7 @@ def plot(sizes_, cfg, path):
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
-        raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1280]\"")
+        raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])

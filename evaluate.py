@@ -8,7 +8,7 @@ Scores every candidate of {eval_dir} with each checkpoint (batched, cached under
 adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
-"optimistic". Validation choices (vote temperature, best cheap scorer) use the problem-level val split
+"optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
 of {train_dir} (selection.split_problems, same val_frac / val_seed as training).
 """
 import json
@@ -23,13 +23,15 @@ from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this 
 from model import (atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split, reads, resolve_device,
                    verifier_flops)
 from scorers import has_confidences
-from selection import (CHEAP_PRETTY, PRETTY, add_intervals, baseline_rows, build_pool, cached_scores, checkpoint_paths, choose_temp, deepconf_rows, fmt, fmt_ci, fmt_num, fmt_vs, for_json, make_row, oracle_sub, per_problem_run, reference_lines, run_dirs, run_group, scored_metrics, val_splitter, yerr)
+from selection import (FREE_TIES, PRETTY, add_intervals, build_pool, cached_scores, checkpoint_paths, choose_temp, fit_combo,
+                       fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_rows, make_row, oracle_sub, per_problem_run, reference_lines,
+                       run_dirs, run_group, scored_metrics, val_splitter, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
 out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
-train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best cheap scorer
+train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free selector
 ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
@@ -64,20 +66,20 @@ def render_markdown(res):
     out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
            f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
            + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer'] else '') + '.',
-           '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) '
-           f'| Within-AUROC [95% CI] | Δ AUROC vs best cheap on val |', '|---|---:|---:|---:|---:|---:|---:|']
+           '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) '
+           f'| Within-AUROC [95% CI] | Δ AUROC vs best free on val |', '|---|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
         out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | {fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                   f"| {fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_cheap_val', 'acc', True)} "
-                   f"| {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {fmt_vs(r, 'best_cheap_val', 'auroc', False)} |")
+                   f"| {fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_free_val', 'acc', True)} "
+                   f"| {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
     ns = res['ns']
     if len(ns) > 1:
         out += ['', '### N-scaling (best-of-N accuracy, %)', '',
                 '| Method | ' + ' | '.join(str(k) for k in ns) + ' | Δ |', '|---|' + '---:|' * (len(ns) + 1)]
         for r in res['rows']:
-            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote'):
+            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote'):
                 continue
             a = [r['acc_at'].get(k) for k in ns]
             d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
@@ -111,7 +113,7 @@ def make_plots(res, prefix):
 
     if len(res['ns']) > 1:
         fig, ax = plt.subplots(figsize=(6, 4))
-        shown = [r for r in rows if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote')]
+        shown = [r for r in rows if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote')]
         for i, r in enumerate(shown):
             y = [r['acc_at'][k] for k in res['ns']]
             x = np.array(res['ns']) * 1.03 ** (i - (len(shown) - 1) / 2)  # side by side on the log axis: bars stay apart
@@ -125,13 +127,13 @@ def make_plots(res, prefix):
     by_name = {r['method']: r for r in rows}
     learned = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name]
     if learned:
-        free = [r for r in rows if r['type'] in ('cheap', 'deepconf')]
-        best = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
+        free = [r for r in rows if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
+        best = next((r['tied'] for r in rows if r['type'] == 'free_best_val'), [])
         fig, (a0, a1) = plt.subplots(1, 2, figsize=(9, 4.5), sharey=True, gridspec_kw={'width_ratios': [2, 3]})
         y = [r['acc'] for r in free]
         a0.errorbar(range(len(free)), [100 * v for v in y], yerr=yerr(y, [r.get('acc_ci') for r in free]),
                     fmt='o', ms=3, capsize=2, color='k')
-        a0.set_xticks(range(len(free)), [r['method'] + (' (chosen on val)' if CHEAP_PRETTY.get(best) == r['method'] else '')
+        a0.set_xticks(range(len(free)), [r['method'] + (' (chosen on val)' if r.get('scorer', 'majority vote') in best else '')
                                          for r in free], rotation=90, fontsize=6)
         a0.set(title='free scorers (0 verifier FLOPs)', ylabel=f'Bo{n} accuracy (%), 95% CI', xlim=(-0.7, len(free) - 0.3))
         for c, r in learned:
@@ -268,24 +270,29 @@ def table_notes(cfg, sizes, n, train_dir, val):
              "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
     if val:
         notes.append(f"Validation choices use the val split of {train_dir} ({len(val[0])} problems, val_frac "
-                     f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{val[2]}: the best cheap scorer, and the "
-                     f"weighted-vote temperature T of each run (softmax(score / T) summed per answer group, T from "
+                     f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{val[2]}, cut by group "
+                     f"(tasks.group_key: no validation question shares its numbers with a training one): the weighted-vote "
+                     f"temperature T of each run and of each free scorer (softmax(score / T) summed per answer group, T from "
                      f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
-                     f"problems). 'On test' picks the scorer on the evaluation split: optimistic, as in the paper.")
+                     f"problems), and the best free selector: among majority vote, every free scorer (cheap, DeepConf, the "
+                     f"combo fitted on the training problems), each one's weighted vote and DeepConf's votes, the best "
+                     f"validation best-of-N (its AUROC side: the free scorer with the best validation AUROC); tied "
+                     f"selectors count as their {FREE_TIES} (a uniform pick among them). 'On test' picks on the "
+                     f"evaluation split: optimistic, as in the paper.")
     else:
-        notes.append(f'No labelled {train_dir}: no validation split, so no best-cheap-on-validation row and no weighted votes.')
+        notes.append(f'No labelled {train_dir}: no validation split, so no best-free-on-validation row and no weighted votes.')
     return notes
 
 
 def interval_notes(cfg, rows):
     """The notes on AUROC, the seeds and the intervals."""
-    best_val = next((r['scorer'] for r in rows if r['type'] == 'cheap_best_val'), None)
+    best_val = next((r['scorer'] for r in rows if r['type'] == 'free_best_val'), None)
     return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
             'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
             'json).',
             f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
             f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
-            f"paired difference against majority vote and against the best cheap scorer chosen on validation"
+            f"paired difference against majority vote and against the best free selector chosen on validation"
             + (f" ({best_val})" if best_val else " (none: no validation split)")
             + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
 
@@ -326,9 +333,9 @@ def run(cfg):
     val_problems, val_pool, vn = val or (None, None, None)
     notes = table_notes(cfg, sizes, n, train_dir, val)
 
-    rows, val_acc = baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn)
+    combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val else None
+    rows, choice = free_rows(problems, pool, ns, n, val, cfg, combo)
     if has_confidences(problems):
-        rows += deepconf_rows(problems, pool, ns, n, cfg)
         notes.append(f"DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = mean "
                      f"over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, its mean); "
                      f"votes are weighted by the confidence named, over the top-eta fraction of candidates with an answer "
@@ -358,7 +365,7 @@ def run(cfg):
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
            'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0],
            'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
-           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, 'cheap_acc': val_acc}}
+           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
     return res
 

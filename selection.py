@@ -11,14 +11,15 @@ import json
 import os
 import re
 import time
+import warnings
 from collections import Counter
 
 import numpy as np
 import torch
 
-from model import (VERIFIERS, atomic_write_json, load_problem, load_split, problem_files, score_prefixes, score_problems,
+from model import (VERIFIERS, atomic_write_json, combo_fit, combo_score, load_problem, load_split, problem_files, score_prefixes, score_problems,
                    top_mask, within_auroc)
-from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores
+from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -301,6 +302,8 @@ def run_group(ckpt_path):
 
 PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
           'text_large': 'EORM-style text (large)'}
+DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',
+                   'deepconf_bottom10': 'DeepConf bottom-10% group confidence', 'deepconf_lowest': 'DeepConf lowest group confidence'}
 CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
                 'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
                 'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
@@ -332,7 +335,9 @@ def make_row(method, kind, runs, params=None, **extra):
 # -----------------------------------------------------------------------------
 # 95% intervals: a paired bootstrap over problems (rows of several runs also resample their seeds)
 
-REFS = {'majority': 'vote', 'best_cheap_val': 'cheap_best_val'}  # differences are taken against these rows (by type)
+# differences are taken against these rows (by type): (the best-of-N reference, the AUROC reference). The best free
+# selector on validation may be a vote, which ranks nothing: its AUROC side is the free scorer best by validation AUROC.
+REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
 
 
 def boot_draws(n_problems, n_boot, seed):
@@ -367,7 +372,8 @@ def ci(boot):
 def add_intervals(rows, n, n_boot, seed):
     """Every row with per-problem values gets acc_ci (best-of-n), acc_ci_at {k: ...} (every N), auroc_ci,
     and under 'vs' its paired difference against each REFS row present: {ref: {'acc', 'acc_ci', 'auroc',
-    'auroc_ci'}} (observed difference, and the interval of the differences over the same draws)."""
+    'auroc_ci'}} (observed difference, and the interval of the differences over the same draws; best-of-N against
+    the reference's best-of-N row, AUROC against its AUROC row)."""
     rows = [r for r in rows if r.get('per_problem')]
     if not rows:
         return
@@ -375,17 +381,17 @@ def add_intervals(rows, n, n_boot, seed):
     b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
                  'auroc': None if r['per_problem']['auroc'] is None else boot_means(r['per_problem']['auroc'], idx, seed)}
          for r in rows}
-    refs = {name: next((r for r in rows if r['type'] == t), None) for name, t in REFS.items()}
+    find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
+    refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
     for r in rows:
         br = b[id(r)]
         r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
         r['auroc_ci'], r['vs'] = None if br['auroc'] is None else ci(br['auroc']), {}
-        for name, ref in refs.items():
-            if ref is not None:
-                bf = b[id(ref)]
-                r['vs'][name] = {'acc': r['acc'] - ref['acc'], 'acc_ci': ci(br['acc_at'][n] - bf['acc_at'][n])}
-                if br['auroc'] is not None and bf['auroc'] is not None:
-                    r['vs'][name] |= {'auroc': r['auroc'] - ref['auroc'], 'auroc_ci': ci(br['auroc'] - bf['auroc'])}
+        for name, (ra, ru) in refs.items():
+            if ra is not None:
+                r['vs'][name] = {'acc': r['acc'] - ra['acc'], 'acc_ci': ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])}
+            if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
+                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'], auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
 
 
 def paired_delta(row, ref, n, n_boot, seed):
@@ -397,6 +403,12 @@ def paired_delta(row, ref, n, n_boot, seed):
     if row['per_problem']['auroc'] is not None and ref['per_problem']['auroc'] is not None:
         out |= {'auroc': row['auroc'] - ref['auroc'], 'auroc_ci': ci(b(row, 'auroc') - b(ref, 'auroc'))}
     return out
+
+
+def paired_vs(row, ref_acc, ref_auroc, n, n_boot, seed):
+    """row's paired differences: best-of-n against ref_acc, AUROC against ref_auroc (paired_delta each)."""
+    out = {k: v for k, v in paired_delta(row, ref_acc, n, n_boot, seed).items() if k.startswith('acc')}
+    return out | {k: v for k, v in paired_delta(row, ref_auroc, n, n_boot, seed).items() if k.startswith('auroc')}
 
 
 def for_json(obj):
@@ -429,7 +441,7 @@ def fmt_ci(v, interval, pct, diff=False):
 
 def fmt_vs(r, ref, key, pct):
     """A row's difference against reference row ref ('ref.' on the reference itself, '–' without one)."""
-    if r['type'] == REFS[ref]:
+    if r['type'] == REFS[ref][0 if key == 'acc' else 1]:
         return 'ref.'
     d = r.get('vs', {}).get(ref, {})
     return fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
@@ -468,24 +480,109 @@ def reference_lines(axes, refs):
 # rows of the table, one block of methods at a time
 
 
-def baseline_rows(problems, pool, val_problems, val_pool, ns, n, vn):
-    """Single-pass, majority vote, every cheap scorer and the best cheap scorer (validation / test)."""
+FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors count as their mean (a uniform pick among them)
+
+
+def free_scores(problems, cfg, combo=None):
+    """{name: per-problem score arrays} of every free scorer: scorers.py's cheap scorers, DeepConf's four
+    confidences (when the candidates store them), and the fitted free-scorer combo (norm from model.combo_fit)."""
+    out = {k: cheap_scores(problems, k) for k in CHEAP_SCORERS}
+    if has_confidences(problems):
+        out |= {k: deepconf_scores(problems, k, cfg['deepconf_window'], cfg['deepconf_tail']) for k in DEEPCONF_SCORERS}
+    if combo is not None:
+        out['combo'] = [np.array([combo_score(c, combo) for c in p['candidates']]) for p in problems]
+    return out
+
+
+def free_selectors(problems, pool, ns, n, scores, temps, cfg):
+    """{name: (type, metrics)} of every free selector on one pool: majority vote, best-of-N by each free scorer,
+    each scorer's weighted vote at its temperature temps[name] (None: no vote), DeepConf's filtered votes."""
+    out = {'majority vote': ('vote', per_problem_run(
+        {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}, n=n))}
+    for name, sc in scores.items():
+        kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
+        m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}', n=n)
+        out[name] = (kind, m)
+        if temps.get(name) is not None:
+            out[f'{name} + weighted vote'] = ('free_vote', per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
+    conf = {k: scores[k] for k in DEEPCONF_SCORERS if k in scores}
+    if conf:
+        votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
+                                              for e in cfg['deepconf_etas']]
+        for k, eta in votes:
+            v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
+                              for c, q in zip(conf[k], pool)]) for m in ns}
+            name = f"DeepConf vote ({DEEPCONF_PRETTY[k][9:]}" + ('' if eta == 1.0 else f', top {100 * eta:g}%') + ')'
+            out[name] = ('deepconf_vote', per_problem_run(v, n=n))
+    return out
+
+
+def _best(metrics, key, ties):
+    """(names of the best selectors by metric key, within 1e-9), of {name: metrics}; NaN counts as worst."""
+    vals = {k: np.nan_to_num(m.get(key, np.nan), nan=-np.inf) for k, m in metrics.items()}
+    top = max(vals.values())
+    return [k for k, v in vals.items() if v >= top - 1e-9] if ties else [max(vals, key=vals.get)]
+
+
+def _mean_run(runs, n):
+    """The per-problem mean of tied selectors' runs: a uniform pick among them."""
+    acc = {k: np.mean([r['per_problem']['acc_at'][k] for r in runs], 0) for k in runs[0]['per_problem']['acc_at']}
+    au = [r['per_problem']['auroc'] for r in runs]
+    with np.errstate(invalid='ignore'), warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # a problem no tied scorer ranks stays NaN
+        auroc = np.nanmean(au, 0) if all(a is not None for a in au) else None
+    return per_problem_run(acc, auroc, n)
+
+
+def fit_combo(train_dir, val_frac, val_seed, k=None):
+    """model.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
+    out), or None when none of them has both a correct and a wrong candidate."""
+    tr = load_split(train_dir, files=split_problems(problem_files(train_dir), val_frac, val_seed, k)[0])
+    mixed = any(len({bool(c['correct']) for c in p['candidates']}) == 2 for p in tr)
+    return combo_fit(tr) if mixed and has_confidences(tr) else None  # it weighs DeepConf's mean confidence too
+
+
+def free_rows(problems, pool, ns, n, val, cfg, combo=None):
+    """(rows, choice) of the free side, given what the learned verifiers get: single-pass, every free selector
+    (free_selectors; each scorer's weighted vote has its temperature chosen on validation from cfg['vote_temps'], as
+    a verifier's), and the references. 'free_best_val': the selector with the best validation best-of-N (votes
+    included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing); ties count
+    as their mean (FREE_TIES). 'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split
+    itself (optimistic: no user can choose them in advance). val: (problems, pool, n) of the validation split, or
+    None (no weighted votes, no validation reference). combo: model.combo_fit's weights from training problems
+    (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
     single = np.array([q['labels'].mean() for q in pool])
     rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [per_problem_run({k: single for k in ns}, n=n)])]
-    maj = {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
-    rows.append(make_row('Majority vote (extracted answers)', 'vote', [per_problem_run(maj, n=n)]))
-    cheap, val_acc = {}, {}
-    for name in CHEAP_SCORERS:
-        cheap[name] = scored_metrics(cheap_scores(problems, name), pool, ns, where=f'cheap scorer {name}', n=n)
-        rows.append(make_row(CHEAP_PRETTY[name], 'cheap', [cheap[name]]))
-    if val_pool is not None:
-        val_acc = {k: scored_metrics(cheap_scores(val_problems, k), val_pool, [vn], where=f'cheap scorer {k} (validation)')
-                   ['acc_at'][vn] for k in CHEAP_SCORERS}
-        bv = max(CHEAP_SCORERS, key=lambda k: val_acc[k])
-        rows.append(make_row(f'Best cheap scorer on validation: {bv}', 'cheap_best_val', [cheap[bv]], scorer=bv))
-    bt = max(CHEAP_SCORERS, key=lambda k: cheap[k]['acc'])
-    rows.append(make_row(f'Best cheap scorer on test (optimistic): {bt}', 'cheap_best_test', [cheap[bt]], scorer=bt))
-    return rows, val_acc
+    scores, temps, choice = free_scores(problems, cfg, combo), {}, {}
+    if val is not None:
+        vp, vpool, vn = val
+        vscores = free_scores(vp, cfg, combo)
+        temps = {k: choose_temp(v, vpool, vn, cfg['vote_temps'], where=f'free scorer {k} (validation)') for k, v in vscores.items()}
+        vsel = {k: m for k, (_, m) in free_selectors(vp, vpool, [vn], vn, vscores, temps, cfg).items()}
+        choice = {'val_acc': {k: m['acc'] for k, m in vsel.items()},
+                  'val_auroc': {k: m['auroc'] for k, m in vsel.items() if 'auroc' in m}}
+    sel = free_selectors(problems, pool, ns, n, scores, temps, cfg)
+    pretty = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
+              'majority vote': 'Majority vote (extracted answers)'}
+    for k, (kind, m) in sel.items():
+        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
+        extra = {'weights': dict(zip(combo['names'], combo['weight']))} if k == 'combo' else {}
+        rows.append(make_row(name, kind, [m], scorer=k, temp=m.get('temp'), **extra))
+    scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
+    picks = {'free_best_test': _best({k: m for k, (_, m) in sel.items()}, 'acc', ties=True),
+             'free_best_test_auroc': _best({k: sel[k][1] for k in scorers}, 'auroc', ties=True)}
+    if val is not None:
+        picks = {'free_best_val': _best({k: vsel[k] for k in sel}, 'acc', ties=True),
+                 'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True), **picks}
+    title = {'free_best_val': 'Best free selector on validation', 'free_best_val_auroc': 'Best free scorer on validation by AUROC',
+             'free_best_test': 'Best free selector on test (optimistic)', 'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
+    for kind, names in picks.items():
+        run = sel[names[0]][1] if len(names) == 1 else _mean_run([sel[k][1] for k in names], n)
+        tie = f" (tie: mean of {' / '.join(names)})" if len(names) > 1 else f': {names[0]}'
+        rows.append(make_row(title[kind] + tie, kind, [run], scorer=' / '.join(names), tied=names))
+        choice[kind] = names
+    return rows, choice
+
 
 
 
@@ -509,25 +606,3 @@ def filtered_vote_sub(groups, labels, sub, conf, eta):
         keep = has[c >= np.percentile(c, 100 * (1 - eta))]
         accs.append(vote_sub(groups, labels, keep[None, :], conf, None))
     return float(np.mean(accs))
-
-
-def deepconf_rows(problems, pool, ns, n, cfg):
-    """Rows for DeepConf's four confidence scorers (best-of-N by each) and its offline votes: weighted
-    by the lowest-group confidence over all candidates, and top-eta filtered for bottom-10%, tail and
-    lowest-group confidence."""
-    w, tl = cfg['deepconf_window'], cfg['deepconf_tail']
-    conf = {k: deepconf_scores(problems, k, w, tl) for k in DEEPCONF_SCORERS}
-    pretty = {'deepconf_mean': 'mean', 'deepconf_tail': f'tail {tl}', 'deepconf_bottom10': f'bottom-10% group (window {w})',
-              'deepconf_lowest': f'lowest group (window {w})'}
-    rows = []
-    for k, sc in conf.items():
-        mt = scored_metrics(sc, pool, ns, where=f'DeepConf {k}', n=n)
-        rows.append(make_row(f'DeepConf {pretty[k]} confidence', 'deepconf', [mt]))
-    votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
-                                          for e in cfg['deepconf_etas']]
-    for k, eta in votes:
-        v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
-                          for c, q in zip(conf[k], pool)]) for m in ns}
-        name = f'DeepConf vote, {pretty[k]}' + ('' if eta == 1.0 else f', top {100 * eta:g}%')
-        rows.append(make_row(name, 'deepconf_vote', [per_problem_run(v, n=n)], eta=eta, scorer=k))
-    return rows

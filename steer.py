@@ -4,7 +4,7 @@ best-of-N on the same problems at equal generated tokens. Best-of-N curves (N = 
 the same problems (pool_dir); each search run is a split dir extracted with --search, labelled, whose problems
 record generated_tokens (every token the generator ran for the problem, abandoned branches included, shared
 prefixes once). Each search row (the runs steered by one checkpoint group, one per seed) is compared at equal
-tokens with best-of-N picked by the same checkpoints, with plain HSRM's (ckpts) and with the best cheap scorer
+tokens with best-of-N picked by the same checkpoints, with plain HSRM's (ckpts) and with the best free selector
 on validation; vote temperatures come from validation for every checkpoint. Intervals are bootstrap draws over
 problems and, on each side, over the runs (seeds), as evaluate.py's; by difficulty, a problem's solve rate is
 measured on difficulty_samples pool candidates that the by-difficulty best-of-N never scores.
@@ -33,7 +33,7 @@ from configurator import configure, knobs, stage_defaults, split_argv
 from label import answers_equal
 from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, reads,
                    resolve_device)
-from scorers import CHEAP_SCORERS, cheap_scores, group_confidences, has_confidences
+from scorers import group_confidences, has_confidences
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -43,7 +43,7 @@ search_dirs = ['out/search_shop/*/eval']  # globs of labelled search split dirs 
 ckpts = ['out/words_shop/verifiers/hsrm_seed*/ckpt.pt']  # plain HSRM's best-of-N (a reference for every row); a
                                      # search run is scored by the checkpoint that steered it (its config's search_ckpt),
                                      # and compared first with best-of-N picked by those same checkpoints
-train_dir = 'out/words_shop/train'   # its validation split (train.py's) picks the best cheap scorer and vote temperatures
+train_dir = 'out/words_shop/train'   # its validation split (train.py's) picks the best free selector and vote temperatures
 ns = [1, 2, 4, 8, 16, 32]            # best-of-N sizes (those the pool allows)
 n_subsets = 100                      # random N-subsets per problem (evaluate.py's)
 subset_seed = 0
@@ -164,7 +164,7 @@ def run(cfg):
     paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
     if not paths:
         raise ValueError(f"ckpts={cfg['ckpts']} matches no checkpoint; fix: python train.py <the pool's config> first")
-    # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best cheap scorer
+    # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
     vp = load_split(cfg['train_dir'], files=S.split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
     vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
@@ -179,9 +179,13 @@ def run(cfg):
             scored[a] = sc, S.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
-    best = max(CHEAP_SCORERS, key=lambda k: S.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn])
-    cs = cheap_scores(problems, best)
-    bon[f'cheap:{best}'] = {n: np.array([[S.best_of_n_sub(s, q['labels'], q['subsets'][n]) for s, q in zip(cs, pool)]]) for n in ns}
+    # the best free selector on validation (selection.free_rows: every free scorer, its weighted vote, the combo fitted
+    # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
+    ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
+    frows, choice = S.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
+                                S.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
+    best = ' / '.join(choice['free_best_val'])
+    bon[f'free:{best}'] = next(r for r in frows if r['type'] == 'free_best_val')['per_problem']['acc_at']
     bon['majority'] = {n: np.array([[S.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
     bon['oracle'] = {n: np.array([[S.oracle_sub(q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
 
@@ -221,7 +225,7 @@ def run(cfg):
                'per_problem': {'acc': acc, 'vote': vote, 'tokens': tok}}
         row['bon_at_tokens'], row['delta_equal_tokens'], row['delta_equal_tokens_ci'] = vs_bon(
             acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
-        for ref, curve in (('plain', bon['hsrm']), ('cheap', bon[f'cheap:{best}'])):
+        for ref, curve in (('plain', bon['hsrm']), ('free', bon[f'free:{best}'])):
             row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
                 acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and own == [os.path.abspath(p) for p in paths])
         if 16 in ns:
@@ -239,7 +243,7 @@ def run(cfg):
     idx = S.boot_draws(len(problems), nb, bs)
     curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns], 'acc_ci': [S.ci(S.boot_means(bon[k][n], idx, bs)) for n in ns]}
               for k in bon if k != 'tokens'}
-    res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_cheap_val': best,
+    res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_free_val': best,
            'tokens': [float(bon['tokens'][n].mean()) for n in ns], 'curves': curves, 'rows': rows,
            'temps': {p: t for p, (_, t) in scored.items()}, 'difficulty_ns': rns,
            'difficulty_draw': {q: d[:k].tolist() for q, d in zip(keys, draw)},
@@ -255,10 +259,10 @@ def run(cfg):
 
 
 def curve_name(k):
-    """A curve's row name: 'hsrm', 'hsrm_vote:<run name>', 'cheap:<scorer>', ..."""
+    """A curve's row name: 'hsrm', 'hsrm_vote:<run name>', 'free:<selector>', ..."""
     base, _, group = k.partition(':')
-    if base == 'cheap':
-        return f'Best cheap on validation ({group})'
+    if base == 'free':
+        return f'Best free on validation ({group})'
     name = {'hsrm': 'HSRM', 'hsrm_vote': 'HSRM weighted vote', 'majority': 'Majority vote', 'oracle': 'Oracle pass@N'}[base]
     return f'{name} ({group})' if group else name
 
@@ -273,11 +277,11 @@ def render(res):
     d = lambda r, k: S.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
     out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% CI] '
             '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
-            '| Δ vs best cheap Bo-N (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
+            '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         out.append(f"| {r['method']} | {r['tokens']:.0f} | {S.fmt_ci(r['acc'], r['acc_ci'], True)} | "
                    f"{S.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
-                   f"{d(r, 'delta_plain')} | {d(r, 'delta_cheap')} | {d(r, 'delta_bo16')} |")
+                   f"{d(r, 'delta_plain')} | {d(r, 'delta_free')} | {d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
     out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) | '
             + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |', '|---|' + '---:|' * len(bnames)]
@@ -290,7 +294,7 @@ def render(res):
             "run's generated_tokens: every token the generator ran, abandoned branches included). Search rows average "
             'the runs (seeds) steered by checkpoints of one run name; each run is scored by its own steering checkpoint '
             "and compared with best-of-N picked by those same checkpoints (HSRM (<run name>) above where they are not "
-            "ckpts), plain HSRM's and the best cheap scorer's, interpolated in log tokens at the search's tokens. "
+            "ckpts), plain HSRM's and the best free selector's on validation (every free scorer, its weighted vote, majority and DeepConf's votes; ties as their mean), interpolated in log tokens at the search's tokens. "
             'Intervals: bootstrap draws over problems and over each side\'s runs (seeds; run j of a search and of its '
             'own checkpoints\' best-of-N drawn together); **bold** where the interval excludes 0. By difficulty: '
             f"a problem's solve rate on {res['config']['difficulty_samples']} pool candidates drawn apart; best-of-N "

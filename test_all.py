@@ -1871,7 +1871,7 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
             cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
                           'step_pos': torch.arange(S), 'states': st.half(), 'finish': 'eos'})
             labs.append({'correct': ok, 'answer': '1' if ok else '2', 'stage': 'rule'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': 'q', 'gold': '1', 'meta': {},
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'Compute {i}.', 'gold': '1', 'meta': {},
                     'prompt': 'p', 'layers': list(layers), 'candidates': cands},
                    os.path.join(split_dir, 'problems', f'{key}.pt'))
         labels[key] = labs
@@ -2740,7 +2740,24 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     for name in ('Majority vote (extracted answers)', 'HSRM + weighted vote', 'Cumulative log-prob',
                  'EORM-style text (small) + weighted vote', f'{os.path.basename(tiny_prm)} (last step)'):
         assert name in rows, name
-    assert any(r['type'] == 'cheap_best_val' for r in res['rows']) and any(r['type'] == 'cheap_best_test' for r in res['rows'])
+    # the free reference: chosen on validation among every free selector, weighted votes included, ties as their mean
+    kinds = {r['type']: r for r in res['rows']}
+    assert {'free_best_val', 'free_best_val_auroc', 'free_best_test', 'free_best_test_auroc', 'free_vote'} <= set(kinds)
+    val = res['validation']
+    assert 'Cumulative log-prob + weighted vote' in rows and 'majority vote' in val['val_acc']
+    assert 'cumulative_logprob + weighted vote' in val['val_acc'] and len(val['val_acc']) >= 1 + 2 * len(SC.CHEAP_SCORERS)
+    top = max(val['val_acc'].values())
+    assert sorted(val['free_best_val']) == sorted(k for k, v in val['val_acc'].items() if v >= top - 1e-9)
+    ref = kinds['free_best_val']
+    sel = [next(r for r in res['rows'] if r.get('scorer') == k and r['type'] not in ('free_best_val', 'free_best_test'))
+           for k in val['free_best_val']]
+    assert ref['acc'] == pytest.approx(np.mean([r['acc'] for r in sel]))  # one pick, or the mean of the tied ones
+    au = kinds['free_best_val_auroc']
+    assert au['tied'] == [k for k, v in val['val_auroc'].items() if v >= max(val['val_auroc'].values()) - 1e-9]
+    assert kinds['free_best_test']['acc'] == pytest.approx(max(r['acc'] for r in res['rows'] if r['type'] in
+                                                             ('vote', 'cheap', 'deepconf', 'free_vote', 'deepconf_vote', 'combo')))
+    assert hsrm['vs']['best_free_val']['acc'] == pytest.approx(hsrm['acc'] - ref['acc'])
+    assert hsrm['vs']['best_free_val']['auroc'] == pytest.approx(hsrm['auroc'] - au['auroc'])
     assert all(r['temp'] in E.DEFAULTS['vote_temps'] for r in hsrm['runs'])
     cost = {c['verifier']: c for c in res['cost']}
     assert cost['HSRM']['flops'] > 0 and cost['HSRM']['seconds_per_candidate'] > 0
@@ -2810,14 +2827,17 @@ def test_intervals_difference_with_itself_is_zero():
     au = rng.random((3, P))
     au[:, :7] = np.nan                                                   # problems without both labels
     maj = _row('Majority', 'vote', [rng.random(P) < 0.4])
-    ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'cheap_best_val', runs, au)
-    SEL.add_intervals([maj, ver, same], 8, 500, 0)
-    assert ver['vs']['best_cheap_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
+    ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'free_best_val', [rng.random(P) < 0.5])
+    same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the reference
+    same = _row('Same', 'free_best_val', runs)
+    SEL.add_intervals([maj, ver, same, same_au], 8, 500, 0)
+    assert ver['vs']['best_free_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
     assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
     assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
     assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
-    assert 'auroc' not in maj['vs']['best_cheap_val']                    # a vote has no AUROC to compare
-    assert [SEL.fmt_vs(r, 'best_cheap_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert 'auroc' not in maj['vs']['best_free_val']                     # a vote has no AUROC to compare
+    assert [SEL.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert [SEL.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
 
 
 def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
@@ -2873,7 +2893,7 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     assert rows['HSRM']['per_problem']['acc_at'][8].shape == (2, 30)
     for r in res['rows']:
         lo, hi = r['acc_ci']
-        assert lo - 1e-9 <= r['acc'] <= hi + 1e-9 and set(r['vs']) == {'majority', 'best_cheap_val'}, r['method']
+        assert lo - 1e-9 <= r['acc'] <= hi + 1e-9 and set(r['vs']) == {'majority', 'best_free_val'}, r['method']
         assert all(r['acc_ci_at'][k] is not None for k in (2, 8))
     for r in prn['rows'] + prn['refs']:
         assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
@@ -3270,7 +3290,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
     weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
     the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
-    hand from the scores, not read back), plain HSRM's and the best cheap scorer's; every checkpoint's vote
+    hand from the scores, not read back), plain HSRM's and the best free selector's on validation; every checkpoint's vote
     temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
     measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
     import steer as ST
@@ -3333,7 +3353,9 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
     assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
     assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
-    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_cheap_ci' in r
+    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_free_ci' in r
+    free = next(k for k in res['curves'] if k.startswith('free:'))  # the best free selector on validation, every N
+    assert free == f"free:{res['best_free_val']}" and len(res['curves'][free]['acc']) == len(res['ns'])
     # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
     idx = SEL.boot_draws(12, 200, 0)
     acc_only = SEL.ci(SEL.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
@@ -3526,11 +3548,13 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
         vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
         acc = {k: SEL.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
-        assert f['best_cheap_val'] == max(CHEAP_SCORERS, key=lambda k: acc[k])
+        assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation pool
+        top = max(f['choice']['val_acc'].values())  # the pick: the best of every free selector there, cheap ones included
+        assert top >= max(acc.values()) and f['best_free_val'] == [k for k, v in f['choice']['val_acc'].items() if v >= top - 1e-9]
         names = {r['method'] for r in f['rows']}
         assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
         r = next(r for r in f['rows'] if r['method'] == 'hsrm')
-        assert r['acc_ci'][0] <= r['acc'] <= r['acc_ci'][1] and 'best_cheap_val' in r['vs'] and 'majority' in r['vs']
+        assert r['acc_ci'][0] <= r['acc'] <= r['acc_ci'][1] and 'best_free_val' in r['vs'] and 'majority' in r['vs']
     md = open(f"{cfg['out_dir']}/transfer.md").read()
     assert all(f'| {k} (10) |' in md for k in fams)
     stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
@@ -3585,22 +3609,27 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         problems = load_split(f'{fams[held]}/eval')
         pool = SEL.build_pool(problems, [8], 100, 0, answers_equal)
         m = {k: SEL.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
-        free = [r for r in f['rows'] if r['type'] in ('cheap', 'deepconf')]
-        best, best_au = rows[f['best_free_test']], rows[f['best_free_auroc_test']]
-        assert {r['type'] for r in free} == {'cheap', 'deepconf'} and best in free and best_au in free
-        assert best['acc'] >= max(x['acc_at'][8] for x in m.values()) and best['acc'] == max(r['acc'] for r in free)
-        assert best_au['auroc'] >= max(x['auroc'] for x in m.values()) and best_au['auroc'] == max(r['auroc'] for r in free)
+        free = [r for r in f['rows'] if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
+        kinds = {r['type']: r for r in f['rows']}
+        best, best_au = kinds['free_best_test'], kinds['free_best_test_auroc']
+        assert {r['type'] for r in free} == {'vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote'}
+        assert best['acc'] >= max(x['acc_at'][8] for x in m.values()) and best['acc'] == pytest.approx(max(r['acc'] for r in free))
+        scorers = [r for r in free if not np.isnan(r['auroc'])]
+        assert {r['type'] for r in scorers} == {'cheap', 'deepconf', 'combo'}  # a vote ranks nothing
+        assert best_au['auroc'] >= max(x['auroc'] for x in m.values())
+        assert best_au['auroc'] == pytest.approx(max(r['auroc'] for r in scorers))
+        assert f['best_free_val'] == kinds['free_best_val']['tied'] and f['best_free_test'] == best['tied']
         assert all(f'| {held} (10) | {SEL.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
-        for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (weights from the training families)'):
+        for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (fitted on training problems)'):
             vs = rows[name]['vs']
             for ref in ('best_free_test', 'majority'):
                 assert vs[ref]['acc_ci'][0] <= vs[ref]['acc'] <= vs[ref]['acc_ci'][1], (held, name, ref)
             assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
-            assert vs['best_free_auroc_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
+            assert vs['best_free_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
         others = [f'{d}/train' for k, d in fams.items() if k != held]
         tr = [p for d in others for p in load_split(d, files=SEL.split_problems(problem_files(d), 0.2, 42)[0])]
         norm = combo_fit(tr)
-        combo = rows['Free-scorer combo (weights from the training families)']
+        combo = rows['Free-scorer combo (fitted on training problems)']
         assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
         sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
         assert combo['auroc'] == pytest.approx(SEL.mean_auroc(sc, pool)[0])
@@ -3651,7 +3680,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     for s, k in zip(sizes, cfg['sizes']):
         assert s['k'] == k and s['n_train'] == k - round(0.2 * k) and s['n_val'] == round(0.2 * k)
         rows = {r['method']: r for r in s['rows']}
-        ref = next(r for r in s['rows'] if r['type'] == 'cheap_best_val')
+        ref = next(r for r in s['rows'] if r['type'] == 'free_best_val')
         assert {'hsrm', 'res', 'Majority vote (extracted answers)'} <= set(rows)
         for v in ('hsrm', 'res'):
             accs = []
@@ -3662,7 +3691,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
             log = json.load(open(f'{out}/curve/K{k}/{v}/seed1/log.json'))
             assert log['n_train_problems'] == s['n_train'] and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4)
             assert rows[v]['acc'] == pytest.approx(np.mean(accs), abs=1e-9)
-            d = rows[v]['vs']['best_cheap_val']
+            d = rows[v]['vs']['best_free_val']
             assert d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc']) and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9
         steps.append(log['max_iters'])
         base = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'res')
@@ -3673,7 +3702,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
         assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
         assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
-        best_test = next(r for r in s['rows'] if r['type'] == 'cheap_best_test')
+        best_test = next(r for r in s['rows'] if r['type'] == 'free_best_test_auroc')  # the best AUROC, not the Bo-N winner's
+        assert best_test['auroc'] == pytest.approx(max(r['auroc'] for r in s['rows'] if r['type'] in ('cheap', 'deepconf', 'combo')))
         assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc'] - best_test['auroc'])
         assert 'base' not in rows['hsrm']['vs']
     assert steps[0] < steps[1] < steps[2]
@@ -3681,7 +3711,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         pts = [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes]
         b, a = np.polyfit(np.log2([x for x, _ in pts]), [y for _, y in pts], 1)
         assert summ[v]['fit'][m]['b'] == pytest.approx(b) and summ[v]['fit'][m]['a'] == pytest.approx(a)
-        ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'cheap_best_test')[m]  # the optimistic reference
+        ref = next(r for r in sizes[-1]['rows'] if r['type'] == ('free_best_test' + ('_auroc' if m == 'auroc' else '')))[m]
         assert summ[v]['fit'][m]['reached'] == (a + b * np.log2(sizes[-1]['n_train']) >= ref)
         assert summ[v]['fit'][m]['cross'] == (pytest.approx(2 ** ((ref - a) / b)) if b > 0 else None)
         first = summ[v]['first_better'][m]

@@ -2,12 +2,12 @@
 Leave-one-family-out transfer: does a verifier hold up on a task family it never saw? For each family F of
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
-then score F's eval split zero-shot beside the free scorers on the same pool: every cheap scorer, the best cheap
-scorer chosen on the training families' validation split and the best free scorer (cheap or DeepConf) on F itself,
-by best-of-N and by AUROC (optimistic: a user cannot choose it in advance), the free-scorer combo (model.combo_fit:
-every free scorer standardized, weights learned on the training families' train splits: a base that travels),
-majority vote, DeepConf, single pass, oracle; paired bootstrap intervals (evaluate.py's, the same draws for every
-method of a fold), every row also against majority vote and the optimistic best free scorer. The variants named in
+then score F's eval split zero-shot beside every free selector on the same pool (selection.free_rows: cheap and
+DeepConf scorers, the free-scorer combo (model.combo_fit: every free scorer standardized, weights learned on the
+training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
+the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
+user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (selection.py's, the same draws
+for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants named in
 in_domain are also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
 
     python transfer.py config/transfer_words.py
@@ -28,9 +28,8 @@ import selection as S
 import train as T
 from configurator import configure, knobs, stage_defaults
 from label import answers_equal
-from model import (atomic_write_json, cli, combo_fit, combo_score, count_params, load_checkpoint, load_split, problem_files,
+from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
-from scorers import has_confidences
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -130,70 +129,51 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
                        [S.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
 
 
-def combo_row(others, problems, pool, cfg):
-    """The free-scorer combo on the held-out pool, its weights fit (model.combo_fit) on the training families' train
-    splits (as train.py splits them: their validation problems left out)."""
-    tr = [p for d in others for p in load_split(d, files=S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
-    norm = combo_fit(tr)
-    sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
-    m = S.scored_metrics(sc, pool, [cfg['n_eval']], where='free-scorer combo', n=cfg['n_eval'])
-    return S.make_row('Free-scorer combo (weights from the training families)', 'cheap_combo', [m],
-                      weights=dict(zip(norm['names'], norm['weight'])))
-
-
-def add_vs(rows, ref, name, n, cfg):
-    """Each row's paired difference against row ref under r['vs'][name] (evaluate.paired_delta)."""
-    for r in rows:
-        if r.get('per_problem'):
-            r['vs'][name] = S.paired_delta(r, ref, n, cfg['n_boot'], cfg['boot_seed'])
-
-
 def evaluate_fold(cfg, held, dev):
     """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
     n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
     problems = load_split(eval_dir)
     pool = S.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
+    # the free side, chosen on the training families' validation split; the combo's weights from their train splits
     vp, vpool, vn = val_split(others, cfg, n)
-    rows, _ = S.baseline_rows(problems, pool, vp, vpool, [n], n, vn)
-    rows.append(combo_row(others, problems, pool, cfg))
-    if has_confidences(problems):
-        rows += S.deepconf_rows(problems, pool, [n], n, {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}})
+    tr = [p for d in others for p in load_split(d, files=S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+    ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
+    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
         rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
     orc = {n: np.array([S.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
     rows.append(S.make_row(f'Oracle pass@{n}', 'oracle', [S.per_problem_run(orc, n=n)]))
     S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
-    # the optimistic references: the free scorer (cheap or DeepConf) best on the held-out family itself, by best-of-N
-    # and by AUROC (no user can choose either in advance)
-    free = [r for r in rows if r['type'] in ('cheap', 'deepconf')]
-    top = {'best_free_test': max(free, key=lambda r: r['acc']),
-           'best_free_auroc_test': max(free, key=lambda r: np.nan_to_num(r['auroc']))}
-    for name, ref in top.items():
-        add_vs(rows, ref, name, n, cfg)
-    best = next(r['scorer'] for r in rows if r['type'] == 'cheap_best_val')
-    return {'family': held, 'eval_dir': eval_dir, 'n_problems': len(problems), 'best_cheap_val': best,
-            **{k: r['method'] for k, r in top.items()}, 'trained_on': others, 'rows': rows}
+    # the optimistic references: the free selector best on the held-out family itself by best-of-N, the free scorer
+    # best there by AUROC (no user can choose either in advance)
+    top = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
+    for r in rows:
+        if r.get('per_problem'):
+            r['vs']['best_free_test'] = S.paired_vs(r, *top, n, cfg['n_boot'], cfg['boot_seed'])
+    return {'family': held, 'eval_dir': eval_dir, 'n_problems': len(problems), 'best_free_val': choice['free_best_val'],
+            'best_free_test': choice['free_best_test'], 'best_free_auroc_test': choice['free_best_test_auroc'],
+            'choice': choice, 'trained_on': others, 'rows': rows}
 
 
 def summary(folds, cfg):
-    """Per variant (zero-shot rows) and the free-scorer combo: folds where its AUROC >= the best cheap scorer's on
+    """Per variant (zero-shot rows) and the free-scorer combo: folds where its AUROC >= the best free scorer's on
     validation, and >= the best free scorer's AUROC on the held-out family (optimistic), its lowest AUROC, and the
-    folds where its best-of-N is below the best cheap on validation, the best free scorer on the held-out family
+    folds where its best-of-N is below the best free selector on validation, the best free scorer on the held-out family
     (optimistic) or majority vote, beyond the interval."""
     out = []
     for v in list(cfg['variants']) + ['combo']:
-        ok, ok_test, low, worse = 0, 0, [], {'best_cheap_val': [], 'best_free_test': [], 'majority': []}
+        ok, ok_test, low, worse = 0, 0, [], {'best_free_val': [], 'best_free_test': [], 'majority': []}
         for f in folds:
-            r = next(r for r in f['rows'] if (r['type'] == 'cheap_combo' if v == 'combo' else r['method'] == v))
-            ok += r['vs'].get('best_cheap_val', {}).get('auroc', -1) >= 0
-            ok_test += r['vs'].get('best_free_auroc_test', {}).get('auroc', -1) >= 0
+            r = next(r for r in f['rows'] if (r['type'] == 'combo' if v == 'combo' else r['method'] == v))
+            ok += r['vs'].get('best_free_val', {}).get('auroc', -1) >= 0
+            ok_test += r['vs'].get('best_free_test', {}).get('auroc', -1) >= 0
             low.append(r['auroc'])
             for ref, fams in worse.items():
                 ci = r['vs'].get(ref, {}).get('acc_ci')
                 fams += [f['family']] if ci and ci[1] < 0 else []
-        out.append({'variant': v, 'auroc_at_least_best_cheap': ok, 'auroc_at_least_best_free_test': ok_test,
-                    'folds': len(folds), 'min_auroc': float(np.min(low)), 'bo_n_below_best_cheap': worse['best_cheap_val'],
+        out.append({'variant': v, 'auroc_at_least_best_free_val': ok, 'auroc_at_least_best_free_test': ok_test,
+                    'folds': len(folds), 'min_auroc': float(np.min(low)), 'bo_n_below_best_free_val': worse['best_free_val'],
                     'bo_n_below_best_free_test': worse['best_free_test'], 'bo_n_below_majority': worse['majority']})
     return out
 
@@ -202,37 +182,39 @@ def render(folds, summ, cfg):
     n = cfg['n_eval']
     out = [f"## Leave-one-family-out transfer (best-of-{n})", '',
            f"Each family's eval split scored by verifiers trained on the other families' train splits (zero-shot), "
-           f"{len(cfg['seeds'])} seeds each; `(in domain)`: trained on the family's own train split. The best cheap "
-           f"scorer on val is chosen on the training families' validation split; the best free scorer on test (cheap or "
-           f"DeepConf; by best-of-{n}, and by AUROC for the AUROC column) on the held-out family itself (optimistic: no "
-           f"user can choose it in advance); the free-scorer combo's weights are learned on the training families' train "
-           f"splits. Δ are paired differences with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and "
+           f"{len(cfg['seeds'])} seeds each; `(in domain)`: trained on the family's own train split. The best free "
+           f"selector on val is chosen on the training families' validation split among every free selector (majority "
+           f"vote, cheap and DeepConf scorers, the combo, each one's weighted vote, DeepConf's votes; ties counted as "
+           f"their mean), the AUROC column against the free scorer best there by AUROC; the best free on test is chosen "
+           f"the same way on the held-out family itself (optimistic: no user can choose it in advance); the free-scorer "
+           f"combo's weights are learned on the training families' train splits. Δ are paired differences with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and "
            f"seeds), **bold** where the interval excludes 0.", '',
-           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best cheap on val (pts) | Δ vs best free on test (pts) '
-           f'| Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best cheap on val | Δ AUROC vs best free on test |',
+           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on test (pts) '
+           f'| Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs best free on test |',
            '|---|---|---:|---:|---:|---:|---:|---:|---:|']
-    keep = ('vote', 'cheap', 'cheap_best_val', 'cheap_combo', 'deepconf', 'deepconf_vote', 'verifier', 'verifier_vote',
-            'oracle', 'single')
+    keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
+            'verifier', 'verifier_vote', 'oracle', 'single')
 
-    def vs(r, f, ref, key, pct):  # not among evaluate.REFS: formatted here
-        d = r.get('vs', {}).get(ref, {})
-        return 'ref.' if r['method'] == f[ref] else S.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+    def vs(r, key, pct):  # the optimistic reference is not among selection.REFS: formatted here
+        d = r.get('vs', {}).get('best_free_test', {})
+        ref = r['type'] == ('free_best_test' if key == 'acc' else 'free_best_test_auroc')
+        return 'ref.' if ref else S.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
     for f in folds:
         for r in f['rows']:
             if r['type'] not in keep:
                 continue
-            test, test_au = vs(r, f, 'best_free_test', 'acc', True), vs(r, f, 'best_free_auroc_test', 'auroc', False)
+            test, test_au = vs(r, 'acc', True), vs(r, 'auroc', False)
             out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {S.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                       f"| {S.fmt_vs(r, 'best_cheap_val', 'acc', True)} | {test} | {S.fmt_vs(r, 'majority', 'acc', True)} "
-                       f"| {S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {S.fmt_vs(r, 'best_cheap_val', 'auroc', False)} "
+                       f"| {S.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {S.fmt_vs(r, 'majority', 'acc', True)} "
+                       f"| {S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {S.fmt_vs(r, 'best_free_val', 'auroc', False)} "
                        f"| {test_au} |")
-    out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best cheap on val | ≥ best free on test | Lowest AUROC '
-            '| Folds with Bo-N below, beyond the interval: best cheap on val | best free on test | majority |',
+    out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best free on val | ≥ best free on test | Lowest AUROC '
+            '| Folds with Bo-N below, beyond the interval: best free on val | best free on test | majority |',
             '|---|---:|---:|---:|---|---|---|']
     for s in summ:
-        out.append(f"| {s['variant']} | {s['auroc_at_least_best_cheap']} / {s['folds']} | "
+        out.append(f"| {s['variant']} | {s['auroc_at_least_best_free_val']} / {s['folds']} | "
                    f"{s['auroc_at_least_best_free_test']} / {s['folds']} | {s['min_auroc']:.3f} "
-                   f"| {', '.join(s['bo_n_below_best_cheap']) or 'none'} | {', '.join(s['bo_n_below_best_free_test']) or 'none'} "
+                   f"| {', '.join(s['bo_n_below_best_free_val']) or 'none'} | {', '.join(s['bo_n_below_best_free_test']) or 'none'} "
                    f"| {', '.join(s['bo_n_below_majority']) or 'none'} |")
     return '\n'.join(out) + '\n'
 
