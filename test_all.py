@@ -3367,6 +3367,23 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
 
 
+def test_steer_names_the_knobs_a_config_lacks(tmp_path):
+    """Issue 35: steer.py's search study on a config that is not one (config/demo.py) is one line naming every knob it
+    needs, not a default path the config never named; with some set, the line names the ones still missing; nothing
+    is written."""
+    out = str(tmp_path / 'steer')
+    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}'))
+    assert line.startswith("steer.py: the search study finds nothing at pool_dir='' (not set), train_dir='' (not set), "
+                           "ckpts=[] (not set), search_dirs=[] (not set); fix: set --pool_dir, --train_dir, --ckpts, "
+                           "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, line
+    write_split_eval(str(tmp_path / 'pool'), 3, 4)
+    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
+                           f'--train_dir={tmp_path}/pool', f"--ckpts=['{tmp_path}/v/*/ckpt.pt']"))
+    assert f"finds nothing at ckpts=['{tmp_path}/v/*/ckpt.pt'], search_dirs=[] (not set); fix: set --ckpts, " \
+           "--search_dirs " in line
+    assert not os.path.exists(out)
+
+
 def _decode_forwards(model):
     """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
     really went through the generator. -> (counter dict, hook handle)."""
