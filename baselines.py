@@ -183,7 +183,8 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
 
 def run(cfg, train_cfg):
     """Train the text verifiers (train.py's run, one run dir per size and seed; finished runs are
-    skipped), then score the eval split with the PRM when prm_model is set."""
+    skipped, a finished run whose config differs is refused unless --overwrite=True), then score the eval
+    split with the PRM when prm_model is set."""
     import train
     cfg = {**DEFAULTS, **cfg}
     dev = resolve_device(cfg['device'])
@@ -195,11 +196,13 @@ def run(cfg, train_cfg):
     unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
         raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+    data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
+    keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
     for size in cfg['text_sizes']:
         for s in train_cfg['seeds'] or [train_cfg['seed']]:
             train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
                        'out_dir': cfg['out_dir'], 'device': cfg['device'], 'seed': s, 'seeds': None,
-                       'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{s}')})
+                       'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{s}')}, keep_both)
     if cfg['prm_model']:
         eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
         path = os.path.join(eval_dir, 'prm_scores.json')

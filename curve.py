@@ -47,6 +47,7 @@ val_frac = 0.2              # as train.py: the validation part of each K chooses
 val_seed = 42
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
+overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
 
@@ -62,7 +63,8 @@ def train_size(cfg, k):
     for v, over in cfg['variants'].items():
         T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': None,
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
-               'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device']})
+               'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
+               'overwrite': cfg['overwrite']}, keep_both=f"a new variant name in --variants (this one is {v!r})")
 
 
 def evaluate_size(cfg, k, problems, pool, dev):
@@ -212,6 +214,10 @@ def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
         raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
+    n = len(problem_files(os.path.join(cfg['out_dir'], 'train')))
+    if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
+        raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
+                         f"with every K in 1..{n}, or extract more training problems")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])

@@ -37,13 +37,14 @@ from scorers import group_confidences, has_confidences
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
+# the search study reads the four below, which its config names (config/search_shop.py: the shop study)
 out_dir = 'out/search_shop'          # writes steer.* here
-pool_dir = 'out/words_shop/eval'     # plain samples of the same problems (best-of-N), e.g. 32 per problem
-search_dirs = ['out/search_shop/*/eval']  # globs of labelled search split dirs (extract.py --search=...)
-ckpts = ['out/words_shop/verifiers/hsrm_seed*/ckpt.pt']  # plain HSRM's best-of-N (a reference for every row); a
+pool_dir = ''                        # plain samples of the same problems (best-of-N), e.g. 32 per problem
+search_dirs = []                     # globs of labelled search split dirs (extract.py --search=...)
+ckpts = []                           # globs of plain HSRM's checkpoints, its best-of-N a reference for every row; a
                                      # search run is scored by the checkpoint that steered it (its config's search_ckpt),
                                      # and compared first with best-of-N picked by those same checkpoints
-train_dir = 'out/words_shop/train'   # its validation split (train.py's) picks the best free selector and vote temperatures
+train_dir = ''                       # its validation split (train.py's) picks the best free selector and vote temperatures
 ns = [1, 2, 4, 8, 16, 32]            # best-of-N sizes (those the pool allows)
 n_subsets = 100                      # random N-subsets per problem (evaluate.py's)
 subset_seed = 0
@@ -149,6 +150,16 @@ def vs_bon(acc, tok, ref, ref_tok, ns, n_boot, seed, paired):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    found = {'pool_dir': glob.glob(os.path.join(cfg['pool_dir'], 'problems', '*.pt')),
+             'train_dir': glob.glob(os.path.join(cfg['train_dir'], 'problems', '*.pt')),
+             'ckpts': [p for g in cfg['ckpts'] for p in glob.glob(g)],
+             'search_dirs': [d for g in cfg['search_dirs'] for d in glob.glob(g)]}
+    missing = [k for k, v in found.items() if not v]
+    if missing:  # every knob at once: a config that is not a search study's sets none of them
+        where = ', '.join(f"{k}={cfg[k]!r}" + ('' if cfg[k] else ' (not set)') for k in missing)
+        raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} to "
+                         f"the study's labelled splits and checkpoints (config/search_shop.py names them, its header the "
+                         f"commands), or --prune=True for the pruning study on a finished run")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -161,9 +172,7 @@ def run(cfg):
     ns = [n for n in cfg['ns'] if n <= m]
     pool = S.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     keys = [p['key'] for p in problems]
-    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
-    if not paths:
-        raise ValueError(f"ckpts={cfg['ckpts']} matches no checkpoint; fix: python train.py <the pool's config> first")
+    paths = sorted(set(found['ckpts']))
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
     vp = load_split(cfg['train_dir'], files=S.split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))

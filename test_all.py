@@ -2257,6 +2257,62 @@ def test_cli_writes_run_and_resumes(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith('train.py: none of the 8 training problems') and 'fix:' in r.stderr
 
 
+def _last_line(r):
+    """A refused CLI run: exit 1, no traceback, the stderr's last line."""
+    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    return r.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow  # 9 CLI runs: about 20 s on 2 idle cores
+def test_cli_changed_knob_keeps_finished_runs(tmp_path):
+    """Issue 35: a finished run is never retrained by a call whose config differs: train.py and baselines.py refuse
+    before anything trains, one line naming the keys (old -> new) and both fixes, every checkpoint byte unchanged; a
+    speed knob or another spelling of the paths is the same run; --overwrite=True retrains in place; an unfinished run
+    trains again as before. An unknown verifier is one line with the options, before any data loads."""
+    out = tmp_path / 'ex'
+    write_split_train(str(out / 'train'), n_problems=15, n_cands=8)
+    def cli(stage, *args):
+        return subprocess.run([sys.executable, stage, f'--out_dir={out}', '--max_iters=4', '--eval_interval=2',
+                               '--batch_problems=4', '--seeds=[1,2]', *args], capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    r = cli('train.py')
+    assert r.returncode == 0, r.stderr[-2000:]
+    cks = sorted(glob.glob(f'{out}/verifiers/hsrm_*_seed*/ckpt.pt'))
+    data = lambda: [open(p, 'rb').read() for p in cks]  # noqa: E731
+    before = data()
+    assert len(cks) == 2
+    line = _last_line(cli('train.py', '--lr=0.1'))
+    assert line.startswith('train.py: ') and 'seed1 holds a finished run' in line and 'lr 0.0001 -> 0.1' in line
+    assert '--run_dir=' in line and '--overwrite=True' in line and data() == before
+    rel = os.path.relpath(out / 'train', REPO)  # the same data spelled otherwise, and speed knobs: the same run
+    r = cli('train.py', '--threads=1', '--chunk_candidates=64', '--device=cpu', f'--train_dirs=["{rel}"]')
+    assert r.returncode == 0 and r.stdout.count('already finished') == 2 and data() == before, r.stderr[-2000:]
+    line = _last_line(cli('train.py', '--verifier=hsrmx', f'--train_dirs=["{tmp_path}/none"]'))  # before the (missing) data
+    assert line == ("train.py: verifier='hsrmx' is not one of ['hsrm', 'hsrm_narrow', 'deepset', 'text', 'hybrid']; "
+                    "fix: --verifier=hsrm")
+    # baselines.py's text runs: the same rule, with the fix in its own knobs
+    text = ['--text_sizes=["small"]', '--text_tokenizer=None', '--seeds=[1]']
+    assert cli('baselines.py', *text).returncode == 0
+    tck = f'{out}/verifiers/text_small_seed1/ckpt.pt'
+    tbytes = open(tck, 'rb').read()
+    line = _last_line(cli('baselines.py', *text, '--dropout=0.2'))
+    assert line.startswith('baselines.py: ') and 'dropout 0.1 -> 0.2' in line and f"--train_dirs=\"['{out}/train']\"" in line
+    assert open(tck, 'rb').read() == tbytes and data() == before
+    r = cli('train.py', '--lr=0.1', '--overwrite=True')  # explicitly: both retrained in place
+    assert r.returncode == 0 and r.stdout.count('lr 0.0001 -> 0.1; overwriting it') == 2, r.stderr[-2000:]
+    assert all(a != b for a, b in zip(data(), before))
+    assert json.load(open(os.path.dirname(cks[0]) + '/config.json'))['lr'] == 0.1
+    log = os.path.dirname(cks[0]) + '/log.json'  # seed 1 interrupted: trained again whatever its config said ...
+    stopped = {**json.load(open(log)), 'done': False}
+    with open(log, 'w') as f:
+        json.dump(stopped, f)
+    mid = data()
+    line = _last_line(cli('train.py'))  # ... but not before every run dir is checked: seed 2 refuses the call
+    assert 'seed2 holds a finished run' in line and 'lr 0.1 -> 0.0001' in line and data() == mid
+    r = cli('train.py', '--seeds=[1]')
+    assert r.returncode == 0 and 'holds an unfinished run; training it again' in r.stdout and data()[0] != mid[0]
+    assert json.load(open(log))['done'] and json.load(open(os.path.dirname(cks[0]) + '/config.json'))['lr'] == 1e-4
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -3384,6 +3440,23 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
 
 
+def test_steer_names_the_knobs_a_config_lacks(tmp_path):
+    """Issue 35: steer.py's search study on a config that is not one (config/demo.py) is one line naming every knob it
+    needs, not a default path the config never named; with some set, the line names the ones still missing; nothing
+    is written."""
+    out = str(tmp_path / 'steer')
+    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}'))
+    assert line.startswith("steer.py: the search study finds nothing at pool_dir='' (not set), train_dir='' (not set), "
+                           "ckpts=[] (not set), search_dirs=[] (not set); fix: set --pool_dir, --train_dir, --ckpts, "
+                           "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, line
+    write_split_eval(str(tmp_path / 'pool'), 3, 4)
+    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
+                           f'--train_dir={tmp_path}/pool', f"--ckpts=['{tmp_path}/v/*/ckpt.pt']"))
+    assert f"finds nothing at ckpts=['{tmp_path}/v/*/ckpt.pt'], search_dirs=[] (not set); fix: set --ckpts, " \
+           "--search_dirs " in line
+    assert not os.path.exists(out)
+
+
 def _decode_forwards(model):
     """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
     really went through the generator. -> (counter dict, hook handle)."""
@@ -3560,6 +3633,16 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
     X.run(cfg)
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
+    # issue 35 on the command line: a changed training knob keeps every finished run, the fix in transfer.py's knobs
+    cks = sorted(glob.glob(f"{cfg['out_dir']}/*/*/seed1/ckpt.pt"))
+    data = [open(p, 'rb').read() for p in cks]
+    changed = _cfg(max_iters=20, eval_interval=10, dropout=0.0)
+    line = _last_line(_run('transfer.py', f"--out_dir={cfg['out_dir']}", f'--families={fams}', '--seeds=[1]',
+                           f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
+    assert line == f"transfer.py: {cfg['out_dir']}/fam0/hsrm/seed1 holds a finished run whose config differs " \
+                   "(dropout 0.1 -> 0.0); fix: another --out_dir, or a new variant name in --variants (this one is 'hsrm') keeps both, " \
+                   "--overwrite=True trains it again in place"
+    assert len(cks) == 9 and [open(p, 'rb').read() for p in cks] == data
     with pytest.raises(ValueError, match='no labelled train split.*fix'):
         X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
     with pytest.raises(ValueError, match="in_domain=.*'conf'.*fix"):
@@ -3723,6 +3806,19 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before
     with pytest.raises(ValueError, match='sizes=.*fix'):
         C.run({**cfg, 'sizes': [40, 10]})
+    # issue 35 on the command line: a size beyond the split names curve.py's own knob; a changed training knob keeps
+    # every finished run (refused before anything trains, the fix in curve.py's knobs)
+    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 5000]'))
+    assert line == f'curve.py: sizes=[10, 5000] but {out}/train has 40 problems; fix: --sizes="[...]" with every K in 1..40, ' \
+                   'or extract more training problems'
+    cks = sorted(glob.glob(f'{out}/curve/K*/*/seed*/ckpt.pt'))
+    data = [open(p, 'rb').read() for p in cks]
+    changed = {**cfg['train_overrides'], 'lr': 0.01}
+    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 20, 40]', '--seeds=[1, 2]',
+                           f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
+    assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs (lr 0.001 -> 0.01); fix: " \
+                   "a new variant name in --variants (this one is 'hsrm') keeps both, --overwrite=True trains it again in place"
+    assert len(cks) == 18 and [open(p, 'rb').read() for p in cks] == data
 
 
 # ====================================================================================================

@@ -9,7 +9,8 @@ Never loads the generator.
 
 Writes {run_dir}/ckpt.pt (best model by validation `early_stop_metric`), config.json and log.json.
 A run dir whose log.json says it finished with the same config is skipped, so a seed sweep that was
-interrupted picks up at the first unfinished seed.
+interrupted picks up at the first unfinished seed; a finished run whose config differs is refused before
+anything trains, naming the keys (--overwrite=True trains it again in place).
 """
 import copy
 import json
@@ -22,10 +23,10 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
-from selection import split_problems
-from model import (LOSSES, STEP_INPUTS, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
-                   combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
+from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states,
+                   cli, combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
                    save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
+from selection import split_problems
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -86,6 +87,8 @@ device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
+overwrite = False           # a finished run in the run dir whose config differs (run_diff) is refused, naming the keys;
+                            # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and other stages start from
 
@@ -115,13 +118,18 @@ def _labels(problems):
     return [[float(c['correct']) for c in p['candidates']] for p in problems]
 
 
+def check_names(cfg):
+    """Every knob that names one of a few options holds one of them: checked before any data loads."""
+    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
+                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
+        if cfg[key] not in ok:
+            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+
+
 def preflight(train_problems, val_problems, cfg):
     """Every check that can fail before training starts; returns the training problems the loss
     learns from (those with both labels, for a loss that needs them)."""
-    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
-                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS)):
-        if cfg[key] not in ok:
-            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    check_names(cfg)
     for key in ('max_steps', 'max_tokens'):
         v = cfg[key]
         if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
@@ -384,44 +392,76 @@ def run_name(cfg, stored_layers=(-1,)):
     return '_'.join(tags + [f"seed{cfg['seed']}"])
 
 
-def same_run(old, new):
-    """Two run configs (as config.json holds them) ask for the same run; paths compare as the files they name, so a
-    run made with out/x is reused when called with /abs/out/x or through a symlink."""
-    real = lambda k, v: ([os.path.realpath(x) for x in v] if k == 'train_dirs' and v  # noqa: E731
-                         else os.path.realpath(v) if k in ('out_dir', 'run_dir') and v else v)
-    return {k: real(k, v) for k, v in old.items()} == {k: real(k, v) for k, v in new.items()}
+# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
+# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
+# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
+# schedule and the seed included: a run is its data, its model and its steps.
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
 
 
-def run(cfg):
-    """The CLI: load the split dirs, split each by problem (keeping K problems of each when
-    max_train_problems is set), pool, train one model per K and seed."""
+def run_diff(old, new):
+    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
+    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
+    run), and a key an older config.json lacks as its default."""
+    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
+    base = json.loads(json.dumps(DEFAULTS, default=str))
+    old, new = {**base, **old}, {**base, **new}
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+
+
+KEEP_BOTH = '--run_dir=<a new dir>'  # train.py's way to train a changed config beside a finished run
+
+
+def finished(c, keep_both=KEEP_BOTH):
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
+    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
+    an unfinished one (interrupted, no done log.json) is trained again."""
+    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
+    if not (os.path.exists(logp) and os.path.exists(cfgp)):
+        return False
+    with open(logp) as f1, open(cfgp) as f2:
+        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
+    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
+    if done and not diff:
+        print(f"{c['run_dir']} already finished with this config; skipping")
+        return True
+    if done and not c['overwrite']:
+        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
+                         f"both, --overwrite=True trains it again in place")
+    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
+                                      'training it again'))
+    return False
+
+
+def run(cfg, keep_both=KEEP_BOTH):
+    """The CLI: load the split dirs, split each by problem (keeping K problems of each when max_train_problems is set),
+    pool, train one model per K and seed. Every run dir is checked (finished) before the first is trained; keep_both:
+    the calling stage's way to give a changed config a run dir of its own, named when a finished run is refused."""
+    check_names(cfg)
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
     ks = cfg['max_train_problems']
+    todo = []
     for k in ks if isinstance(ks, list) else [ks]:
-        tr, va = [], []
-        for d, probs in zip(dirs, data):
-            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], k)
-            tr, va = tr + a, va + b
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k}
             c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping
                 c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-            logp = os.path.join(c['run_dir'], 'log.json')
-            cfgp = os.path.join(c['run_dir'], 'config.json')
-            if os.path.exists(logp) and os.path.exists(cfgp):
-                with open(logp) as f1, open(cfgp) as f2:
-                    if json.load(f1).get('done') and same_run(json.load(f2), json.loads(json.dumps(c, default=str))):
-                        print(f"{c['run_dir']} already finished with this config; skipping")
-                        continue
-                print(f"{c['run_dir']} holds an unfinished or different run; training it again")
-            atomic_write_json(c, cfgp)
-            _, log = train(tr, va, c)
-            bv = log['best_val']
-            print(f"seed {s}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
-                  f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
-                  f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
+            if not finished(c, keep_both):
+                todo.append(c)
+    for c in todo:
+        tr, va = [], []
+        for d, probs in zip(dirs, data):
+            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], c['max_train_problems'])
+            tr, va = tr + a, va + b
+        atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
+        _, log = train(tr, va, c)
+        bv = log['best_val']
+        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
+              f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
+              f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 if __name__ == '__main__':

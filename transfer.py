@@ -50,6 +50,7 @@ val_frac = 0.2              # the training families' validation split (as train.
 val_seed = 42               # and the weighted-vote temperatures
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
+overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
 
@@ -91,10 +92,12 @@ def fold_runs(cfg, held):
 def train_fold(cfg, held):
     """Train (or skip, when finished with the same config: train.run's rule) every run of a fold."""
     for name, run_dir, dirs in fold_runs(cfg, held):
-        over = cfg['variants'][name.replace(' (in domain)', '')]
+        v = name.replace(' (in domain)', '')
+        over = cfg['variants'][v]
         c = {**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': run_dir, 'train_dirs': dirs, 'run_dir': run_dir,
-             'seeds': list(cfg['seeds']), 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device']}
-        T.run(c)
+             'seeds': list(cfg['seeds']), 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
+             'overwrite': cfg['overwrite']}
+        T.run(c, keep_both=f"another --out_dir, or a new variant name in --variants (this one is {v!r})")
 
 
 def val_split(dirs, cfg, n):

@@ -23,5 +23,9 @@ top_p = 0.95
 batch_size = 64
 search = 'beam'
 search_width = 4
+pool_dir = 'out/words_shop/eval'  # steer.py: the best-of-N pool, its training split and plain HSRM's checkpoints
+train_dir = 'out/words_shop/train'
+ckpts = ['out/words_shop/verifiers/hsrm_seed*/ckpt.pt']
+search_dirs = ['out/search_shop/*/eval']
 difficulty = [0.1, 0.3]  # solve-rate cuts for the by-difficulty rows: SmolLM2 solves 14% of shop's samples, so
                          # steer.py's default [0.2, 0.5] leaves 38 / 6 / 4 problems; these give 26 / 15 / 7
