@@ -209,12 +209,13 @@ def tiny_prm(tmp_path_factory):
 # tiny split dirs in the on-disk format (extract.py's, labelled), read by every later stage
 
 
-def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, confidences=False):
+def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, confidences=False, shift=1.0):
     """Extraction format + labels.json with a learnable signal: correct candidates' states are shifted
     along a direction, their token ids include a marker token and their log-probs are a bit higher.
     Wrong answers come from two values, so votes have something to do. Steps end at the last token,
     as extraction's do. confidences=True adds DeepConf token confidences (drawn from their own
-    generator, so the other fields do not change), a little higher for correct candidates."""
+    generator, so the other fields do not change), a little higher for correct candidates. shift: the states' signal
+    (below 1, a verifier that ranks imperfectly)."""
     g = torch.Generator().manual_seed(seed)
     gc = torch.Generator().manual_seed(seed + 7)
     u = torch.randn(d_gen, generator=torch.Generator().manual_seed(99))
@@ -228,7 +229,7 @@ def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, 
             ok = bool(torch.rand(1, generator=g) < pc)
             ans = gold if ok else str(i + 2 + int(torch.randint(0, 2, (1,), generator=g)))
             S, T = int(torch.randint(1, 6, (1,), generator=g)), int(torch.randint(6, 30, (1,), generator=g))
-            st = torch.randn(S, d_gen, generator=g) + (1.0 if ok else -1.0) * u
+            st = torch.randn(S, d_gen, generator=g) + (shift if ok else -shift) * u
             ids = torch.randint(10, 60, (T,), generator=g)
             if ok:
                 ids[-1] = 7
@@ -3491,13 +3492,13 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
 # ====================================================================================================
 
 
-def _families(tmp_path, sizes=(24, 12, 16)):
+def _families(tmp_path, sizes=(24, 12, 16), shift=1.0):
     """Cells (train/ and eval/ splits) of a few synthetic families in the on-disk format, with confidences."""
     fams = {}
     for i, n in enumerate(sizes):
         d = str(tmp_path / f'fam{i}')
-        write_split_eval(f'{d}/train', n, 8, seed=10 + i, confidences=True)
-        write_split_eval(f'{d}/eval', 10, 8, seed=20 + i, start=1000, confidences=True)
+        write_split_eval(f'{d}/train', n, 8, seed=10 + i, confidences=True, shift=shift)
+        write_split_eval(f'{d}/eval', 10, 8, seed=20 + i, start=1000, confidences=True, shift=shift)
         fams[f'fam{i}'] = d
     return fams
 
@@ -3596,11 +3597,12 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
 def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     """transfer.py on three families: every fold trains on the other families only (its run configs say so), in
     domain on its own; the best cheap scorer is the one with the best validation best-of-8 on the training
-    families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; a
-    second run retrains nothing."""
+    families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; each
+    in-domain row's paired Δ against its zero-shot self equals a recomputation and is in transfer.md; a second run
+    retrains nothing."""
     import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
-    fams = _families(tmp_path)
+    fams = _families(tmp_path, shift=0.2)  # a weak signal: in domain and zero-shot rank differently
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
            'train_overrides': _cfg(max_iters=20, eval_interval=10)}
@@ -3614,6 +3616,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert [r['method'] for r in whole] == [r['method'] for r in part[0]['rows']]
     np.testing.assert_array_equal([[r['acc'], r['auroc']] for r in whole], [[r['acc'], r['auroc']] for r in part[0]['rows']])
     assert [f['family'] for f in folds] == list(fams) and [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
+    moved = []  # in domain minus zero-shot AUROC, per fold
     for f in folds:
         held = f['family']
         tc = json.load(open(f"{cfg['out_dir']}/{held}/hsrm/seed1/config.json"))
@@ -3628,8 +3631,22 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
         r = next(r for r in f['rows'] if r['method'] == 'hsrm')
         assert r['acc_ci'][0] <= r['acc'] <= r['acc_ci'][1] and 'best_free_val' in r['vs'] and 'majority' in r['vs']
+        # in domain against zero-shot, paired: recomputed from the per-problem values over the same problem draws
+        dom = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')
+        d, P = dom['vs']['zero_shot'], len(r['per_problem']['auroc'][0])
+        idx = np.random.default_rng([cfg['boot_seed'], P]).integers(0, P, (cfg['n_boot'], P))
+        for key, pp in (('acc', lambda x: x['per_problem']['acc_at'][8][0]), ('auroc', lambda x: x['per_problem']['auroc'][0])):
+            assert d[key] == pytest.approx(dom[key] - r[key])
+            diff = (pp(dom) - pp(r))[idx]  # one seed: the problem draws alone; an all-right/all-wrong pool has NaN in both
+            assert d[key + '_ci'] == pytest.approx(list(np.percentile(np.nanmean(diff, 1), [2.5, 97.5])))
+        assert 'zero_shot' not in r['vs']
+        moved.append(d['auroc'])
+    assert any(abs(x) > 1e-6 for x in moved)  # the two differ somewhere: the check compares something
     md = open(f"{cfg['out_dir']}/transfer.md").read()
     assert all(f'| {k} (10) |' in md for k in fams)
+    for f in folds:  # the in-domain table below the main one
+        d = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')['vs']['zero_shot']
+        assert f"| {f['family']} | hsrm | {SEL.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
     stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
     X.run(cfg)
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp

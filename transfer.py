@@ -8,7 +8,7 @@ training families' train splits: a base that travels), each one's weighted vote,
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
 user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (selection.py's, the same draws
 for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants named in
-in_domain are also trained on F's own train split, for reference. Runs and score caches are reused: a second call only reports.
+in_domain are also trained on F's own train split, for reference, each against its zero-shot self (paired). Runs and score caches are reused: a second call only reports.
 
     python transfer.py config/transfer_words.py
     python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
@@ -154,6 +154,11 @@ def evaluate_fold(cfg, held, dev):
     for r in rows:
         if r.get('per_problem'):
             r['vs']['best_free_test'] = S.paired_vs(r, *top, n, cfg['n_boot'], cfg['boot_seed'])
+    # what training on the family itself adds: each in-domain row against the same variant zero-shot (same seeds and
+    # problems, paired)
+    for v in cfg['in_domain']:
+        zero, dom = (next(r for r in rows if r['method'] == m) for m in (v, f'{v} (in domain)'))
+        dom['vs']['zero_shot'] = S.paired_delta(dom, zero, n, cfg['n_boot'], cfg['boot_seed'])
     return {'family': held, 'eval_dir': eval_dir, 'n_problems': len(problems), 'best_free_val': choice['free_best_val'],
             'best_free_test': choice['free_best_test'], 'best_free_auroc_test': choice['free_best_test_auroc'],
             'choice': choice, 'trained_on': others, 'rows': rows}
@@ -211,6 +216,14 @@ def render(folds, summ, cfg):
                        f"| {S.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {S.fmt_vs(r, 'majority', 'acc', True)} "
                        f"| {S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {S.fmt_vs(r, 'best_free_val', 'auroc', False)} "
                        f"| {test_au} |")
+    if cfg['in_domain']:
+        out += ['', 'In domain against the same variant zero-shot (same seeds and eval problems, paired):', '',
+                f'| Held out | Variant | Δ Bo{n} in domain − zero-shot (pts) | Δ AUROC in domain − zero-shot |', '|---|---|---:|---:|']
+        for f in folds:
+            for v in cfg['in_domain']:
+                d = next(r for r in f['rows'] if r['method'] == f'{v} (in domain)')['vs']['zero_shot']
+                out.append(f"| {f['family']} | {v} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
+                           f"| {S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
     out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best free on val | ≥ best free on test | Lowest AUROC '
             '| Folds with Bo-N below, beyond the interval: best free on val | best free on test | majority |',
             '|---|---:|---:|---:|---|---|---|']
