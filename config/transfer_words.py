@@ -1,5 +1,5 @@
 # Leave-one-family-out transfer over config/words.py's four word-problem families, each extracted once (as its
-# header says: shop 640 problems x 8, the others 320 x 8; eval 48 x 8) and reused by every fold:
+# header says: shop 640 problems x 8 and eval 48 x 32, the others 320 x 8 and eval 144 x 8) and reused by every fold:
 #   python transfer.py config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # two cores: two parts
 #   python transfer.py config/transfer_words.py --folds="['bake', 'share']" --threads=1; wait
 #   python transfer.py config/transfer_words.py                                              # reuses them: the report
