@@ -4,7 +4,8 @@
 #       --eval_range="(1000, 1047)" --n_eval_samples=32
 #   for f in travel bake share; do python extract.py config/words.py --word_family=$f --out_dir=out/words_$f; done
 #   for f in shop travel bake share; do python label.py config/words.py --out_dir=out/words_$f; done
-# Sized by the data-need curve (RESULTS.md: HSRM passes the free scorers between 256 and 512 training problems):
+# Sized by the data-need curve (RESULTS.md: on synthetic level 2, HSRM passed the free scorers between 256 and 512
+# training problems, measured before the grouped split):
 # shop, whose verifiers also steer search (config/search_shop.py), has 640 (512 train + 128 validation) and a
 # best-of-N pool of 32 for each of 48 eval problems (N = 1..32); the others 320 each and 144 eval problems x 8
 # (SmolLM2 solves 4-8% of their samples: 48 would leave 8-14 problems with a correct candidate), so every
