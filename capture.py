@@ -279,7 +279,9 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
     new, short = _sample(s.logits, u, temperature, top_p)
     s.nxt = torch.where(s.samp, new, s.nxt)
     done, keep = _outcome(s, at_max, eos, table)
-    bad = go & ~(torch.isfinite(s.logits).all(-1) & torch.isfinite(s.h_prev).all(-1))  # an overflow samples garbage
+    # an overflow samples garbage: an inf or NaN anywhere in a row's logits or state makes its sum one (a pass over the
+    # logits, 30x cheaper on CPU than isfinite().all(); finite logits never sum past float32's range)
+    bad = go & ~torch.isfinite(s.logits.sum(-1) + s.h_prev.sum(-1, dtype=torch.float32))
     flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
              (s.count + keep).max() if count_kept else zero, bad.any()]
     any_done, any_short, any_keep, n_kept, any_bad = torch.stack([f.long() for f in flags]).tolist()
