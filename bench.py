@@ -2,7 +2,9 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online
+    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online, memory, gpu
+    python bench.py --only=gpu       # the CUDA path (--device=cuda, the default where a GPU is visible; --device=cpu:
+                                     # tiny shapes, a smoke run); --device=cuda alone runs this section
 """
 import json
 import os
@@ -146,15 +148,16 @@ def _floor_work(model, tok, prompts, res):
     """The least work of an extract run, for its floor: (prefill FLOPs, [(FLOPs, bytes) per decoding step]).
     FLOPs: 2 x matmul weights per token (the prefill's lm_head only at each prompt's last token) plus attention,
     4 x layers x heads x head_dim per token and context token (QK^T and AV), over each row's own context (its
-    prompt without padding, then its tokens so far). Bytes per step: fp32 weights read once, plus the K/V cache of
-    the rows alive. A row forwards each of its tokens (an EOS is sampled, never forwarded)."""
+    prompt without padding, then its tokens so far). Bytes per step: the weights read once, plus the K/V cache of
+    the rows alive (at the weights' dtype). A row forwards each of its tokens (an EOS is sampled, never forwarded)."""
     cfg = model.config
     hd = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
     mm = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))  # lm_head included
     head = model.get_output_embeddings().weight.numel()
     att = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * hd
-    kv = 4 * 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * hd
-    weights = 4 * sum(p.numel() for p in model.parameters())
+    b = next(model.parameters()).dtype.itemsize
+    kv = b * 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * hd
+    weights = b * sum(p.numel() for p in model.parameters())
     lp = [len(tok(p, add_special_tokens=False).input_ids) for p in prompts]
     prefill = sum(2 * (mm - head) * L + 2 * head + att * L * (L + 1) // 2 for L in lp)
     rows = [(L, len(c['token_ids'])) for L, cs in zip(lp, res) for c in cs]
@@ -666,18 +669,236 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
                  'vs ideal'])
 
 
+# -----------------------------------------------------------------------------
+# memory: the paper cells against one 80 GB GPU, from the memory model alone (generator.py; no GPU, no weights)
+
+
+def bench_memory():
+    """Per paper cell (and the thinking ablation on math500_1p7b): the rows each split runs per forward at the cell's
+    batch_size, what the memory model says they allocate, and the budget of one 80 GB GPU after the float16 weights;
+    prompts at tasks.PROMPT_TOKENS. The cells' batch_size is fit_batch_size's answer (a test keeps them equal)."""
+    import glob
+    import extract
+    from configurator import apply_config
+    cfgs = [[f] for f in sorted(glob.glob(os.path.join(HERE, 'config', '*.py')))
+            if os.path.basename(f).split('_')[0] in tasks.PROMPT_TOKENS and 'smollm' not in f]
+    cfgs.append([os.path.join(HERE, 'config', 'math500_1p7b.py'), os.path.join(HERE, 'config', 'think_full.py')])
+    rows = []
+    for files in cfgs:
+        c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
+        mc, dt = generator.paper_config(c['model']), torch.float16
+        w = 2 * generator.n_params(mc)
+        room = generator.budget(generator.CARD_80GB - w)
+        p = tasks.PROMPT_TOKENS[c['dataset']]
+        need = []
+        for n in (c['n_train_samples'], c['n_eval_samples']):
+            r = max(1, c['batch_size'] // n) * n
+            need.append((r, generator.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']), c['max_steps'])))
+        rows.append([' + '.join(os.path.basename(f)[:-3] for f in files), c['batch_size'],
+                     f"{generator.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
+                     *[f'{r} / {b / 2 ** 30:.1f}' for r, b in need], f'{w / 2 ** 30:.1f}', f'{room / 2 ** 30:.1f}',
+                     f'{max(b for _, b in need) / room:.2f}'])
+    print(f"One 80 GB GPU: {generator.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {generator.HEADROOM:.0%} of "
+          f"what is left kept back; float16; at most {generator.MAX_ROWS} rows per forward. Need = KV cache at capacity + "
+          f"per-row buffers + logits temporaries + prefill (generator.decode_bytes).")
+    table(rows, ['cell', 'batch_size', 'KV KiB / row / position', 'capacity (positions)', 'train rows / GiB',
+                 'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
+
+# -----------------------------------------------------------------------------
+# the GPU path, ready for the day a GPU is lent: teacher-forced equality on the device in its dtypes, one beam and one
+# pruning run, and decoding speed and peak memory of a randomly initialised Qwen3-1.7B at its exact shapes (real
+# weights cannot reach a lent machine: no hub there; random weights at the real shapes cost what the real ones do,
+# the lm_head scaled so that the nucleus is as narrow as a trained model's). --device=cpu runs it all at tiny shapes.
+
+
+def word_tokenizer(V, every=16):
+    """A word-level tokenizer of V tokens 'w<i>' (id 0 '<eos>'), every `every`-th ending in a newline (a step
+    delimiter): a real fast tokenizer of any vocabulary size, built here (no hub)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {'<eos>': 0, **{f'w{i}' + '\n' * (i % every == 1): i for i in range(1, V)}}
+    t = Tokenizer(models.WordLevel(vocab, unk_token='<eos>'))
+    t.pre_tokenizer = pre_tokenizers.Split(' ', 'removed')
+    return PreTrainedTokenizerFast(tokenizer_object=t, eos_token='<eos>', pad_token='<eos>')
+
+
+def _words(tok, ids):
+    return ' '.join(tok.convert_ids_to_tokens(ids))
+
+
+def _random_model(config, dtype, device, head_scale=1.0, newline=None):
+    """A randomly initialised causal LM of `config` on `device` (initialised there: no host copy of 3 GB); the
+    lm_head scaled (a peaked next-token distribution), newline tokens raised along the mean final state (steps
+    close often), as test_all's tiny_model does."""
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        head.mul_(head_scale)
+        if newline is not None:
+            h = model.base_model(input_ids=torch.randint(1, config.vocab_size, (4, 32), device=device)).last_hidden_state
+            h = h.float().mean((0, 1))
+            head[newline.to(device)] += (30 * h / h.square().sum()).to(head.dtype)
+    return model
+
+
+def _tiny_config(kind, V):
+    from transformers import LlamaConfig, Qwen3Config
+    args = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=1024, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+    return Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
+
+
+def _max_err(res, ref, tol):
+    """max |a - b| / (tol + tol |b|) over the states and the log-probs (<= 1: within assert_close(rtol=atol=tol))."""
+    e = [((a - b).abs() / (tol + tol * b.abs())).max().item() for a, b in zip(res, ref) if a.numel()]
+    return max(e, default=0.0)
+
+
+def device_floor(device, dtype, n=4096, secs=1.0):
+    """This device's matmul rate (FLOP/s, at dtype) and copy bandwidth (bytes/s), measured now."""
+    sync = torch.cuda.synchronize if str(device).startswith('cuda') else (lambda: None)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    x = torch.empty(256 * 2 ** 20 // dtype.itemsize, device=device, dtype=dtype)
+    y = torch.empty_like(x)
+    out = []
+    for work, amount in ((lambda: a @ b, 2 * n ** 3), (lambda: y.copy_(x), 2 * x.numel() * dtype.itemsize)):
+        work()
+        sync()
+        t, k = time.perf_counter(), 0
+        while time.perf_counter() - t < secs:
+            work()
+            k += 1
+        sync()
+        out.append(amount * k / (time.perf_counter() - t))
+    return out
+
+
+def bench_gpu(device=None):
+    import capture as X
+    from model import build_verifier
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    cuda = device.startswith('cuda')
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit(f"--device={device} but CUDA is not available; fix: --device=cpu (tiny shapes: a smoke run)")
+    print(f"device: {torch.cuda.get_device_name(device) if cuda else 'cpu (tiny shapes: a smoke run of the CUDA path)'}; "
+          f"torch {torch.__version__}, transformers {__import__('transformers').__version__}")
+    # 1. teacher-forced equality on the device: captured states and statistics against one re-encoding pass
+    tok = word_tokenizer(300)
+    table_ = X.step_table(tok)
+    newline = table_.nonzero()[:, 0]
+    prompts = [_words(tok, [5, 17, 40, 33]), _words(tok, list(range(60, 80)))]  # two lengths: left padding
+    tol = {torch.float32: 4e-3, torch.float16: 1e-2, torch.bfloat16: 6e-2}  # test_all's, fp16 between
+    rows = []
+    for kind in ('qwen3', 'llama'):
+        for dt in ((torch.float16, torch.bfloat16) if cuda else (torch.float32, torch.bfloat16)):
+            model = _random_model(_tiny_config(kind, len(tok)), dt, device, 1.0, newline)
+            generator.check_layers(model, [-1, 1])
+            for case, ps, n in (('padded, 2 prompts x 3', prompts, 3), ('single row', prompts[1:], 1)):
+                res = X.sample_with_capture(model, tok, ps, n, [-1, 1], 32, 0.7, 0.9, seed=0, table=table_)
+                flat = [(p, c) for p, cs in zip(ps, res) for c in cs]
+                ref = X.reencode(model, tok, [p for p, _ in flat], [c['token_ids'].tolist() for _, c in flat], [-1, 1],
+                                 [c['finish'] for _, c in flat], table_)
+                same = all(c['step_pos'].tolist() == r['step_pos'].tolist() for (_, c), r in zip(flat, ref))
+                es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])
+                el = _max_err([c['logprobs'] for _, c in flat], [r['logprobs'] for r in ref], tol[dt])
+                rows.append([kind, str(dt)[6:], case, len(flat), sum(len(c['step_pos']) for _, c in flat), same,
+                             f'{es:.2f}', f'{el:.2f}', 'yes' if same and max(es, el) <= 1 else 'NO'])
+    print('\nTeacher-forced equality on the device (random tiny models, T=0.7, top-p 0.9, 32 tokens, layers [-1, 1]); '
+          'error = max |captured - re-encoded| / (tol + tol |re-encoded|), tol = the tests\' (fp32 4e-3, fp16 1e-2, bf16 6e-2)')
+    table(rows, ['model', 'dtype', 'case', 'candidates', 'steps', 'step positions equal', 'state error', 'log-prob error', 'within tol'])
+    # 2. steering on the device: one beam search and one pruning run, every candidate against its re-encoding
+    dt = torch.bfloat16 if cuda else torch.float32
+    model = _random_model(_tiny_config('qwen3', len(tok)), dt, device, 1.0, newline)
+    torch.manual_seed(1)
+    v = build_verifier('hsrm', 64, layers=[-1], dropout=0.0).eval().to(device)
+    rows = []
+    for name, kw in (('beam, N = 4, M = 2', dict(search='beam', search_width=2)),
+                     ('pruning, relative 0.05', dict(prune_rule='relative', prune_threshold=0.05))):
+        res = X.sample_with_capture(model, tok, prompts, 4, [-1], 40, 0.9, 0.95, seed=5, table=table_, verifier=v, **kw)
+        flat = [(p, c) for p, cs in zip(prompts, res) for c in cs]
+        ref = [X.reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table_)[0] for p, c in flat]
+        es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])
+        rows.append([name, len(flat), sum(c['finish'] == 'pruned' for _, c in flat),
+                     sum(c.get('parent') is not None for _, c in flat), sum(X.generated_tokens(cs) for cs in res), f'{es:.2f}'])
+    print(f'\nSteering on the device ({str(dt)[6:]}, a random HSRM steering): every candidate against its own re-encoding')
+    table(rows, ['run', 'candidates', 'stopped', 'branched', 'generated tokens', 'state error'])
+    # 3. speed and memory at the paper's generator size (CUDA), or tiny shapes (CPU: inductor compiles for minutes there
+    # and is slower than eager, so compile is measured on CUDA only)
+    if cuda:
+        bench_speed(device, generator.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
+    else:
+        bench_speed(device, _tiny_config('qwen3', 300), (8, 16, 32), 32, torch.float32, None, 1.0)
+
+
+def bench_speed(device, cfg, grid, T, dt, compile_at, head_scale):
+    """Decoding speed and peak memory of a random model of `cfg` at each row count in `grid` (8 samples of one
+    128-token prompt per 8 rows, T new tokens), eager, and compiled at compile_at rows."""
+    import capture as X
+    cuda = device.startswith('cuda')
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    big = word_tokenizer(cfg.vocab_size)
+    table_ = torch.zeros(cfg.vocab_size, dtype=torch.bool)
+    table_[1::16] = True  # a step every ~16 tokens
+    model = _random_model(cfg, dt, device, head_scale)
+    n_par = sum(p.numel() for p in model.parameters())
+    weights = torch.cuda.memory_allocated(device) if cuda else 0
+    flops, bw = device_floor(device, dt, 4096 if cuda else 1024)
+    prompt = _words(big, list(range(2, 130)))  # 128 prompt tokens
+    rows, base = [], None
+    for r in grid:
+        for comp in ((False, True) if r == compile_at else (False,)):
+            ps = [prompt] * (r // 8)
+            if comp:  # the first call compiles (and records CUDA graphs): timed apart
+                t = time.perf_counter()
+                X.sample_with_capture(model, big, ps, 8, [-1], T, 0.7, 0.9, seed=0, table=table_, torch_compile=True)
+                sync()
+                t_compile = time.perf_counter() - t
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            sync()
+            t = time.perf_counter()
+            res = X.sample_with_capture(model, big, ps, 8, [-1], T, 0.7, 0.9, seed=0, table=table_, torch_compile=comp)
+            sync()
+            secs = time.perf_counter() - t
+            n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
+            prefill, steps = _floor_work(model, big, ps, res)
+            floor = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
+            pred = generator.decode_bytes(cfg, dt, r, 128, T, 8, 1, 100)
+            peak = torch.cuda.max_memory_allocated(device) - weights if cuda else None
+            base = base or n_tok / secs
+            rows.append([r, f'compile (first call {t_compile:.0f} s)' if comp else 'eager',
+                         n_tok, f'{1e3 * secs / len(steps):.1f}', f'{n_tok / secs:,.0f}', f'{n_tok / secs / base:.2f}',
+                         f'{secs / floor:.1f}', f'{pred / 2 ** 30:.2f}', f'{peak / 2 ** 30:.2f}' if cuda else '-',
+                         f'{peak / pred:.2f}' if cuda else '-'])
+    print(f"\nDecoding speed: a random {cfg.model_type} at {'Qwen3-1.7B' if cfg.hidden_size == 2048 else 'tiny'} shapes "
+          f"({str(dt)[6:]}, {n_par / 1e6:,.1f}M parameters), 8 samples of a 128-token prompt per 8 rows, {T} new tokens, T=0.7, top-p 0.9, "
+          f"the last 100 step states kept. Device floor measured now: {flops / 1e12:.1f} TFLOP/s matmul, {bw / 1e9:.0f} GB/s "
+          f"copy; floor = prefill FLOPs / rate + per step max(FLOPs / rate, (weights + live KV cache) / bandwidth). Peak = "
+          f"max allocated beyond the weights, against the memory model's decode_bytes.")
+    table(rows, ['rows', 'step', 'tokens', 'ms / step', 'tokens / s', 'vs first row', 'vs floor', 'model GiB', 'peak GiB',
+                 'peak / model'])
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == '--worker':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
     flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
-    only = flag('only')
+    only, device = flag('only'), flag('device')
+    if device is not None:  # the other sections measure this CPU machine
+        only = only or 'gpu'
+        if only != 'gpu':
+            raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'procs': bench_procs, 'label': bench_labeling,
                 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
-                                                                    ('threshold', flag('prune_threshold'))) if v is not None})}
+                                                                    ('threshold', flag('prune_threshold'))) if v is not None}),
+                'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():

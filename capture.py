@@ -15,7 +15,8 @@ host once per step and drops finished rows; the tests prove the captured states 
 import numpy as np
 import torch
 
-from generator import (PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection, nucleus)
+from generator import (LOGIT_CHUNK, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection,
+                       nucleus)
 from model import PRUNE_RULES, SEARCH_RULES, layer_columns, policy, reads
 
 # -----------------------------------------------------------------------------
@@ -78,6 +79,12 @@ def token_stats(logits, tokens, conf_topk=20):
     ent = -(logp.exp() * logp).sum(-1)
     conf = -logp.topk(min(conf_topk, logp.shape[-1]), dim=-1).values.mean(-1)
     return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
+
+
+def _nonfinite(dtype, where):
+    return ValueError(f"non-finite logits or hidden states while {where} with {str(dtype)[6:]} weights: the model "
+                      f"overflows this dtype (float16's range ends at 65,504; Qwen3 was trained in bfloat16), and the "
+                      f"samples would be garbage; fix: --dtype=bfloat16")
 
 
 def _fit(table, V):
@@ -208,7 +215,7 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
     return _Rows(
-        cache=cache, mask=mask,
+        cache=cache, mask=mask, dtype=next(model.parameters()).dtype,
         pos=mask.sum(-1) - 1,  # position id of each row's last token
         logits=out.logits[:, -1].float().repeat_interleave(n_samples, 0),
         rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
@@ -262,7 +269,8 @@ def _outcome(s, at_max, eos, table):
 def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
     """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
     with the step's one host sync (has a row finished? did a row need the full sort? did a row close a step? the
-    most states a row keeps, if count_kept). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
+    most states a row keeps, if count_kept; are a running row's logits and state finite, else ValueError naming
+    the fix). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
     T, zero = draws.shape[0], s.ln.new_zeros(())
     go = s.live & ~s.wait
     at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
@@ -271,9 +279,14 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
     new, short = _sample(s.logits, u, temperature, top_p)
     s.nxt = torch.where(s.samp, new, s.nxt)
     done, keep = _outcome(s, at_max, eos, table)
+    # an overflow samples garbage: an inf or NaN anywhere in a row's logits or state makes its sum one (a pass over the
+    # logits, 30x cheaper on CPU than isfinite().all(); finite logits never sum past float32's range)
+    bad = go & ~torch.isfinite(s.logits.sum(-1) + s.h_prev.sum(-1, dtype=torch.float32))
     flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
-             (s.count + keep).max() if count_kept else zero]
-    any_done, any_short, any_keep, n_kept = torch.stack([f.long() for f in flags]).tolist()
+             (s.count + keep).max() if count_kept else zero, bad.any()]
+    any_done, any_short, any_keep, n_kept, any_bad = torch.stack([f.long() for f in flags]).tolist()
+    if any_bad:
+        raise _nonfinite(s.dtype, f'decoding token {int(s.ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
         r = (short[0] & s.samp).nonzero().squeeze(1)
         s.nxt[r] = draw(*full_nucleus(short[1][r], top_p), u[r])
@@ -505,34 +518,49 @@ def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
 
 
 @torch.no_grad()
-def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, max_steps=100, conf_topk=20):
-    """Same outputs as sampling for given completions (list of token-id lists, one per prompt in
-    `prompts`): one left-padded forward pass over prompt + completion, computing only the selected
-    layers' states and the completions' logits."""
+def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, max_steps=100, conf_topk=20,
+             chunk=LOGIT_CHUNK):
+    """Same outputs as sampling for given completions (list of token-id lists, one per prompt in `prompts`): one
+    left-padded forward pass over prompt + completion through the model's body (no KV cache), keeping only the
+    selected layers' states, then the LM head over the completion tokens, `chunk` // vocabulary tokens at a time with
+    their statistics: never [rows, T, V] logits at once (80 GB for 64 AIME traces). The caller chooses how many rows
+    go in one call (extract.py: generator.reencode_bytes). Logits are lm_head(final state), as for every model here."""
     device = next(model.parameters()).device
-    table = _fit(step_table(tok) if table is None else table, model.get_output_embeddings().weight.shape[0])
+    head = model.get_output_embeddings()
+    V = head.weight.shape[0]
+    table = _fit(step_table(tok) if table is None else table, V)
     finishes = finishes or ['eos'] * len(prompts)
     p_ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
     seqs = [p + list(c) for p, c in zip(p_ids, completions)]
-    L, T_max = max(len(s) for s in seqs), max(len(c) for c in completions)
+    L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), tok.pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), L), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, L - len(s):], mask[i, L - len(s):] = torch.tensor(s), 1
     ids, mask = ids.to(device), mask.to(device)
-    # sequences are right-aligned: completion i fills the last T_i positions; its logits are the T_i before
-    out = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                output_hidden_states=hidden_selection(model, layers), logits_to_keep=T_max + 1)
+    out = model.base_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                           output_hidden_states=hidden_selection(model, layers), use_cache=False)
+    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at L - T_i - 1 + j
+    row = torch.tensor([i for i, c in enumerate(completions) for _ in c], dtype=torch.long, device=device)
+    pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long, device=device)
+    tgt = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
+    k = max(1, chunk // V)
+    stats = torch.cat([torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k],
+                                               conf_topk)) for j in range(0, len(tgt), k)], 1).cpu() if len(tgt) else None
+    spos = [step_positions(c, table) for c in completions]
+    at_row = torch.tensor([i for i, sp in enumerate(spos) for _ in sp], dtype=torch.long, device=device)
+    at = torch.tensor([L - len(c) + p for c, sp in zip(completions, spos) for p in sp], dtype=torch.long, device=device)
+    states = torch.cat([out.hidden_states[l][at_row, at] for l in layers], dim=-1).cpu()
+    if not (torch.isfinite(states).all() and (stats is None or torch.isfinite(stats).all())):
+        raise _nonfinite(next(model.parameters()).dtype, 're-encoding')
     D = len(layers) * model.config.hidden_size
-    cands = []
+    cands, t0, s0 = [], 0, 0
     for i, c in enumerate(completions):
-        T = len(c)
+        T, m = len(c), len(spos[i])
         if T == 0:
             cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], max_steps, D))
             continue
-        lp, en, cf = token_stats(out.logits[i, T_max - T:T_max], torch.tensor(c, device=device), conf_topk)
-        spos = step_positions(c, table)
-        at = L - T + torch.tensor(spos, device=device)
-        st = torch.cat([out.hidden_states[l][i, at] for l in layers], dim=-1).cpu()
-        cands.append(_candidate(tok, list(c), lp.cpu(), en.cpu(), cf.cpu(), spos, st, finishes[i], max_steps, D))
+        lp, en, cf = stats[:, t0:t0 + T]
+        cands.append(_candidate(tok, list(c), lp, en, cf, spos[i], states[s0:s0 + m], finishes[i], max_steps, D))
+        t0, s0 = t0 + T, s0 + m
     return cands

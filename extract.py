@@ -5,10 +5,12 @@ and entropies for the cheap scorers. Writes one .pt file per problem (format: RE
 their prompts come from tasks.py; the step rule, the decoding loop and re-encoding from capture.py; the model,
 its sampler and its decoding cache from generator.py.
 
-`torch_compile=True` compiles the step over a static cache (a GPU option: slower than eager on CPU).
-`mode='reencode'` gives pools sampled elsewhere (`candidates_file`) the same states. Writes are atomic per
-problem; a re-run resumes (a file that does not load is extracted again); `shard`/`num_shards` split whole
-batches; mixing another generator, layers, step rule, mode, sampling settings or data into a split dir is refused.
+`mode='reencode'` gives pools sampled elsewhere (`candidates_file`, e.g. by vLLM: README "On a GPU") the same states
+in one batched teacher-forced pass. Before a split starts, a batch that will not fit the device's free memory is
+refused with the batch_size that fits (generator's memory model), and the layer selection is checked against this
+transformers release at load. Writes are atomic per problem; a re-run resumes (a file that does not load is
+extracted again); `shard`/`num_shards` split whole batches (under torchrun each rank is a shard on its LOCAL_RANK
+GPU); mixing another generator, layers, step rule, mode, sampling settings or data into a split dir is refused.
 
     python extract.py config/demo.py
     python extract.py config/gsm8k_1p7b.py --shard=0 --num_shards=4
@@ -26,7 +28,8 @@ from tqdm import tqdm
 
 from configurator import configure, knobs
 from capture import STEP_RULE, generated_tokens, reencode, sample_with_capture, step_table
-from generator import check_layers, load_generator
+from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
+                       kv_bytes_per_token, load_generator, reencode_bytes)
 from model import DAMAGED, SEARCH_RULES, atomic_save, atomic_write_json, load_checkpoint, resolve_device
 from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
 
@@ -49,7 +52,7 @@ eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluatio
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
-candidates_file = None  # reencode: JSONL of {index|id, text[, token_ids, finish]}
+candidates_file = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]} (read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
@@ -59,10 +62,13 @@ max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples
+batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples;
+                 # the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU: faster than bfloat16 on CPUs without AMX/avx512_bf16) | 'float16' | 'bfloat16' | 'float32'
-torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs on GPU); rows stay in the batch until all finish
+torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). Likely slower than eager on
+                       # GPU too (unmeasured: bench.py --only=gpu compares): it attends over the whole capacity every step,
+                       # keeps finished rows, and recompiles for the 2nd and 3rd batch shapes; slower on CPU
 prune_ckpt = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g. 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
 prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
 prune_threshold = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for each checkpoint
@@ -73,7 +79,8 @@ search_width = 4  # M: rows each survivor continues as (divides n_eval_samples);
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU (never
-           # slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone)
+           # slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone);
+           # on CPU each counts on 1 / procs of the available RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -82,9 +89,23 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 # the run
 
 
+FINISHES = ('eos', 'length', 'pruned')
+
+
 def read_candidates_file(path):
-    """Re-encode input: JSONL rows {"index": int (dataset index) or "id": str, "text": str, optional
-    "token_ids": [int], "finish": "eos"|"length"}; returns {index or id: [rows]}."""
+    """The two-pass path's input (README "On a GPU"): candidates sampled by any engine, one JSON object a line,
+    one line per candidate, keyed to its problem:
+      "index": int          the problem's dataset index (tasks.load_problems; the run's train_range / eval_range), or
+      "id": str             the dataset's own id of the problem (index wins when both are given)
+      "text": str           the completion alone (no prompt), decoded
+      "token_ids": [int]    optional, recommended: the completion's ids exactly as sampled, by --model's tokenizer;
+                            without them `text` is tokenized again, which can split otherwise than the sampler did.
+                            Trailing EOS ids (vLLM and HF generate keep the stop token) are dropped: a candidate
+                            ends before its EOS, as extract.py's own do
+      "finish": str         optional, default "eos": "eos" (stopped) | "length" (cut at the token limit) | "pruned"
+    Other keys are ignored. The prompt is not read: the problem's prompt is built again (tasks.build_prompt with the
+    run's system_prompt and enable_thinking), so the sampler must have been given exactly that text. The order of a
+    problem's lines is its candidates' order. Returns {index or id: [rows]}."""
     if not os.path.isfile(path):
         raise SystemExit(f"candidates_file={path!r} not found; fix: a JSONL of {{index|id, text}} rows")
     pool = {}
@@ -92,18 +113,92 @@ def read_candidates_file(path):
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if 'text' not in row or ('index' not in row and 'id' not in row):
-                raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has {sorted(row)})")
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"candidates_file={path!r} line {n} is not JSON ({e}); fix: one JSON object per line")
+            if not isinstance(row, dict) or 'text' not in row or ('index' not in row and 'id' not in row):
+                raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has "
+                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate a "
+                                 f"line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
+            ids = row.get('token_ids')
+            if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) and t >= 0 for t in ids)):
+                raise SystemExit(f"candidates_file={path!r} line {n}: token_ids must be a list of non-negative ints; "
+                                 f"fix: write the sampler's ids as they are, or leave token_ids out (text is tokenized)")
+            if row.get('finish', 'eos') not in FINISHES:
+                raise SystemExit(f"candidates_file={path!r} line {n}: finish={row['finish']!r}; fix: one of {FINISHES} "
+                                 f"(vLLM's finish_reason 'stop' is 'eos')")
+            row['line'] = n
             pool.setdefault(row.get('index', row.get('id')), []).append(row)
     return pool
 
 
-def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=None):
+def pool_ids(pool, tok, model, path):
+    """Each candidate row's completion ids, as row['ids']: its token_ids, else its text tokenized; trailing EOS ids
+    dropped. An id outside the model's vocabulary (another tokenizer's) is refused."""
+    eos, V = set(eos_ids(model, tok)), model.get_output_embeddings().weight.shape[0]
+    for rows in pool.values():
+        for r in rows:
+            ids = list(r['token_ids']) if r.get('token_ids') is not None else tok(r['text'], add_special_tokens=False).input_ids
+            while ids and ids[-1] in eos:
+                ids.pop()
+            if any(t >= V for t in ids):
+                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the model's "
+                                 f"vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or leave them out")
+            r['ids'] = ids
+    return pool
+
+
+def _gib(n):
+    return f'{n / 2 ** 30:,.1f} GiB'
+
+
+def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
+    """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
+    generator's memory model (decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
+    re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
+    batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
+    splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may
+    plan for (re-encoding sizes its row chunks by it), or None where the free memory is unknown."""
+    free = free_bytes(cfg['device']) if free is None else free
+    if free is None:
+        return None
+    room = budget(free // (cfg['procs'] if cfg['device'] == 'cpu' and cfg['procs'] > 1 else 1))
+    conf, dtype, n_layers = model.config, next(model.parameters()).dtype, len(cfg['layers'])
+    where = f"{_gib(room)} is free to plan for on {cfg['device']} ({HEADROOM:.0%} kept back)"
+    if pool is not None:
+        for split, _, _ in splits:
+            L = max((lp + max((len(r['ids']) for r in pool.get(p['index'], pool.get(p['id'], []))), default=0)
+                     for p, lp in zip(problems[split], prompts[split])), default=0)
+            if reencode_bytes(conf, dtype, 1, L, n_layers) > room:
+                raise SystemExit(f"{split} split: re-encoding its longest candidate ({L:,} positions with its prompt) "
+                                 f"needs {_gib(reencode_bytes(conf, dtype, 1, L, n_layers))} on one row, {where}; fix: "
+                                 f"a device with more memory, or leave the longest candidates out of candidates_file")
+        return room
+    for split, _, n in splits:
+        rows, lp = min(max(1, cfg['batch_size'] // n), len(problems[split])) * n, max(prompts[split], default=0)
+        need = decode_bytes(conf, dtype, rows, lp, cfg['max_new_tokens'], n, n_layers, cfg['max_steps'])
+        if need <= room:
+            continue
+        bs = fit_batch_size(conf, dtype, [(m, max(prompts[s], default=0)) for s, _, m in splits], cfg['max_new_tokens'],
+                            room, n_layers, cfg['max_steps'], cap=cfg['batch_size'])
+        cap = lp + cfg['max_new_tokens'] + 1
+        fix = (f"--batch_size={bs} (fits every split)" if bs else
+               f"one problem's {n} samples run in one batch: fewer of them (--n_{split}_samples), a shorter "
+               f"--max_new_tokens, or a device with more memory")
+        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} positions "
+                         f"needs {_gib(need)} (its KV cache {_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), "
+                         f"{where}; fix: {fix}")
+    return room
+
+
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=None, room=None):
     """Extract one split into {out_dir}/{split}/problems/, skipping finished problems (finished()). Problems go
     in fixed batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with
     any file missing or damaged is redone whole (only those files are written): a resumed or sharded run
-    samples exactly what one uninterrupted run would."""
+    samples exactly what one uninterrupted run would. Re-encoding (pool: read_candidates_file, then pool_ids) runs a
+    problem's candidates in chunks of at most batch_size rows, fewer where `room` bytes (check_memory) hold fewer."""
+
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     per_batch = max(1, cfg['batch_size'] // n)
@@ -133,12 +228,16 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
                 if not rows:
                     raise SystemExit(f"candidates_file has no rows for problem index {p['index']} / id {p['id']!r}; "
                                      f"fix: restrict the range or add its candidates")
-                ids = [r['token_ids'] if 'token_ids' in r else tok(r['text'], add_special_tokens=False).input_ids for r in rows]
+                ids = [r['ids'] for r in rows]
+                L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, ids))
+                k = cfg['batch_size'] if room is None else max(1, fit_rows(
+                    lambda r: reencode_bytes(model.config, next(model.parameters()).dtype, r, L, len(cfg['layers'])),
+                    room, cfg['batch_size']))
                 res.append([])
-                for j in range(0, len(rows), cfg['batch_size']):
-                    res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + cfg['batch_size']]), ids[j:j + cfg['batch_size']],
-                                        cfg['layers'], [r.get('finish', 'eos') for r in rows[j:j + cfg['batch_size']]],
-                                        table, cfg['max_steps'], cfg['conf_topk'])
+                for j in range(0, len(rows), k):
+                    res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
+                                        [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
+                                        cfg['conf_topk'])
         for p, prompt, cands in zip(batch, prompts, res):
             if path(p) in done:
                 continue
@@ -219,8 +318,8 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
     for i in range(n):
         t = str(threads or len(share[i]))
-        cmd = [sys.executable, os.path.join(HERE, 'extract.py'), *argv, f'--shard={i}', f'--num_shards={n}', '--procs=1',
-               f'--threads={t}']
+        cmd = [sys.executable, os.path.join(HERE, 'extract.py'), *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
+               f'--threads={t}']  # a shard never launches processes; procs tells it how many share this machine's RAM
         pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
         with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
             jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
@@ -258,8 +357,10 @@ if __name__ == '__main__':
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     if not isinstance(procs, int) or procs < 0:
         raise SystemExit(f"procs={procs!r} must be 0 (one per core) or a positive int; fix: --procs=0")
-    device = resolve_device(device)
+    device = resolve_device(device)  # under torchrun: cuda:LOCAL_RANK
     config['device'] = device
+    if device.startswith('cuda:'):
+        torch.cuda.set_device(device)  # what allocates without naming a device (CUDA graphs, streams) goes there too
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -284,7 +385,7 @@ if __name__ == '__main__':
     config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
                   has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
     table = step_table(tok)
-    pool = read_candidates_file(candidates_file) if mode == 'reencode' else None
+    pool = pool_ids(read_candidates_file(candidates_file), tok, gen_model, candidates_file) if mode == 'reencode' else None
     verifier = None
     if search not in (None,) + SEARCH_RULES:
         raise SystemExit(f"search={search!r} is unknown; fix: None, or one of {', '.join(SEARCH_RULES)}")
@@ -301,6 +402,9 @@ if __name__ == '__main__':
         verifier = load_checkpoint(ckpt, device)[0]
     if search and verifier is None:
         raise SystemExit(f"search={search!r} needs search_ckpt; fix: --search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
+    prompt_lens = {s: [len(tok(build_prompt(tok, p, system_prompt if p['dataset'] not in GENERATED else None, enable_thinking),
+                               add_special_tokens=False).input_ids) for p in problems[s]] for s, _, _ in splits}
+    room = check_memory(config, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         cfg = {**config, 'split': split, 'n_samples': n}
@@ -309,7 +413,7 @@ if __name__ == '__main__':
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, verifier if split == 'eval' else None)
-        except ValueError as e:  # a pruning setting the sampler refuses (names the key and the fix)
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, verifier if split == 'eval' else None, room)
+        except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')

@@ -41,13 +41,16 @@ def atomic_write_json(obj, path):
     os.replace(tmp, path)
 
 
-def resolve_device(device):
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error."""
+def resolve_device(device, env=None, cuda=None):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
+    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
+    env, cuda: the environment and whether CUDA is available (default: this process's)."""
+    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
     if device == 'auto':
-        return 'cuda' if torch.cuda.is_available() else 'cpu'
-    if device.startswith('cuda') and not torch.cuda.is_available():
+        device = 'cuda' if cuda else 'cpu'
+    if device.startswith('cuda') and not cuda:
         raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    return device
+    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
 
 
 def from_pretrained(cls, key, name, **kw):

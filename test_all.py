@@ -819,6 +819,258 @@ def test_decode_attention_equals_sdpa():
     assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
 
 
+# -----------------------------------------------------------------------------
+# ready for a GPU: the memory model, the load-time and per-step checks, the two-pass path (issue 33)
+
+
+def test_memory_model_on_qwen3_1p7b_shapes():
+    """The memory model on Qwen3-1.7B's real config (built from its numbers: no weights, no hub): 112 KiB of KV
+    cache per row and position in float16, so think_full's eval split at the old 96 rows x 8,493 positions needed 87
+    GiB and its train split 58 GiB; re-encoding never holds [rows, T+1, V] logits (32 AIME traces: 80 GB)."""
+    c = generator.paper_config('Qwen/Qwen3-1.7B')
+    assert generator.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
+    assert generator.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
+    counts = {k: generator.n_params(generator.paper_config(k)) / 1e9 for k in generator.PAPER_SHAPES}
+    published = {'Qwen/Qwen3-1.7B': 1.72, 'Qwen/Qwen3-4B': 4.02, 'Qwen/Qwen3-8B': 8.19, 'Qwen/Qwen3-14B': 14.77,
+                 'meta-llama/Llama-3.2-1B-Instruct': 1.24, 'meta-llama/Llama-3.2-3B-Instruct': 3.21,
+                 'meta-llama/Llama-3.1-8B-Instruct': 8.03}
+    assert {k: round(v, 2) for k, v in counts.items()} == published
+    gib = 2 ** 30
+    for rows, n, want in ((96, 8, 87.1), (64, 64, 58.1)):
+        kv = rows * (300 + 8192 + 1) * generator.kv_bytes_per_token(c, torch.float16)
+        assert round(kv / gib, 1) == want
+        need = generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
+        assert kv < need < 1.06 * kv  # the cache dominates; buffers (every state kept, logits, prefill) add a few %
+        assert generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
+    old = 32 * 4097 * 151936 * 4  # what one forward's float32 logits over every completion position held
+    new = generator.reencode_bytes(c, torch.float16, 32, 512 + 4096)
+    assert old / gib > 74 and new < old / 5 and generator.LOGIT_CHUNK * 16 < new
+    # the budget: a batch is planned against free memory less HEADROOM; fit_rows is the largest that fits
+    room = generator.budget(generator.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
+    need = lambda r: generator.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
+    r = generator.fit_rows(need, room, 1024)
+    assert need(r) <= room < need(r + 1) and 64 <= r < 96
+    assert generator.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
+
+
+def test_paper_cells_batch_size_fits_one_80gb_gpu():
+    """Each paper cell states the most rows per forward that fit one 80 GB GPU by the memory model, for both its
+    splits (64 training samples run as one problem's 64 rows at least), its prompts bounded by PROMPT_TOKENS; the
+    thinking configs on math500_1p7b likewise."""
+    from configurator import apply_config
+    cells = sorted(f for f in glob.glob(os.path.join(REPO, 'config', '*.py'))
+                   if os.path.basename(f).split('_')[0] in tasks.PROMPT_TOKENS and 'smollm' not in f)
+    stacks = [[f] for f in cells] + [[os.path.join(REPO, 'config', 'math500_1p7b.py'), os.path.join(REPO, 'config', f)]
+                                     for f in ('think_full.py', 'think_answer.py')]
+    assert len(stacks) == 25
+    for files in stacks:
+        c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
+        mc = generator.paper_config(c['model'])
+        room = generator.budget(generator.CARD_80GB - 2 * generator.n_params(mc))
+        splits = [(n, tasks.PROMPT_TOKENS[c['dataset']]) for r, n in ((c['train_range'], c['n_train_samples']),
+                                                                      (c['eval_range'], c['n_eval_samples'])) if r]
+        args = (c['max_new_tokens'], room, len(c['layers']), c['max_steps'])
+        assert c['batch_size'] == generator.fit_batch_size(mc, torch.float16, splits, *args), files
+        for n, p in splits:
+            rows = max(1, c['batch_size'] // n) * n
+            assert generator.decode_bytes(mc, torch.float16, rows, p, c['max_new_tokens'], n, *args[2:]) <= room
+    think = apply_config(dict(extract.DEFAULTS), stacks[-1], extract.DEFAULTS)
+    assert think['batch_size'] == 64 and think['max_new_tokens'] == 8192
+
+
+def test_prompt_tokens_bound_the_benchmark_prompts(smollm):
+    """PROMPT_TOKENS, which the cells' batch_size is sized with, bounds every benchmark prompt (system prompt and
+    chat template) by SmolLM2's tokenizer."""
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA}')
+    _, tok = smollm
+    for ds, hi in (('gsm8k', 1318), ('math500', 499), ('aime', 89), ('olympiadbench', 674)):
+        longest = max(len(tok(build_prompt(tok, p, tasks.MATH_SYSTEM, False), add_special_tokens=False).input_ids)
+                      for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench' else []))
+        assert 0.85 * tasks.PROMPT_TOKENS[ds] < longest <= tasks.PROMPT_TOKENS[ds], (ds, longest)
+
+
+def test_resolve_device_gives_each_torchrun_rank_its_gpu():
+    """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
+    from model import resolve_device
+    assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
+    assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
+    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
+    assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
+    with pytest.raises(SystemExit, match='CUDA is not available'):
+        resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
+
+
+def test_check_layers_refuses_a_release_that_selects_otherwise():
+    """At load, the selected hidden states must equal output_hidden_states=True's. transformers 5.17 reads the list
+    otherwise: n - 1 entries, entry i holding state i + 1 for a selected i, None elsewhere (seen with 5.17.0
+    installed aside: [-1] gives None, [1] state 2, [0, 2] states 1 and 3), so decoding failed at its first step and
+    a layer shifted silently. That reading, put on a real model here (5.17 cannot be installed beside the pinned
+    release), is refused in one line naming the installed version and the fix; 5.17.0 itself was refused so too."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok))
+    generator.check_layers(model, [-1, 1, 0])  # the pinned release: silent
+
+    class Old517(type(model)):
+        def forward(self, *a, output_hidden_states=None, **k):
+            if not isinstance(output_hidden_states, list):
+                return super().forward(*a, output_hidden_states=output_hidden_states, **k)
+            out = super().forward(*a, output_hidden_states=True, **k)
+            hs = out.hidden_states
+            out.hidden_states = tuple(hs[i + 1] if i in output_hidden_states else None for i in range(len(hs) - 1))
+            return out
+    model.__class__ = Old517
+    for layers in ([-1], [1]):  # the final layer: None; layer 1: layer 2's state
+        with pytest.raises(SystemExit) as e:
+            generator.check_layers(model, layers)
+        msg = str(e.value)
+        assert '\n' not in msg and f'transformers {__import__("transformers").__version__}' in msg
+        assert msg.endswith('fix: pip install transformers==5.23.0')
+
+
+def test_overflow_stops_sampling_and_reencoding_with_the_fix():
+    """A model whose residual stream leaves float16's range (one MLP's weights scaled: it peaks at 107,520, as
+    Qwen3's can under fp16) gives NaN logits: sampling stops at its first step, naming --dtype=bfloat16, instead of
+    drawing garbage (the check rides on the step's one host sync); re-encoding likewise. In bfloat16 the same
+    weights sample finite statistics."""
+    tok = tiny_tokenizer()
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'So']
+    for dtype in (torch.float16, torch.bfloat16):
+        model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+        with torch.no_grad():
+            model.model.layers[1].mlp.down_proj.weight.mul_(1e7)
+        model = model.to(dtype)
+        x = torch.tensor([tok(prompts[0]).input_ids])
+        peak = model(input_ids=x, output_hidden_states=True).hidden_states[2].float().abs().max()
+        if dtype == torch.float16:
+            assert peak.isnan()
+            for run in (lambda: sample_with_capture(model, tok, prompts, 2, [-1], 8),
+                        lambda: reencode(model, tok, prompts, [[5, 6, 7], [8]])):
+                with pytest.raises(ValueError, match=r'float16 weights.*fix: --dtype=bfloat16$'):
+                    run()
+        else:
+            assert peak > 65504
+            res = sample_with_capture(model, tok, prompts, 2, [-1], 8)
+            assert all(torch.isfinite(c['logprobs']).all() and torch.isfinite(c['states'].float()).all()
+                       for cs in res for c in cs)
+
+
+def test_reencode_in_chunks_equals_one_chunk(tmp_path):
+    """Re-encoding's LM head runs over the completion tokens in chunks (LOGIT_CHUNK logits at a time): one token per
+    chunk gives what one chunk over every token gives; and run_split re-encodes a problem's candidates in row chunks
+    the memory model sizes (two rows here), with the same candidates as one call."""
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'So']
+    comps = [tok('Step 2: 38 - 7 = 31.\nThe answer is 31.', add_special_tokens=False).input_ids, [], [5, 9, 2]]
+    V = model.lm_head.weight.shape[0]
+    one, many = (reencode(model, tok, prompts, comps, [-1, 1], chunk=c) for c in (V, 10 ** 9))
+    for a, b in zip(one, many):
+        assert a['step_pos'].tolist() == b['step_pos'].tolist() and a['token_ids'].tolist() == b['token_ids'].tolist()
+        for k in ('states', 'logprobs', 'entropies', 'confidences'):
+            torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-5)
+    assert one[1]['states'].shape == (0, 2 * 64) and len(one[0]['step_pos']) >= 2
+    # run_split: 5 candidates of one problem in row chunks of 2 (what `room` bytes hold), the same as in one call
+    problems = load_problems('synth', 0, 0, synth_level=2)
+    pool = {0: [{'ids': c, 'finish': 'length', 'line': i} for i, c in enumerate(comps + comps[:2])]}
+    prompt = build_prompt(tok, problems[0], None, False)
+    L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, comps))
+    room = generator.reencode_bytes(model.config, torch.float32, 2, L, 2)
+    calls, real = [], extract.reencode
+    out = {}
+    for name, r in (('chunked', room), ('whole', None)):
+        cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / name), 'mode': 'reencode', 'layers': [-1, 1]}
+        extract.reencode = lambda *a, **k: calls.append(len(a[3])) or real(*a, **k)
+        try:
+            extract.run_split('train', problems, 5, cfg, model, tok, step_table(tok), pool, None, r)
+        finally:
+            extract.reencode = real
+        out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'), weights_only=True)['candidates']
+    assert calls == [2, 2, 1, 5]
+    for a, b in zip(*out.values()):
+        assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['finish'] == b['finish'] == 'length'
+        torch.testing.assert_close(a['states'], b['states'], rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(a['logprobs'], b['logprobs'], rtol=1e-5, atol=1e-5)
+
+
+def _tiny_folder(path, kind='qwen3'):
+    """A tiny random model and its tokenizer saved as a folder: what extract.py --model=<folder> loads."""
+    tok = tiny_tokenizer()
+    tiny_model(kind, len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return str(path)
+
+
+def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
+    """The two-pass path on the project's own sampler: extract.py's split runner samples, its candidates are written
+    as a candidates_file the way a fast engine writes them (index, text, token_ids with the stop token kept, finish),
+    and extract.py --mode=reencode (a CLI run on the same model folder) gives the same candidates: tokens, text,
+    finish, step positions, states and statistics within float tolerance. A malformed line is one line naming it
+    and the fix."""
+    model = _tiny_folder(tmp_path / 'm')
+    m, tok = load_generator(model)
+    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'sampled'), 'layers': [-1, 1], 'max_new_tokens': 24,
+           'temperature': 1.0, 'top_p': 0.95}
+    extract.run_split('train', load_problems('synth', 0, 2, synth_level=2), 3, cfg, m, tok, step_table(tok))
+    sampled = _load_dir(str(tmp_path / 'sampled' / 'train' / 'problems'))
+    pool, n_eos = tmp_path / 'pool.jsonl', 0
+    with open(pool, 'w') as f:
+        for p in sampled.values():
+            for c in p['candidates']:
+                ids = c['token_ids'].tolist() + ([0] if c['finish'] == 'eos' else [])  # vLLM keeps the EOS id
+                n_eos += c['finish'] == 'eos'
+                f.write(json.dumps({'index': p['index'], 'text': c['text'], 'token_ids': ids, 'finish': c['finish'],
+                                    'engine': 'ours'}) + '\n')
+    assert n_eos and n_eos < 9  # both endings present
+    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,2)', '--eval_range=None',
+             '--layers=[-1,1]', '--mode=reencode', f'--candidates_file={pool}', f'--out_dir={tmp_path / "re"}')
+    assert r.returncode == 0, r.stderr
+    again = _load_dir(str(tmp_path / 're' / 'train' / 'problems'))
+    assert list(again) == list(sampled) == ['000000.pt', '000001.pt', '000002.pt']
+    for f in sampled:
+        for a, b in zip(sampled[f]['candidates'], again[f]['candidates'], strict=True):
+            assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['text'] == b['text'] and a['finish'] == b['finish']
+            assert a['step_pos'].tolist() == b['step_pos'].tolist() and a['states'].shape[1] == 128
+            torch.testing.assert_close(a['states'].float(), b['states'].float(), rtol=4e-3, atol=4e-3)
+            for key in ('logprobs', 'entropies', 'confidences'):
+                torch.testing.assert_close(a[key], b[key], rtol=1e-3, atol=1e-3)
+    for line, fix in (('{"index": 0, "text": "x", "finish": "stop"}', "vLLM's finish_reason 'stop' is 'eos'"),
+                      ('{"index": 0, "text": "x", "token_ids": [1, -2]}', 'list of non-negative ints'),
+                      ('{"index": 0, "text": "x", "token_ids": [1, 99999]}', "outside the model's vocabulary"),
+                      ('{"index": 0}', "needs 'text' and 'index' or 'id'"), ('not json', 'not JSON')):
+        bad = tmp_path / 'bad.jsonl'
+        bad.write_text(line + '\n')
+        with pytest.raises(SystemExit, match='line 1') as e:
+            extract.pool_ids(extract.read_candidates_file(str(bad)), tok, m, str(bad))
+        assert fix in str(e.value) and 'fix:' in str(e.value)
+
+
+def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
+    """extract.py sizes every split's batches before the first starts: here the training split (one row) fits this
+    machine's available RAM and the evaluation split (8 problems x 8 rows at a limit that makes each row 1/16 of
+    it) does not, so the run stops at once, before the training split, in one line naming the split and the
+    batch_size that fits; no file is written. check_memory itself: the batch_size it names fits."""
+    model = _tiny_folder(tmp_path / 'm')
+    m, tok = load_generator(model)
+    free = generator.free_bytes('cpu')
+    T = free // 16 // (generator.kv_bytes_per_token(m.config, torch.float32) + 64)
+    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1,8)',
+             '--n_train_samples=1', '--n_eval_samples=8', '--batch_size=64', f'--max_new_tokens={T}', '--procs=1',
+             f'--out_dir={tmp_path / "run"}')
+    msg = r.stderr.strip().splitlines()[-1]
+    assert r.returncode != 0 and msg.startswith('eval split: a batch of 64 rows (8 problems x 8 samples)'), r.stderr
+    assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
+    assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
+    problems = {s: load_problems('synth', lo, hi, synth_level=2) for s, lo, hi in (('train', 0, 0), ('eval', 1, 8))}
+    splits, prompts = [('train', (0, 0), 1), ('eval', (1, 8), 8)], {'train': [100], 'eval': [100] * 8}
+    cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
+    with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
+        extract.check_memory(cfg, splits, problems, prompts, m, free=free)
+    bs = int(re.search(r'batch_size=(\d+)', str(e.value)).group(1))
+    assert extract.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
+    with pytest.raises(SystemExit, match=r"one problem's 8 samples run in one batch: fewer of them \(--n_eval_samples\)"):
+        extract.check_memory({**cfg, 'max_new_tokens': 8 * T}, splits, problems, prompts, m, free=free)
+
+
 def test_resume_refuses_changed_sampling_settings(tmp_path):
     """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
     key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""

@@ -9,7 +9,7 @@ dataset = 'gsm8k'
 train_range = (0, 499)
 eval_range = (500, 1318)
 max_new_tokens = 1024
-batch_size = 96
+batch_size = 256  # rows per forward on one 80 GB GPU: the most that fit both splits by the memory model (5% headroom)
 layers = [4, 8, 12, 16, 20, 24, -4, -3, -2, -1]  # hidden_states indices: 0 = embeddings, -1 = final (after norm)
 verifier_layers = [-1]
 seeds = [42, 123, 456]
