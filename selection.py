@@ -136,9 +136,11 @@ def vote_sub(groups, labels, sub, scores=None, temp=None):
         w = np.ones_like(l)
     elif temp is None:
         w = np.maximum(scores[sub].astype(np.float64), 0.0)  # probabilities; a -inf (unscored) adds nothing
-    else:
+    else:  # weights relative to the best candidate WITH an answer: one without must not push every voter to 0
         s = scores[sub]
-        w = np.exp((s - s.max(1, keepdims=True)) / temp)
+        top = np.where(g >= 0, s, -np.inf).max(1, keepdims=True)
+        with np.errstate(over='ignore'):
+            w = np.where(g >= 0, np.exp((s - np.where(np.isfinite(top), top, 0.0)) / temp), 0.0)
     onehot = g[:, :, None] == np.arange(G)  # [k, n, G]
     gw = np.einsum('kn,kng->kg', w, onehot)
     cnt = onehot.sum(1)

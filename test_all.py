@@ -1010,7 +1010,7 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
     m, tok = load_generator(model)
     cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'sampled'), 'layers': [-1, 1], 'max_new_tokens': 24,
            'temperature': 1.0, 'top_p': 0.95}
-    extract.run_split('train', load_problems('synth', 0, 2, synth_level=2), 3, cfg, m, tok, step_table(tok))
+    extract.run_split('train', load_problems('synth', 0, 5, synth_level=2), 3, cfg, m, tok, step_table(tok))
     sampled = _load_dir(str(tmp_path / 'sampled' / 'train' / 'problems'))
     pool, n_eos = tmp_path / 'pool.jsonl', 0
     with open(pool, 'w') as f:
@@ -1020,12 +1020,12 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
                 n_eos += c['finish'] == 'eos'
                 f.write(json.dumps({'index': p['index'], 'text': c['text'], 'token_ids': ids, 'finish': c['finish'],
                                     'engine': 'ours'}) + '\n')
-    assert n_eos and n_eos < 9  # both endings present
-    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,2)', '--eval_range=None',
+    assert n_eos and n_eos < 18  # both endings present
+    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,5)', '--eval_range=None',
              '--layers=[-1,1]', '--mode=reencode', f'--candidates_file={pool}', f'--out_dir={tmp_path / "re"}')
     assert r.returncode == 0, r.stderr
     again = _load_dir(str(tmp_path / 're' / 'train' / 'problems'))
-    assert list(again) == list(sampled) == ['000000.pt', '000001.pt', '000002.pt']
+    assert list(again) == list(sampled) == [f'{i:06d}.pt' for i in range(6)]
     for f in sampled:
         for a, b in zip(sampled[f]['candidates'], again[f]['candidates'], strict=True):
             assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['text'] == b['text'] and a['finish'] == b['finish']
@@ -3019,6 +3019,10 @@ def test_weighted_vote_and_temperature_choice():
     # tiny temperatures underflow nothing: weights are normalised within each subset
     assert SEL.vote_sub(q['groups'], q['labels'], sub, s - 1e4, temp=1e-3) == 1.0
     assert SEL.choose_temp([s], [q], 5, [0.1, 1e4]) == 0.1
+    # a candidate without an answer scoring highest does not vote, nor push every voter's weight to 0 (a false tie)
+    qn = _pool([0, 0, 0, 1, 1, 0], answers=answers + [None])
+    sn = np.append(s, 40.0)
+    assert SEL.vote_sub(qn['groups'], qn['labels'], qn['subsets'][6], sn, temp=0.01) == 1.0
     q2 = _pool([1, 1, 1, 0, 0], answers=answers)  # now the majority is right and the verifier wrong
     assert SEL.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
 
