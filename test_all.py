@@ -1053,15 +1053,15 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     m, tok = load_generator(model)
     free = generator.free_bytes('cpu')
     T = free // 16 // (generator.kv_bytes_per_token(m.config, torch.float32) + 64)
-    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1,8)',
+    r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1225,1232)',
              '--n_train_samples=1', '--n_eval_samples=8', '--batch_size=64', f'--max_new_tokens={T}', '--procs=1',
              f'--out_dir={tmp_path / "run"}')
     msg = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and msg.startswith('eval split: a batch of 64 rows (8 problems x 8 samples)'), r.stderr
     assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
     assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
-    problems = {s: load_problems('synth', lo, hi, synth_level=2) for s, lo, hi in (('train', 0, 0), ('eval', 1, 8))}
-    splits, prompts = [('train', (0, 0), 1), ('eval', (1, 8), 8)], {'train': [100], 'eval': [100] * 8}
+    problems = {s: load_problems('synth', lo, hi, synth_level=2) for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
+    splits, prompts = [('train', (0, 0), 1), ('eval', (1225, 1232), 8)], {'train': [100], 'eval': [100] * 8}
     cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
     with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
         extract.check_memory(cfg, splits, problems, prompts, m, free=free)
