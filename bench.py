@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online, memory, gpu
+    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online, memory, gpu, sample
     python bench.py --only=gpu       # the CUDA path (--device=cuda, the default where a GPU is visible; --device=cpu:
                                      # tiny shapes, a smoke run); --device=cuda alone runs this section
 """
@@ -630,6 +630,43 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
                  'verifier / generator FLOPs', 'branches'])
 
 # -----------------------------------------------------------------------------
+# using a trained verifier (sample.py): what scoring a question's N candidates adds to generating them. The
+# candidates' states are captured while they are sampled, so the verifier's cost is one small forward per candidate.
+
+
+def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
+    """SmolLM2 on the demo's evaluation questions (synthetic level 2 and the demo's sampling settings, from the
+    checkpoint's training extraction), one thread: sample.py's best_of_n with the demo run's best HSRM seed. Seconds
+    per question generating and verifying, questions asked one at a time (N rows per forward) and 16 per batch (the
+    demo's 128 rows), and the verifier's FLOPs against the generator's on the generated tokens."""
+    import sample as SA
+    try:
+        path = SA.best_ckpt(ckpt or os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))
+    except ValueError:
+        raise SystemExit("no checkpoint of the demo run; fix: run the main job (README) first, or pass --ckpt=<ckpt.pt>")
+    torch.set_num_threads(1)
+    verifier = SA.load_verifier(path)[0]
+    s = SA.resolve({}, verifier.trained_on)
+    model, tok = generator.load_generator(s['model'])
+    n_params = sum(p.numel() for p in model.parameters())
+    probs = tasks.load_problems(s['dataset'], 1000, 1000 + n_questions - 1, synth_level=s['synth_level'],
+                                word_family=s['word_family'])
+    SA.best_of_n(model, tok, verifier, probs[:1], n, s)  # warm-up: first calls allocate
+    rows = []
+    for how, picks in ((f'one at a time ({n} rows per forward)', [p for q in probs[:alone] for p in
+                                                                    SA.best_of_n(model, tok, verifier, [q], n, s)]),
+                       (f'{128 // n} per batch (128 rows)', SA.best_of_n(model, tok, verifier, probs, n, s, batch_size=128))):
+        gen, ver = (sum(p['seconds'][k] for p in picks) / len(picks) for k in ('generate', 'verify'))
+        cands = [c for p in picks for c in p['candidates']]
+        vflops = sum(verifier_flops(verifier, len(c['states']), 0) for c in cands)
+        gflops = 2 * n_params * sum(len(c['token_ids']) for c in cands)  # the generator's weights per generated token
+        rows.append([how, len(picks), f'{gen:.2f}', f'{1e3 * ver:.1f}', f'{100 * ver / gen:.2f}%', f'{100 * vflops / gflops:.3f}%'])
+    print(f"sample.py's best_of_n, best of {n}, SmolLM2 ({n_params / 1e6:.0f}M) on {s['dataset']} questions, max_new "
+          f"{s['max_new_tokens']}, one thread; verifier {os.path.relpath(path, HERE)}")
+    table(rows, ['questions asked', 'questions', 'generate s / question', 'verify ms / question', 'verify / generate (time)',
+                 'verifier / generator FLOPs'])
+
+# -----------------------------------------------------------------------------
 # extraction on every core: extract.py end to end (model load included, as a user waits for it) with today's
 # path before `procs` (one process, torch's threads), one 1-thread process pinned to one core, and the default
 # (one 1-thread process per core, each its own shard), at three batch sizes. Per-batch seeds: at one batch size
@@ -896,6 +933,7 @@ if __name__ == '__main__':
     sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'procs': bench_procs, 'label': bench_labeling,
                 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
+                'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
                                                                     ('threshold', flag('prune_threshold'))) if v is not None}),
                 'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}

@@ -18,6 +18,7 @@ import torch
 from generator import (LOGIT_CHUNK, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection,
                        nucleus)
 from model import PRUNE_RULES, SEARCH_RULES, layer_columns, policy, reads
+from tasks import GENERATED, build_prompt
 
 # -----------------------------------------------------------------------------
 # what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
@@ -564,3 +565,34 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
         cands.append(_candidate(tok, list(c), lp, en, cf, spos[i], states[s0:s0 + m], finishes[i], max_steps, D))
         t0, s0 = t0 + T, s0 + m
     return cands
+
+# -----------------------------------------------------------------------------
+# a run's problems, sampled as extraction samples them (extract.py's splits, sample.py's questions)
+
+
+def problem_batches(problems, n, batch_size):
+    """Problems in fixed batches of batch_size // n (at least one). sample_problems seeds each batch by its first
+    index, so a batch's candidates do not depend on the batches around it (a resumed, sharded or single batch)."""
+    per = max(1, batch_size // n)
+    return [problems[i:i + per] for i in range(0, len(problems), per)]
+
+
+def batch_prompts(tok, batch, cfg):
+    """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
+    cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
+    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None, cfg['enable_thinking'])
+            for p in batch]
+
+
+def sample_problems(model, tok, batch, n, cfg, table=None, verifier=None):
+    """One batch of problems (problem_batches) sampled with capture, n candidates each, under cfg (extract.py's keys:
+    layers, max_new_tokens, temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional
+    torch_compile and the steering keys prune_rule, prune_threshold, search, search_width), seeded by the run seed
+    and the batch's first index. -> (prompts, candidates per problem)."""
+    prompts = batch_prompts(tok, batch, cfg)
+    return prompts, sample_with_capture(
+        model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
+        seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table, max_steps=cfg['max_steps'],
+        conf_topk=cfg['conf_topk'], torch_compile=cfg.get('torch_compile', False), verifier=verifier,
+        prune_rule=cfg.get('prune_rule', 'relative'), prune_threshold=cfg.get('prune_threshold'),
+        search=cfg.get('search'), search_width=cfg.get('search_width', 4))

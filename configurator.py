@@ -23,7 +23,7 @@ import functools
 import os
 import sys
 
-STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer', 'curve')
+STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer', 'curve', 'sample')
 
 
 def knob_names(path):
@@ -42,7 +42,7 @@ def knob_names(path):
 
 
 def stage_defaults(stage):
-    """{knob: default} of another stage, read from its file (each knob's value a Python literal) without importing it:
+    """{knob: default} of another stage, read from its file (the knobs whose value is a Python literal) without importing it:
     a stage that runs part of another (steer.py --prune reads a run as evaluate.py) takes that stage's knobs, never
     the stage itself."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), stage + '.py')
@@ -53,7 +53,10 @@ def stage_defaults(stage):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             break
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], 'id', None) in names:
-            out[node.targets[0].id] = ast.literal_eval(node.value)
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:  # a default naming a constant (extract.py's system_prompt = MATH_SYSTEM): left out
+                pass
     return out
 
 

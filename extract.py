@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
-from capture import STEP_RULE, generated_tokens, reencode, sample_with_capture, step_table
+from capture import STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
 from model import DAMAGED, SEARCH_RULES, atomic_save, atomic_write_json, load_checkpoint, resolve_device
@@ -201,8 +201,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
 
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
-    per_batch = max(1, cfg['batch_size'] // n)
-    batches = [problems[i:i + per_batch] for i in range(0, len(problems), per_batch)][cfg['shard']::cfg['num_shards']]
+    batches = problem_batches(problems, n, cfg['batch_size'])[cfg['shard']::cfg['num_shards']]
     mine = sum(len(b) for b in batches)
     done, damaged = finished([p for b in batches for p in b], path)
     todo = [b for b in batches if not all(path(p) in done for p in b)]
@@ -212,17 +211,10 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
           f"{n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
     for batch in todo:
-        prompts = [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
-                                cfg['enable_thinking']) for p in batch]
         if pool is None:
-            res = sample_with_capture(model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'],
-                                      cfg['top_p'], seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table,
-                                      max_steps=cfg['max_steps'],
-                                      conf_topk=cfg['conf_topk'], torch_compile=cfg['torch_compile'], verifier=verifier,
-                                      prune_rule=cfg['prune_rule'], prune_threshold=cfg['prune_threshold'],
-                                      search=cfg['search'], search_width=cfg['search_width'])
+            prompts, res = sample_problems(model, tok, batch, n, cfg, table, verifier)
         else:
-            res = []
+            prompts, res = batch_prompts(tok, batch, cfg), []
             for p, prompt in zip(batch, prompts):
                 rows = pool.get(p['index'], pool.get(p['id'], []))
                 if not rows:

@@ -316,6 +316,24 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
                     'gold': gold if isinstance(gold, list) else str(gold), 'meta': meta})
     return out
 
+
+def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, word_family='shop'):
+    """A question from outside the data (sample.py), as a problem of `dataset`: asked in its prompt style
+    (build_prompt: a generated task's worked example of level synth_level or family word_family, a benchmark's
+    system prompt) and graded as its answers are (gold None: no gold known)."""
+    if dataset not in GENERATED + tuple(DATASETS):
+        raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(GENERATED + tuple(DATASETS))}")
+    if not str(question).strip():
+        raise SystemExit(f"question {index} ({id!r}) is empty; fix: a question with text")
+    if dataset == 'synth' and synth_level not in SYNTH_LEVELS:
+        raise SystemExit(f"synth_level={synth_level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
+    if dataset == 'words' and word_family not in WORD_FAMILIES:
+        raise SystemExit(f"word_family={word_family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
+    meta = {'level': synth_level} if dataset == 'synth' else {'family': word_family} if dataset == 'words' else {}
+    return {'index': index, 'id': str(index if id is None else id), 'dataset': dataset, 'question': str(question),
+            'gold': None if gold is None else gold if isinstance(gold, list) else str(gold), 'meta': meta}
+
+
 # -----------------------------------------------------------------------------
 # the prompt
 

@@ -3744,6 +3744,188 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
 
 
 # ====================================================================================================
+# sample.py: best-of-N answers for new questions from a trained verifier
+# ====================================================================================================
+
+
+@pytest.fixture(scope='module')
+def sample_run(tmp_path_factory):
+    """A tiny run as the main job leaves it: a random Qwen3 saved as a folder (the generator), a training split (20
+    problems x 8) and an evaluation split (6 x 4) extracted by extract.run_split with the config.json extract.py
+    writes, labels planted by the token ids (the grader would mark every candidate of a random model wrong), and two
+    trained HSRM seeds. -> (out_dir, generator, tokenizer)"""
+    import train
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = str(tmp_path_factory.mktemp('sample') / 'run')
+    tok = tiny_tokenizer()
+    tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(f'{out}/gen')
+    tok.save_pretrained(f'{out}/gen')
+    model, tok = load_generator(f'{out}/gen')
+    cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
+           'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
+           'step_rule': capture.STEP_RULE}
+    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1000, 1005), 4)):
+        c = {**cfg, 'split': split, 'n_samples': n}
+        extract.atomic_write_json(c, f'{out}/{split}/config.json')
+        extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
+        labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
+                              'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
+    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
+               'lr': 1e-3})
+    yield out, model, tok
+    torch.set_num_threads(n_threads)
+
+
+def _jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
+    """sample.py on the evaluation split's range, with extraction's seed, N and batch size, samples exactly the split's
+    candidates; its verifier is the run's seed with the best validation AUROC; each candidate's score is the one
+    evaluate.py caches for that checkpoint and the pick the first of the top scores (model.top_mask); the weighted
+    vote's temperature is evaluate.py's and its answer the group selection.vote_sub counts as the winner; picks are
+    graded against the gold; candidates.jsonl is a candidates_file extract.py reads. A rerun resumes, and a run killed
+    in its second batch redoes that batch only."""
+    import sample as SA
+    from model import top_mask
+    out = sample_run[0]
+    cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    SA.run(cfg)
+    sd = f'{out}/sample'
+    picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
+    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc'] for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
+    assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
+    assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
+    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{SEL.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
+    run_ = next(r for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == conf['ckpt'])
+    assert conf['vote_temp'] == run_['temp']
+    ev = load_split(f'{out}/eval')
+    assert [p['id'] for p in picks] == [p['id'] for p in ev] and len(cands) == 6 * 4
+    for pk, p in zip(picks, ev):
+        mine = [c for c in cands if c['id'] == pk['id']]
+        assert [c['token_ids'] for c in mine] == [c['token_ids'].tolist() for c in p['candidates']]
+        assert [c['finish'] for c in mine] == [c['finish'] for c in p['candidates']]
+        s = np.array(cache[p['key']])
+        np.testing.assert_allclose([c['score'] for c in mine], s, rtol=1e-5, atol=1e-6)
+        top = np.flatnonzero(top_mask(s))
+        assert pk['candidate'] == top[0] and pk['tied'] == len(top) and [c['pick'] for c in mine].count(True) == 1
+        assert pk['answer'] == extract_answer(mine[pk['candidate']]['text'])[0] and pk['score'] == pytest.approx(s.max())
+        assert pk['correct'] == grade(mine[pk['candidate']]['text'], p['gold'], 'synth')['correct']
+        assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
+        assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
+        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
+            groups = SEL.answer_groups([c['answer'] for c in mine], answers_equal)
+            w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
+            gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
+            won = groups == groups[pk['vote']['candidate']]
+            assert gw[groups[pk['vote']['candidate']]] == max(gw.values()) and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer']
+            assert SEL.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
+        assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
+    pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
+    assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
+    before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()
+    capsys.readouterr()
+    SA.run(cfg)
+    assert '6 questions (6 done already)' in capsys.readouterr().out
+    with open(f'{sd}/picks.jsonl', 'w') as f:  # killed while writing the second batch (questions 5 and 6)
+        f.write(''.join(before[0].splitlines(True)[:5]) + '{"id": "tor')
+    SA.run(cfg)
+    assert '6 questions (4 done already)' in capsys.readouterr().out
+    strip = lambda t: [{k: v for k, v in json.loads(x).items() if k != 'seconds'} for x in t.splitlines()]  # noqa: E731
+    assert strip(open(f'{sd}/picks.jsonl').read()) == strip(before[0]) and open(f'{sd}/candidates.jsonl').read() == before[1]
+
+
+def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
+    """A questions file (ids optional, gold optional) asked in the training prompt style (the synthetic worked
+    example): graded where a gold answer is given, never elsewhere; the CLI's picks are best_of_n's, called from
+    Python with the loaded generator and verifier; search and online pruning run through the same loop, and a
+    candidate they stopped is never the pick. Bad questions input is one line with the fix."""
+    import sample as SA
+    out, model, tok = sample_run
+    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    qs = [{'question': 'Compute 7 - 2 + 4.', 'id': 'a', 'gold': '9'}, {'question': 'Compute 1 + 1 + 1.'},
+          {'question': 'Compute 9 - 3 - 1.', 'gold': 5}]
+    (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
+    cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
+           'sample_dir': str(tmp_path / 's')}
+    SA.run(cfg)
+    picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
+    assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
+    assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
+    assert picks[2]['gold'] == '5' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '5', 'synth')['correct']
+    v = SA.load_verifier(ckpt)[0]
+    api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
+    assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
+    assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
+    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
+    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 - 2 + 4.\n\nAnswer:')
+    for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
+        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / 'steered')})
+        cs = _jsonl(tmp_path / 'steered' / 'candidates.jsonl')
+        assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
+        if 'search' in steer:
+            assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
+    bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),
+           ({'questions_file': str(tmp_path / 'none.jsonl')}, 'not found.*fix')]
+    (tmp_path / 'dup.jsonl').write_text('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n')
+    (tmp_path / 'empty.jsonl').write_text('{"question": " "}\n')
+    bad += [({'questions_file': str(tmp_path / 'dup.jsonl')}, "repeats id '1'.*fix"),
+            ({'questions_file': str(tmp_path / 'empty.jsonl')}, 'line 1 has no question.*fix')]
+    for kw, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            SA.run({**cfg, **kw})
+    with pytest.raises(ValueError, match='no question given.*fix'):
+        SA.run({'out_dir': out})
+
+
+def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
+    """A verifier is refused, in one line naming the key, both values and the fix, when sample.py would sample with
+    another generator, layer set, step rule or prompt (dataset style, worked example, system prompt, thinking) than
+    its training split was extracted with (config.json, reached through the checkpoint's train_dirs), or with a
+    generator whose hidden size differs; the generator's name is checked before it is loaded."""
+    import sample as SA
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    out, model, tok = sample_run
+    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    v = SA.load_verifier(ckpt)[0]
+    assert v.trained_on[0]['where'] == f'{out}/train/config.json'
+    ok = SA.resolve({}, v.trained_on)
+    SA.check_match(v, ok, model)
+    for key, value in (('model', '/elsewhere/Qwen3-1.7B'), ('layers', [-2]), ('dataset', 'gsm8k'), ('synth_level', 3),
+                       ('enable_thinking', True), ('max_steps', None)):
+        s = {**ok, key: value}
+        with pytest.raises(ValueError, match=rf"{key}=.*was trained on {key}=.*train/config.json.*fix: --{key}="):
+            SA.check_match(v, s)
+    SA.check_match(v, {**ok, 'system_prompt': 'Be brief.', 'temperature': 0.3})  # unused by this prompt; free
+    words = SA.load_verifier(ckpt)[0]
+    words.trained_on = [{**v.trained_on[0], 'dataset': 'words', 'word_family': 'shop'},
+                        {**v.trained_on[0], 'dataset': 'words', 'word_family': 'bake'}]
+    SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'bake'})  # pooled families: any of them
+    with pytest.raises(ValueError, match="word_family='travel'.*'shop' / 'bake'.*fix"):
+        SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'travel'})
+    gsm = SA.load_verifier(ckpt)[0]
+    gsm.trained_on = [{**v.trained_on[0], 'dataset': 'gsm8k', 'system_prompt': 'Reason.'}]
+    SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Reason.'})  # one benchmark prompt format
+    with pytest.raises(ValueError, match="system_prompt='Be brief.'.*fix"):
+        SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Be brief.'})
+    v.trained_on = [{**v.trained_on[0], 'step_rule': 'sentence'}]
+    with pytest.raises(ValueError, match="step_rule='sentence'.*capture.STEP_RULE.*fix: re-extract"):
+        SA.check_match(v, ok)
+    torch.manual_seed(0)
+    narrow = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2))
+    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training record
+        with pytest.raises(ValueError, match="d_gen=64, but this generator's hidden size is 32; fix"):
+            SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
+    with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
+        SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
+
+
+# ====================================================================================================
 # transfer.py: several task families, confidence inputs, residual verifier, leave-one-family-out
 # ====================================================================================================
 
@@ -4130,6 +4312,13 @@ n_eval = 4
               'Neg. varentropy', 'Shortest', 'Fewest steps', 'Longest', 'Single-pass', 'Oracle pass@4'):
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
+    # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 - 2 + 4.', '--vote=True', '--n_samples=4'],
+                       cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and 'pick:' in r.stdout and 'weighted vote' in r.stdout, r.stderr[-3000:]
+    pick, = _jsonl(f'{out}/sample/picks.jsonl')
+    assert pick['question'] == 'Compute 7 - 2 + 4.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
+    assert json.load(open(f'{out}/sample/config.json'))['model'] == 'smollm2' and 'correct' not in pick
     # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
     # leader, label it, evaluate it with the same checkpoints and validation split
     pr = str(tmp_path / 'demo_prune')

@@ -1,0 +1,492 @@
+"""
+Use a trained verifier: best-of-N answers for new questions. Each question gets N candidates sampled with capture
+(capture.py: extraction's loop, prompt and step rule, so the verifier reads what it was trained on), scored by a
+trained checkpoint (model.score_problems: the scores evaluate.py computes), and the pick is printed: its answer and
+score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
+are given, each pick is graded (label.grade). A verifier trained on another generator, layer set, step rule or
+prompt than this run would use is refused with the fix; settings not given come from its training extraction.
+
+    python sample.py config/demo.py --question="Compute 7 - 2 + 4."
+    python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
+    python sample.py config/demo.py --dataset_range="(1000,1009)"            # problems of the run's dataset, graded
+    python sample.py config/demo.py --question="..." --search=beam           # the verifier steers sampling (beam search)
+
+Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
+finish, extracted answer, verifier score, free scores; rows extract.py --mode=reencode reads) and config.json; a
+killed run resumes with the same settings. From Python (the CLI runs the same function):
+
+    v, _ = load_verifier('out/demo/verifiers/hsrm_seed42/ckpt.pt'); gen, tok = generator.load_generator('smollm2')
+    picks = best_of_n(gen, tok, v, ['Compute 7 - 2 + 4.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
+"""
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from capture import STEP_RULE, problem_batches, sample_problems, step_table
+from configurator import configure, knobs, split_argv, stage_defaults
+from generator import check_layers, load_generator
+from label import answers_equal, extract_answer, grade
+from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems, top_mask
+from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
+from selection import answer_groups, cached_scores, choose_temp, val_splitter
+from tasks import GENERATED, MATH_SYSTEM, load_problems, new_problem
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+out_dir = 'out/demo'  # the run whose verifier answers
+ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = {out_dir}/verifiers/hsrm*_seed*/ckpt.pt. Of several, the
+             # one with the highest validation within-problem AUROC at its kept step (train.py's best_val), ties to the
+             # first in sorted path order
+question = None  # one question, e.g. 'Compute 7 - 2 + 4.'
+questions_file = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
+dataset_range = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades the picks)
+n_samples = 8  # N candidates per question
+vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation split (evaluate.py's)
+sample_dir = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
+# None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
+# layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
+model = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
+layers = None  # hidden_states indices kept while sampling
+dataset = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first) | 'gsm8k' | ...
+synth_level = None
+word_family = None
+system_prompt = None  # the benchmark datasets' system prompt
+enable_thinking = None
+temperature = None  # sampling settings: free to change (the verifier reads the states all the same)
+top_p = None
+max_new_tokens = None
+data_dir = None  # dataset_range: where the dataset is (extract.py's data_dir / data_path / synth_seed / exclude_ids)
+data_path = None
+synth_seed = None
+exclude_ids = None
+prune_ckpt = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written; None = off
+prune_rule = 'relative'  # 'relative' | 'global'
+prune_threshold = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
+search = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width search_width
+search_ckpt = None  # the verifier that steers search; None = the one that picks
+search_width = 4  # M: rows each survivor continues as (divides n_samples)
+seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
+             # extraction's seed, n and batch_size samples exactly its candidates
+batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
+device = 'auto'  # 'auto' | 'cpu' | 'cuda'
+dtype = 'auto'  # the generator's: 'auto' | 'float16' | 'bfloat16' | 'float32'
+threads = 0  # CPU threads for torch; 0 = torch's default
+DEFAULTS = knobs(globals())  # the knobs above as a dict
+
+# evaluate.py's knobs (vote temperatures, subsets, DeepConf windows), read from its file; config files and flags set
+# them as for evaluate.py, so a vote's temperature is the one evaluate.py chose for the same checkpoint and N
+EVAL = {k: v for k, v in stage_defaults('evaluate').items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
+        'val_seed', 'eval_batch_size', 'deepconf_window', 'deepconf_tail')}
+# extract.py's defaults fill a setting nobody gave when the verifier's training extraction config is not found
+EXTRACT = {**stage_defaults('extract'), 'system_prompt': MATH_SYSTEM}
+# what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
+CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
+# ... these are free, or fixed by the extraction
+SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed',
+                      'exclude_ids')
+
+# -----------------------------------------------------------------------------
+# what a verifier was trained on, and refusing one that would read something else
+
+
+def trained_on(ck, path):
+    """The extraction configs (config.json) of a checkpoint's training splits (train.py's train_dirs, from the
+    checkpoint or the config.json beside it), each with its path under 'where'; [] when none is found."""
+    tc = ck.get('train_config')
+    side = os.path.join(os.path.dirname(path), 'config.json')
+    if not tc and os.path.exists(side):
+        tc = json.load(open(side))
+    tc = tc or {}
+    dirs = tc.get('train_dirs') or ([os.path.join(tc['out_dir'], 'train')] if tc.get('out_dir') else [])
+    out = []
+    for d in dirs:
+        p = os.path.join(d, 'config.json')
+        if os.path.exists(p):
+            out.append({**json.load(open(p)), 'where': p})
+    return out
+
+
+def load_verifier(path, device='cpu'):
+    """(verifier, checkpoint dict) as model.load_checkpoint gives them; the verifier also carries trained_on (its
+    training extractions' configs), from which best_of_n takes its settings and against which it checks them."""
+    v, ck = load_checkpoint(path, device)
+    v.trained_on, v.ckpt_path = trained_on(ck, path), path
+    return v, ck
+
+
+def resolve(given, trained):
+    """Every setting: the given value, else the (first) training extraction's, else extract.py's default; and the
+    DeepConf windows of the free scores (evaluate.py's keys)."""
+    base = trained[0] if trained else {}
+    return {**{k: given[k] if given.get(k) is not None else base.get(k, EXTRACT[k]) for k in SETTINGS},
+            **{k: given.get(k) or EVAL[k] for k in ('deepconf_window', 'deepconf_tail')}}
+
+
+def _same(key, a, b):
+    if key == 'model' and isinstance(a, str) and isinstance(b, str) and os.path.exists(a) and os.path.exists(b):
+        return os.path.realpath(a) == os.path.realpath(b)  # one folder spelled two ways
+    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))  # (-1,) is [-1]
+
+
+def check_match(verifier, s, gen=None, key='ckpt'):
+    """Refuse (ValueError, one line with the fix) a verifier that would read something other than it was trained
+    on: another generator (its name; its hidden size and depth when gen is given), layer set, step rule, stored
+    steps or prompt (dataset style, worked example, system prompt, thinking mode) than settings s. Each key is
+    compared with the training extractions' values (pooled splits: any of them)."""
+    where = getattr(verifier, 'ckpt_path', 'the verifier')
+    trained = getattr(verifier, 'trained_on', [])
+    if gen is not None and reads(verifier.spec['kind'], 'states') and verifier.spec['d_gen'] != gen.config.hidden_size:
+        was = f" ({trained[0]['model']!r})" if trained else ''
+        raise ValueError(f"{key}={where!r} reads states of width d_gen={verifier.spec['d_gen']}, but this generator's "
+                         f"hidden size is {gen.config.hidden_size}; fix: the generator it was trained on{was}, or a "
+                         f"verifier trained on this generator's states")
+    for t in trained:
+        if t.get('step_rule', STEP_RULE) != STEP_RULE:
+            raise ValueError(f"{key}={where!r} was trained on steps cut by step_rule={t['step_rule']!r} ({t['where']}), "
+                             f"this code's rule (capture.STEP_RULE) is {STEP_RULE!r}; fix: re-extract and retrain under "
+                             f"{STEP_RULE!r}, or run the code version whose rule is {t['step_rule']!r}")
+        if gen is not None and t.get('num_hidden_layers') not in (None, gen.config.num_hidden_layers):
+            raise ValueError(f"{key}={where!r} was trained on {t['model']!r} with {t['num_hidden_layers']} layers "
+                             f"({t['where']}), this generator has {gen.config.num_hidden_layers}; fix: "
+                             f"--model={t['model']!r}")
+    if not trained:
+        return
+    style = lambda d: d if d in GENERATED else 'benchmark'  # noqa: E731  (benchmarks share one prompt format)
+    for k in CHECKED:
+        if (k == 'synth_level' and s['dataset'] != 'synth' or k == 'word_family' and s['dataset'] != 'words'
+                or k == 'system_prompt' and s['dataset'] in GENERATED):
+            continue  # a key this prompt does not use
+        had = [t.get(k) for t in trained if k in t]
+        if k == 'dataset':
+            ok = not had or any(style(h) == style(s[k]) for h in had)
+        else:
+            ok = not had or any(_same(k, h, s[k]) for h in had)
+        if not ok:
+            was = ' / '.join(dict.fromkeys(repr(h) for h in had))
+            raise ValueError(f"{k}={s[k]!r}, but {key}={where!r} was trained on {k}={was} ({trained[0]['where']}); fix: "
+                             f"--{k}={had[0]!r} (or leave {k} unset), or a verifier trained with {k}={s[k]!r}")
+
+
+# -----------------------------------------------------------------------------
+# best-of-N: sample, score, pick
+
+
+def free_scores(c, window, tail):
+    """The free scorers' scores of one candidate (scorers.py; DeepConf's with window and tail tokens)."""
+    out = {k: f(c) for k, f in CHEAP_SCORERS.items()}
+    if 'confidences' in c:
+        out |= {k: f(c, window, tail) for k, f in DEEPCONF_SCORERS.items()}
+    return out
+
+
+def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
+    """The pick of one question's candidates by their verifier scores: the top score (model.top_mask; of tied top
+    scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
+    those it averages), never a candidate stopped by pruning or search (selection.best_of_n_sub's rule). Answers are
+    grouped by label.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
+    weighted vote (selection.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
+    answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
+    scores higher). A gold answer (problem['gold'] not None) grades every candidate (label.grade). windows:
+    DeepConf's (window, tail) of the free scores."""
+    s = np.asarray(scores, dtype=np.float64)
+    live = np.array([c['finish'] != 'pruned' for c in cands])
+    top = top_mask(np.where(live, s, -np.inf)) & live
+    j = int(np.flatnonzero(top)[0])
+    answers = [extract_answer(c['text'])[0] if c['finish'] != 'pruned' else None for c in cands]
+    groups = answer_groups(answers, answers_equal)
+    best = {g: max(np.flatnonzero(groups == g), key=lambda i: (s[i], -i)) for g in sorted(set(groups.tolist()) - {-1})}
+    pick = {'id': problem['id'], 'index': problem['index'], 'question': problem['question'], 'answer': answers[j],
+            'score': float(s[j]), 'candidate': j, 'tied': int(top.sum()),
+            'agree': int((groups == groups[j]).sum()) if groups[j] >= 0 else 0,
+            'runner_up': [{'answer': answers[i], 'score': float(s[i]), 'count': int((groups == g).sum())}
+                          for g, i in sorted(best.items(), key=lambda gi: -s[gi[1]]) if g != groups[j]]}
+    if vote_temp is not None:
+        pick['vote'] = None
+        if best:
+            w = np.exp((s - s[groups >= 0].max()) / vote_temp)
+            gs = list(best)
+            gw = np.array([w[groups == g].sum() for g in gs])
+            win = max((g for g, t in zip(gs, top_mask(gw)) if t), key=lambda g: (s[best[g]], -best[g]))
+            pick['vote'] = {'answer': answers[best[win]], 'candidate': int(best[win]), 'temp': vote_temp,
+                            'weight': float(gw[gs.index(win)] / gw.sum())}
+    pick['candidates'] = [{**c, 'answer': a, 'score': float(x), 'free': free_scores(c, *windows)}
+                          for c, a, x in zip(cands, answers, s)]
+    if problem.get('gold') is not None:
+        pick['gold'] = problem['gold']
+        for c in pick['candidates']:
+            c['correct'] = grade(c['text'], problem['gold'], problem['dataset'], finish=c['finish'],
+                                 meta=problem['meta'])['correct']
+        pick['correct'] = pick['candidates'][j]['correct']
+        if pick.get('vote'):
+            pick['vote']['correct'] = pick['candidates'][pick['vote']['candidate']]['correct']
+    return pick
+
+
+def as_problem(q, i, s):
+    """A question as a problem dict (tasks.py's): a load_problems problem as it is, a string or {question, id?, gold?,
+    index?} asked in the prompt style of settings s (index: its position i unless given)."""
+    if isinstance(q, dict) and 'meta' in q and 'dataset' in q:
+        return q
+    q = {'question': q} if isinstance(q, str) else q
+    if 'question' not in q:
+        raise ValueError(f"question {i} has no 'question' (has {sorted(q)}); fix: {{\"question\": \"...\"}}")
+    return new_problem(q['question'], s['dataset'], q.get('index', i), q.get('id'), q.get('gold'), s['synth_level'],
+                       s['word_family'])
+
+
+def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128, steer=None):
+    """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
+    loaded generator (model, tok) and verifier (load_verifier; a model.load_checkpoint one too, unchecked against
+    its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
+    (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
+    fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.
+    vote_temp: also the weighted vote at that temperature. steer: {'verifier', 'prune_rule', 'prune_threshold'} or
+    {'verifier', 'search', 'search_width'}: sample_with_capture's online pruning or search.
+    -> a pick per question (choose()), with its candidates and the seconds its batch spent generating and verifying,
+    shared out per question ('seconds': {'generate', 'verify'})."""
+    s = resolve(settings or {}, getattr(verifier, 'trained_on', []))
+    check_match(verifier, s, model)
+    steer = dict(steer or {})
+    if steer.get('verifier') is not None:
+        check_match(steer['verifier'], s, model, 'prune_ckpt / search_ckpt')
+    problems = [as_problem(q, i, s) for i, q in enumerate(questions)]
+    cfg = {**s, 'seed': seed, 'prune_rule': steer.get('prune_rule', 'relative'),
+           'prune_threshold': steer.get('prune_threshold'), 'search': steer.get('search'),
+           'search_width': steer.get('search_width', 4)}
+    table, dev, picks = step_table(tok), next(verifier.parameters()).device, []
+    for batch in problem_batches(problems, n, batch_size):
+        t0 = time.perf_counter()
+        res = sample_problems(model, tok, batch, n, cfg, table, steer.get('verifier'))[1]
+        t1 = time.perf_counter()
+        scores = score_problems(verifier, [{'key': p['id'], 'layers': list(s['layers']), 'candidates': cs}
+                                           for p, cs in zip(batch, res)], device=dev, where='sampled candidates')
+        t2 = time.perf_counter()
+        for p, cs, sc in zip(batch, res, scores):
+            picks.append({**choose(p, cs, sc, vote_temp, (s['deepconf_window'], s['deepconf_tail'])),
+                          'seconds': {'generate': (t1 - t0) / len(batch), 'verify': (t2 - t1) / len(batch)}})
+    return picks
+
+
+# -----------------------------------------------------------------------------
+# the CLI: the checkpoint, the questions, the vote's temperature, resumable output
+
+
+def best_ckpt(pattern):
+    """Of the checkpoints matching pattern, the one with the highest validation within-problem AUROC at its kept step
+    (train.py's best_val; a checkpoint without one, or NaN, ranks last), ties to the first in sorted order."""
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
+                         f"--ckpt=<path to a ckpt.pt>")
+
+    def auroc(p):
+        a = (torch.load(p, map_location='cpu', weights_only=True).get('best_val') or {}).get('auroc')
+        return -np.inf if a is None or np.isnan(a) else a
+    return max(paths, key=auroc) if len(paths) > 1 else paths[0]
+
+
+def vote_temperature(verifier, ck, path, n, cfg, device):
+    """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: selection.choose_temp over
+    vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
+    max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
+    tc = ck.get('train_config') or {}
+    dirs = tc.get('train_dirs') or []
+    split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
+    vals = [val_splitter(d, n, cfg)(*split) for d in dirs]
+    if not dirs or any(v is None for v in vals):
+        raise ValueError(f"vote=True chooses the temperature on the validation problems of {path}'s labelled training "
+                         f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
+    vn = min(v[2] for v in vals)
+    vals = [val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
+    cache = os.path.join(tc.get('out_dir') or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
+    scores = [x for d, (vp, _, _) in zip(dirs, vals)
+              for x in cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
+    pool = [q for _, vpool, _ in vals for q in vpool]
+    return choose_temp(scores, pool, vn, cfg['vote_temps'], where=f'{path} on validation')
+
+
+def questions_of(cfg, s):
+    """The problems asked: one question, a questions file's rows (ids unique, default their line number) or a
+    dataset range (tasks.load_problems), with the settings' prompt style."""
+    if cfg['question'] is not None:
+        return [new_problem(str(cfg['question']), s['dataset'], 0, None, None, s['synth_level'], s['word_family'])]
+    if cfg['dataset_range'] is not None:
+        r = cfg['dataset_range']
+        if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
+            raise ValueError(f"dataset_range={r!r} must be (lo, hi), inclusive dataset indices; fix: "
+                             f"--dataset_range='(1000,1009)'")
+        return load_problems(s['dataset'], r[0], r[1], s['data_dir'], s['data_path'], s['synth_level'], s['synth_seed'],
+                             s['exclude_ids'], s['word_family'])
+    path, out, seen = cfg['questions_file'], [], set()
+    bad = lambda k, what, fix: ValueError(f"questions_file={path!r} line {k + 1} {what}; fix: {fix}")  # noqa: E731
+    if not os.path.isfile(path):
+        raise ValueError(f"questions_file={path!r} not found; fix: a JSONL file, one {{\"question\": ...}} per line")
+    with open(path) as f:
+        for k, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise bad(k, f'is not JSON ({e})', 'one {"question": ...} per line') from None
+            if not isinstance(row, dict) or not str(row.get('question', '')).strip():
+                raise bad(k, 'has no question', '{"question": "..."} on every line')
+            i = str(row.get('id', k))
+            if i in seen:
+                raise bad(k, f'repeats id {i!r}', 'unique ids (or none: the line number)')
+            seen.add(i)
+            out.append(new_problem(row['question'], s['dataset'], len(out), i, row.get('gold'), s['synth_level'],
+                                   s['word_family']))
+    if not out:
+        raise ValueError(f"questions_file={path!r} holds no question; fix: one {{\"question\": ...}} per line")
+    return out
+
+
+def _num(x):
+    return float(x) if np.isfinite(x) else None  # JSON has no infinity (an empty candidate's confidence)
+
+
+def rows_of(pick, indexed):
+    """(the picks.jsonl row, the candidates.jsonl rows) of one pick; indexed: rows carry the dataset index (extract.py
+    --mode=reencode matches a candidates_file row by index, else by id)."""
+    at = {'id': pick['id'], **({'index': pick['index']} if indexed else {})}
+    cands = []
+    for j, c in enumerate(pick['candidates']):
+        cands.append({**at, 'candidate': j, 'text': c['text'], 'token_ids': c['token_ids'].tolist(), 'finish': c['finish'],
+                      'answer': c['answer'], 'score': _num(c['score']), 'pick': j == pick['candidate'],
+                      'free': {k: _num(v) for k, v in c['free'].items()},
+                      **{k: c[k] for k in ('correct', 'row', 'parent', 'inherited') if k in c}})
+    return {**at, **{k: v for k, v in pick.items() if k not in ('candidates', 'id', 'index')}}, cands
+
+
+def show(pick, n):
+    """The lines printed for one pick (the first four runner-up answers)."""
+    ok = {True: ', correct', False: f", wrong (gold {pick.get('gold')})"}
+    tied = f" (tied with {pick['tied'] - 1} more)" if pick['tied'] > 1 else ''
+    agree = f", {pick['agree']} of {n} give this answer" if pick['answer'] is not None else ''
+    lines = [f"[{pick['id']}] {pick['question']}",
+             f"  pick: {pick['answer'] or '(no answer)'}   score {pick['score']:.3f}, candidate {pick['candidate']} of {n}"
+             f"{tied}{agree}{ok.get(pick.get('correct'), '')}"]
+    if pick['runner_up']:
+        lines.append('  runner-up answers: ' + ', '.join(f"{r['answer']} (score {r['score']:.3f}, {r['count']} of {n})"
+                                                        for r in pick['runner_up'][:4]))
+    if 'vote' in pick:
+        v = pick['vote']
+        lines.append('  weighted vote: no candidate has an answer' if v is None else
+                     f"  weighted vote (T={v['temp']:g}): {v['answer']}, {100 * v['weight']:.0f}% of the weight"
+                     f"{ok.get(v.get('correct'), '')}")
+    return '\n'.join(lines)
+
+
+def atomic_write_json_lines(rows, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.write(''.join(json.dumps(r) + '\n' for r in rows))
+    os.replace(tmp, path)
+
+
+
+def resume(sample_dir, config, batches):
+    """(finished picks rows, their candidates rows): a batch counts as finished when sample_dir holds this config's
+    picks of all its questions (a killed run's torn or partial last batch is redone); another config starts over."""
+    paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl', 'candidates.jsonl')]
+    if not all(os.path.exists(p) for p in paths) or {**json.load(open(paths[0])), 'done': None} != {**config, 'done': None}:
+        return [], []
+
+    def read(p):
+        out = []
+        for line in open(p):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line torn by the kill
+                pass
+        return out
+    have = {r['id'] for r in read(paths[1])}
+    done = {p['id'] for b in batches for p in b if all(q['id'] in have for q in b)}
+    return [r for r in read(paths[1]) if r['id'] in done], [r for r in read(paths[2]) if r['id'] in done]
+
+
+def run(cfg):
+    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows."""
+    cfg = {**EVAL, **DEFAULTS, **cfg}
+    given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
+    if len(given) != 1:
+        raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
+                         f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
+    if not (isinstance(cfg['n_samples'], int) and cfg['n_samples'] >= 1):
+        raise ValueError(f"n_samples={cfg['n_samples']!r} must be a positive int; fix: --n_samples=8")
+    if cfg['search'] and cfg['prune_ckpt']:
+        raise ValueError(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
+                         f"--prune_ckpt=None or --search=None")
+    dev = resolve_device(cfg['device'])
+    if cfg['threads']:
+        torch.set_num_threads(cfg['threads'])
+    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))
+    verifier, ck = load_verifier(path, dev)
+    if not verifier.trained_on:
+        print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
+              f"trained on are unchecked; settings not given are extract.py's defaults")
+    s = resolve(cfg, verifier.trained_on)
+    check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
+    steer = {}
+    if cfg['prune_ckpt'] or cfg['search']:
+        sp = cfg['prune_ckpt'] or cfg['search_ckpt']
+        steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
+                 'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
+    problems = questions_of(cfg, s)
+    n = cfg['n_samples']
+    temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
+    gen, tok = load_generator(s['model'], dev, cfg['dtype'])
+    check_layers(gen, s['layers'])
+    src = cfg['questions_file']
+    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path, 'vote_temp': temp,
+              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
+              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
+    config = json.loads(json.dumps(config, default=str))
+    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    batches = problem_batches(problems, n, cfg['batch_size'])
+    picks, cands = resume(sample_dir, config, batches)
+    done = {r['id'] for r in picks}
+    atomic_write_json(config, os.path.join(sample_dir, 'config.json'))
+    for name, rows in (('picks', picks), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
+        atomic_write_json_lines(rows, os.path.join(sample_dir, f'{name}.jsonl'))
+    print(f"{len(problems)} question{'s' * (len(problems) != 1)} ({len(done)} done already), best of {n} by {path}"
+          + (f", weighted vote at T={temp:g}" if temp is not None else ''))
+    for r in picks:  # the finished ones, as they were printed then
+        print(show(r, n))
+    bar = tqdm(total=len(problems) - len(done), desc='best-of-N', unit='question')
+    for batch in batches:
+        if all(p['id'] in done for p in batch):
+            continue
+        got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
+        new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
+        for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
+            with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first: a pick names finished rows
+                f.write(''.join(json.dumps(r) + '\n' for r in rows))
+        picks += [r for r, _ in new]
+        for p in got:
+            tqdm.write(show(p, n))
+        bar.update(len(batch))
+    bar.close()
+    atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))
+    graded = [r for r in picks if 'correct' in r]
+    if graded:
+        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k]) for r in graded)  # noqa: E731
+        print(f"graded {len(graded)} of {len(picks)}: the pick is correct on {acc('correct')}"
+              + (f", the weighted vote on {acc('vote')}" if temp is not None else ''))
+    print(f"wrote {sample_dir}/picks.jsonl and candidates.jsonl")
+    return picks
+
+
+if __name__ == '__main__':
+    argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
+    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')
