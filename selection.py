@@ -69,6 +69,9 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 # selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
 
 
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
+
+
 def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
     """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
     (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
@@ -555,6 +558,7 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
     (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
     single = np.array([q['labels'].mean() for q in pool])
     rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [per_problem_run({k: single for k in ns}, n=n)])]
+    combo = combo if has_confidences(problems) else None  # it weighs DeepConf's mean confidence: an old split has none
     scores, temps, choice = free_scores(problems, cfg, combo), {}, {}
     if val is not None:
         vp, vpool, vn = val

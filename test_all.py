@@ -2517,6 +2517,15 @@ def _last_line(r):
 
 
 @pytest.mark.slow  # 9 CLI runs: about 20 s on 2 idle cores
+def test_a_run_cut_before_grouped_validation_is_another_run():
+    """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
+    another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
+    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': SEL.VAL_CUT}, default=str))
+    old = {k: v for k, v in new.items() if k != 'val_cut'}
+    assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', SEL.VAL_CUT)}
+    assert T.run_diff(new, new) == {}
+
+
 def test_cli_changed_knob_keeps_finished_runs(tmp_path):
     """Issue 35: a finished run is never retrained by a call whose config differs: train.py and baselines.py refuse
     before anything trains, one line naming the keys (old -> new) and both fixes, every checkpoint byte unchanged; a
@@ -3212,7 +3221,7 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
         assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
     assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
-    assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best cheap on val (pts) |' in md
+    assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) |' in md
     assert f"| HSRM (2 seeds) | {SEL.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
     assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
     saved = json.load(open(f'{out}/results.json'))
@@ -3402,9 +3411,9 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     assert none['n_runs'] == 2 and none['tokens'] == 1.0
     assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
     dc = pr['DeepConf (lowest group, window 4), no pruning']
-    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group (window 4) confidence']['acc'])
+    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group confidence']['acc'])
     for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
-                 'DeepConf, global threshold chosen on validation', 'DeepConf vote, tail 2048, top 10%'):
+                 'DeepConf, global threshold chosen on validation', 'DeepConf vote (tail confidence, top 10%)'):
         assert name in pr or name in rows, name
     for r in prn['rows']:
         assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']

