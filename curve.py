@@ -120,9 +120,10 @@ def fit(points, ref):
 
 
 def summarize(sizes_, cfg):
-    """Per variant: the first size whose Δ vs the best free scorer on validation excludes 0 (best-of-N, AUROC), and
-    the log-linear fits with where each reaches the best free scorer on the eval split (the optimistic one: the
-    same at every size)."""
+    """Per variant: the first size whose Δ vs the best free selector on validation excludes 0 (best-of-N, AUROC), the
+    log-linear fits with where each reaches the best free selector on the eval split (the optimistic one, at the
+    largest K), and each size's paired difference against the size before it (the same evaluation problems; seed j
+    of one size drawn with seed j of the other): does it still rise, beyond the interval?"""
     out = {}
     ref = {m: next(r for r in sizes_[-1]['rows'] if r['type'] == t)[m]
            for m, t in (('acc', 'free_best_test'), ('auroc', 'free_best_test_auroc'))}
@@ -132,7 +133,11 @@ def summarize(sizes_, cfg):
             first[m] = next((s['n_train'] for s in sizes_ for r in s['rows'] if r['method'] == v
                              and (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
         pts = {m: [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes_] for m in ('acc', 'auroc')}
-        out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None}
+        rows = [next(r for r in s['rows'] if r['method'] == v) for s in sizes_]
+        steps = [{'from': a['n_train'], 'to': b['n_train'], **S.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
+                 for a, b, ra, rb in zip(sizes_, sizes_[1:], rows, rows[1:])]
+        out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None,
+                  'k_to_k': steps}
     return out
 
 
@@ -173,6 +178,11 @@ def render(sizes_, summ, cfg):
         out.append(f"| {v} | {cell(f['acc'])} / {cell(f['auroc'])} | "
                    + (f"{100 * fa['acc']['b']:+.1f} / {fa['auroc']['b']:+.3f} | {cross(fa['acc'])} / {cross(fa['auroc'])} |"
                       if fa else '- | - |'))
+    steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
+    if steps:
+        out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
+        out += [f"| {v} | {d['from']} -> {d['to']} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
     return '\n'.join(out) + '\n'
 
 

@@ -4263,8 +4263,13 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         assert summ[v]['fit'][m]['cross'] == (pytest.approx(2 ** ((ref - a) / b)) if b > 0 else None)
         first = summ[v]['first_better'][m]
         assert first is None or any(s['n_train'] == first for s in sizes)
+        for (a, b), d in zip(zip(sizes, sizes[1:]), summ[v]['k_to_k']):  # paired size-to-size differences
+            ra, rb = (next(r for r in s['rows'] if r['method'] == v) for s in (a, b))
+            assert (d['from'], d['to']) == (a['n_train'], b['n_train']) and d[m] == pytest.approx(rb[m] - ra[m])
+            assert d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
     md = open(f'{out}/curve.md').read()
     assert all(f"| {s['n_train']} | hsrm |" in md for s in sizes) and os.path.getsize(f'{out}/curve.png') > 10_000
+    assert f"| hsrm | {sizes[0]['n_train']} -> {sizes[1]['n_train']} |" in md
     before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
     C.run(cfg)  # every run finished with the same config: reused
     assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before
