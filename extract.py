@@ -105,7 +105,28 @@ def read_candidates_file(path):
       "finish": str         optional, default "eos": "eos" (stopped) | "length" (cut at the token limit) | "pruned"
     Other keys are ignored. The prompt is not read: the problem's prompt is built again (tasks.build_prompt with the
     run's system_prompt and enable_thinking), so the sampler must have been given exactly that text. The order of a
-    problem's lines is its candidates' order. Returns {index or id: [rows]}."""
+    problem's lines is its candidates' order. Returns {index or id: [rows]}.
+
+    Writing one with vLLM (not run here: no GPU, no vLLM in this workplace), for config/gsm8k_1p7b.py:
+
+        import json
+        from transformers import AutoTokenizer
+        from vllm import LLM, SamplingParams
+        from tasks import MATH_SYSTEM, build_prompt, load_problems
+        name = 'Qwen/Qwen3-1.7B'  # config/gsm8k_1p7b.py: its splits, samples and max_new_tokens below
+        tok, llm = AutoTokenizer.from_pretrained(name), LLM(name, dtype='bfloat16')
+        with open('pool.jsonl', 'w') as f:
+            for lo, hi, n in ((0, 499, 64), (500, 1318, 8)):
+                problems = load_problems('gsm8k', lo, hi)
+                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False), add_special_tokens=False).input_ids}
+                           for p in problems]
+                outs = llm.generate(prompts, SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337))
+                for p, o in zip(problems, outs):
+                    for c in o.outputs:
+                        f.write(json.dumps({'index': p['index'], 'text': c.text, 'token_ids': list(c.token_ids),
+                                            'finish': 'length' if c.finish_reason == 'length' else 'eos'}) + '\\n')
+        # then: python extract.py config/gsm8k_1p7b.py --mode=reencode --candidates_file=pool.jsonl
+    """
     if not os.path.isfile(path):
         raise SystemExit(f"candidates_file={path!r} not found; fix: a JSONL of {{index|id, text}} rows")
     pool = {}
