@@ -5,6 +5,7 @@ DeepConf's filtered votes, oracle), the free selectors and the strongest of them
 reference every table's "Δ vs best free on val" is taken against), score caches, a run's validation splits, table
 rows, and the paired bootstrap intervals. No knobs: each stage passes its own.
 """
+import functools
 import glob
 import hashlib
 import json
@@ -69,6 +70,12 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 # selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
 
 
+@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
+def file_group(path):
+    """tasks.group_key of one problem file (memory-mapped: its states are never read)."""
+    return group_key(load_problem(path, mmap=True))
+
+
 VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
 
 
@@ -91,7 +98,7 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
     if n_val < 1 or n - n_val < 1:
         raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
                          f"fix: extract more problems or change --val_frac")
-    groups = [group_key(p if isinstance(p, dict) else load_problem(p, mmap=True)) for p in problems]
+    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
     uniq, size = list(dict.fromkeys(groups)), Counter(groups)
     val, count = set(), 0
     for g in np.random.default_rng(val_seed).permutation(len(uniq)):
