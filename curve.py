@@ -77,18 +77,27 @@ def evaluate_size(cfg, k, problems, pool, dev):
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
-    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, S.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k))
+    combo = S.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
+    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
+    free = S.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
+    picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
+                                          dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
     for v in cfg['variants']:
-        runs = []
+        runs, val = [], []
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
+            with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
+                val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
             model, _ = load_checkpoint(path, dev)
             sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
             runs.append({'ckpt': path, 'seed': s, **S.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            if s == cfg['seeds'][0]:  # the first seed's picks
+                picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(S.make_row(v, 'verifier', runs, params=count_params(model)))
+        rows.append(S.make_row(v, 'verifier', runs, params=count_params(model),
+                               val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
             names = sorted({name for name, _ in found})
@@ -98,6 +107,10 @@ def evaluate_size(cfg, k, problems, pool, dev):
         score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
         rows.append(S.make_row(f'{v} base: {name}', 'base', [S.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+    for r in rows:  # the free references' own validation numbers, beside the variants'
+        if r['type'] in ('free_best_val', 'free_best_val_auroc'):
+            m, key = ('acc', 'val_acc') if r['type'] == 'free_best_val' else ('auroc', 'val_auroc')
+            r['val'] = {m: float(np.mean([choice[key][t] for t in r['tied']]))}
     S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
@@ -107,7 +120,7 @@ def evaluate_size(cfg, k, problems, pool, dev):
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
             r['vs']['best_free_test'] = S.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows, 'choice': choice,
-            'best_free_val': choice['free_best_val']}
+            'best_free_val': choice['free_best_val'], 'picks': picks}
 
 
 def fit(points, ref):
@@ -143,7 +156,9 @@ def summarize(sizes_, cfg):
 
 def _row_cells(r, n):
     pair = lambda d: f"{S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {S.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
-    return [S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_free_val', 'acc', True),
+    val = r.get('val', {})
+    vcell = ' / '.join(f'{100 * val[m]:.1f}' if m == 'acc' else f'{val[m]:.3f}' for m in ('acc', 'auroc') if m in val)
+    return [vcell, S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_free_val', 'acc', True),
             S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), S.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
@@ -155,9 +170,9 @@ def render(sizes_, summ, cfg):
            f"K training problems (plus K/4 validation problems, which choose the kept step, the residual's base and the "
            f"best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
            f"intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
-           f"| K | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
+           f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
            f"free on val | Δ vs best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
-           '|---:|---|---:|---:|---:|---:|---:|---:|']
+           '|---:|---|---:|---:|---:|---:|---:|---:|---:|']
     keep = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'base')
     for s in sizes_:
         for r in s['rows']:
@@ -178,6 +193,15 @@ def render(sizes_, summ, cfg):
         out.append(f"| {v} | {cell(f['acc'])} / {cell(f['auroc'])} | "
                    + (f"{100 * fa['acc']['b']:+.1f} / {fa['auroc']['b']:+.3f} | {cross(fa['acc'])} / {cross(fa['auroc'])} |"
                       if fa else '- | - |'))
+    out += ['', f"Chosen on validation: at each K the variant with the best validation Bo{n} (its kept step's, mean over "
+            f"seeds; the next column says whether it also beat the best free selector there), and what it does on the eval split.",
+            '', f'| K | Variant chosen | Validation Bo{n}: variant / best free | Δ vs best free on val (pts / AUROC) |', '|---:|---|---:|---:|']
+    for s in sizes_:
+        vs_ = [r for r in s['rows'] if r['type'] == 'verifier']
+        r = max(vs_, key=lambda x: (x['val']['acc'], x['val']['auroc']))
+        fv = next(x for x in s['rows'] if x['type'] == 'free_best_val')['val']['acc']
+        out.append(f"| {s['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
+                   f"{S.fmt_vs(r, 'best_free_val', 'acc', True)} / {S.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
     if steps:
         out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
@@ -238,8 +262,15 @@ def run(cfg):
     pool = S.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
     summ = summarize(sizes_, cfg)
-    md = render(sizes_, summ, cfg)
-    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ}), os.path.join(cfg['out_dir'], 'curve.json'))
+    ns = [m for m in (2, 4, 8, 16, 32) if m <= cfg['n_eval']]  # does a pick drift towards some kind of candidate as N grows?
+    picks = S.traits_rows(problems, S.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal),
+                          sizes_[-1]['picks'], ns)
+    for s in sizes_:
+        s.pop('picks')
+    md = render(sizes_, summ, cfg) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
+                                      f"split, mean over problems and {cfg['n_subsets']} subsets; selection.TRAITS)\n\n"
+                                      f"{S.traits_table(picks)}\n")
+    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))

@@ -226,6 +226,53 @@ def choose_temp(score_lists, pool, n, temps, where='scores'):
 
 
 # -----------------------------------------------------------------------------
+# what a selector picks: the candidates it returns, described (why a verifier picks badly)
+
+# per-candidate traits, each the mean over what a selector picks: correct, has an extracted answer, cut at
+# max_new_tokens, generated tokens, steps, and repetition (the share of non-empty lines repeating an earlier one)
+TRAITS = ['correct', 'answered', 'truncated', 'tokens', 'steps', 'repeated']
+
+
+def candidate_traits(c):
+    """[len(TRAITS)] floats of one candidate (as load_split returns it)."""
+    lines = [ln.strip() for ln in c.get('text', '').split('\n') if ln.strip()]
+    rep = (len(lines) - len(set(lines))) / len(lines) if lines else 0.0
+    return np.array([float(c['correct']), float(c.get('answer') not in (None, '')), float(c.get('finish') == 'length'),
+                     float(len(c['token_ids'])), float(len(c['step_pos'])), rep])
+
+
+def pick_traits(problems, pool, score_lists, n):
+    """{trait: mean over problems and subsets of the best-of-n pick's trait (ties: the mean of the tied)} for one
+    scorer; score_lists None: a uniformly random candidate (the base rate the picks depart from)."""
+    out = []
+    for i, (p, q) in enumerate(zip(problems, pool)):
+        t = np.stack([candidate_traits(c) for c in p['candidates']])  # [m, F]
+        sub = q['subsets'][n]
+        if score_lists is None:
+            top = np.ones(sub.shape, dtype=bool)
+        else:
+            s = np.where(q['stopped'], -np.inf, score_lists[i])[sub]
+            top = top_mask(s) & ~q['stopped'][sub]
+        w = top / np.maximum(top.sum(1, keepdims=True), 1)  # [k, n]
+        out.append(np.einsum('kn,knf->f', w, t[sub]) / len(sub))
+    return dict(zip(TRAITS, np.mean(out, 0).tolist()))
+
+
+def traits_rows(problems, pool, named_scores, ns):
+    """[{selector, n, trait: mean}] for each named scorer (None: a random candidate, once) at each n in ns."""
+    return [{'selector': name, 'n': n, **pick_traits(problems, pool, sc, n)}
+            for name, sc in named_scores.items() for n in (ns[-1:] if sc is None else ns)]
+
+
+def traits_table(rows):
+    """Markdown of traits_rows (a random candidate's row shows N = 1: it is the base rate at every N)."""
+    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % |', '|---|---:|---:|---:|---:|---:|---:|---:|']
+    return '\n'.join(head + [f"| {r['selector']} | {1 if r['selector'] == 'random candidate' else r['n']} | {100 * r['correct']:.1f} | "
+                              f"{100 * r['answered']:.1f} | {100 * r['truncated']:.1f} | {r['tokens']:.0f} | {r['steps']:.1f} | "
+                              f"{100 * r['repeated']:.1f} |" for r in rows])
+
+
+# -----------------------------------------------------------------------------
 # scoring with caches: a rerun reuses every score already computed for the same checkpoint file
 
 

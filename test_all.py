@@ -4207,6 +4207,19 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
 # ====================================================================================================
 
 
+def test_candidate_traits_describe_a_pick():
+    """selection.candidate_traits: a looping candidate cut at max_new_tokens is unanswered, truncated, and has its
+    repeated lines counted (blank lines ignored); a finished one with an answer has none of that."""
+    loop = {'text': 'He buys 3 pens.\n\nHe buys 3 pens.\nHe buys 3 pens.\nSo', 'correct': False, 'answer': None,
+            'finish': 'length', 'token_ids': torch.zeros(128), 'step_pos': torch.zeros(4)}
+    done = {'text': '3 x 2 = 6.\nThe answer is 6.', 'correct': True, 'answer': '6', 'finish': 'eos',
+            'token_ids': torch.zeros(14), 'step_pos': torch.zeros(2)}
+    t = dict(zip(SEL.TRAITS, SEL.candidate_traits(loop)))
+    assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5}
+    assert dict(zip(SEL.TRAITS, SEL.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
+                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0}
+
+
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     """curve.py: each size K trains its own verifiers (steps following the data), every row is read from the
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
@@ -4267,8 +4280,26 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
             ra, rb = (next(r for r in s['rows'] if r['method'] == v) for s in (a, b))
             assert (d['from'], d['to']) == (a['n_train'], b['n_train']) and d[m] == pytest.approx(rb[m] - ra[m])
             assert d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
+    for s in sizes:  # the validation column: each variant's kept step (mean over seeds) beside the free reference's
+        vals = [json.load(open(f"{out}/curve/K{s['k']}/hsrm/seed{seed}/log.json"))['best_val'] for seed in (1, 2)]
+        row = next(r for r in s['rows'] if r['method'] == 'hsrm')
+        assert row['val'] == {m: pytest.approx(np.mean([v[m] for v in vals])) for m in ('acc', 'auroc')}
+        ref = next(r for r in s['rows'] if r['type'] == 'free_best_val')
+        assert ref['val']['acc'] == pytest.approx(np.mean([s['choice']['val_acc'][t] for t in ref['tied']]))
+    # what each selector picks (largest K): at N = 8 the pool is whole, so hsrm's pick is seed 1's argmax (ties split)
+    picks = {(r['selector'], r['n']): r for r in json.load(open(f'{out}/curve.json'))['picks']}
+    model = load_checkpoint(f'{out}/curve/K40/hsrm/seed1/ckpt.pt')[0].eval()
+    sc = score_problems(model, ev)
+    tied = [np.flatnonzero(x == x.max()) for x in sc]
+    pick = lambda f: float(np.mean([np.mean([f(p['candidates'][i]) for i in t]) for p, t in zip(ev, tied)]))  # noqa: E731
+    assert picks[('hsrm (seed 1)', 8)]['correct'] == pytest.approx(pick(lambda c: float(c['correct'])))
+    assert picks[('hsrm (seed 1)', 8)]['tokens'] == pytest.approx(pick(lambda c: len(c['token_ids'])))
+    assert picks[('hsrm (seed 1)', 8)]['truncated'] == pytest.approx(pick(lambda c: float(c['finish'] == 'length')))
+    assert picks[('random candidate', 8)]['correct'] == pytest.approx(np.mean([np.mean(l) for l in labels]))
+    assert {('hsrm (seed 1)', n) for n in (2, 4, 8)} <= set(picks) and ('hsrm (seed 2)', 8) not in picks
     md = open(f'{out}/curve.md').read()
     assert all(f"| {s['n_train']} | hsrm |" in md for s in sizes) and os.path.getsize(f'{out}/curve.png') > 10_000
+    assert '## What each selector picks at K = 40' in md and '| hsrm (seed 1) | 8 |' in md and 'Variant chosen' in md
     assert f"| hsrm | {sizes[0]['n_train']} -> {sizes[1]['n_train']} |" in md
     before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
     C.run(cfg)  # every run finished with the same config: reused
