@@ -66,6 +66,8 @@ eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
 max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
+                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
+                            # a list of K = one run per K (and per seed)
 balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
                             # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
                             # batch holds batch_problems as in domain; validation is also reported per dir
@@ -79,8 +81,6 @@ residual = None             # None | 'auto' (the free scorer with the best valid
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
                             # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
-                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
-                            # a list of K = one run per K (and per seed)
 seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
 seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
