@@ -229,16 +229,31 @@ def choose_temp(score_lists, pool, n, temps, where='scores'):
 # what a selector picks: the candidates it returns, described (why a verifier picks badly)
 
 # per-candidate traits, each the mean over what a selector picks: correct, has an extracted answer, cut at
-# max_new_tokens, generated tokens, steps, and repetition (the share of non-empty lines repeating an earlier one)
-TRAITS = ['correct', 'answered', 'truncated', 'tokens', 'steps', 'repeated']
+# max_new_tokens, generated tokens, steps, repetition (the share of non-empty lines repeating an earlier one), and
+# an arithmetic slip (a written `a op b = c` with integers that is false: `6 * 6 = 32`)
+TRAITS = ['correct', 'answered', 'truncated', 'tokens', 'steps', 'repeated', 'arith_slip']
+_EQUATION = re.compile(r'(?<![\d.])(\d+(?:\s*[-+*/x×]\s*\d+)+)\s*=\s*(-?\d+)(?![\d.]\d)')
+
+
+def arith_slip(text):
+    """True when some integer equation written in text (`7 + 7 - 2 = 12`, `6 x 6 = 36`) is false."""
+    for lhs, rhs in _EQUATION.findall(text):
+        expr = re.sub(r'[x×]', '*', lhs)
+        try:
+            if abs(eval(expr, {'__builtins__': {}}) - int(rhs)) > 1e-9:  # digits and + - * / only: the regex allows nothing else
+                return True
+        except ZeroDivisionError:
+            return True
+    return False
 
 
 def candidate_traits(c):
     """[len(TRAITS)] floats of one candidate (as load_split returns it)."""
-    lines = [ln.strip() for ln in c.get('text', '').split('\n') if ln.strip()]
+    text = c.get('text', '')
+    lines = [ln.strip() for ln in text.split('\n') if ln.strip()]
     rep = (len(lines) - len(set(lines))) / len(lines) if lines else 0.0
     return np.array([float(c['correct']), float(c.get('answer') not in (None, '')), float(c.get('finish') == 'length'),
-                     float(len(c['token_ids'])), float(len(c['step_pos'])), rep])
+                     float(len(c['token_ids'])), float(len(c['step_pos'])), rep, float(arith_slip(text))])
 
 
 def pick_traits(problems, pool, score_lists, n):
@@ -266,10 +281,11 @@ def traits_rows(problems, pool, named_scores, ns):
 
 def traits_table(rows):
     """Markdown of traits_rows (a random candidate's row shows N = 1: it is the base rate at every N)."""
-    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % |', '|---|---:|---:|---:|---:|---:|---:|---:|']
+    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % | arithmetic slip % |',
+            '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     return '\n'.join(head + [f"| {r['selector']} | {1 if r['selector'] == 'random candidate' else r['n']} | {100 * r['correct']:.1f} | "
                               f"{100 * r['answered']:.1f} | {100 * r['truncated']:.1f} | {r['tokens']:.0f} | {r['steps']:.1f} | "
-                              f"{100 * r['repeated']:.1f} |" for r in rows])
+                              f"{100 * r['repeated']:.1f} | {100 * r['arith_slip']:.1f} |" for r in rows])
 
 
 # -----------------------------------------------------------------------------

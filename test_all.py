@@ -4215,9 +4215,14 @@ def test_candidate_traits_describe_a_pick():
     done = {'text': '3 x 2 = 6.\nThe answer is 6.', 'correct': True, 'answer': '6', 'finish': 'eos',
             'token_ids': torch.zeros(14), 'step_pos': torch.zeros(2)}
     t = dict(zip(SEL.TRAITS, SEL.candidate_traits(loop)))
-    assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5}
+    assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5,
+                 'arith_slip': 0.0}
     assert dict(zip(SEL.TRAITS, SEL.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
-                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0}
+                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0, 'arith_slip': 0.0}
+    # an arithmetic slip: a false integer equation anywhere (x and × are products); decimals are not judged
+    assert SEL.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
+    assert SEL.arith_slip('Step 1: 7 + 7 - 2 = 13.') and SEL.arith_slip('6 × 6 = 35') and SEL.arith_slip('4 / 0 = 1')
+    assert not SEL.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not SEL.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
 
 
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):
