@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import generator
-import label
+import grading
 import tasks
 import train as T
 from model import build_verifier, count_params, score_problems, verifier_flops
@@ -254,8 +254,8 @@ def bench_extract(profile=False):
 
 
 # -----------------------------------------------------------------------------
-# labeling: label.py stage 1 throughput on pools shaped like real ones (64 candidates per problem, a
-# few distinct answers each, repeated in several surface forms)
+# labeling: label.py stage 1 (grading.grade) throughput on pools shaped like real ones (64 candidates per
+# problem, a few distinct answers each, repeated in several surface forms)
 
 
 def _rows(rel):
@@ -294,15 +294,15 @@ def _label_pools(kind, n_problems, n_cands, rng):
 
 def _rate(cands):
     """candidates/s for grade() over (text, gold, dataset), from cold caches; and the Math-Verify calls made."""
-    label._equiv.cache_clear()
-    label._mv_cache.clear()
-    label.is_equiv('1', 'x')  # start the Math-Verify worker outside the timing
-    label._equiv.cache_clear()
-    label._mv_cache.clear()
-    calls = label._stats['calls']
+    grading._equiv.cache_clear()
+    grading._mv_cache.clear()
+    grading.is_equiv('1', 'x')  # start the Math-Verify worker outside the timing
+    grading._equiv.cache_clear()
+    grading._mv_cache.clear()
+    calls = grading._stats['calls']
     t = time.perf_counter()
-    n_correct = sum(label.grade(text, gold, ds)['correct'] for text, gold, ds in cands)
-    return len(cands) / (time.perf_counter() - t), n_correct / len(cands), label._stats['calls'] - calls
+    n_correct = sum(grading.grade(text, gold, ds)['correct'] for text, gold, ds in cands)
+    return len(cands) / (time.perf_counter() - t), n_correct / len(cands), grading._stats['calls'] - calls
 
 
 def bench_labeling(n_problems=150, n_cands=64, seed=0):

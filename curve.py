@@ -25,7 +25,7 @@ from tqdm import tqdm
 import selection as S
 import train as T
 from configurator import configure, knobs, stage_defaults
-from label import answers_equal
+from grading import answers_equal
 from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
 

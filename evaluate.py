@@ -266,7 +266,7 @@ def table_notes(cfg, sizes, n, train_dir, val):
              "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
              f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
              f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
-             "Votes group the extracted answers by equivalence (label.py's answers_equal); candidates without an answer "
+             "Votes group the extracted answers by equivalence (grading.py's answers_equal); candidates without an answer "
              "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
     if val:
         notes.append(f"Validation choices use the val split of {train_dir} ({len(val[0])} problems, val_frac "
@@ -312,7 +312,7 @@ def write_results(res, prefix, plots):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
-    from label import answers_equal
+    from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
     dev = resolve_device(cfg['device'])

@@ -3,7 +3,7 @@ Use a trained verifier: best-of-N answers for new questions. Each question gets 
 (capture.py: extraction's loop, prompt and step rule, so the verifier reads what it was trained on), scored by a
 trained checkpoint (model.score_problems: the scores evaluate.py computes), and the pick is printed: its answer and
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
-are given, each pick is graded (label.grade). A verifier trained on another generator, layer set, step rule or
+are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
 prompt than this run would use is refused with the fix; settings not given come from its training extraction.
 
     python sample.py config/demo.py --question="Compute 7 - 2 + 4."
@@ -32,7 +32,7 @@ from tqdm import tqdm
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
 from configurator import configure, knobs, split_argv, stage_defaults
 from generator import check_layers, load_generator
-from label import answers_equal, extract_answer, grade
+from grading import answers_equal, extract_answer, grade
 from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems, top_mask
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
 from selection import answer_groups, cached_scores, choose_temp, val_splitter
@@ -190,10 +190,10 @@ def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
     """The pick of one question's candidates by their verifier scores: the top score (model.top_mask; of tied top
     scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
     those it averages), never a candidate stopped by pruning or search (selection.best_of_n_sub's rule). Answers are
-    grouped by label.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
+    grouped by grading.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
     weighted vote (selection.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
     answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
-    scores higher). A gold answer (problem['gold'] not None) grades every candidate (label.grade). windows:
+    scores higher). A gold answer (problem['gold'] not None) grades every candidate (grading.grade). windows:
     DeepConf's (window, tail) of the free scores."""
     s = np.asarray(scores, dtype=np.float64)
     live = np.array([c['finish'] != 'pruned' for c in cands])

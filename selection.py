@@ -52,7 +52,7 @@ def subset_index(m, n, n_subsets, seed):
 
 def build_pool(problems, ns, n_subsets, seed, equal):
     """Per problem: 'labels' [m] float, 'groups' [m] int, 'subsets' {n: [k, n]} for n in ns (n <= m), 'stopped'
-    [m] bool (candidates ended by online pruning: never selected; label.py gives them no answer, so no vote)."""
+    [m] bool (candidates ended by online pruning: never selected; grading.grade gives them no answer, so no vote)."""
     pool = []
     for p in problems:
         m = len(p['candidates'])
@@ -115,7 +115,7 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
 def choice_split(split_dir, n, cfg, files=None):
     """A labelled split that choices are made on (validation, calibration): (problems, pool, best-of-n), with
     n lowered to its smallest pool."""
-    from label import answers_equal
+    from grading import answers_equal
     ps = load_split(split_dir, files=files)
     vn = min(n, min(len(p['candidates']) for p in ps))
     return ps, build_pool(ps, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn

@@ -30,7 +30,7 @@ import torch
 
 import selection as S
 from configurator import configure, knobs, stage_defaults, split_argv
-from label import answers_equal
+from grading import answers_equal
 from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, reads,
                    resolve_device)
 from scorers import group_confidences, has_confidences

@@ -30,8 +30,10 @@ import generator  # noqa: E402
 from generator import load_generator  # noqa: E402
 import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
+import grading  # noqa: E402
+from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
-from label import answers_equal, extract_answer, grade, is_equiv, label_split, normalize_gold  # noqa: E402
+from label import label_split  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, build_verifier, count_params,  # noqa: E402
                    listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
                    within_auroc)
@@ -375,7 +377,7 @@ def test_loaders_on_shared_data():
     tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674, DATA, exclude_ids=drop)
     assert (len(tr), len(ev)) == (150, 523) and not {p['id'] for p in tr + ev} & set(drop)
     assert tr[73]['index'] == 74 and ev[-1]['index'] == 674
-    assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches label.py
+    assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches grading.grade
 
 
 def test_synthetic_config_ranges_share_no_question():
@@ -471,7 +473,7 @@ def test_word_families_are_distinct_disjoint_and_graded():
         p = tasks.word_problem(7, fam, cfg['synth_seed'])
         sol = p['meta']['solution'].split('####')[0].strip()
         wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
-        assert label.grade(sol, p['gold'], 'words')['correct'] and not label.grade(wrong, p['gold'], 'words')['correct']
+        assert grading.grade(sol, p['gold'], 'words')['correct'] and not grading.grade(wrong, p['gold'], 'words')['correct']
         with pytest.warns(UserWarning):
             prompt = build_prompt(tok, p, None, False, warn=[True])
         assert tasks.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
@@ -1256,7 +1258,7 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
 
 
 # ====================================================================================================
-# label.py: answer extraction and equivalence, the judge
+# grading.py: answer extraction and equivalence; label.py: the judge
 # ====================================================================================================
 
 
@@ -1305,7 +1307,7 @@ def test_math500_negative_control():
     fp, n = [], 0
     for i, r in enumerate(rs):
         other = rs[(i + 7) % len(rs)]['answer']
-        if label._norm(other) == label._norm(r['answer']):
+        if grading._norm(other) == grading._norm(r['answer']):
             continue  # same answer string: a true collision
         n += 1
         if grade(r['solution'], other, 'math500')['correct']:
@@ -1414,12 +1416,12 @@ NOT_EQUAL = [
 
 @pytest.mark.parametrize('a,b', EQUAL)
 def test_equal_pairs(a, b):
-    assert is_equiv(a, b) and is_equiv(b, a) and answers_equal(a, b), (a, b, label._equiv(a, b, 2.0))
+    assert is_equiv(a, b) and is_equiv(b, a) and answers_equal(a, b), (a, b, grading._equiv(a, b, 2.0))
 
 
 @pytest.mark.parametrize('a,b', NOT_EQUAL)
 def test_not_equal_pairs(a, b):
-    assert not is_equiv(a, b) and not is_equiv(b, a) and not answers_equal(a, b), (a, b, label._equiv(a, b, 2.0))
+    assert not is_equiv(a, b) and not is_equiv(b, a) and not answers_equal(a, b), (a, b, grading._equiv(a, b, 2.0))
 
 
 def test_one_way_rules():
@@ -1825,42 +1827,42 @@ def test_fuzz_never_raises_or_hangs():
     strings = adversarial + [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(600)]
     golds = ['5', '\\frac{1}{2}', '(1,2)', 'x+1', '9^{9^{9^9}}', '2, 3', '\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}']
     is_equiv('x', 'y')  # the worker is up
-    calls, timeouts = label._stats['calls'], label._stats['timeouts']
+    calls, timeouts = grading._stats['calls'], grading._stats['timeouts']
     for i, s in enumerate(strings):
         r = grade(s, golds[i % len(golds)], 'math500', timeout=1.0)
-        assert isinstance(r['correct'], bool) and r['stage'].split('/')[0] in label.STAGES
+        assert isinstance(r['correct'], bool) and r['stage'].split('/')[0] in grading.STAGES
         assert r['stage'].endswith('/timeout') <= (not r['correct'])  # a call past its limit is never correct
         assert isinstance(answers_equal(s, strings[i - 1], timeout=1.0), bool)
-    n, killed = label._stats['calls'] - calls, label._stats['timeouts'] - timeouts
+    n, killed = grading._stats['calls'] - calls, grading._stats['timeouts'] - timeouts
     assert n > 200 and killed <= 0.05 * n, (n, killed)  # Math-Verify really ran, and rarely needed the kill
     for s in adversarial[:5]:  # the towers are refused or cut off, never computed
         assert not is_equiv(s, '5', timeout=1.0)
-    label.stop_worker()
+    grading.stop_worker()
 
 
 def test_worker_killed_at_its_limit_and_replaced():
     """A comparison past its deadline returns None (the 'timeout' verdict) and kills the worker; the next call
     starts a fresh one. No wall-clock assertion: the kill itself is what is checked."""
-    label._equiv.cache_clear()
-    label._mv_cache.clear()
+    grading._equiv.cache_clear()
+    grading._mv_cache.clear()
     is_equiv('x', 'y')
-    proc = label._pool['proc']
+    proc = grading._pool['proc']
     assert proc.is_alive()
     poly = '(1+x)(2+y)(3+z)(4+x)(5+y)(6+z)(7+x)(8+y)'
-    assert label._mv_call(poly, poly + '+0', time.monotonic() - 1) is None  # the deadline has passed
-    assert label._pool['proc'] is None and not proc.is_alive() and proc.exitcode is not None  # killed and reaped
-    assert label._equiv(poly, poly + '+1', 0.0) == (False, 'timeout')  # no time at all: the timeout verdict
+    assert grading._mv_call(poly, poly + '+0', time.monotonic() - 1) is None  # the deadline has passed
+    assert grading._pool['proc'] is None and not proc.is_alive() and proc.exitcode is not None  # killed and reaped
+    assert grading._equiv(poly, poly + '+1', 0.0) == (False, 'timeout')  # no time at all: the timeout verdict
     assert is_equiv('\\frac{\\sqrt{27}}{9}', '\\frac{1}{\\sqrt{3}}')  # a fresh worker answers
-    assert label._pool['proc'].pid != proc.pid
+    assert grading._pool['proc'].pid != proc.pid
     assert is_equiv(poly, poly + '+0', timeout=30)  # the same comparison passes with time to run
-    label.stop_worker()
-    assert label._pool['proc'] is None
+    grading.stop_worker()
+    assert grading._pool['proc'] is None
 
 
 def test_answers_equal_is_cached_and_symmetric():
-    label._equiv.cache_clear()
+    grading._equiv.cache_clear()
     assert answers_equal('\\frac{1}{2}', '0.5') and answers_equal('0.5', '\\frac{1}{2}')
-    assert label._equiv.cache_info().hits == 1
+    assert grading._equiv.cache_info().hits == 1
     assert answers_equal(None, None) and not answers_equal('1', None)
 
 
@@ -1997,7 +1999,7 @@ def test_judge_with_embedded_model(tmp_path):
 
 
 # OlympiadBench's own scorer examples (github.com/OpenBMB/OlympiadBench eval/scoring_examples.json at 61bf12a, all 36
-# ground truth / answer pairs with its expected verdict and tolerance), graded through label.grade: the answer in a
+# ground truth / answer pairs with its expected verdict and tolerance), graded through grading.grade: the answer in a
 # box as a candidate writes it, the ground truth as a one-item final_answer list, a scalar tolerance as meta['error'].
 # (ground truth, answer, tolerance, the scorer's verdict)
 OB_SCORER_EXAMPLES = [
@@ -2043,12 +2045,12 @@ OB_SCORER_EXAMPLES = [
 ]
 
 
-# where label.grade says otherwise (all four: it says incorrect where the scorer says correct)
+# where grading.grade says otherwise (all four: it says incorrect where the scorer says correct)
 OB_SCORER_DIFFER = {
     5: 'gold is an equation I_max = ..., the answer only its right side: Math-Verify does not drop the left side',
     23: 'k_{\\mathrm{B}} T_{\\mathrm{s}} against k_B T_s: different symbols for Math-Verify',
-    33: 'one tolerance per answer ([1e34, 1e-3]): label.py takes one absolute tolerance per problem (meta error)',
-    34: 'a tolerance on the items of a list: label.py applies it to a single number only',
+    33: 'one tolerance per answer ([1e34, 1e-3]): grading.py takes one absolute tolerance per problem (meta error)',
+    34: 'a tolerance on the items of a list: grading.py applies it to a single number only',
 }
 
 
@@ -3007,8 +3009,8 @@ def test_majority_vote_rules():
     assert maj([1], ['4']) == 1.0 and maj([1, 1], ['4', '4']) == 1.0 and maj([0, 0], ['4', '5']) == 0.0
 
 
-def test_answer_groups_use_label_equivalence():
-    from label import answers_equal
+def test_answer_groups_use_grading_equivalence():
+    from grading import answers_equal
     g = SEL.answer_groups(['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', None, '$\\dfrac12$'], answers_equal)
     assert list(g[:3]) == [0, 0, 0] and g[3] == g[4] != 0 and g[5] == -1 and g[6] == 0
     q = _pool([1, 1, 1, 0, 0, 0], answers=['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', '2'], equal=answers_equal)
@@ -3316,7 +3318,7 @@ def test_prune_now_rules():
 
 
 def test_stopped_candidates_are_never_selected_and_have_no_vote():
-    """An online-pruned pool (finish='pruned'): label.py gives a stopped candidate no answer and no credit,
+    """An online-pruned pool (finish='pruned'): grading.grade gives a stopped candidate no answer and no credit,
     best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
     assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
     p = {'key': '000000', 'index': 0, 'candidates': [
