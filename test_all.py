@@ -39,6 +39,7 @@ from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, bui
                    within_auroc)
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
+import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
 import selection as SEL  # noqa: E402
 import scorers as SC  # noqa: E402
@@ -161,7 +162,7 @@ def _tiny_prm_tokenizer():
     """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
+    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', PR.PRM_SEP]
     tok = Tokenizer(models.BPE(unk_token='<unk>'))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -1151,7 +1152,7 @@ def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
         msg = str(e.value)
         assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
         assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
-    for load, key in ((label.load_judge, 'judge_model'), (lambda n: B.load_prm(n, 'float32'), 'prm_model'),
+    for load, key in ((label.load_judge, 'judge_model'), (lambda n: PR.load_prm(n, 'float32'), 'prm_model'),
                       (text_tokenizer, 'text_tokenizer')):
         with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
             load('nobody/model')
@@ -2760,7 +2761,7 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
 
 
 # ====================================================================================================
-# baselines.py + scorers.py: the free scorers, DeepConf, the off-the-shelf PRM
+# baselines.py, scorers.py, prm.py: the free scorers, DeepConf, the off-the-shelf PRM
 # ====================================================================================================
 
 
@@ -2792,27 +2793,27 @@ def test_cheap_scorers_on_hand_made_statistics():
 
 
 def test_prm_scoring_path(tiny_prm, tmp_path):
-    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
-    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
-    model, tok = B.load_prm(tiny_prm, 'float32')
+    assert PR.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
+    assert PR.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and PR.split_steps('') == ['']
+    model, tok = PR.load_prm(tiny_prm, 'float32')
     # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
     from safetensors.torch import load_file
     assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
     assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
     saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
     assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
-    text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
-    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
-    probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
+    text = PR.prm_text(tok, 'What is 2+3?', TEXTS[0])
+    assert PR.PRM_SYSTEM in text and text.count(PR.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
+    probs = PR.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
     assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
     # the scores are the positive-class probabilities at exactly the separator positions
     ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
     with torch.no_grad():
         ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
-    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
+    sep = tok.convert_tokens_to_ids(PR.PRM_SEP)
     assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
     # batched (right-padded) == one at a time
-    one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
+    one = [PR.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
     for a, b in zip(probs, one):
         assert a == pytest.approx(b, abs=1e-5)
     # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
@@ -2820,29 +2821,29 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
     tc = str(tmp_path / 'token_classification')
     Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
     tok.save_pretrained(tc)
-    m2, tok2 = B.load_prm(tc, 'float32')
+    m2, tok2 = PR.load_prm(tc, 'float32')
     assert type(m2).__name__ == 'Qwen2ForTokenClassification'
-    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
+    assert [len(p) for p in PR.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
+    assert PR.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
+    assert PR.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
+    assert PR.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
     with pytest.raises(ValueError, match='prm_reduce'):
-        B.prm_reduce([0.5], 'mean')
+        PR.prm_reduce([0.5], 'mean')
 
 
 def test_prm_cache_is_resumable(tiny_prm, tmp_path):
     problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
     path = str(tmp_path / 'prm_scores.json')
-    B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
+    PR.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
     first = json.load(open(path))
     assert sorted(first['steps']) == ['000000', '000001'] and first['n_params'] > 0
-    cache = B.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
+    cache = PR.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
     assert sorted(cache['steps']) == ['000000', '000001', '000002']
     assert cache['steps']['000000'] == first['steps']['000000']
     for a, b in zip(cache['steps']['000002'], cache['steps']['000000']):  # same texts, same scores
         assert a == pytest.approx(b, abs=1e-5)
     with pytest.raises(ValueError, match='prm_model'):
-        B.score_prm(problems, path, 'another/model')
+        PR.score_prm(problems, path, 'another/model')
 
 
 def test_baselines_take_train_keys_from_the_command_line(tmp_path):
@@ -2886,13 +2887,13 @@ def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_e
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/eval', 3, 4, seed=2)
     problems = load_split(f'{out}/eval')
-    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
+    PR.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
-    model, tok = B.load_prm(tiny_prm, 'float32')
+    model, tok = PR.load_prm(tiny_prm, 'float32')
     flops = []
     for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
         for c in p['candidates']:
-            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
+            ids = tok(PR.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
             with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
                 model(input_ids=torch.tensor([ids]))
             flops.append(fc.get_total_flops())
@@ -2908,10 +2909,10 @@ def test_prm_7b_nominal_figures_match_its_config():
     with torch.device('meta'):
         m = Qwen2Model(cfg)
         m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
-    assert B.prm_arch(m) == B.PRM_7B_ARCH
+    assert PR.prm_arch(m) == PR.PRM_7B_ARCH
     # not run: its input estimated as question + completion, so a longer question costs more
-    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
-    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
+    short, long = (PR.prm_flops(PR.PRM_7B_ARCH, PR.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * PR.PRM_7B_ARCH['linear_params']
 
 
 # ====================================================================================================
