@@ -21,7 +21,7 @@ import torch
 import generator
 import grading
 import tasks
-import train as T
+import training as T
 from model import build_verifier, count_params, score_problems, verifier_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))

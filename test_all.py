@@ -37,7 +37,7 @@ from label import label_split  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, build_verifier, count_params,  # noqa: E402
                    listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
                    within_auroc)
-import train as T  # noqa: E402
+import training as T  # noqa: E402
 import baselines as B  # noqa: E402
 import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
@@ -2522,7 +2522,7 @@ def _last_line(r):
 @pytest.mark.slow  # 9 CLI runs: about 20 s on 2 idle cores
 def test_a_run_cut_before_grouped_validation_is_another_run():
     """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
-    another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
+    another cut: run_diff names it, so training.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
     new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': SEL.VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
     assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', SEL.VAL_CUT)}
@@ -3041,13 +3041,12 @@ def test_weighted_vote_and_temperature_choice():
 
 @pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
-    import train
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/train', 40, 16, seed=1)
     write_split_eval(f'{out}/eval', 25, 16, seed=2, start=1000)
-    tcfg = {**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
+    tcfg = {**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
             'batch_problems': 4, 'lr': 1e-3}
-    train.run(tcfg)
+    T.run(tcfg)
     B.run({'out_dir': out, 'text_sizes': ['small'], 'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2},
            'prm_model': tiny_prm, 'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
     assert sorted(os.listdir(f'{out}/verifiers')) == ['hsrm_seed1', 'hsrm_seed2', 'text_small_seed1']
@@ -3400,12 +3399,11 @@ def test_score_prefixes_equal_scoring_each_prefix_alone():
 
 @pytest.mark.slow
 def test_pruning_end_to_end(tmp_path, one_thread_eval):
-    import train
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/train', 40, 16, seed=1, confidences=True)
     write_split_eval(f'{out}/eval', 20, 8, seed=2, start=1000, confidences=True)
-    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
-               'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
+           'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
     cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
     res, prn = E.run(cfg), ST.prune_run(cfg)
     rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
@@ -3766,7 +3764,6 @@ def sample_run(tmp_path_factory):
     problems x 8) and an evaluation split (6 x 4) extracted by extract.run_split with the config.json extract.py
     writes, labels planted by the token ids (the grader would mark every candidate of a random model wrong), and two
     trained HSRM seeds. -> (out_dir, generator, tokenizer)"""
-    import train
     n_threads = torch.get_num_threads()
     torch.set_num_threads(1)
     out = str(tmp_path_factory.mktemp('sample') / 'run')
@@ -3784,8 +3781,8 @@ def sample_run(tmp_path_factory):
         labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
                               'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
         json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
-    train.run({**train.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
-               'lr': 1e-3})
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
+           'lr': 1e-3})
     yield out, model, tok
     torch.set_num_threads(n_threads)
 
