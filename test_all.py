@@ -345,6 +345,23 @@ def test_every_config_file_applies_to_every_stage():
     assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
 
 
+def test_training_defaults_are_every_train_knob():
+    """training.DEFAULTS, what baselines, curve, transfer and bench train from (read from train.py's file, so no stage
+    imports the train stage), are exactly train.py's knobs: every top-level lowercase assignment, with its value. A
+    knob whose default is not a Python literal would be left out by stage_defaults: it fails here."""
+    import ast
+    import train
+    knobs = {}
+    for node in ast.parse(open(os.path.join(REPO, 'train.py')).read()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name.islower() and not name.startswith('_'):
+                knobs[name] = ast.literal_eval(node.value)
+    assert len(knobs) > 30 and 'max_iters' in knobs and 'seeds' in knobs
+    assert set(T.DEFAULTS) == set(knobs), (set(T.DEFAULTS) ^ set(knobs))
+    assert T.DEFAULTS == knobs == train.DEFAULTS
+
+
 def test_think_configs_share_one_extraction():
     """Bug 8: config/think_full.py and think_answer.py set the same extraction keys (either resumes the other's
     split) and differ only in the steps HSRM reads, into distinct run names."""
