@@ -22,7 +22,7 @@ from training import run  # the training loop and the sweep over K and seeds: tr
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
 train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
-run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
+run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{training.run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid' (model.VERIFIERS)
 d_model = None              # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by text_size)
 n_layer = None              # encoder layers; None = the kind's default (hsrm 2; deepset has none)
@@ -77,7 +77,7 @@ device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-overwrite = False           # a finished run in the run dir whose config differs (run_diff) is refused, naming the keys;
+overwrite = False           # a finished run here whose config differs (training.run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict (training.DEFAULTS reads the same from this file)
