@@ -404,6 +404,9 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
         inputs['d_in'] = d_gen * len(layers) + (N_STEP_FEATURES if step_features else 0)
+        if not inputs['d_in']:
+            raise ValueError(f"verifier {kind!r} with layers={layers} and no step_features reads nothing; fix: "
+                             f"--verifier_layers=[-1], or --step_features=True for the features-only control")
     if (step_features or residual) and (reads(kind, 'tokens') or not reads(kind, 'states')):
         raise ValueError(f"step_features={step_features!r} / residual={residual!r} are options of the hidden-state "
                          f"verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
@@ -470,6 +473,8 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
                          f"fix: --layers=<subset of {stored_layers}> or re-extract with those layers")
     if list(layers) == stored_layers:
         return None
+    if not layers:  # no state columns: the step-features-only control (build_verifier checks it has features)
+        return torch.zeros(0, dtype=torch.long)
     idx = [stored_layers.index(l) for l in layers]
     return torch.cat([torch.arange(i * d_gen, (i + 1) * d_gen) for i in idx])
 

@@ -4022,6 +4022,31 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
         capture._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
 
 
+def test_step_features_only_control_reads_no_states(tmp_path):
+    """verifier_layers=[] with step_features=True (the control of config/curve_shop.py): the verifier's input is the
+    3 standardized step features alone, so its scores do not move when the states do, and the checkpoint round-trips;
+    with no features as well it reads nothing and says so."""
+    from model import layer_columns, load_checkpoint, save_checkpoint
+    write_split_eval(str(tmp_path / 's'), 3, 4, seed=5, confidences=True)
+    probs = load_split(str(tmp_path / 's'))
+    v = T.build_model(probs, {**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'dropout': 0.0})
+    cands = [c for p in probs for c in p['candidates']]
+    cols = layer_columns(probs[0]['layers'], v.spec['layers'], v.spec['d_gen'], cands[0]['states'].shape[1], 'test')
+    b = make_batch(cands, v.spec, cols)
+    assert v.spec['layers'] == [] and b['states'].shape[-1] == 3
+    v.eval()
+    with torch.no_grad():
+        s1 = v(b)
+        s2 = v(make_batch([{**c, 'states': torch.randn_like(c['states'].float()).half()} for c in cands], v.spec, cols))
+        torch.testing.assert_close(s1, s2)
+        save_checkpoint(str(tmp_path / 'ck.pt'), v, {})
+        v2, ck = load_checkpoint(str(tmp_path / 'ck.pt'))
+        assert ck['layers'] == [] and ck['step_features']
+        torch.testing.assert_close(v2(b), s1)
+    with pytest.raises(ValueError, match='reads nothing.*fix'):
+        T.build_model(probs, {**T.DEFAULTS, 'verifier_layers': []})
+
+
 def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval):
     """An untrained residual verifier ranks every problem's candidates exactly as its free scorer; 'auto' picks the
     scorer with the best validation within-AUROC (recomputed here); the checkpoint round-trips; training validates

@@ -35,7 +35,8 @@ text_tokenizer = 'gpt2'     # text/hybrid: texts re-tokenized, the whole vocabul
                             # vocabulary of those in the training completions (others -> UNK: weak on a transfer split)
 max_tokens = 512            # text/hybrid position table, the same for every split: a longer completion is read by
                             # its last max_tokens tokens (the final answer is at the end)
-verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored
+verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
+                            # step_features=True: no states, the step features alone (what the states add beyond them)
 input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
 max_steps = None            # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
