@@ -4,12 +4,12 @@
 # then cut 80/20 by group into train / validation), so K = 1250 trains on 1,000 problems.
 #   python extract.py config/curve_shop.py && python label.py config/curve_shop.py
 #   python curve.py config/curve_shop.py --threads=1
-# two more validation draws on the same extraction (as for config/curve_synth2.py), without the fixed-steps control:
+# two more validation draws on the same extraction (as for config/curve_synth2.py), without the two controls:
 #   for v in 43 44; do mkdir -p out/curve_shop_v$v && ln -sfn $PWD/out/curve_shop/train out/curve_shop_v$v/train \
 #     && ln -sfn $PWD/out/curve_shop/eval out/curve_shop_v$v/eval && python curve.py config/curve_shop.py \
 #     --out_dir=out/curve_shop_v$v --val_seed=$v --threads=1 --variants="{'hsrm': {'verifier_layers': [-1]}, \
 #     'residual': {'residual': 'auto', 'verifier_layers': [-1]}, 'hsrm_stepfeat': {'verifier_layers': [-1], \
-#     'step_features': True}, 'stepfeat_only': {'verifier_layers': [], 'step_features': True}}"; done
+#     'step_features': True}}"; done
 out_dir = 'out/curve_shop'
 model = 'smollm2'
 dataset = 'words'
