@@ -4034,6 +4034,8 @@ def test_step_features_only_control_reads_no_states(tmp_path):
     cols = layer_columns(probs[0]['layers'], v.spec['layers'], v.spec['d_gen'], cands[0]['states'].shape[1], 'test')
     b = make_batch(cands, v.spec, cols)
     assert v.spec['layers'] == [] and b['states'].shape[-1] == 3
+    assert T.run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}) == \
+        'hsrm_nostates_step_features-True_seed1'
     v.eval()
     with torch.no_grad():
         s1 = v(b)

@@ -317,7 +317,7 @@ def run_name(cfg, stored_layers=(-1,)):
         if k == 'verifier_layers':
             v = list(v if v is not None else stored_layers)
             if v != [-1]:
-                tags.append('layers' + ''.join(str(x) for x in v))
+                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
         elif v != DEFAULTS[k] and k not in unused:
             tags.append(f"{k}-{str(v).replace('/', '-')}")
     return '_'.join(tags + [f"seed{cfg['seed']}"])
