@@ -37,6 +37,8 @@ variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (ve
             'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size
             'residual': {'residual': 'auto', 'verifier_layers': [-1]}}
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
+pairs = []                  # [(a, b), ...]: variant a - variant b at every size, paired over the same problems (e.g. a
+                            # variant against its control); [] = none
 train_overrides = {'epochs': 20, 'eval_interval': 25}  # train.py knobs for every run
 n_eval = 8                  # best-of-N on the eval split (pools larger than N: n_subsets random N-subsets)
 n_subsets = 100
@@ -154,6 +156,18 @@ def summarize(sizes_, cfg):
     return out
 
 
+def pair_deltas(sizes_, cfg):
+    """For each (a, b) of cfg['pairs'] and each size: variant a's rows minus variant b's, paired (S.paired_delta)."""
+    unknown = sorted({v for ab in cfg['pairs'] for v in ab} - set(cfg['variants']))
+    if unknown:
+        raise ValueError(f"pairs={cfg['pairs']!r} name {unknown}, not in variants {sorted(cfg['variants'])}; fix: "
+                         f"--pairs=\"[('a', 'b')]\" with a and b among the variants")
+    row = lambda s, v: next(r for r in s['rows'] if r['method'] == v)  # noqa: E731
+    return [{'a': a, 'b': b, 'n_train': s['n_train'],
+             **S.paired_delta(row(s, a), row(s, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
+            for a, b in cfg['pairs'] for s in sizes_]
+
+
 def _row_cells(r, n):
     pair = lambda d: f"{S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {S.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
     val = r.get('val', {})
@@ -163,7 +177,7 @@ def _row_cells(r, n):
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
-def render(sizes_, summ, cfg):
+def render(sizes_, summ, cfg, pairs_=()):
     n = cfg['n_eval']
     p = sizes_[0]['rows'][0]['per_problem']['acc_at'][n].shape[1]
     out = [f"## The data-need curve (best-of-{n}, {p} held-out problems)", '',
@@ -207,6 +221,10 @@ def render(sizes_, summ, cfg):
         out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
         out += [f"| {v} | {d['from']} -> {d['to']} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
                 f"{S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
+    if pairs_:
+        out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
+        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
     return '\n'.join(out) + '\n'
 
 
@@ -252,6 +270,7 @@ def run(cfg):
     if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
         raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
                          f"with every K in 1..{n}, or extract more training problems")
+    pair_deltas([], cfg)  # a pair naming no variant is refused before any training
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -261,16 +280,16 @@ def run(cfg):
     problems = load_split(os.path.join(cfg['out_dir'], 'eval'))
     pool = S.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
-    summ = summarize(sizes_, cfg)
+    summ, pairs_ = summarize(sizes_, cfg), pair_deltas(sizes_, cfg)
     ns = [m for m in (2, 4, 8, 16, 32) if m <= cfg['n_eval']]  # does a pick drift towards some kind of candidate as N grows?
     picks = S.traits_rows(problems, S.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal),
                           sizes_[-1]['picks'], ns)
     for s in sizes_:
         s.pop('picks')
-    md = render(sizes_, summ, cfg) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
+    md = render(sizes_, summ, cfg, pairs_) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
                                       f"split, mean over problems and {cfg['n_subsets']} subsets; selection.TRAITS)\n\n"
                                       f"{S.traits_table(picks)}\n")
-    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
+    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))

@@ -4280,7 +4280,10 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)
     cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20, 40], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
            'variants': {'hsrm': {}, 'res': {'residual': 'auto'}, 'combo': {'residual': 'combo'}},
-           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}}
+           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}, 'pairs': [('res', 'hsrm')]}
+    with pytest.raises(ValueError, match=r"pairs=.*\['nope'\].*fix"):  # refused before anything trains
+        C.run({**cfg, 'pairs': [('res', 'nope')]})
+    assert not os.path.exists(f'{out}/curve')
     sizes, summ = C.run(cfg)
     ev = load_split(f'{out}/eval')
     labels = [np.array([c['correct'] for c in p['candidates']]) for p in ev]
@@ -4350,6 +4353,13 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     assert all(f"| {s['n_train']} | hsrm |" in md for s in sizes) and os.path.getsize(f'{out}/curve.png') > 10_000
     assert '## What each selector picks at K = 40' in md and '| hsrm (seed 1) | 8 |' in md and 'Variant chosen' in md
     assert f"| hsrm | {sizes[0]['n_train']} -> {sizes[1]['n_train']} |" in md
+    pairs = json.load(open(f'{out}/curve.json'))['pairs']  # a variant against another, paired at every size
+    assert [(d['a'], d['b'], d['n_train']) for d in pairs] == [('res', 'hsrm', s['n_train']) for s in sizes]
+    for d, s in zip(pairs, sizes):
+        rows = {r['method']: r for r in s['rows']}
+        for m in ('acc', 'auroc'):
+            assert d[m] == pytest.approx(rows['res'][m] - rows['hsrm'][m]) and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
+        assert f"| res - hsrm | {s['n_train']} |" in md
     before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
     C.run(cfg)  # every run finished with the same config: reused
     assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before

@@ -18,3 +18,5 @@ variants = {'hsrm': {'verifier_layers': [-1]},
             'hsrm_stepfeat': {'verifier_layers': [-1], 'step_features': True},   # each step's log-prob, entropy, confidence
             'residual_stepfeat': {'residual': 'auto', 'verifier_layers': [-1], 'step_features': True},
             'stepfeat_only': {'verifier_layers': [], 'step_features': True}}    # the control: step features, no states
+pairs = [('hsrm_stepfeat', 'stepfeat_only'),  # what the states add beyond the step features, paired
+         ('hsrm_stepfeat', 'hsrm')]           # what the step features add to the states
