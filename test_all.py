@@ -502,14 +502,25 @@ def test_word_families_are_distinct_disjoint_and_graded():
 
 
 def test_words_splits_disjoint_by_arithmetic_in_every_config():
-    """Issue 28: every config that extracts dataset='words' (config/words.py, whose cells config/transfer_words.py
-    trains on, and config/search_shop.py, steered by words.py's verifiers) has train and eval problems that share
-    no arithmetic (numbers and operations, recomputed here from the worked solutions), within one config and
-    across them, for every family; the ranges fit every family; index -> question is fixed (pinned here)."""
+    """Issue 28: config/words.py (whose cells config/transfer_words.py trains on) and config/search_shop.py (steered
+    by words.py's verifiers) have train and eval problems that share no arithmetic (numbers and operations,
+    recomputed here from the worked solutions), within one config and across them, for every family; the ranges fit
+    every family; index -> question is fixed (pinned here). A one-family study with its own extraction
+    (config/curve_shop.py) shares none between its own splits."""
     from configurator import apply_config
-    cfgs = [apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)
-            for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
-    assert len(cfgs) >= 2 and all(c['dataset'] == 'words' for c in cfgs)
+    paths = [p for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
+    crossed = ('words.py', 'search_shop.py')  # their verifiers cross: transfer trains on words.py's cells, search steers
+    load = lambda p: apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)  # noqa: E731
+    cfgs = [load(p) for p in paths if os.path.basename(p) in crossed]
+    assert len(cfgs) == 2 and all(c['dataset'] == 'words' for c in cfgs)
+    # a study of one family on its own extraction (config/curve_shop.py): its splits share no arithmetic, within it
+    for c in (load(p) for p in paths if os.path.basename(p) not in crossed):
+        tr, ev = (load_problems('words', *c[f'{s}_range'], seed=c['synth_seed'], word_family=c['word_family'])
+                  for s in ('train', 'eval'))
+        ta = {tasks.word_arithmetic(c['word_family'], tasks.word_space(c['word_family'], c['synth_seed'])[p['index']][0])
+              for p in tr}
+        assert len(ta) == len(tr) and not ta & {tasks.word_arithmetic(c['word_family'], tasks.word_space(
+            c['word_family'], c['synth_seed'])[p['index']][0]) for p in ev}
     X = __import__('transfer').DEFAULTS
     fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
     assert set(fams) <= set(tasks.WORD_FAMILIES)
