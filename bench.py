@@ -21,7 +21,7 @@ import torch
 import generator
 import grading
 import tasks
-import training as T
+import train as T
 from model import build_verifier, count_params, score_problems, verifier_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))

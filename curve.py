@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 import selection as S
-import training as T
+import train as T
 from configurator import configure, knobs, stage_defaults
 from grading import answers_equal
 from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
@@ -61,7 +61,7 @@ def run_dir(cfg, k, variant):
 
 
 def train_size(cfg, k):
-    """Train (or skip, when finished with the same config: training.run's rule) every variant at size k."""
+    """Train (or skip, when finished with the same config: train.run's rule) every variant at size k."""
     for v, over in cfg['variants'].items():
         T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': None,
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,

@@ -37,7 +37,7 @@ from label import label_split  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, build_verifier, count_params,  # noqa: E402
                    listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
                    within_auroc)
-import training as T  # noqa: E402
+import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
@@ -343,23 +343,6 @@ def test_every_config_file_applies_to_every_stage():
         assert owned == set(sets), (f, set(sets) - owned)  # every key it sets is some stage's knob
     cfg = apply_config({**E.DEFAULTS}, [os.path.join(REPO, 'config/synth_smollm.py')], E.DEFAULTS)
     assert cfg['deepconf_window'] == 16 and cfg['out_dir'] == 'out/synth_smollm'
-
-
-def test_training_defaults_are_every_train_knob():
-    """training.DEFAULTS, what baselines, curve, transfer and bench train from (read from train.py's file, so no stage
-    imports the train stage), are exactly train.py's knobs: every top-level lowercase assignment, with its value. A
-    knob whose default is not a Python literal would be left out by stage_defaults: it fails here."""
-    import ast
-    import train
-    knobs = {}
-    for node in ast.parse(open(os.path.join(REPO, 'train.py')).read()).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if name.islower() and not name.startswith('_'):
-                knobs[name] = ast.literal_eval(node.value)
-    assert len(knobs) > 30 and 'max_iters' in knobs and 'seeds' in knobs
-    assert set(T.DEFAULTS) == set(knobs), (set(T.DEFAULTS) ^ set(knobs))
-    assert T.DEFAULTS == knobs == train.DEFAULTS
 
 
 def test_think_configs_share_one_extraction():
@@ -2548,7 +2531,7 @@ def _last_line(r):
 @pytest.mark.slow  # 9 CLI runs: about 20 s on 2 idle cores
 def test_a_run_cut_before_grouped_validation_is_another_run():
     """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
-    another cut: run_diff names it, so training.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
+    another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
     new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': SEL.VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
     assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', SEL.VAL_CUT)}

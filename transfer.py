@@ -25,7 +25,7 @@ import torch
 from tqdm import tqdm
 
 import selection as S
-import training as T
+import train as T
 from configurator import configure, knobs, stage_defaults
 from grading import answers_equal
 from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_split, problem_files,
@@ -90,7 +90,7 @@ def fold_runs(cfg, held):
 
 
 def train_fold(cfg, held):
-    """Train (or skip, when finished with the same config: training.run's rule) every run of a fold."""
+    """Train (or skip, when finished with the same config: train.run's rule) every run of a fold."""
     for name, run_dir, dirs in fold_runs(cfg, held):
         v = name.replace(' (in domain)', '')
         over = cfg['variants'][v]
