@@ -140,50 +140,6 @@ def load_split(split_dir, labels=True, files=None):
 # metrics (per problem: scores and 0/1 labels of its candidates)
 
 
-def top_mask(v):
-    """True where v [..., n] ties with the max of its last axis (to 1e-12 relative; -inf and +inf tie
-    with themselves). NaN is an error: a NaN score would silently never (or always) win."""
-    v = np.asarray(v, dtype=np.float64)
-    if np.isnan(v).any():
-        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
-    mx = v.max(-1, keepdims=True)
-    tol = np.where(np.isfinite(mx), 1e-12 * np.maximum(1.0, np.abs(mx)), 0.0)
-    return v >= mx - tol
-
-
-def best_of_n(scores, labels):
-    """Expected correctness of argmax selection; ties split evenly, never 'first wins'."""
-    return float(np.asarray(labels, dtype=np.float64)[top_mask(scores)].mean())
-
-
-def within_auroc(scores, labels):
-    """AUROC of one problem's pool (ties count 1/2 whatever the value, -inf included); None when the
-    pool is all right or all wrong."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
-    if np.isnan(scores).any():
-        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
-    pos, neg = scores[labels], scores[~labels]
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    p, n = pos[:, None], neg[None, :]  # compare, never subtract: -inf - -inf is NaN
-    return float((p > n).mean() + 0.5 * (p == n).mean())
-
-
-def pool_metrics(score_lists, label_lists):
-    """Best-of-N accuracy, mean within-problem AUROC (over problems where it is defined), oracle
-    pass@N and single-pass accuracy over a list of problems."""
-    bon = [best_of_n(s, l) for s, l in zip(score_lists, label_lists)]
-    aucs = [a for a in (within_auroc(s, l) for s, l in zip(score_lists, label_lists)) if a is not None]
-    return {
-        'acc': float(np.mean(bon)) if bon else float('nan'),
-        'auroc': float(np.mean(aucs)) if aucs else float('nan'),
-        'n_auroc_problems': len(aucs),
-        'oracle': float(np.mean([float(np.max(l)) for l in label_lists])) if label_lists else float('nan'),
-        'single': float(np.mean([float(np.mean(l)) for l in label_lists])) if label_lists else float('nan'),
-        'n_problems': len(label_lists),
-    }
-
-
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
 #   'states' float32 [B,S,D], 'step_mask' bool [B,S] (True = real step), and for text models
@@ -449,7 +405,6 @@ def verifier_flops(model, n_steps, n_tokens):
     return model.flops(S, T)
 
 
-
 # -----------------------------------------------------------------------------
 # batching: candidate dicts of the on-disk format -> one padded batch dict
 
@@ -704,8 +659,6 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
     cols = problem_columns(problems, model.spec, where)
     s = score_sorted(model, [c for p in problems for c in p['candidates']], cols, batch_size, device)
     return list(np.split(s.float().cpu().numpy(), np.cumsum([len(p['candidates']) for p in problems])[:-1]))
-
-
 
 
 # -----------------------------------------------------------------------------

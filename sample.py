@@ -29,14 +29,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+import evaluate
+import extract
+from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import configure, knobs, split_argv, stage_defaults
+from configurator import configure, knobs, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems, top_mask
+from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from selection import answer_groups, cached_scores, choose_temp, val_splitter
-from tasks import GENERATED, MATH_SYSTEM, load_problems, new_problem
+from tasks import GENERATED, load_problems, new_problem
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -80,12 +82,12 @@ dtype = 'auto'  # the generator's: 'auto' | 'float16' | 'bfloat16' | 'float32'
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
-# evaluate.py's knobs (vote temperatures, subsets, DeepConf windows), read from its file; config files and flags set
+# evaluate.py's knobs (vote temperatures, subsets, DeepConf windows); config files and flags set
 # them as for evaluate.py, so a vote's temperature is the one evaluate.py chose for the same checkpoint and N
-EVAL = {k: v for k, v in stage_defaults('evaluate').items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
+EVAL = {k: v for k, v in evaluate.DEFAULTS.items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
         'val_seed', 'eval_batch_size', 'deepconf_window', 'deepconf_tail')}
 # extract.py's defaults fill a setting nobody gave when the verifier's training extraction config is not found
-EXTRACT = {**stage_defaults('extract'), 'system_prompt': MATH_SYSTEM}
+EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
 CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
 # ... these are free, or fixed by the extraction
@@ -187,11 +189,11 @@ def free_scores(c, window, tail):
 
 
 def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
-    """The pick of one question's candidates by their verifier scores: the top score (model.top_mask; of tied top
+    """The pick of one question's candidates by their verifier scores: the top score (bestofn.top_mask; of tied top
     scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
-    those it averages), never a candidate stopped by pruning or search (selection.best_of_n_sub's rule). Answers are
+    those it averages), never a candidate stopped by pruning or search (bestofn.best_of_n_sub's rule). Answers are
     grouped by grading.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
-    weighted vote (selection.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
+    weighted vote (bestofn.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
     answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
     scores higher). A gold answer (problem['gold'] not None) grades every candidate (grading.grade). windows:
     DeepConf's (window, tail) of the free scores."""
@@ -293,21 +295,21 @@ def best_ckpt(pattern):
 
 
 def vote_temperature(verifier, ck, path, n, cfg, device):
-    """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: selection.choose_temp over
+    """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: bestofn.choose_temp over
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
     tc = ck.get('train_config') or {}
     dirs = tc.get('train_dirs') or []
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
-    vals = [val_splitter(d, n, cfg)(*split) for d in dirs]
+    vals = [evaluate.val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
         raise ValueError(f"vote=True chooses the temperature on the validation problems of {path}'s labelled training "
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
-    vals = [val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
+    vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(tc.get('out_dir') or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
-              for x in cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
+              for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
     return choose_temp(scores, pool, vn, cfg['vote_temps'], where=f'{path} on validation')
 

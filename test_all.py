@@ -34,14 +34,14 @@ import grading  # noqa: E402
 from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
 from label import label_split  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, best_of_n, build_verifier, count_params,  # noqa: E402
-                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems,
-                   within_auroc)
+from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, build_verifier, count_params,  # noqa: E402
+                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems)
+from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
 import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
-import selection as SEL  # noqa: E402
+import bestofn as BON  # noqa: E402
 import scorers as SC  # noqa: E402
 import steer as ST  # noqa: E402
 
@@ -433,20 +433,20 @@ def test_synthetic_config_ranges_share_no_question():
 
 
 def test_validation_split_keeps_groups_together():
-    """selection.split_problems cuts by tasks.group_key: no validation problem shares its operand multiset with a
+    """train.split_problems cuts by tasks.group_key: no validation problem shares its operand multiset with a
     training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
     nested."""
     ps = tasks.load_problems('synth', 0, 399, synth_level=2)
-    tr, va = SEL.split_problems(ps, 0.2, 42)
+    tr, va = T.split_problems(ps, 0.2, 42)
     assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
     assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
     bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
-    va_ids = sorted(int(p['id']) for p in SEL.split_problems(bench, 0.2, 42)[1])
+    va_ids = sorted(int(p['id']) for p in T.split_problems(bench, 0.2, 42)[1])
     assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
-    small, big = SEL.split_problems(ps, 0.2, 42, k=100), SEL.split_problems(ps, 0.2, 42, k=200)
+    small, big = T.split_problems(ps, 0.2, 42, k=100), T.split_problems(ps, 0.2, 42, k=200)
     assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
     with pytest.raises(ValueError, match='leaves no training group'):
-        SEL.split_problems([ps[0]] * 5, 0.2, 42)
+        T.split_problems([ps[0]] * 5, 0.2, 42)
 
 
 def test_word_families_are_distinct_disjoint_and_graded():
@@ -2312,7 +2312,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
-    tr, va = SEL.split_problems(probs)
+    tr, va = T.split_problems(probs)
     model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
@@ -2353,7 +2353,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
 @pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
-    tr, va = SEL.split_problems(load_split(split), 0.25, 42)
+    tr, va = T.split_problems(load_split(split), 0.25, 42)
     assert {p['key'] for p in tr}.isdisjoint(p['key'] for p in va) and len(va) == 10
     untrained = build_verifier('hsrm', 32, layers=[-1, -2])
     torch.manual_seed(0)
@@ -2363,7 +2363,7 @@ def test_training_learns_synthetic_signal(tmp_path):
     assert log['best_val']['auroc'] > 0.75, log['best_val']
     # the returned model is the best one and scores held-out problems better than chance
     s = score_problems(model, va)
-    from model import pool_metrics
+    from bestofn import pool_metrics
     m = pool_metrics(s, [[c['correct'] for c in p['candidates']] for p in va])
     assert math.isclose(m['auroc'], log['best_val']['auroc'], abs_tol=1e-6) and m['acc'] > m['single']
     assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
@@ -2375,7 +2375,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=6))
     steps = {}
     for k in (10, 20, 40):
-        tr, va = SEL.split_problems(probs, 0.25, 42, k)
+        tr, va = T.split_problems(probs, 0.25, 42, k)
         pool = [p for p in tr if T.is_mixed(p)]
         _, log = T.train(tr, va, _cfg(max_iters=7, epochs=3, batch_problems=4, eval_interval=4, seed=1))
         assert log['max_iters'] == math.ceil(3 * len(pool) / 4) and len(log['train_loss']) + log['skipped_batches'] == log['max_iters']
@@ -2394,7 +2394,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = SEL.split_problems(load_split(split), k=kw.get('max_train_problems'))
+    tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
     cfg = _cfg(max_iters=10, eval_interval=2, run_dir=str(tmp_path / 'run'), **kw)
     model, log = T.train(tr, va, cfg)
     assert all(np.isfinite(l) for _, l in log['train_loss']) and model.spec['kind'] == kw['verifier']
@@ -2433,7 +2433,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
-    tr, va = SEL.split_problems(load_split(split))
+    tr, va = T.split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
     arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items() if k in takes}
     _, log = T.train(tr, va, _cfg(max_iters=40, eval_interval=10, **arch, **kw))
@@ -2445,13 +2445,13 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
 def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
-    full = SEL.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in SEL.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
-    small, big = SEL.split_problems(probs, 0.2, 42, k=10), SEL.split_problems(probs, 0.2, 42, k=20)
+    full = T.split_problems(probs, 0.2, 42)
+    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
+    small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
     assert set(keys(small[0])).isdisjoint(keys(small[1]))
-    _err(lambda: SEL.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
     # a list of K is a sweep: one run dir per K, each with its own draw
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
@@ -2532,9 +2532,9 @@ def _last_line(r):
 def test_a_run_cut_before_grouped_validation_is_another_run():
     """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
     another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
-    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': SEL.VAL_CUT}, default=str))
+    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': T.VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', SEL.VAL_CUT)}
+    assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
     assert T.run_diff(new, new) == {}
 
 
@@ -2600,7 +2600,7 @@ def _err(fn, *match):
 def test_bad_inputs(tmp_path):
     split = write_split_train(str(tmp_path / 'a' / 'train'), n_problems=10, n_cands=6)
     probs = load_split(split)
-    tr, va = SEL.split_problems(probs)
+    tr, va = T.split_problems(probs)
     # d_gen / layer mismatch between a model (checkpoint) and data
     m = build_verifier('hsrm', 48, layers=[-1])
     _err(lambda: score_problems(m, probs), 'd_gen=48', 'fix')
@@ -2616,7 +2616,7 @@ def test_bad_inputs(tmp_path):
     _err(lambda: load_split(split), 'labels.json', 'label.py')
     # a split with no mixed problem: the pairwise loss has nothing to learn
     allok = load_split(write_split_train(str(tmp_path / 'b' / 'train'), n_problems=10, n_cands=4, p_correct=1.0))
-    _err(lambda: T.train(*SEL.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
+    _err(lambda: T.train(*T.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
     # NaN / inf in stored states: named file and candidate
     bad = write_split_train(str(tmp_path / 'c' / 'train'), n_problems=4, n_cands=3)
     f = os.path.join(bad, 'problems', '000002.pt')
@@ -2627,7 +2627,7 @@ def test_bad_inputs(tmp_path):
     # empty data
     os.makedirs(tmp_path / 'empty' / 'train')
     _err(lambda: T.load_train_data([str(tmp_path / 'empty' / 'train')]), 'no extracted problems')
-    _err(lambda: SEL.split_problems(probs[:1]), 'val_frac')
+    _err(lambda: T.split_problems(probs[:1]), 'val_frac')
 
 
 TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
@@ -2659,7 +2659,7 @@ def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
     """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
     final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = SEL.split_problems(load_split(split))
+    tr, va = T.split_problems(load_split(split))
     runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
     (m10, log10), (m3, log3) = runs
     assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
@@ -2933,7 +2933,7 @@ def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]
     p = {'key': '000000', 'index': 0, 'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
-    return SEL.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
+    return BON.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
 
 
 # -----------------------------------------------------------------------------
@@ -2951,24 +2951,24 @@ def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
 ])
 def test_best_of_n_rules(scores, labels, want):
     s, l = np.array(scores, dtype=float), np.array(labels, dtype=float)
-    sub = SEL.subset_index(len(l), len(l), 10, 0)
+    sub = BON.subset_index(len(l), len(l), 10, 0)
     assert sub.shape == (1, len(l))
-    assert SEL.best_of_n_sub(s, l, sub) == pytest.approx(want)
+    assert BON.best_of_n_sub(s, l, sub) == pytest.approx(want)
     assert best_of_n(s, l) == pytest.approx(want)
 
 
 def test_subset_averaged_best_of_n_matches_exact_expectation():
     s, l = np.array([4., 3., 2., 1., 0.]), np.array([0., 1., 1., 0., 1.])
     exact = np.mean([best_of_n(s[list(c)], l[list(c)]) for c in combinations(range(5), 2)])  # 0.6
-    sub = SEL.subset_index(5, 2, 4000, [0, 7])
+    sub = BON.subset_index(5, 2, 4000, [0, 7])
     assert sub.shape == (4000, 2) and all(len(set(r)) == 2 for r in sub[:50])
-    assert np.array_equal(sub, SEL.subset_index(5, 2, 4000, [0, 7]))          # fixed seed: same subsets
-    assert not np.array_equal(sub, SEL.subset_index(5, 2, 4000, [1, 7]))
-    assert SEL.best_of_n_sub(s, l, sub) == pytest.approx(exact, abs=0.03)
+    assert np.array_equal(sub, BON.subset_index(5, 2, 4000, [0, 7]))          # fixed seed: same subsets
+    assert not np.array_equal(sub, BON.subset_index(5, 2, 4000, [1, 7]))
+    assert BON.best_of_n_sub(s, l, sub) == pytest.approx(exact, abs=0.03)
     # oracle pass@n on the subsets converges to the exact 1 - C(m-c, n) / C(m, n)
-    assert SEL.oracle_sub(l, sub) == pytest.approx(1 - math.comb(2, 2) / math.comb(5, 2), abs=0.03)
-    full = SEL.subset_index(3, 3, 10, 0)
-    assert SEL.oracle_sub(np.zeros(3), full) == 0.0 and SEL.oracle_sub(np.array([0., 1., 0.]), full) == 1.0
+    assert BON.oracle_sub(l, sub) == pytest.approx(1 - math.comb(2, 2) / math.comb(5, 2), abs=0.03)
+    full = BON.subset_index(3, 3, 10, 0)
+    assert BON.oracle_sub(np.zeros(3), full) == 0.0 and BON.oracle_sub(np.array([0., 1., 0.]), full) == 1.0
 
 
 def test_auroc_and_scored_metrics():
@@ -2976,14 +2976,14 @@ def test_auroc_and_scored_metrics():
     scores = [np.array([4., 1., 2., 3.]), np.array([1., 2., 3., 4.]), np.array([0., 0., 0., 1.]), np.array([5., 5.])]
     assert within_auroc(scores[0], pools[0]['labels']) == 1.0
     assert within_auroc(scores[1], pools[1]['labels']) is None
-    auc, n_def = SEL.mean_auroc(scores, pools)
+    auc, n_def = BON.mean_auroc(scores, pools)
     assert n_def == 2 and auc == pytest.approx((1.0 + 0.5) / 2)               # only defined problems count
-    m = SEL.scored_metrics(scores, [{**q, 'subsets': {2: SEL.subset_index(len(q['labels']), 2, 500, [0, i])}}
+    m = BON.scored_metrics(scores, [{**q, 'subsets': {2: BON.subset_index(len(q['labels']), 2, 500, [0, i])}}
                                   for i, q in enumerate(pools)], [2])
     assert m['n_auroc_problems'] == 2 and 0 <= m['acc_at'][2] <= 1
     # a NaN score is an error naming the scorer and the problem, never silently "lowest"
     with pytest.raises(ValueError, match='run_x.*problem 000000.*candidates \\[0\\]'):
-        SEL.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2], where='run_x')
+        BON.scored_metrics([np.array([np.nan, 1.0])], [_pool([1, 0])], [2], where='run_x')
     with pytest.raises(ValueError, match='NaN'):
         within_auroc([np.nan, 1.0], [1, 0])
 
@@ -2998,8 +2998,8 @@ def test_infinite_scores_tie(scores, labels, auc, bon):
     assert within_auroc(scores, labels) == pytest.approx(auc)
     assert best_of_n(scores, labels) == pytest.approx(bon)
     s, l = np.array(scores), np.array(labels, dtype=float)
-    assert SEL.best_of_n_sub(s, l, SEL.subset_index(len(l), len(l), 1, 0)) == pytest.approx(bon)
-    assert SEL.mean_auroc([s], [_pool(labels)])[0] == pytest.approx(auc)
+    assert BON.best_of_n_sub(s, l, BON.subset_index(len(l), len(l), 1, 0)) == pytest.approx(bon)
+    assert BON.mean_auroc([s], [_pool(labels)])[0] == pytest.approx(auc)
 
 
 # -----------------------------------------------------------------------------
@@ -3009,7 +3009,7 @@ def test_infinite_scores_tie(scores, labels, auc, bon):
 def test_majority_vote_rules():
     def maj(labels, answers):
         q = _pool(labels, answers=answers)
-        return SEL.vote_sub(q['groups'], q['labels'], q['subsets'][len(labels)])
+        return BON.vote_sub(q['groups'], q['labels'], q['subsets'][len(labels)])
     assert maj([1, 1, 0], ['2', '2', '3']) == 1.0
     assert maj([0, 0, 1], ['2', '2', '3']) == 0.0
     assert maj([1, 0], ['2', '3']) == 0.5                          # tied groups: expected correctness
@@ -3021,10 +3021,10 @@ def test_majority_vote_rules():
 
 def test_answer_groups_use_grading_equivalence():
     from grading import answers_equal
-    g = SEL.answer_groups(['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', None, '$\\dfrac12$'], answers_equal)
+    g = BON.answer_groups(['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', None, '$\\dfrac12$'], answers_equal)
     assert list(g[:3]) == [0, 0, 0] and g[3] == g[4] != 0 and g[5] == -1 and g[6] == 0
     q = _pool([1, 1, 1, 0, 0, 0], answers=['0.5', '\\frac{1}{2}', '1/2', '0.7', '0.7', '2'], equal=answers_equal)
-    assert SEL.vote_sub(q['groups'], q['labels'], q['subsets'][6]) == 1.0  # 3 forms of 1/2 outvote 2 x 0.7
+    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][6]) == 1.0  # 3 forms of 1/2 outvote 2 x 0.7
 
 
 def test_weighted_vote_and_temperature_choice():
@@ -3033,19 +3033,19 @@ def test_weighted_vote_and_temperature_choice():
     s = np.array([0.0, 0.1, 0.0, 3.0, 2.9])
     q = _pool(labels, answers=answers)
     sub = q['subsets'][5]
-    assert SEL.vote_sub(q['groups'], q['labels'], sub, s, temp=0.1) == 1.0   # low T: the verifier's pick
-    assert SEL.vote_sub(q['groups'], q['labels'], sub, s, temp=1e4) == 0.0   # high T: majority
-    assert SEL.vote_sub(q['groups'], q['labels'], sub, np.array([.1, .1, .1, .9, .9])) == 1.0  # PRM probs as weights
-    assert SEL.vote_sub(q['groups'], q['labels'], sub, np.array([.7, .7, .7, .9, .9])) == 0.0
+    assert BON.vote_sub(q['groups'], q['labels'], sub, s, temp=0.1) == 1.0   # low T: the verifier's pick
+    assert BON.vote_sub(q['groups'], q['labels'], sub, s, temp=1e4) == 0.0   # high T: majority
+    assert BON.vote_sub(q['groups'], q['labels'], sub, np.array([.1, .1, .1, .9, .9])) == 1.0  # PRM probs as weights
+    assert BON.vote_sub(q['groups'], q['labels'], sub, np.array([.7, .7, .7, .9, .9])) == 0.0
     # tiny temperatures underflow nothing: weights are normalised within each subset
-    assert SEL.vote_sub(q['groups'], q['labels'], sub, s - 1e4, temp=1e-3) == 1.0
-    assert SEL.choose_temp([s], [q], 5, [0.1, 1e4]) == 0.1
+    assert BON.vote_sub(q['groups'], q['labels'], sub, s - 1e4, temp=1e-3) == 1.0
+    assert BON.choose_temp([s], [q], 5, [0.1, 1e4]) == 0.1
     # a candidate without an answer scoring highest does not vote, nor push every voter's weight to 0 (a false tie)
     qn = _pool([0, 0, 0, 1, 1, 0], answers=answers + [None])
     sn = np.append(s, 40.0)
-    assert SEL.vote_sub(qn['groups'], qn['labels'], qn['subsets'][6], sn, temp=0.01) == 1.0
+    assert BON.vote_sub(qn['groups'], qn['labels'], qn['subsets'][6], sn, temp=0.01) == 1.0
     q2 = _pool([1, 1, 1, 0, 0], answers=answers)  # now the majority is right and the verifier wrong
-    assert SEL.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
+    assert BON.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
 
 
 @pytest.mark.slow
@@ -3140,7 +3140,7 @@ def test_cli_and_bad_config(tmp_path):
 def test_deepconf_filtered_vote_groups_equivalent_answers():
     equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
     q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
-    vote = lambda conf, eta: SEL.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
+    vote = lambda conf, eta: BON.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
     assert vote([1.6, 1.6, 1.5, 1.5, 9.0], 1.0) == 1.0   # 3.2 vs 3.0: only merged ('1/2' = '0.5') do they win
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
@@ -3149,7 +3149,7 @@ def test_deepconf_filtered_vote_groups_equivalent_answers():
 
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
-    return SEL.make_row(name, kind, [SEL.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+    return E.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
                                    for i, v in enumerate(runs)])
 
 
@@ -3163,38 +3163,38 @@ def test_intervals_difference_with_itself_is_zero():
     ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'free_best_val', [rng.random(P) < 0.5])
     same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the reference
     same = _row('Same', 'free_best_val', runs)
-    SEL.add_intervals([maj, ver, same, same_au], 8, 500, 0)
+    E.add_intervals([maj, ver, same, same_au], 8, 500, 0)
     assert ver['vs']['best_free_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
     assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
     assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
     assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
     assert 'auroc' not in maj['vs']['best_free_val']                     # a vote has no AUROC to compare
-    assert [SEL.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
-    assert [SEL.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
+    assert [E.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert [E.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
 
 
 def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
     rng = np.random.default_rng(1)
     width = {}
     for P in (50, 200, 800):
-        lo, hi = SEL.ci(SEL.boot_means(rng.random(P) < 0.4, SEL.boot_draws(P, 2000, 0), 0))
+        lo, hi = BON.ci(BON.boot_means(rng.random(P) < 0.4, BON.boot_draws(P, 2000, 0), 0))
         width[P] = hi - lo
     assert width[800] < width[200] < width[50] and width[50] / width[800] == pytest.approx(4, rel=0.25)  # ~ 1 / sqrt(P)
     hits = 0  # data sets of 100 Bernoulli(0.4) problems: the interval holds 0.4 about 95% of the time
     for d in range(200):
-        lo, hi = SEL.ci(SEL.boot_means(rng.random(100) < 0.4, SEL.boot_draws(100, 1000, d), d))
+        lo, hi = BON.ci(BON.boot_means(rng.random(100) < 0.4, BON.boot_draws(100, 1000, d), d))
         hits += lo <= 0.4 <= hi
     assert 180 <= hits <= 199
 
 
 def test_intervals_are_seeded_and_resample_seeds():
     v = np.repeat([[0.4], [0.5], [0.6]], 40, axis=1)                    # three seeds, each constant over problems
-    b = SEL.boot_means(v, SEL.boot_draws(40, 2000, 0), 0)
-    assert np.array_equal(b, SEL.boot_means(v, SEL.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
-    assert SEL.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
-    assert SEL.ci(SEL.boot_means(v[:1], SEL.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
+    b = BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0)
+    assert np.array_equal(b, BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
+    assert BON.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
+    assert BON.ci(BON.boot_means(v[:1], BON.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
     x = np.random.default_rng(3).random((2, 40))
-    assert SEL.ci(SEL.boot_means(x, SEL.boot_draws(40, 500, 0), 0)) != SEL.ci(SEL.boot_means(x, SEL.boot_draws(40, 500, 1), 1))
+    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0), 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
 
 
 def test_a_dominating_method_is_better_and_marked():
@@ -3204,12 +3204,12 @@ def test_a_dominating_method_is_better_and_marked():
     better = np.maximum(maj, rng.random(P) < 0.12)                      # never worse, better on a few problems
     level = rng.permutation(maj)                                         # as accurate, on other problems
     rows = [_row('Majority', 'vote', [maj]), _row('Better', 'cheap', [better]), _row('Level', 'cheap', [level])]
-    SEL.add_intervals(rows, 8, 2000, 0)
+    E.add_intervals(rows, 8, 2000, 0)
     assert rows[1]['vs']['majority']['acc_ci'][0] > 0                   # paired: the difference excludes zero ...
     assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
     lo, hi = rows[2]['vs']['majority']['acc_ci']
     assert lo < 0 < hi
-    assert SEL.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not SEL.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
+    assert E.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not E.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
 
 
 @pytest.mark.slow
@@ -3233,7 +3233,7 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
     assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) |' in md
-    assert f"| HSRM (2 seeds) | {SEL.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
+    assert f"| HSRM (2 seeds) | {E.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
     assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
@@ -3251,20 +3251,20 @@ def test_score_cache_follows_the_split_content(tmp_path):
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
     model = load_checkpoint(ck)[0]
-    first = SEL.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
+    first = E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
     path = glob.glob(f'{cache}/*/*.json')[0]
     stamp = os.path.getmtime(path)
-    assert all(np.array_equal(a, b) for a, b in zip(SEL.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert all(np.array_equal(a, b) for a, b in zip(E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
     assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
     write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
     probs = load_split(split)
-    new = SEL.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
+    new = E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(new, score_problems(model, probs)))
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
     stamp = os.path.getmtime(path)
     cfg = json.load(open(f'{split}/config.json'))
     json.dump({**cfg, 'temperature': 0.5}, open(f'{split}/config.json', 'w'))  # same files, another generation config
-    SEL.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
+    E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
     assert os.path.getmtime(path) != stamp
 
 
@@ -3334,14 +3334,14 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
         {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
         {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
         {'correct': False, 'answer': '8', 'finish': 'length'}]}
-    q = SEL.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
+    q = BON.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
     assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
-    m = SEL.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
+    m = BON.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
     assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
     assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
-    assert SEL.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert SEL.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert SEL.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+    assert BON.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
+    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
+    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
 
 
 def test_replay_prune_follows_token_time():
@@ -3669,7 +3669,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     pool = load_split(pool_dir)
     lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
     lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
-    subs = SEL.build_pool(pool, res['ns'], 100, 0, answers_equal)
+    subs = BON.build_pool(pool, res['ns'], 100, 0, answers_equal)
 
     def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
         return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
@@ -3689,8 +3689,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     free = next(k for k in res['curves'] if k.startswith('free:'))  # the best free selector on validation, every N
     assert free == f"free:{res['best_free_val']}" and len(res['curves'][free]['acc']) == len(res['ns'])
     # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
-    idx = SEL.boot_draws(12, 200, 0)
-    acc_only = SEL.ci(SEL.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
+    idx = BON.boot_draws(12, 200, 0)
+    acc_only = BON.ci(BON.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
     assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
     # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
     k = ST.DEFAULTS['difficulty_samples']
@@ -3704,7 +3704,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             sub = [i for i in range(12) if sel[i]]
             bp = [pool[i] for i in sub]
             sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
-            rp = SEL.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
+            rp = BON.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
                               res['difficulty_ns'], 100, 0, answers_equal)
             acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
                    for n in res['difficulty_ns']]
@@ -3803,12 +3803,12 @@ def _jsonl(path):
 def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     """sample.py on the evaluation split's range, with extraction's seed, N and batch size, samples exactly the split's
     candidates; its verifier is the run's seed with the best validation AUROC; each candidate's score is the one
-    evaluate.py caches for that checkpoint and the pick the first of the top scores (model.top_mask); the weighted
-    vote's temperature is evaluate.py's and its answer the group selection.vote_sub counts as the winner; picks are
+    evaluate.py caches for that checkpoint and the pick the first of the top scores (bestofn.top_mask); the weighted
+    vote's temperature is evaluate.py's and its answer the group bestofn.vote_sub counts as the winner; picks are
     graded against the gold; candidates.jsonl is a candidates_file extract.py reads. A rerun resumes, and a run killed
     in its second batch redoes that batch only."""
     import sample as SA
-    from model import top_mask
+    from bestofn import top_mask
     out = sample_run[0]
     cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
     SA.run(cfg)
@@ -3818,7 +3818,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
     assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
-    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{SEL.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
+    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{E.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
     run_ = next(r for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == conf['ckpt'])
     assert conf['vote_temp'] == run_['temp']
     ev = load_split(f'{out}/eval')
@@ -3836,12 +3836,12 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
         assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
         assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
         if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
-            groups = SEL.answer_groups([c['answer'] for c in mine], answers_equal)
+            groups = BON.answer_groups([c['answer'] for c in mine], answers_equal)
             w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
             gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
             won = groups == groups[pk['vote']['candidate']]
             assert gw[groups[pk['vote']['candidate']]] == max(gw.values()) and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer']
-            assert SEL.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
+            assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
         assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
     pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
     assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
@@ -3965,7 +3965,7 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     fams = _families(tmp_path, (24, 6))
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
-    tr = [p for probs in data for p in SEL.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
     state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
     rng, src = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}
@@ -4046,11 +4046,12 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     scorer with the best validation within-AUROC (recomputed here); the checkpoint round-trips; training validates
     at step 0 (the free scorer's own AUROC), so the kept model can be the free scorer itself, and the kept checkpoint
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says so)."""
-    from model import cheap_score, pool_metrics, residual_scorers, save_checkpoint
+    from bestofn import pool_metrics
+    from model import cheap_score, residual_scorers, save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
     probs = load_split(d)
-    tr, va = SEL.split_problems(probs, 0.2, 42)
+    tr, va = T.split_problems(probs, 0.2, 42)
     name, (mu, sd) = T.residual_choice(tr, va, 'auto')
     labels = [[float(c['correct']) for c in p['candidates']] for p in va]
     aurocs = {k: pool_metrics([np.array([cheap_score(c, k) for c in p['candidates']]) for p in va], labels)['auroc']
@@ -4106,7 +4107,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         assert sorted(tc['train_dirs']) == sorted(f'{d}/train' for k, d in fams.items() if k != held)
         assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
         vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
-        acc = {k: SEL.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
+        acc = {k: BON.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
         assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation pool
         top = max(f['choice']['val_acc'].values())  # the pick: the best of every free selector there, cheap ones included
         assert top >= max(acc.values()) and f['best_free_val'] == [k for k, v in f['choice']['val_acc'].items() if v >= top - 1e-9]
@@ -4129,7 +4130,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert all(f'| {k} (10) |' in md for k in fams)
     for f in folds:  # the in-domain table below the main one
         d = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')['vs']['zero_shot']
-        assert f"| {f['family']} | hsrm | {SEL.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
+        assert f"| {f['family']} | hsrm | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
     stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
     X.run(cfg)
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
@@ -4157,7 +4158,7 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     batches each family gives 8; fewer problems than families still gives batch_problems."""
     fams = _families(tmp_path, (24, 12, 16))
     dirs = [f'{d}/train' for d in fams.values()]
-    tr = [p for probs in T.load_train_data(dirs) for p in SEL.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
     for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
@@ -4180,7 +4181,8 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
     import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
-    from model import cheap_score, combo_score, pool_metrics, problem_files
+    from bestofn import pool_metrics
+    from model import cheap_score, combo_score, problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_combo': {'residual': 'combo'}}, 'in_domain': [],
@@ -4190,8 +4192,8 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     for f in folds:
         held, rows = f['family'], {r['method']: r for r in f['rows']}
         problems = load_split(f'{fams[held]}/eval')
-        pool = SEL.build_pool(problems, [8], 100, 0, answers_equal)
-        m = {k: SEL.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
+        pool = BON.build_pool(problems, [8], 100, 0, answers_equal)
+        m = {k: BON.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
         free = [r for r in f['rows'] if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
         kinds = {r['type']: r for r in f['rows']}
         best, best_au = kinds['free_best_test'], kinds['free_best_test_auroc']
@@ -4202,7 +4204,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         assert best_au['auroc'] >= max(x['auroc'] for x in m.values())
         assert best_au['auroc'] == pytest.approx(max(r['auroc'] for r in scorers))
         assert f['best_free_val'] == kinds['free_best_val']['tied'] and f['best_free_test'] == best['tied']
-        assert all(f'| {held} (10) | {SEL.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
+        assert all(f'| {held} (10) | {E.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
         for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (fitted on training problems)'):
             vs = rows[name]['vs']
             for ref in ('best_free_test', 'majority'):
@@ -4210,12 +4212,12 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
             assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
             assert vs['best_free_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
         others = [f'{d}/train' for k, d in fams.items() if k != held]
-        tr = [p for d in others for p in load_split(d, files=SEL.split_problems(problem_files(d), 0.2, 42)[0])]
+        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
         norm = combo_fit(tr)
         combo = rows['Free-scorer combo (fitted on training problems)']
         assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
         sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
-        assert combo['auroc'] == pytest.approx(SEL.mean_auroc(sc, pool)[0])
+        assert combo['auroc'] == pytest.approx(BON.mean_auroc(sc, pool)[0])
         w = torch.tensor(norm['weight'], dtype=torch.float64, requires_grad=True)
         loss = 0
         mixed = [p for p in tr if 0 < sum(c['correct'] for c in p['candidates']) < len(p['candidates'])]
@@ -4244,21 +4246,22 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
 
 
 def test_candidate_traits_describe_a_pick():
-    """selection.candidate_traits: a looping candidate cut at max_new_tokens is unanswered, truncated, and has its
+    """curve.candidate_traits: a looping candidate cut at max_new_tokens is unanswered, truncated, and has its
     repeated lines counted (blank lines ignored); a finished one with an answer has none of that."""
+    import curve as C
     loop = {'text': 'He buys 3 pens.\n\nHe buys 3 pens.\nHe buys 3 pens.\nSo', 'correct': False, 'answer': None,
             'finish': 'length', 'token_ids': torch.zeros(128), 'step_pos': torch.zeros(4)}
     done = {'text': '3 x 2 = 6.\nThe answer is 6.', 'correct': True, 'answer': '6', 'finish': 'eos',
             'token_ids': torch.zeros(14), 'step_pos': torch.zeros(2)}
-    t = dict(zip(SEL.TRAITS, SEL.candidate_traits(loop)))
+    t = dict(zip(C.TRAITS, C.candidate_traits(loop)))
     assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5,
                  'arith_slip': 0.0}
-    assert dict(zip(SEL.TRAITS, SEL.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
+    assert dict(zip(C.TRAITS, C.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
                                                                   'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0, 'arith_slip': 0.0}
     # an arithmetic slip: a false integer equation anywhere (x and × are products); decimals are not judged
-    assert SEL.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
-    assert SEL.arith_slip('Step 1: 7 + 7 - 2 = 13.') and SEL.arith_slip('6 × 6 = 35') and SEL.arith_slip('4 / 0 = 1')
-    assert not SEL.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not SEL.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
+    assert C.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
+    assert C.arith_slip('Step 1: 7 + 7 - 2 = 13.') and C.arith_slip('6 × 6 = 35') and C.arith_slip('4 / 0 = 1')
+    assert not C.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not C.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
 
 
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):

@@ -13,20 +13,23 @@ interrupted picks up at the first unfinished seed; a finished run whose config d
 anything trains, naming the keys (--overwrite=True trains it again in place).
 """
 import copy
+import functools
 import json
 import math
 import os
 import time
+from collections import Counter
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from configurator import configure, knobs
+from bestofn import pool_metrics
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
-                   combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
+                   combo_fit, count_params, cut_prefix, load_problem, load_split, problem_columns, reads, resolve_device,
                    save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
-from selection import VAL_CUT, split_problems
+from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
@@ -94,6 +97,52 @@ overwrite = False           # a finished run here whose config differs (run_diff
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve, transfer) start from
 
 
+
+
+# -----------------------------------------------------------------------------
+# the data: the grouped train / validation split, loading and checking the split dirs
+
+
+@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
+def file_group(path):
+    """tasks.group_key of one problem file (memory-mapped: its states are never read)."""
+    return group_key(load_problem(path, mmap=True))
+
+
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
+
+
+def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
+    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
+    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
+    lands on one side, so validation choices are made on questions training never saw, not even reordered.
+    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
+    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
+    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
+    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
+    n = len(problems)
+    if k is not None:
+        if not 0 < k <= n:
+            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
+                             f"<1..{n}> (K counts training and validation problems)")
+        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
+        problems, n = [problems[i] for i in keep], k
+    n_val = int(round(val_frac * n))
+    if n_val < 1 or n - n_val < 1:
+        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
+                         f"fix: extract more problems or change --val_frac")
+    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
+    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
+    val, count = set(), 0
+    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
+        if count >= n_val:
+            break
+        val.add(uniq[g])
+        count += size[uniq[g]]
+    if len(val) == len(uniq):
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no training "
+                         f"group; fix: extract more problems or lower --val_frac")
+    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
 
 
 def is_mixed(p):
