@@ -15,9 +15,9 @@ import os
 import torch
 
 import train
-from configurator import configure, knobs, split_argv
-from model import cli, load_split, resolve_device
+from configurator import cli, configure, knobs, resolve_device, split_argv
 from prm import score_prm
+from store import load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config

@@ -492,7 +492,7 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     gc = [group_confidences(rng.random(n_tokens), window) for _ in range(n_cands)]
     lows = np.array([g.min() for g in gc])
     rows = []
-    for name, fn in (('verifier rule (model.prune_now at each step boundary)',
+    for name, fn in (('verifier rule (capture.prune_now at each step boundary)',
                       lambda: ST.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
                      (f'DeepConf online (window {window})',
                       lambda: ST.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
@@ -529,7 +529,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     sampler with online pruning by a trained HSRM (the demo's, threshold chosen on validation by
     steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
     import capture as X
-    from model import load_checkpoint
+    from store import load_checkpoint
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
     threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
@@ -581,7 +581,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM. Seconds per generated token, the share of
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
     import capture as X
-    from model import load_checkpoint
+    from store import load_checkpoint
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")

@@ -26,10 +26,10 @@ from tqdm import tqdm
 import bestofn as B
 import evaluate as E
 import train as T
-from configurator import configure, knobs
+from configurator import cli, configure, knobs, resolve_device
 from grading import answers_equal
-from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
-                   resolve_device)
+from model import cheap_score, combo_score, count_params
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them

@@ -24,12 +24,13 @@ import torch
 
 from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, oracle_sub, per_problem_run,
                      scored_metrics, vote_sub)
-from configurator import configure, knobs
-from model import (VERIFIERS, atomic_write_json, cli, combo_fit, combo_score, count_params, input_lengths, load_checkpoint,
-                   load_split, problem_files, reads, resolve_device, score_prefixes, score_problems, verifier_flops)
+from configurator import cli, configure, knobs, resolve_device
+from model import (VERIFIERS, combo_fit, combo_score, count_params, input_lengths, reads, score_prefixes,
+                   score_problems, verifier_flops)
 from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from train import split_problems
 
 # -----------------------------------------------------------------------------

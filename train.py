@@ -24,11 +24,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from configurator import configure, knobs
 from bestofn import pool_metrics
-from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states, cli,
-                   combo_fit, count_params, cut_prefix, load_problem, load_split, problem_columns, reads, resolve_device,
-                   save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
+from configurator import cli, configure, knobs, resolve_device
+from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
+                   combo_fit, count_params, cut_prefix, problem_columns, reads, residual_scorers, score_problems,
+                   score_sorted, step_feature_matrix)
+from store import atomic_write_json, load_problem, load_split, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------

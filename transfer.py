@@ -27,10 +27,10 @@ from tqdm import tqdm
 import bestofn as B
 import evaluate as E
 import train as T
-from configurator import configure, knobs
+from configurator import cli, configure, knobs, resolve_device
 from grading import answers_equal
-from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_split, problem_files,
-                   resolve_device)
+from model import combo_fit, count_params
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
