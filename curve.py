@@ -249,8 +249,9 @@ def render(sizes_, summ, cfg, pairs_=()):
     n = cfg['n_eval']
     p = sizes_[0]['rows'][0]['per_problem']['acc_at'][n].shape[1]
     out = [f"## The data-need curve (best-of-{n}, {p} held-out problems)", '',
-           f"K training problems (plus K/4 validation problems, which choose the kept step, the residual's base and the "
-           f"best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
+           f"K problems of the train split, training and validation together: cut by group, about {1 - cfg['val_frac']:.0%} train "
+           f"the verifiers and {cfg['val_frac']:.0%} validate (choosing the kept step, the residual's base and the best free "
+           f"scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
            f"intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
            f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
            f"free on val | Δ vs best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
