@@ -640,8 +640,24 @@ def test_capture_equals_teacher_forcing_tiny(kind):
     _check_against_teacher_forcing(model, tok, prompts[1:], 1, [-1], max_new_tokens=48, batched_reencode=False)
 
 
+def test_auto_dtype_follows_the_cpus_bf16(monkeypatch):
+    """dtype='auto' on CPU: bfloat16 exactly where the CPU reports avx512_bf16 or AMX (read here from /proc/cpuinfo
+    on its own), float32 elsewhere; float16 on CUDA whatever the CPU; an explicit dtype always wins."""
+    flags = open('/proc/cpuinfo').read().split() if os.path.exists('/proc/cpuinfo') else []
+    has = 'avx512_bf16' in flags or 'amx_bf16' in flags
+    assert generator.cpu_has_bf16() == has
+    assert generator.weight_dtype('auto', 'cpu') == (torch.bfloat16 if has else torch.float32)
+    for hw, want in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(generator, 'cpu_has_bf16', lambda hw=hw: hw)
+        assert generator.weight_dtype('auto', 'cpu') == want
+        assert generator.weight_dtype('auto', 'cuda:0') == torch.float16
+        assert generator.weight_dtype('float32', 'cpu') == torch.float32
+    with pytest.raises(SystemExit, match=r"dtype='fp8' is unknown; fix: one of auto"):
+        generator.weight_dtype('fp8', 'cpu')
+
+
 def test_capture_equals_teacher_forcing_bfloat16():
-    """bfloat16 weights (the CPU alternative to float32; slower on CPUs without AMX/avx512_bf16): the same proof
+    """bfloat16 weights (dtype='auto' on a CPU with avx512_bf16 / AMX; emulated, so slower, elsewhere): the same proof
     at bfloat16's tolerance (8 bits of mantissa; decoding and the one-pass re-encode round differently)."""
     tok = tiny_tokenizer()
     model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0], dtype=torch.bfloat16)
@@ -768,6 +784,12 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     # another generator/layer setting or another step rule in the same dir is refused
     r = _run('extract.py', 'config/demo.py', *common, '--layers=[-2]')
     assert r.returncode != 0 and 'layers' in r.stderr
+    # the weights' dtype is recorded (auto: bfloat16 where the CPU has it in hardware) and another one is refused
+    assert cfg['weights_dtype'] == str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
+    other = 'float32' if cfg['weights_dtype'] == 'bfloat16' else 'bfloat16'
+    r = _run('extract.py', 'config/demo.py', *common, f'--dtype={other}')
+    assert r.returncode != 0 and f"dtype={cfg['weights_dtype']!r}" in r.stderr and f'dtype={other!r}' in r.stderr, r.stderr
+    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
     cfg_path = os.path.join(out, 'train', 'config.json')
     json.dump({**cfg, 'step_rule': 'sentence'}, open(cfg_path, 'w'))
     r = _run('extract.py', 'config/demo.py', *common)
@@ -1118,7 +1140,9 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
                                 (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
                                 (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
                                 (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
-                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
+                                ({**base, 'weights_dtype': 'float32'}, 'weights_dtype', 'dtype', 'bfloat16'),
+                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype', 'float32')):
         with pytest.raises(SystemExit) as e:
             resume(cfg, **{key: new})
         msg = str(e.value)
