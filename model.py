@@ -696,6 +696,22 @@ def score_sorted(model, cands, cols, chunk, device):
     return out[torch.argsort(torch.tensor(order, device=out.device))]
 
 
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one
+
+
+@one_thread
 @torch.inference_mode()
 def score_problems(model, problems, batch_size=256, device='cpu', where='problems'):
     """Scores per candidate, per problem, in order: list of float np arrays. Candidates of all problems
@@ -729,6 +745,7 @@ def cut_prefix(c, k):
     return out
 
 
+@one_thread
 @torch.inference_mode()
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists

@@ -2410,6 +2410,27 @@ def test_training_learns_synthetic_signal(tmp_path):
     assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
 
 
+def test_training_is_the_same_on_one_and_two_threads(tmp_path):
+    """The same config and data give the same checkpoint whatever torch's thread count (training and its validation
+    scoring run on one thread: model.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
+    split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
+    split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
+    tr, va = SEL.split_problems(load_split(split), 0.25, 42)
+    n, runs = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            model, log = T.train(tr, va, _cfg(max_iters=60, eval_interval=5, seed=1, d_model=256, n_layer=2, n_head=4))
+            assert torch.get_num_threads() == threads  # restored after training
+            runs.append((log['best_step'], log['val'], model.state_dict(), score_problems(model, va)))
+    finally:
+        torch.set_num_threads(n)
+    (step1, val1, w1, s1), (step2, val2, w2, s2) = runs
+    assert step1 == step2 and val1 == val2
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert all(np.array_equal(a, b) for a, b in zip(s1, s2))
+
+
 def test_epochs_scale_training_steps_with_the_data(tmp_path):
     """epochs: the steps follow the training problems (a learning curve over K trains each size equally
     often), and the kept step is still the best validation one."""

@@ -18,7 +18,7 @@ from tqdm import tqdm
 from configurator import stage_defaults
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states,
                    combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
-                   save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
+                   one_thread, save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 from selection import VAL_CUT, split_problems
 
 DEFAULTS = stage_defaults('train')  # train.py's knobs as a dict: what run() and other stages start from
@@ -202,6 +202,7 @@ def lr_at(it, cfg):
     return cfg['lr']
 
 
+@one_thread  # reproducible: the same checkpoint whatever the machine's thread count
 def train(train_problems, val_problems, cfg):
     """Train one verifier; returns (best model, log). cfg: train.py config keys (missing = defaults;
     max_train_problems is applied by split_problems, before this). Writes {run_dir}/ckpt.pt,
