@@ -21,6 +21,7 @@ A positional argument is a config file (plain Python assignments); several stack
 """
 import ast
 import difflib
+import functools
 import os
 import sys
 import types
@@ -118,7 +119,8 @@ def configure(g, argv=None, known=None):
 
 
 # -----------------------------------------------------------------------------
-# what a stage's __main__ runs besides its config: the device a knob names, a model a knob names, bad input as one line
+# what a stage runs besides its config: the device a knob names, a model a knob names, bad input as one line, and
+# one CPU thread where results must not depend on the thread count
 
 
 def resolve_device(device, env=None, cuda=None):
@@ -158,3 +160,18 @@ def cli(run, config, name):
         if 'fix:' not in str(e):
             raise
         raise SystemExit(f'{name}: {e}') from None
+
+
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one

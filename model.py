@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from configurator import from_pretrained
+from configurator import from_pretrained, one_thread
 from scorers import CHEAP_SCORERS, deepconf_mean
 
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
@@ -532,6 +532,7 @@ def score_sorted(model, cands, cols, chunk, device):
     return out[torch.argsort(torch.tensor(order, device=out.device))]
 
 
+@one_thread
 @torch.inference_mode()
 def score_problems(model, problems, batch_size=256, device='cpu', where='problems'):
     """Scores per candidate, per problem, in order: list of float np arrays. Candidates of all problems
@@ -562,6 +563,7 @@ def cut_prefix(c, k):
     return out
 
 
+@one_thread
 @torch.inference_mode()
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists

@@ -686,6 +686,22 @@ def test_check_layers_refuses_a_release_that_selects_otherwise():
         assert msg.endswith('fix: pip install transformers==5.23.0')
 
 
+def test_auto_dtype_follows_the_cpus_bf16(monkeypatch):
+    """dtype='auto' on CPU: bfloat16 exactly where the CPU reports avx512_bf16 or AMX (read here from /proc/cpuinfo
+    on its own), float32 elsewhere; float16 on CUDA whatever the CPU; an explicit dtype always wins."""
+    flags = open('/proc/cpuinfo').read().split() if os.path.exists('/proc/cpuinfo') else []
+    has = 'avx512_bf16' in flags or 'amx_bf16' in flags
+    assert generator.cpu_has_bf16() == has
+    assert generator.weight_dtype('auto', 'cpu') == (torch.bfloat16 if has else torch.float32)
+    for hw, want in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(generator, 'cpu_has_bf16', lambda hw=hw: hw)
+        assert generator.weight_dtype('auto', 'cpu') == want
+        assert generator.weight_dtype('auto', 'cuda:0') == torch.float16
+        assert generator.weight_dtype('float32', 'cpu') == torch.float32
+    with pytest.raises(SystemExit, match=r"dtype='fp8' is unknown; fix: one of auto"):
+        generator.weight_dtype('fp8', 'cpu')
+
+
 # ====================================================================================================
 # capture.py: the step rule, sampling with step-state capture, the steering policy, search
 # ====================================================================================================
@@ -750,7 +766,7 @@ def test_capture_equals_teacher_forcing_tiny(kind):
 
 
 def test_capture_equals_teacher_forcing_bfloat16():
-    """bfloat16 weights (the CPU alternative to float32; slower on CPUs without AMX/avx512_bf16): the same proof
+    """bfloat16 weights (dtype='auto' on a CPU with avx512_bf16 / AMX; emulated, so slower, elsewhere): the same proof
     at bfloat16's tolerance (8 bits of mantissa; decoding and the one-pass re-encode round differently)."""
     tok = tiny_tokenizer()
     model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0], dtype=torch.bfloat16)
@@ -1041,6 +1057,12 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     # another generator/layer setting or another step rule in the same dir is refused
     r = _run('extract.py', 'config/demo.py', *common, '--layers=[-2]')
     assert r.returncode != 0 and 'layers' in r.stderr
+    # the weights' dtype is recorded (auto: bfloat16 where the CPU has it in hardware) and another one is refused
+    assert cfg['weights_dtype'] == str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
+    other = 'float32' if cfg['weights_dtype'] == 'bfloat16' else 'bfloat16'
+    r = _run('extract.py', 'config/demo.py', *common, f'--dtype={other}')
+    assert r.returncode != 0 and f"dtype={cfg['weights_dtype']!r}" in r.stderr and f'dtype={other!r}' in r.stderr, r.stderr
+    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
     cfg_path = os.path.join(out, 'train', 'config.json')
     json.dump({**cfg, 'step_rule': 'sentence'}, open(cfg_path, 'w'))
     r = _run('extract.py', 'config/demo.py', *common)
@@ -1266,7 +1288,9 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
                                 (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
                                 (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
                                 (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
-                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965'])):
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
+                                ({**base, 'weights_dtype': 'float32'}, 'weights_dtype', 'dtype', 'bfloat16'),
+                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype', 'float32')):
         with pytest.raises(SystemExit) as e:
             resume(cfg, **{key: new})
         msg = str(e.value)
@@ -2677,6 +2701,27 @@ def test_training_learns_synthetic_signal(tmp_path):
     m = pool_metrics(s, [[c['correct'] for c in p['candidates']] for p in va])
     assert math.isclose(m['auroc'], log['best_val']['auroc'], abs_tol=1e-6) and m['acc'] > m['single']
     assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
+
+
+def test_training_is_the_same_on_one_and_two_threads(tmp_path):
+    """The same config and data give the same checkpoint whatever torch's thread count (training and its validation
+    scoring run on one thread: configurator.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
+    split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
+    split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
+    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    n, runs = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            model, log = T.train(tr, va, _cfg(max_iters=60, eval_interval=5, seed=1, d_model=256, n_layer=2, n_head=4))
+            assert torch.get_num_threads() == threads  # restored after training
+            runs.append((log['best_step'], log['val'], model.state_dict(), score_problems(model, va)))
+    finally:
+        torch.set_num_threads(n)
+    (step1, val1, w1, s1), (step2, val2, w2, s2) = runs
+    assert step1 == step2 and val1 == val2
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)
+    assert all(np.array_equal(a, b) for a, b in zip(s1, s2))
 
 
 def test_epochs_scale_training_steps_with_the_data(tmp_path):
