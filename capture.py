@@ -1,7 +1,7 @@
 """
 Sampling with capture, shared by extract.py (the study's splits) and sample.py (best-of-N for new questions): what a
 step is (the step rule), the decoding loop that keeps the hidden state at every step boundary while it samples (no
-extra forward pass), the verifier steering it online (pruning, beam / DVTS search), and the teacher-forced
+extra forward pass), the verifier steering it online (the policy: pruning, beam / DVTS search), and the teacher-forced
 re-encoding that gives candidates sampled elsewhere the same states and statistics. The model, its sampler and its
 decoding cache come from generator.py; the candidate dict is the on-disk format (README).
 

@@ -10,6 +10,10 @@ single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plo
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
 of {train_dir} (train.split_problems, same val_frac / val_seed as training).
+
+The table's machinery lives here, and the studies (steer, transfer, curve, sample) import it: score caches, a run's
+dirs, checkpoints and validation splits, the free rows and the reference chosen on validation, rows with their paired
+intervals, formatting and plots. The best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's.
 """
 import glob
 import hashlib
