@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, procs, search, sample, memory, gpu
+    python bench.py --only=extract   # one of: extract, dtype, train, procs, search, sample, memory, gpu
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to dev/bench_lab.py.
@@ -83,7 +83,8 @@ REPEATS = 3  # runs of the extract variant per case, the fastest counting: this 
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import capture as X
     torch.set_num_threads(1)
-    model, tok = generator.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
+    dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16', 'extract float32': 'float32'}.get(variant, 'auto')
+    model, tok = generator.load_generator('smollm2', dtype=dtype)
     probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
              else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
     prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
@@ -226,6 +227,120 @@ def bench_extract(profile=False):
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'bf16 extract tok/s',
                  'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
                  'generate+hidden MB', 'extract MB', 'steps/cand'])
+
+
+# -----------------------------------------------------------------------------
+# float32 vs bfloat16 weights (README: the dtype the main job ran in): extract.py's dtype='auto' on this CPU, at the
+# main job's settings, each dtype against its own floor
+
+
+def shape_rate(rows, dtype, d=576, inter=1536, q=576, kv=192, layers=30, vocab=49152, head_cut=4096, secs=0.3):
+    """FLOP/s of SmolLM2-135M's matmul shapes at `rows` rows and `dtype`, each shape timed alone (its weight in cache)
+    and weighted by how often one decoding step runs it. The lm_head is timed on its first head_cut vocabulary rows and
+    counted at full size: emulated bf16 runs the whole [49152, 576] head at about 0.1 GFLOP/s, 70 s a call at 128 rows."""
+    shapes = [(q, d, layers), (kv, d, 2 * layers), (d, q, layers), (inter, d, 2 * layers), (d, inter, layers),
+              (min(vocab, head_cut), d, 1)]
+    flop = secs_all = 0.0
+    for o, i, count in shapes:
+        w, x = torch.randn(o, i, dtype=dtype), torch.randn(rows, i, dtype=dtype)
+        torch.nn.functional.linear(x, w)
+        t, k = time.perf_counter(), 0
+        while k < 1 or time.perf_counter() - t < secs:
+            torch.nn.functional.linear(x, w)
+            k += 1
+        scale = vocab / o if o == min(vocab, head_cut) and count == 1 else 1.0
+        flop += 2 * rows * o * i * count * scale
+        secs_all += (time.perf_counter() - t) / k * count * scale
+    return flop / secs_all
+
+
+def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0):
+    """One batch of the main job (config/demo.py: 16 synthetic level-2 problems x 8 samples, its 128 rows, 64 new
+    tokens, T 0.8, top-p 0.95) through extract's loop with float32 and with bfloat16 weights, one process on one
+    thread as each of extract.py's processes runs. Each against its own floor: the batch's FLOPs (_floor_work) over
+    SmolLM2's matmul shapes' rate at that dtype (shape_rate), and per decoding step the weights and K/V cache read at
+    the copy bandwidth. A dtype whose floor alone is over `give_up` x float32's measured run is not run (the CPU
+    emulates it), and its floor says why."""
+    torch.set_num_threads(1)
+    _, bw = machine_floor()
+    auto = str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
+    rows, runs = [], {}
+    for dt in ('float32', 'bfloat16'):
+        rate = shape_rate(n_problems * n_samples, getattr(torch, dt))
+        if dt == 'bfloat16':  # the same work as float32's run; its bytes halve with the weights and the cache
+            prefill, steps = runs['float32']['floor_work']
+            floor = prefill / rate + sum(max(f / rate, b / 2 / bw) for f, b in steps)
+            if floor > give_up * runs['float32']['seconds']:
+                rows.append([dt, f'{rate / 1e9:.1f}', 'not run', f'{floor:.0f}', '-',
+                             f"its floor alone is {floor / runs['float32']['seconds']:.0f}x float32's run"])
+                continue
+        out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems), str(n_samples),
+                              str(max_new_tokens), 'synth'], capture_output=True, text=True, cwd=HERE,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        if out.returncode:
+            raise RuntimeError(out.stderr[-2000:])
+        run = runs[dt] = json.loads(out.stdout.strip().splitlines()[-1])
+        prefill, steps = run['floor_work']  # bytes at this run's dtype already
+        floor = prefill / rate + sum(max(f / rate, b / bw) for f, b in steps)
+        rows.append([dt, f'{rate / 1e9:.1f}', f"{run['seconds']:.1f}", f'{floor:.1f}',
+                     f"{n_problems * n_samples / run['seconds']:.1f}", f"{run['seconds'] / floor:.2f}x its floor"])
+    f32, b16 = runs['float32'], runs.get('bfloat16')
+    ratio = f"{f32['seconds'] / b16['seconds']:.2f}x" if b16 else 'bfloat16 not run'
+    print(f"float32 vs bfloat16 weights on the main job's batch ({n_problems} problems x {n_samples} samples, "
+          f"{max_new_tokens} new tokens, T 0.8, top-p 0.95), one process on one thread; copy bandwidth {bw / 1e9:.1f} GB/s. "
+          f"This CPU {'has' if generator.cpu_has_bf16() else 'has no'} avx512_bf16 / AMX, so dtype='auto' picks {auto}. "
+          f"Speed-up of bfloat16 (float32 seconds / bfloat16 seconds): {ratio}.")
+    table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs floor'])
+
+
+# -----------------------------------------------------------------------------
+# training (README: what one thread and the fused optimizer cost): the main job's verifiers' training step on one
+# thread (as train.train runs it: reproducible) against torch's threads, and AdamW fused against foreach
+
+
+def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
+    """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
+    and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
+    through its undecorated body on torch's threads; and the AdamW step alone on each verifier's parameters."""
+    g = torch.Generator().manual_seed(0)
+    probs = []
+    for i in range(n_problems):
+        cands = []
+        for j in range(n_cands):
+            S, T_ = 4 + j % 3, 40 + 3 * j
+            cands.append({'states': torch.randn(S, d_gen, generator=g).half(), 'token_ids': torch.randint(10, 5000, (T_,), generator=g),
+                          'text': ' '.join(f'w{k}' for k in range(T_)), 'step_pos': torch.arange(1, S + 1) * T_ // S - 1,
+                          'logprobs': -torch.rand(T_, generator=g), 'entropies': torch.rand(T_, generator=g),
+                          'finish': 'eos', 'correct': j % 2 == 0})
+        probs.append({'key': f'{i:06d}', 'index': i, 'question': str(i), 'layers': [-1], 'candidates': cands})
+    tr, va = probs[:48], probs[48:]
+    rows, n_threads = [], torch.get_num_threads()
+    for verifier in ('hsrm', 'text'):
+        cfg = dict(verifier=verifier, max_iters=steps, eval_interval=10 ** 9, seed=0, early_stop_metric='acc')
+        rate = {}
+        for how, fn in (('one thread', T.train), (f'{n_threads} threads', T.train.__wrapped__)):
+            _, log = fn(tr, va, cfg)
+            rate[how] = steps / log['step_time_s']
+        model = T.build_model(tr, {**T.DEFAULTS, **cfg})
+        opt_s = {}
+        for fused in (False, True):
+            ps = [p for p in model.parameters()]
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            opt = torch.optim.AdamW(ps, lr=1e-4, fused=fused)
+            opt.step()
+            t = time.perf_counter()
+            for _ in range(10):
+                opt.step()
+            opt_s[fused] = (time.perf_counter() - t) / 10
+        n_par = sum(p.numel() for p in model.parameters())
+        rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}", f"{rate[f'{n_threads} threads']:.1f}",
+                     f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
+                     f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
+    print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); load average "
+          f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
+    table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads', 'threads / one',
+                 'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 
 # -----------------------------------------------------------------------------
@@ -596,7 +711,8 @@ if __name__ == '__main__':
         only = only or 'gpu'
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'procs': bench_procs,
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'dtype': bench_dtype, 'train': bench_train,
+                'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}

@@ -435,9 +435,23 @@ def render_markdown(res):
     return '\n'.join(out) + '\n'
 
 
+# the plots' reference rows by type: (colour, line style); the learned verifiers cycle VERIFIER_STYLES (colour, marker)
+REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'), 'free_best_val': ('tab:blue', '-')}
+VERIFIER_STYLES = [('tab:red', 'o'), ('tab:green', 's'), ('tab:purple', '^'), ('tab:orange', 'D'), ('tab:brown', 'v')]
+
+
+def _band(ax, x, y, ci, color, ls, label, marker=None):
+    """A line with its 95% interval as a shaded band (y, ci in fractions; drawn in points)."""
+    ax.plot(x, [100 * v for v in y], color=color, ls=ls, marker=marker, ms=4, lw=1.6, label=label)
+    if all(c is not None for c in ci):
+        ax.fill_between(x, [100 * c[0] for c in ci], [100 * c[1] for c in ci], color=color, alpha=0.12, lw=0)
+
+
 def make_plots(res, prefix):
-    """{prefix}_bon_vs_n.png and {prefix}_acc_vs_flops.png, every accuracy
-    with its 95% interval as an error bar (or band); a note instead when matplotlib is missing."""
+    """{prefix}_bon_vs_n.png: best-of-N against N for the learned verifiers, the best free selector on validation (the
+    table's reference), majority vote, oracle pass@N and single-pass, each a line with its 95% band; and
+    {prefix}_acc_vs_flops.png: best-of-N against verifier FLOPs per candidate, the learned verifiers labelled and the
+    references as bands; the free selectors (0 FLOPs) as one unlabelled column. A note instead without matplotlib."""
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -445,50 +459,66 @@ def make_plots(res, prefix):
     except ImportError:
         return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
     files, rows, n = [], res['rows'], res['n_eval']
+    refs = [r for t in REF_STYLES for r in rows if r['type'] == t]
+    learned = [r for r in rows if r['type'] in ('verifier', 'prm')]
+    style = {r['method']: VERIFIER_STYLES[i % len(VERIFIER_STYLES)] for i, r in enumerate(learned)}
+    def name(r):
+        if r['type'] == 'free_best_val':  # the table's reference; a tie of several is their mean
+            tied = r.get('tied') or [r['method']]
+            return f"Best free selector on val ({tied[0] if len(tied) == 1 else f'mean of {len(tied)} tied'})"
+        return 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
 
-    def save(fig, name, legend_ax):
-        legend_ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
-        files.append(f'{prefix}_{name}.png')
-        fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend and long labels stay in the frame
+    def save(fig, ax, what):
+        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
+        files.append(f'{prefix}_{what}.png')
+        fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
         plt.close(fig)
 
-    if len(res['ns']) > 1:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        shown = [r for r in rows if r['type'] not in ('cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote')]
-        for i, r in enumerate(shown):
-            y = [r['acc_at'][k] for k in res['ns']]
-            x = np.array(res['ns']) * 1.03 ** (i - (len(shown) - 1) / 2)  # side by side on the log axis: bars stay apart
-            ax.errorbar(x, [100 * v for v in y], yerr=yerr(y, [r.get('acc_ci_at', {}).get(k) for k in res['ns']]),
-                        marker='o', ms=3, lw=1, capsize=2, label='Oracle pass@N' if r['type'] == 'oracle' else r['method'])
-        ax.set(xscale='log', xlabel='N (candidates)', ylabel='accuracy (%), 95% CI',
-               title=f"best-of-N, {res['dataset']}")
+    ns = res['ns']
+    if len(ns) > 1:
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        for r in refs:
+            color, ls = REF_STYLES[r['type']]
+            if r['type'] == 'single':  # one sample: the same at every N
+                y, ci = [r['acc']] * len(ns), [r.get('acc_ci')] * len(ns)
+            else:
+                y, ci = [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns]
+            _band(ax, ns, y, ci, color, ls, name(r))
+        for r in learned:
+            color, marker = style[r['method']]
+            _band(ax, ns, [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns], color, '-',
+                  r['method'], marker)
+        ax.set(xscale='log', xlabel='N (candidates per problem)', ylabel='best-of-N accuracy (%), 95% band',
+               title=f"best-of-N, {res['dataset']} ({res['n_problems']} problems)")
         ax.minorticks_off()
-        ax.set_xticks(res['ns'], [str(k) for k in res['ns']])
-        save(fig, 'bon_vs_n', ax)
+        ax.set_xticks(ns, [str(k) for k in ns])
+        save(fig, ax, 'bon_vs_n')
     by_name = {r['method']: r for r in rows}
-    learned = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name]
-    if learned:
-        free = [r for r in rows if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
-        best = next((r['tied'] for r in rows if r['type'] == 'free_best_val'), [])
-        fig, (a0, a1) = plt.subplots(1, 2, figsize=(9, 4.5), sharey=True, gridspec_kw={'width_ratios': [2, 3]})
-        y = [r['acc'] for r in free]
-        a0.errorbar(range(len(free)), [100 * v for v in y], yerr=yerr(y, [r.get('acc_ci') for r in free]),
-                    fmt='o', ms=3, capsize=2, color='k')
-        a0.set_xticks(range(len(free)), [r['method'] + (' (chosen on val)' if r.get('scorer', 'majority vote') in best else '')
-                                         for r in free], rotation=90, fontsize=6)
-        a0.set(title='free scorers (0 verifier FLOPs)', ylabel=f'Bo{n} accuracy (%), 95% CI', xlim=(-0.7, len(free) - 0.3))
-        for c, r in learned:
+    cost = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name and c.get('flops')]
+    if cost:
+        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        lo, hi = min(c['flops'] for c, _ in cost), max(c['flops'] for c, _ in cost)
+        x0 = lo / 30  # the free selectors' column: no verifier FLOPs, drawn left of every verifier on the log axis
+        for r in refs:
+            color, ls = REF_STYLES[r['type']]
+            ax.axhline(100 * r['acc'], color=color, ls=ls, lw=1.4, label=name(r))
+            if r.get('acc_ci'):
+                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=color, alpha=0.10, lw=0)
+        free = [r for r in rows if r['type'] in ('cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
+        ax.plot([x0] * len(free), [100 * r['acc'] for r in free], 'o', ms=3, color='lightgray', mec='gray',
+                label=f'{len(free)} free selectors (0 verifier FLOPs)')
+        for c, r in cost:
+            color, marker = style.get(r['method'], ('tab:gray', 'o'))
+            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker, color=color,
+                        capsize=3, ms=6, label=r['method'])
             vote = by_name.get(f"{r['method']} + weighted vote")
-            h = a1.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt='o', capsize=3,
-                            label=r['method'])
             if vote:  # the same verifier's weighted vote: same cost, open marker
-                a1.errorbar([c['flops'] * 1.15], [100 * vote['acc']], yerr=yerr([vote['acc']], [vote.get('acc_ci')]),
-                            fmt='o', mfc='white', capsize=3, color=h[0].get_color(), label=vote['method'])
-        a1.set(xscale='log', xlabel='verifier FLOPs per candidate', title=f"learned verifiers, {res['dataset']}")
-        a1.xaxis.set_minor_formatter(plt.NullFormatter())  # labelled minor ticks collide within a decade
-        a1.margins(x=0.3)
-        reference_lines((a0, a1), [r for r in rows if r['type'] in ('single', 'vote', 'oracle')])
-        save(fig, 'acc_vs_flops', a1)
+                ax.plot([c['flops'] * 1.4], [100 * vote['acc']], marker, mfc='white', color=color, ms=6,
+                        label=vote['method'])
+        ax.set(xscale='log', xlim=(x0 / 3, hi * 5), xlabel='verifier FLOPs per candidate (free selectors: 0)',
+               ylabel=f'best-of-{n} accuracy (%), 95% interval', title=f"accuracy vs verifier cost, {res['dataset']}")
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        save(fig, ax, 'acc_vs_flops')
     return [f'plot: {f}' for f in files]
 
 
