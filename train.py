@@ -344,7 +344,7 @@ def train(train_problems, val_problems, cfg):
     cols = problem_columns(pool, model.spec, 'training data')
     problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
     # fused: one pass over the parameters per step instead of a dozen; the AdamW step on the text verifier's 13.8M
-    # parameters (its 12.9M-weight embedding: memory-bound) is ~5x faster on CPU (dev/bench_lab.py --only=train)
+    # parameters (its 12.9M-weight embedding: memory-bound) is ~5x faster on CPU (bench.py --only=train)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
