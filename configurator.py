@@ -99,6 +99,37 @@ def _unknown(key, known, source):
     raise SystemExit(f"config error ({source}): unknown key '{key}'{hint}")
 
 
+def check_keys(d, defaults, source):
+    """A dict knob that holds another stage's knobs (curve.py / transfer.py's variants and train_overrides: train.py's)
+    checked as top-level keys are: an unknown key names the closest known ones, a value of the wrong type its type."""
+    if not isinstance(d, dict):
+        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': [-1]}}")
+    for k, v in d.items():
+        if k not in defaults:
+            _unknown(k, defaults, source)
+        _check_type(k, v, defaults[k], source)
+
+
+def check_positive(cfg, defaults, keys):
+    """ValueError naming the key and the fix where a count or size that must be a positive int is not (0 rows per batch
+    or samples per problem divide by zero, or loop doing nothing); None passes where it is the knob's 'unset'."""
+    for k in keys:
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={defaults.get(k) or 1}")
+
+
+def _owner(key, source):
+    """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    owners = [s for s in STAGES if key in knob_names(os.path.join(here, s + '.py'))]
+    if owners:
+        me = os.path.basename(sys.argv[0]) if sys.argv[0].endswith('.py') else 'this stage'
+        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(o + '.py' for o in owners)}'s; "
+                         f"fix: set it there (python {owners[0]}.py <config> --{key}=...), then run {me} on what it writes"
+                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train' in owners else ''))
+
+
 def apply_config(g, argv, defaults=None):
     """Apply config files, then --key=value overrides, in argv to the dict g; returns the config dict.
     defaults: {key: default} of the knobs g holds (None: read from the stage file g['__file__'])."""
@@ -124,6 +155,7 @@ def apply_config(g, argv, defaults=None):
             raise SystemExit(f"config error: '{arg}' must look like --key=value")
         key, val = arg[2:].split('=', 1)
         if key not in mine:
+            _owner(key, 'command line')
             _unknown(key, mine, 'command line')
         try:
             value = ast.literal_eval(val)

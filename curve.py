@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import selection as S
 import training as T
-from configurator import configure, knobs, stage_defaults
+from configurator import check_keys, check_positive, configure, knobs, stage_defaults
 from grading import answers_equal
 from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
@@ -264,6 +264,10 @@ def plot(sizes_, cfg, path):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
+        check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
+    check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
         raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
     n = len(problem_files(os.path.join(cfg['out_dir'], 'train')))

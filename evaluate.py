@@ -17,7 +17,7 @@ import os
 import numpy as np
 import torch
 
-from configurator import configure, knobs
+from configurator import check_positive, configure, knobs
 from model import (atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split, reads, resolve_device,
                    verifier_flops)
 from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
@@ -312,6 +312,7 @@ def write_results(res, prefix, plots):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)

@@ -30,10 +30,10 @@ import torch
 from tqdm import tqdm
 
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import configure, knobs, split_argv, stage_defaults
+from configurator import check_positive, configure, knobs, split_argv, stage_defaults
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import atomic_write_json, cli, load_checkpoint, reads, resolve_device, score_problems, top_mask
+from model import atomic_write_json, cli, load_checkpoint, read_checkpoint, reads, resolve_device, score_problems, top_mask
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
 from selection import answer_groups, cached_scores, choose_temp, val_splitter
 from tasks import GENERATED, MATH_SYSTEM, load_problems, new_problem
@@ -287,7 +287,7 @@ def best_ckpt(pattern):
                          f"--ckpt=<path to a ckpt.pt>")
 
     def auroc(p):
-        a = (torch.load(p, map_location='cpu', weights_only=True).get('best_val') or {}).get('auroc')
+        a = (read_checkpoint(p, mmap=True).get('best_val') or {}).get('auroc')
         return -np.inf if a is None or np.isnan(a) else a
     return max(paths, key=auroc) if len(paths) > 1 else paths[0]
 
@@ -297,7 +297,12 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
     tc = ck.get('train_config') or {}
-    dirs = tc.get('train_dirs') or []
+    dirs, out = tc.get('train_dirs') or [], tc.get('out_dir')
+    run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
+    if out and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == 'verifiers' \
+            and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own splits and caches
+        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
+        out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
     vals = [val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
@@ -305,7 +310,7 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
     vals = [val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
-    cache = os.path.join(tc.get('out_dir') or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
+    cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
               for x in cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
@@ -394,6 +399,19 @@ def atomic_write_json_lines(rows, path):
 
 
 
+def check_sample_dir(sample_dir, config):
+    """Refuse (ValueError naming the keys and the fix) a sample_dir whose picks.jsonl holds picks of another call (another
+    question, file, range, checkpoint or setting): they are never replaced. The same call resumes (resume)."""
+    paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl')]
+    if not all(os.path.exists(p) for p in paths) or not os.path.getsize(paths[1]):
+        return
+    old = json.load(open(paths[0]))
+    keys = sorted(k for k in set(old) | set(config) if k not in ('done', 'vote_temp') and old.get(k) != config.get(k))
+    if keys:
+        raise ValueError(f"sample_dir={sample_dir!r} holds the picks of another call (it differs in {', '.join(keys)}); fix: "
+                         f"--sample_dir=<a new dir> keeps both, or delete {sample_dir} to replace them")
+
+
 def resume(sample_dir, config, batches):
     """(finished picks rows, their candidates rows): a batch counts as finished when sample_dir holds this config's
     picks of all its questions (a killed run's torn or partial last batch is redone); another config starts over."""
@@ -421,8 +439,8 @@ def run(cfg):
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
-    if not (isinstance(cfg['n_samples'], int) and cfg['n_samples'] >= 1):
-        raise ValueError(f"n_samples={cfg['n_samples']!r} must be a positive int; fix: --n_samples=8")
+    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'search_width', 'max_new_tokens', 'eval_batch_size',
+                                               'n_subsets'))
     if cfg['search'] and cfg['prune_ckpt']:
         raise ValueError(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
                          f"--prune_ckpt=None or --search=None")
@@ -443,15 +461,16 @@ def run(cfg):
                  'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
     problems = questions_of(cfg, s)
     n = cfg['n_samples']
+    src = cfg['questions_file']
+    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
+              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
+              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
+    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never replace picks
     temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
     gen, tok = load_generator(s['model'], dev, cfg['dtype'])
     check_layers(gen, s['layers'])
-    src = cfg['questions_file']
-    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path, 'vote_temp': temp,
-              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
-              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
-    config = json.loads(json.dumps(config, default=str))
-    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     batches = problem_batches(problems, n, cfg['batch_size'])
     picks, cands = resume(sample_dir, config, batches)
     done = {r['id'] for r in picks}

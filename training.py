@@ -15,10 +15,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from configurator import stage_defaults
+from configurator import check_positive, stage_defaults
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json, build_verifier, build_vocab, check_states,
-                   combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
-                   save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
+                   combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, read_checkpoint,
+                   resolve_device, save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 from selection import VAL_CUT, split_problems
 
 DEFAULTS = stage_defaults('train')  # train.py's knobs as a dict: what run() and other stages start from
@@ -55,6 +55,7 @@ def check_names(cfg):
                     ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train'))
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -355,6 +356,11 @@ def finished(c, keep_both=KEEP_BOTH):
         done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
     keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
     if done and not diff:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
         print(f"{c['run_dir']} already finished with this config; skipping")
         return True
     if done and not c['overwrite']:

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 import selection as S
 import training as T
-from configurator import configure, knobs, stage_defaults
+from configurator import check_keys, check_positive, configure, knobs, stage_defaults
 from grading import answers_equal
 from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_split, problem_files,
                    resolve_device)
@@ -237,6 +237,10 @@ def render(folds, summ, cfg):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
+        check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
+    check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     check_families(cfg['families'], cfg)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
