@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from configurator import check_positive, configure, knobs
-from model import (atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split, reads, resolve_device,
-                   verifier_flops)
+from model import (atomic_write_json, cli, count_params, input_lengths, load_checkpoint, load_split, read_checkpoint, reads,
+                   resolve_device, verifier_flops)
 from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import has_confidences
+from tasks import check_unseen
 from selection import (FREE_TIES, PRETTY, add_intervals, build_pool, cached_scores, checkpoint_paths, choose_temp, fit_combo,
                        fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_rows, make_row, oracle_sub, per_problem_run, reference_lines,
                        run_dirs, run_group, scored_metrics, val_splitter, yerr)
@@ -323,6 +324,9 @@ def run(cfg):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
 
     problems = load_split(eval_dir)
+    paths = checkpoint_paths(cfg)
+    for path in paths:  # before any work: no checkpoint scores a problem of its training or validation groups
+        check_unseen(problems, read_checkpoint(path, mmap=True).get('groups'), path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
@@ -346,7 +350,7 @@ def run(cfg):
                      "stored); fix: re-extract with the current extract.py.")
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
-    vrows, vcost, trained_on = verifier_rows(checkpoint_paths(cfg), problems, pool, val_split, ns, n, cfg,
+    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     stopped = sum(int(q['stopped'].sum()) for q in pool)
     if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did

@@ -8,7 +8,7 @@ prompt than this run would use is refused with the fix; settings not given come 
 
     python sample.py config/demo.py --question="Compute 7 - 2 + 4."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
-    python sample.py config/demo.py --dataset_range="(1000,1009)"            # problems of the run's dataset, graded
+    python sample.py config/demo.py --dataset_range="(1225,1234)"            # eval-part problems of the run's dataset, graded
     python sample.py config/demo.py --question="..." --search=beam           # the verifier steers sampling (beam search)
 
 Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
@@ -22,6 +22,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 
@@ -30,21 +31,27 @@ import torch
 from tqdm import tqdm
 
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import check_positive, configure, knobs, split_argv, stage_defaults
+from configurator import apply_config, check_positive, configure, knobs, split_argv, stage_defaults
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import atomic_write_json, cli, load_checkpoint, read_checkpoint, reads, resolve_device, score_problems, top_mask
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from selection import answer_groups, cached_scores, choose_temp, val_splitter
-from tasks import GENERATED, MATH_SYSTEM, load_problems, new_problem
+from selection import answer_groups, cached_scores, choose_temp, run_group, val_splitter
+from tasks import GENERATED, MATH_SYSTEM, check_unseen, load_problems, new_problem, seen_groups, task_pattern
+from training import run_name
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = {out_dir}/verifiers/hsrm*_seed*/ckpt.pt. Of several, the
-             # one with the highest validation within-problem AUROC at its kept step (train.py's best_val), ties to the
-             # first in sorted path order
+ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run, {out_dir}/verifiers/{verifier_run}_seed*/.
+             # Of several, the one with the highest validation within-problem AUROC at its kept step (train.py's
+             # best_val), ties to the first in sorted path order
+verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
+                     # (train.py's run name for the training knobs the config files set: training.run_name, less the seed)
 question = None  # one question, e.g. 'Compute 7 - 2 + 4.'
+force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
+               # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
+               # else it is refused
 questions_file = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
 dataset_range = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades the picks)
 n_samples = 8  # N candidates per question
@@ -278,13 +285,23 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
 # the CLI: the checkpoint, the questions, the vote's temperature, resumable output
 
 
-def best_ckpt(pattern):
-    """Of the checkpoints matching pattern, the one with the highest validation within-problem AUROC at its kept step
-    (train.py's best_val; a checkpoint without one, or NaN, ranks last), ties to the first in sorted order."""
-    paths = sorted(glob.glob(pattern))
+def own_run(files=()):
+    """The run name train.py gives the training knobs that config files set (training.run_name, less its seed): the run
+    whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
+    td, xd = stage_defaults('train'), stage_defaults('extract')
+    tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
+    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, xc['layers']))
+
+
+def best_ckpt(pattern, run=None):
+    """Of the checkpoints matching pattern (run: only that run's seeds, selection.run_group), the one with the highest
+    validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
+    last), ties to the first in sorted order."""
+    paths = sorted(p for p in glob.glob(pattern) if run is None or run_group(p) == run)
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
-                         f"--ckpt=<path to a ckpt.pt>")
+                         f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
+                                                         f"{run!r})" if run else ''))
 
     def auroc(p):
         a = (read_checkpoint(p, mmap=True).get('best_val') or {}).get('auroc')
@@ -326,7 +343,7 @@ def questions_of(cfg, s):
         r = cfg['dataset_range']
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
             raise ValueError(f"dataset_range={r!r} must be (lo, hi), inclusive dataset indices; fix: "
-                             f"--dataset_range='(1000,1009)'")
+                             f"--dataset_range='(1225,1234)'")
         return load_problems(s['dataset'], r[0], r[1], s['data_dir'], s['data_path'], s['synth_level'], s['synth_seed'],
                              s['exclude_ids'], s['word_family'])
     path, out, seen = cfg['questions_file'], [], set()
@@ -447,7 +464,8 @@ def run(cfg):
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))
+    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
+    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'), name)
     verifier, ck = load_verifier(path, dev)
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
@@ -460,6 +478,20 @@ def run(cfg):
         steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
                  'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
     problems = questions_of(cfg, s)
+    pat, example = task_pattern(s['dataset'], s['synth_level'], s['word_family']) if verifier.trained_on else (None, None)
+    forced = {p['id'] for p in problems if pat is not None and not pat.fullmatch(p['question'].strip())}
+    if forced and not cfg['force']:  # asked under the worked example of a task it is not: a verifier of another task
+        p = next(p for p in problems if p['id'] in forced)
+        raise ValueError(f"{len(forced)} question(s) do not fit the task {path} was trained on ({s['dataset']}"
+                         f"{' level ' + str(s['synth_level']) if s['dataset'] == 'synth' else ' family ' + s['word_family']}"
+                         f", e.g. {example!r}), e.g. question {p['id']} ({p['question'][:60]!r}); fix: a question of that "
+                         f"form, a verifier trained on its task (--ckpt=...), or --force=True to answer anyway (marked "
+                         f"forced in picks.jsonl)")
+    if cfg['dataset_range'] is not None or s['dataset'] in GENERATED:  # a benchmark question of one's own has no dataset id
+        if cfg['force']:
+            forced |= {p['id'] for p, _, _ in seen_groups(problems, ck.get('groups') or {})}
+        else:  # never a question whose numbers it trained on
+            check_unseen(problems, ck.get('groups'), path, ', or --force=True to answer anyway (marked forced in picks.jsonl)')
     n = cfg['n_samples']
     src = cfg['questions_file']
     config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
@@ -486,6 +518,9 @@ def run(cfg):
         if all(p['id'] in done for p in batch):
             continue
         got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
+        for p in got:
+            if p['id'] in forced:  # answered with --force=True though it does not fit the verifier's task
+                p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
             with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first: a pick names finished rows
@@ -508,4 +543,5 @@ def run(cfg):
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
     cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')

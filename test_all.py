@@ -3800,7 +3800,7 @@ def sample_run(tmp_path_factory):
     cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
            'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
            'step_rule': capture.STEP_RULE}
-    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1000, 1005), 4)):
+    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1225, 1230), 4)):  # the level's evaluation part
         c = {**cfg, 'split': split, 'n_samples': n}
         extract.atomic_write_json(c, f'{out}/{split}/config.json')
         extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
@@ -3827,7 +3827,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     import sample as SA
     from model import top_mask
     out = sample_run[0]
-    cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    cfg = {'out_dir': out, 'dataset_range': (1225, 1230), 'n_samples': 4, 'batch_size': 16, 'vote': True}
     SA.run(cfg)
     sd = f'{out}/sample'
     picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
@@ -3882,8 +3882,8 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     import sample as SA
     out, model, tok = sample_run
     ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
-    qs = [{'question': 'Compute 7 - 2 + 4.', 'id': 'a', 'gold': '9'}, {'question': 'Compute 1 + 1 + 1.'},
-          {'question': 'Compute 9 - 3 - 1.', 'gold': 5}]
+    qs = [{'question': 'Compute 7 + 7 - 2.', 'id': 'a', 'gold': '12'}, {'question': 'Compute 9 - 2 - 5.'},
+          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw them
     (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
     cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
            'sample_dir': str(tmp_path / 's')}
@@ -3891,16 +3891,16 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
     assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
     assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
-    assert picks[2]['gold'] == '5' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '5', 'synth')['correct']
+    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2', 'synth')['correct']
     v = SA.load_verifier(ckpt)[0]
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
     prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
-    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 - 2 + 4.\n\nAnswer:')
+    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
     for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
-        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / 'steered')})
-        cs = _jsonl(tmp_path / 'steered' / 'candidates.jsonl')
+        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}')})
+        cs = _jsonl(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}' / 'candidates.jsonl')
         assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
         if 'search' in steer:
             assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12

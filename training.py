@@ -20,6 +20,7 @@ from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json
                    combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, read_checkpoint,
                    resolve_device, save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 from selection import VAL_CUT, split_problems
+from tasks import group_key
 
 DEFAULTS = stage_defaults('train')  # train.py's knobs as a dict: what run() and other stages start from
 
@@ -224,6 +225,8 @@ def train(train_problems, val_problems, cfg):
     opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'])
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
+    # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
+    groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
@@ -247,7 +250,8 @@ def train(train_problems, val_problems, cfg):
             best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
             if run_dir_:
                 save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
-                                                                          'best_metric': best, 'best_step': 0, 'best_val': m})
+                                                                          'best_metric': best, 'best_step': 0, 'best_val': m,
+                                                                          'groups': groups})
             tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
             continue
         cands, labels, pids = get_batch(pool, state, cfg, rng)
@@ -278,7 +282,7 @@ def train(train_problems, val_problems, cfg):
                 if run_dir_:
                     save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
                                     {'train_config': cfg, 'early_stop_metric': metric,
-                                     'best_metric': v, 'best_step': best_step, 'best_val': m})
+                                     'best_metric': v, 'best_step': best_step, 'best_val': m, 'groups': groups})
             else:
                 bad_evals += 1
             recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]

@@ -28,8 +28,9 @@ import selection as S
 import training as T
 from configurator import check_keys, check_positive, configure, knobs, stage_defaults
 from grading import answers_equal
-from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_split, problem_files,
-                   resolve_device)
+from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_problem, load_split,
+                   problem_files, resolve_device)
+from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -118,7 +119,8 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
     vp, vpool, vn = val_split(dirs, cfg, cfg['n_eval'])
     for s in cfg['seeds']:
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
-        model, _ = load_checkpoint(path, dev)
+        model, ck = load_checkpoint(path, dev)
+        check_unseen(problems, ck.get('groups'), path)
         sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
@@ -242,6 +244,11 @@ def run(cfg):
         check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
     check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     check_families(cfg['families'], cfg)
+    for held in cfg['folds'] or list(cfg['families']):  # before training: no run will score its own training groups
+        ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['families'][held], 'eval'))]
+        for name, _, dirs in fold_runs(cfg, held):
+            check_unseen(ev, {'train': [S.file_group(f) for d in dirs for f in problem_files(d)]},
+                         f"{name} (fold {held}, trained on {', '.join(dirs)})")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
