@@ -326,7 +326,7 @@ def run(cfg):
     problems = load_split(eval_dir)
     paths = checkpoint_paths(cfg)
     for path in paths:  # before any work: no checkpoint scores a problem of its training or validation groups
-        check_unseen(problems, read_checkpoint(path, mmap=True).get('groups'), path)
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")

@@ -122,12 +122,12 @@ def check_problem(d):
         raise ValueError(f'candidates differ in state width {sorted(widths)}')
 
 
-def load_problem(path, mmap=False):
-    """One extracted problem file (mmap=True: tensors are read only when touched; else its bytes are checked against
-    their CRCs), its structure checked (check_problem). A file that does not load (an interrupted copy, a full disk,
+def load_problem(path, mmap=False, crc=None):
+    """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
+    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
     garbage) is an error naming it; extract.py's resume extracts it again."""
     try:
-        if not mmap:
+        if not mmap if crc is None else crc:
             check_crc(path)
         d = torch.load(path, weights_only=True, mmap=mmap)
         check_problem(d)

@@ -176,7 +176,7 @@ def run(cfg):
     paths = sorted(set(found['ckpts']))
     steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt') for d in found['search_dirs']} - {None}
     for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
-        check_unseen(problems, read_checkpoint(path, mmap=True).get('groups'), path)
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
     vp = load_split(cfg['train_dir'], files=S.split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
@@ -663,7 +663,7 @@ def prune_run(cfg):
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
     for path in S.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
-        check_unseen(problems, read_checkpoint(path, mmap=True).get('groups'), path)
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = S.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
         raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
