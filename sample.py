@@ -4,9 +4,13 @@ Use a trained verifier: best-of-N answers for new questions. Each question gets 
 trained checkpoint (model.score_problems: the scores evaluate.py computes), and the pick is printed: its answer and
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
-prompt than this run would use is refused with the fix; settings not given come from its training extraction.
+prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
+verifier is a seed of the config's own run (training.run_name; --ckpt for another). A question that does not fit its
+task (the dataset's or word family's template), or shares its numbers with its training or validation questions
+(tasks.check_unseen), is refused with the fix (--force=True answers it, marked forced); so is a sample_dir that holds
+another call's picks. The examples below ask questions of the evaluation part (config/demo.py trains on 0-199):
 
-    python sample.py config/demo.py --question="Compute 7 - 2 + 4."
+    python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
     python sample.py config/demo.py --dataset_range="(1225,1234)"            # eval-part problems of the run's dataset, graded
     python sample.py config/demo.py --question="..." --search=beam           # the verifier steers sampling (beam search)
@@ -16,7 +20,7 @@ finish, extracted answer, verifier score, free scores; rows extract.py --mode=re
 killed run resumes with the same settings. From Python (the CLI runs the same function):
 
     v, _ = load_verifier('out/demo/verifiers/hsrm_seed42/ckpt.pt'); gen, tok = generator.load_generator('smollm2')
-    picks = best_of_n(gen, tok, v, ['Compute 7 - 2 + 4.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
+    picks = best_of_n(gen, tok, v, ['Compute 7 + 7 - 2.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
 """
 import glob
 import hashlib
@@ -48,7 +52,7 @@ ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of o
              # best_val), ties to the first in sorted path order
 verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
                      # (train.py's run name for the training knobs the config files set: training.run_name, less the seed)
-question = None  # one question, e.g. 'Compute 7 - 2 + 4.'
+question = None  # one question, e.g. 'Compute 7 + 7 - 2.'
 force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
                # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
                # else it is refused

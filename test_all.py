@@ -4613,11 +4613,11 @@ n_eval = 4
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
-    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 - 2 + 4.', '--vote=True', '--n_samples=4'],
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True', '--n_samples=4'],
                        cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and 'pick:' in r.stdout and 'weighted vote' in r.stdout, r.stderr[-3000:]
     pick, = _jsonl(f'{out}/sample/picks.jsonl')
-    assert pick['question'] == 'Compute 7 - 2 + 4.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
+    assert pick['question'] == 'Compute 7 + 7 - 2.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
     assert json.load(open(f'{out}/sample/config.json'))['model'] == 'smollm2' and 'correct' not in pick
     # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
     # leader, label it, evaluate it with the same checkpoints and validation split
