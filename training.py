@@ -226,9 +226,9 @@ def train(train_problems, val_problems, cfg):
     opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'])
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
+    best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
     groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
-    best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
            'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
