@@ -20,7 +20,7 @@ from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, atomic_write_json
                    combo_fit, count_params, cut_prefix, load_split, pool_metrics, problem_columns, reads, resolve_device,
                    save_checkpoint, score_problems, score_sorted, step_feature_matrix, cheap_score, residual_scorers)
 from selection import VAL_CUT, split_problems
-from model import read_checkpoint  # noqa: E402  (its own line: a damaged ckpt.pt is trained again)
+from model import read_checkpoint  # finished(): a run whose ckpt.pt does not load is trained again
 from tasks import group_key
 
 DEFAULTS = stage_defaults('train')  # train.py's knobs as a dict: what run() and other stages start from
