@@ -2,7 +2,7 @@
 Baselines HSRM is compared against that need a run of their own, read by evaluate.py (the free ones, the
 cheap scorers and DeepConf's confidences, are in scorers.py: they cost nothing and evaluate.py computes them):
 - EORM-style text-only verifiers (GPT-2's tokenizer, 512 positions: small 13.80M, large 53.22M; the paper
-  says 2.6M / 53.4M): trained by training.py's `train` (as train.py) with verifier='text' on the same problems,
+  says 2.6M / 53.4M): trained by train.py's `train` (as train.py runs it) with verifier='text' on the same problems,
   split, loss and early stopping as HSRM, reading every split through the same tokenizer and position table;
 - an off-the-shelf PRM (Qwen2.5-Math-PRM-7B, prm.py), scored once per candidate and cached.
 
@@ -14,10 +14,10 @@ import os
 
 import torch
 
-import training
-from configurator import configure, knobs, split_argv
-from model import cli, load_split, resolve_device
+import train
+from configurator import cli, configure, knobs, resolve_device, split_argv
 from prm import score_prm
+from store import load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -40,7 +40,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 
 def run(cfg, train_cfg):
-    """Train the text verifiers (training.run, as train.py runs, one run dir per size and seed; finished runs are
+    """Train the text verifiers (train.run, as train.py runs, one run dir per size and seed; finished runs are
     skipped, a finished run whose config differs is refused unless --overwrite=True), then score the eval
     split with the PRM when prm_model is set."""
     cfg = {**DEFAULTS, **cfg}
@@ -50,14 +50,14 @@ def run(cfg, train_cfg):
     bad = [s for s in cfg['text_sizes'] if s not in ('small', 'large')]
     if bad:
         raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")
-    unknown = [k for k in cfg['text_train_overrides'] if k not in training.DEFAULTS]
+    unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
         raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
     for size in cfg['text_sizes']:
         for s in train_cfg['seeds'] or [train_cfg['seed']]:
-            training.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
+            train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
                           'out_dir': cfg['out_dir'], 'device': cfg['device'], 'seed': s, 'seeds': None,
                           'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{s}')}, keep_both)
     if cfg['prm_model']:
@@ -69,6 +69,6 @@ def run(cfg, train_cfg):
 
 if __name__ == '__main__':
     import sys
-    argv, train_cfg = split_argv(sys.argv[1:], DEFAULTS, training.DEFAULTS)  # train.py's keys for the text verifiers
+    argv, train_cfg = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS)  # train.py's keys for the text verifiers
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
     cli(lambda c: run(c, train_cfg), config, 'baselines.py')

@@ -2,27 +2,26 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, procs, label, train, cost, prune, search, online, memory, gpu, sample
+    python bench.py --only=extract   # one of: extract, dtype, train, procs, search, sample, memory, gpu
+
+Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
+moved to dev/bench_lab.py.
     python bench.py --only=gpu       # the CUDA path (--device=cuda, the default where a GPU is visible; --device=cpu:
                                      # tiny shapes, a smoke run); --device=cuda alone runs this section
 """
 import json
 import os
-import random
-import re
 import resource
 import subprocess
 import sys
 import time
 
-import numpy as np
 import torch
 
 import generator
-import grading
 import tasks
-import training as T
-from model import build_verifier, count_params, score_problems, verifier_flops
+import train as T
+from model import build_verifier, verifier_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -74,40 +73,21 @@ def model_matmul_rate(rows=32, d=576, inter=1536, q=576, kv=192, layers=30, voca
     return rate(ws), rate(cached + ws[-1:])
 
 # -----------------------------------------------------------------------------
-# extraction: extract's sampling loop with capture vs plain generate (and vs the loop as it was at
-# OLD_LOOP_REV, read from git), one subprocess per variant so that peak memory (max RSS) is each
-# variant's own. Same prompts, N, new tokens and sampling settings for every variant.
+# extraction: extract's sampling loop with capture vs plain generate, against this machine's floor (RESULTS.md's
+# Speed: 92-110 tok/s one thread, 1.4-1.7x the floor set by SmolLM2's own matmuls), one subprocess per variant so
+# that peak memory (max RSS) is each variant's own. Same prompts, N, new tokens and sampling settings for every variant.
 
-REPEATS = 3  # runs of the extract and old-loop variants per case, the fastest counting: this VM's speed drifts 30% within minutes
-OLD_LOOP_REV = '9130663'  # extract.py before the static-cache loop (issue 12): DynamicCache, full-vocab top-p sort
-
-
-def _old_extract_module():
-    """extract.py as of OLD_LOOP_REV, imported from a temp file (None outside a git checkout with that commit)."""
-    import importlib.util
-    import tempfile
-    src = subprocess.run(['git', 'show', f'{OLD_LOOP_REV}:extract.py'], cwd=HERE, capture_output=True, text=True)
-    if src.returncode:
-        return None
-    path = os.path.join(tempfile.mkdtemp(), 'extract_old.py')
-    open(path, 'w').write(src.stdout)
-    spec = importlib.util.spec_from_file_location('extract_old', path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+REPEATS = 3  # runs of the extract variant per case, the fastest counting: this VM's speed drifts 30% within minutes
 
 
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import capture as X
     torch.set_num_threads(1)
-    model, tok = generator.load_generator('smollm2', dtype='bfloat16' if variant == 'extract bf16' else 'auto')
+    dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16', 'extract float32': 'float32'}.get(variant, 'auto')
+    model, tok = generator.load_generator('smollm2', dtype=dtype)
     probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
              else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
     prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
-    old = _old_extract_module() if variant == 'extract (old loop)' else None
-    if variant == 'extract (old loop)' and old is None:
-        print(json.dumps(None))
-        return
     table = X.step_table(tok)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     torch.manual_seed(0)
@@ -116,10 +96,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         prof.__enter__()
     t = time.perf_counter()
     if variant.startswith('extract'):
-        if old is not None:
-            res = old.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, nl=table)
-        else:
-            res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
         n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
         n_steps = sum(len(c['step_pos']) for cs in res for c in cs)
         floor_work = _floor_work(model, tok, prompts, res)
@@ -191,20 +168,21 @@ def _profile_table(prof, wall, top=12):
 
 
 def bench_extract(profile=False):
-    """Embedded model on CPU, one thread: tokens/s and peak memory of the ways to sample, same work for all.
-    profile: also print a torch.profiler op table for the old and new loop on the first case."""
+    """Embedded model on CPU, one thread: tokens/s and peak memory of the ways to sample, same work for all, against
+    the machine's floor (RESULTS.md's Speed numbers). profile: also print a torch.profiler op table of the loop on
+    the first case."""
     torch.set_num_threads(1)
     flops, bw = machine_floor()
     mm_streamed, mm_cached = model_matmul_rate()
     rows = []
     # several problems x N (finished rows leave the batch), N samples of one prompt, and a longer limit
     cases = [('synth', 4, 8, 64), ('gsm8k', 1, 32, 128), ('gsm8k', 1, 32, 256)]
-    variants = ('generate', 'generate+hidden', 'extract (old loop)', 'extract')
+    variants = ('generate', 'generate+hidden', 'extract')
     for i, (dataset, n_problems, n_samples, mnt) in enumerate(cases):
         res = {}
-        for r in range(REPEATS):  # interleaved, so drift hits old and new alike; the fastest run of each counts
+        for r in range(REPEATS):  # the fastest run counts: drift slows some runs
             for variant in variants + (('extract bf16',) if i == 0 else ()):  # bf16 weights: to pick the CPU default
-                if r and variant not in ('extract', 'extract (old loop)'):
+                if r and variant != 'extract':
                     continue
                 args = [sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
                 if profile and i == 0 and r == 0 and variant.startswith('extract'):
@@ -219,7 +197,7 @@ def bench_extract(profile=False):
                 best = res.get(variant)
                 if best is None or (run and run['seconds'] < best['seconds']):
                     res[variant] = run if best is None else {**run, 'delta_mb': max(run['delta_mb'], best['delta_mb'])}
-        g, o, e, h = res['generate'], res['extract (old loop)'], res['extract'], res.get('extract bf16')
+        g, e, h = res['generate'], res['extract'], res.get('extract bf16')
         # floor of this work: one prefill per prompt, then per decoding step max(FLOPs / matmul rate, bytes /
         # bandwidth): each step reads every weight and the live rows' K/V cache once, and at few rows that
         # read, not the matmuls, bounds it
@@ -227,14 +205,12 @@ def bench_extract(profile=False):
         floor_s = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
         mm_s = prefill / flops + sum(f / mm_streamed for f, b in steps)  # the same FLOPs at the model's own matmul rate
         rate = lambda r: r['tokens'] / r['seconds']  # noqa: E731
-        rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}",
-                     f"{rate(o):.0f}" if o else '-', f"{rate(e):.0f}", f"{rate(h):.0f}" if h else '-',
-                     f"{rate(e) / rate(o):.2f}" if o else '-',
-                     f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}", f"{e['seconds'] / mm_s:.2f}",
-                     f"{g['delta_mb']:.0f}",
-                     f"{res['generate+hidden']['delta_mb']:.0f}", f"{o['delta_mb']:.0f}" if o else '-', f"{e['delta_mb']:.0f}",
+        rows.append([f'{dataset} {n_problems}x{n_samples}', mnt, f"{rate(g):.0f}", f"{rate(e):.0f}",
+                     f"{rate(h):.0f}" if h else '-', f"{rate(e) / rate(g):.2f}", f"{e['seconds'] / floor_s:.2f}",
+                     f"{e['seconds'] / mm_s:.2f}", f"{g['delta_mb']:.0f}",
+                     f"{res['generate+hidden']['delta_mb']:.0f}", f"{e['delta_mb']:.0f}",
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
-    print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; extract and old loop: fastest of {REPEATS} interleaved runs; '
+    print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; extract: fastest of {REPEATS} runs; '
           f'machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
           f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill FLOPs / '
           f'matmul rate + per decoding step max(FLOPs / matmul rate, bytes / bandwidth), over the rows alive in the '
@@ -248,324 +224,123 @@ def bench_extract(profile=False):
     print(f"bf16 extract tok/s: the same loop with bfloat16 weights (first case only); this CPU "
           f"{'has' if 'avx512_bf16' in flags or 'amx_bf16' in flags else 'has no'} avx512_bf16 / amx_bf16. extract.py's "
           f"dtype='auto' keeps float32 on CPU: the faster one where bf16 has no hardware path.")
-    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'old loop tok/s', 'extract tok/s', 'bf16 extract tok/s',
-                 'extract/old', 'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
-                 'generate+hidden MB', 'old loop MB', 'extract MB', 'steps/cand'])
+    table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'bf16 extract tok/s',
+                 'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
+                 'generate+hidden MB', 'extract MB', 'steps/cand'])
 
 
 # -----------------------------------------------------------------------------
-# labeling: label.py stage 1 (grading.grade) throughput on pools shaped like real ones (64 candidates per
-# problem, a few distinct answers each, repeated in several surface forms)
+# float32 vs bfloat16 weights (README: the dtype the main job ran in): extract.py's dtype='auto' on this CPU, at the
+# main job's settings, each dtype against its own floor
 
 
-def _rows(rel):
-    with open(os.path.join(DATA, rel)) as f:
-        return [json.loads(line) for line in f]
+def shape_rate(rows, dtype, d=576, inter=1536, q=576, kv=192, layers=30, vocab=49152, head_cut=4096, secs=0.3):
+    """FLOP/s of SmolLM2-135M's matmul shapes at `rows` rows and `dtype`, each shape timed alone (its weight in cache)
+    and weighted by how often one decoding step runs it. The lm_head is timed on its first head_cut vocabulary rows and
+    counted at full size: emulated bf16 runs the whole [49152, 576] head at about 0.1 GFLOP/s, 70 s a call at 128 rows."""
+    shapes = [(q, d, layers), (kv, d, 2 * layers), (d, q, layers), (inter, d, 2 * layers), (d, inter, layers),
+              (min(vocab, head_cut), d, 1)]
+    flop = secs_all = 0.0
+    for o, i, count in shapes:
+        w, x = torch.randn(o, i, dtype=dtype), torch.randn(rows, i, dtype=dtype)
+        torch.nn.functional.linear(x, w)
+        t, k = time.perf_counter(), 0
+        while k < 1 or time.perf_counter() - t < secs:
+            torch.nn.functional.linear(x, w)
+            k += 1
+        scale = vocab / o if o == min(vocab, head_cut) and count == 1 else 1.0
+        flop += 2 * rows * o * i * count * scale
+        secs_all += (time.perf_counter() - t) / k * count * scale
+    return flop / secs_all
 
 
-def _label_pools(kind, n_problems, n_cands, rng):
-    """[(text, gold, dataset)]: per problem the gold solution's body with an ending per candidate; 60% give the
-    gold answer, the rest one of 3 wrong answers, each in one of several surface forms (box, statements, last $..$)."""
-    cands = []
-    if kind == 'gsm8k':
-        rs = _rows('gsm8k/test.jsonl')[:n_problems]
-        for r in rs:
-            body, gold = r['answer'].split('####')
-            body = re.sub(r'<<[^<>]*>>', '', body).strip()
-            g = int(gold.strip().replace(',', ''))
-            wrong = [str(g + d) for d in rng.sample([-10, -2, -1, 1, 2, 5, 12, 100], 3)]
-            for _ in range(n_cands):
-                ans = gold.strip() if rng.random() < 0.6 else rng.choice(wrong)
-                cands.append((body + rng.choice([f'\nThe answer is {ans}.', f'\nSo the final answer is ${ans}$.',
-                                                  f'\n\\boxed{{{ans}}}', f'\n#### {ans}', f' {ans}']), r['answer'], 'gsm8k'))
-    else:
-        rs = _rows('math500/test.jsonl')
-        for i, r in enumerate(rs[:n_problems]):
-            body = r['solution'].rsplit('\\boxed', 1)[0]
-            g = r['answer']
-            forms = [g, g.replace('\\frac', '\\dfrac'), g.replace(' ', ''), f'\\left({g}\\right)' if ',' not in g else g]
-            wrong = [rs[(i + k) % len(rs)]['answer'] for k in (7, 13, 101)]
-            for _ in range(n_cands):
-                ans = rng.choice(forms) if rng.random() < 0.6 else rng.choice(wrong)
-                cands.append((body + rng.choice([f'\\boxed{{{ans}}}.', f' The final answer is ${ans}$. I hope it is correct.',
-                                                  f' Therefore the answer is ${ans}$.']), g, 'math500'))
-    return cands
-
-
-def _rate(cands):
-    """candidates/s for grade() over (text, gold, dataset), from cold caches; and the Math-Verify calls made."""
-    grading._equiv.cache_clear()
-    grading._mv_cache.clear()
-    grading.is_equiv('1', 'x')  # start the Math-Verify worker outside the timing
-    grading._equiv.cache_clear()
-    grading._mv_cache.clear()
-    calls = grading._stats['calls']
-    t = time.perf_counter()
-    n_correct = sum(grading.grade(text, gold, ds)['correct'] for text, gold, ds in cands)
-    return len(cands) / (time.perf_counter() - t), n_correct / len(cands), grading._stats['calls'] - calls
-
-
-def bench_labeling(n_problems=150, n_cands=64, seed=0):
-    rng = random.Random(seed)
-    rows = []
-    for kind in ('gsm8k', 'math500'):
-        cands = _label_pools(kind, n_problems, n_cands, rng)
-        rate, acc, calls = _rate(cands)
-        rows.append([f'{kind}-style', n_problems, len(cands), len({(t, g) for t, g, _ in cands}), calls, f'{acc:.0%}',
-                     f'{rate:,.0f}'])
-    table(rows, ['pool', 'problems', 'candidates', 'distinct texts', 'Math-Verify calls', 'correct', 'candidates/s'])
-    print(f'(stage 1 only, cold caches, one process + the Math-Verify worker; {os.cpu_count()} CPUs visible)')
+def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0):
+    """One batch of the main job (config/demo.py: 16 synthetic level-2 problems x 8 samples, its 128 rows, 64 new
+    tokens, T 0.8, top-p 0.95) through extract's loop with float32 and with bfloat16 weights, one process on one
+    thread as each of extract.py's processes runs. Each against its own floor: the batch's FLOPs (_floor_work) over
+    SmolLM2's matmul shapes' rate at that dtype (shape_rate), and per decoding step the weights and K/V cache read at
+    the copy bandwidth. A dtype whose floor alone is over `give_up` x float32's measured run is not run (the CPU
+    emulates it), and its floor says why."""
+    torch.set_num_threads(1)
+    _, bw = machine_floor()
+    auto = str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
+    rows, runs = [], {}
+    for dt in ('float32', 'bfloat16'):
+        rate = shape_rate(n_problems * n_samples, getattr(torch, dt))
+        if dt == 'bfloat16':  # the same work as float32's run; its bytes halve with the weights and the cache
+            prefill, steps = runs['float32']['floor_work']
+            floor = prefill / rate + sum(max(f / rate, b / 2 / bw) for f, b in steps)
+            if floor > give_up * runs['float32']['seconds']:
+                rows.append([dt, f'{rate / 1e9:.1f}', 'not run', f'{floor:.0f}', '-',
+                             f"its floor alone is {floor / runs['float32']['seconds']:.0f}x float32's run"])
+                continue
+        out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems), str(n_samples),
+                              str(max_new_tokens), 'synth'], capture_output=True, text=True, cwd=HERE,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        if out.returncode:
+            raise RuntimeError(out.stderr[-2000:])
+        run = runs[dt] = json.loads(out.stdout.strip().splitlines()[-1])
+        prefill, steps = run['floor_work']  # bytes at this run's dtype already
+        floor = prefill / rate + sum(max(f / rate, b / bw) for f, b in steps)
+        rows.append([dt, f'{rate / 1e9:.1f}', f"{run['seconds']:.1f}", f'{floor:.1f}',
+                     f"{n_problems * n_samples / run['seconds']:.1f}", f"{run['seconds'] / floor:.2f}x its floor"])
+    f32, b16 = runs['float32'], runs.get('bfloat16')
+    ratio = f"{f32['seconds'] / b16['seconds']:.2f}x" if b16 else 'bfloat16 not run'
+    print(f"float32 vs bfloat16 weights on the main job's batch ({n_problems} problems x {n_samples} samples, "
+          f"{max_new_tokens} new tokens, T 0.8, top-p 0.95), one process on one thread; copy bandwidth {bw / 1e9:.1f} GB/s. "
+          f"This CPU {'has' if generator.cpu_has_bf16() else 'has no'} avx512_bf16 / AMX, so dtype='auto' picks {auto}. "
+          f"Speed-up of bfloat16 (float32 seconds / bfloat16 seconds): {ratio}.")
+    table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs floor'])
 
 
 # -----------------------------------------------------------------------------
-# training and scoring: GSM8K-sized synthetic cache against the machine's floor
+# training (README: what one thread and the fused optimizer cost): the main job's verifiers' training step on one
+# thread (as train.train runs it: reproducible) against torch's threads, and AdamW fused against foreach
 
 
-def synthetic_cache(n_problems=500, n_cands=64, d_gen=2048, seed=0):
-    """In-memory problems in the on-disk format (states only what training reads), one fp16 buffer."""
-    g = torch.Generator().manual_seed(seed)
-    steps = torch.randint(5, 16, (n_problems, n_cands), generator=g)
-    buf = torch.empty(int(steps.sum()), d_gen, dtype=torch.float16).normal_(generator=g)
-    correct = torch.rand(n_problems, n_cands, generator=g) < torch.rand(n_problems, 1, generator=g)
-    problems, at = [], 0
+def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
+    """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
+    and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
+    through its undecorated body on torch's threads; and the AdamW step alone on each verifier's parameters."""
+    g = torch.Generator().manual_seed(0)
+    probs = []
     for i in range(n_problems):
         cands = []
         for j in range(n_cands):
-            s = int(steps[i, j])
-            cands.append({'states': buf[at:at + s], 'token_ids': torch.zeros(s, dtype=torch.long),
-                          'correct': bool(correct[i, j])})
-            at += s
-        problems.append({'key': f'{i:06d}', 'layers': [-1], 'candidates': cands})
-    return problems
-
-
-def bench_training(train_steps=6, score_problems_n=40, threads=None):
-    """threads: torch CPU threads (None = torch's default, one per core)."""
-    t_all = time.time()
-    if threads:
-        torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f} "
-          f"(other work on these cores slows every number below)")
-    gf, bw = (x / 1e9 for x in machine_floor())
-    print(f"machine: fp32 matmul {gf:.0f} GFLOP/s, copy bandwidth {bw:.1f} GB/s")
-    t = time.time()
-    probs = synthetic_cache()
-    n_tok = sum(len(c['states']) for p in probs for c in p['candidates'])
-    print(f"cache: {len(probs)} problems x 64 candidates, {n_tok / len(probs) / 64:.1f} steps mean, d_gen 2048, "
-          f"{n_tok * 2048 * 2 / 1e9:.2f} GB fp16 (built in {time.time() - t:.1f}s)")
-    tr, va = probs[:480], probs[480:]
-
-    rows = []
-    model = build_verifier('hsrm', 2048)
-
-    def flops(cands, train):
-        """Matmul FLOPs of forward (+ backward when train) over these candidates, from verifier_flops:
-        backward is 2x forward, except that the projection needs no gradient for its input (the data)."""
-        fwd = sum(verifier_flops(model, len(c['states']), 0) for c in cands)
-        proj = sum(2 * len(c['states']) * model.proj.in_features * model.proj.out_features for c in cands)
-        return fwd + (2 * fwd - proj if train else 0)
-
-    for n_train in (None, 16):
-        cfg = dict(max_iters=train_steps, eval_interval=10 ** 9, n_train=n_train, early_stop_metric='acc', seed=0)
-        _, log = T.train(tr, va, cfg)
-        s_step = log['step_time_s'] / train_steps
-        batch = [c for p in tr[:8] for c in p['candidates'][:n_train or 64]]  # a typical batch
-        n_tok = sum(len(c['states']) for c in batch)
-        byts = n_tok * 2048 * 2 + count_params(model) * 4 * 12  # fp16 states read once; params/grads/Adam moments
-        floor = max(flops(batch, True) / (gf * 1e9), byts / (bw * 1e9))
-        rows.append((f"train step, n_train={n_train or 'all (64)'}", f"{s_step * 1e3:.0f} ms", f"{floor * 1e3:.0f} ms",
-                     f"{s_step / floor:.1f}x", f"1000 steps {s_step * 1000 / 60:.1f} min (target < 5)"))
-
-    model.eval()
-    sp = probs[:score_problems_n]
-    cands = [c for p in sp for c in p['candidates']]
-    score_problems(model, sp[:2])  # warm-up
-    t = time.perf_counter()
-    score_problems(model, sp)
-    dt = time.perf_counter() - t
-    n_tok = sum(len(c['states']) for c in cands)
-    floor = max(flops(cands, False) / (gf * 1e9), n_tok * 2048 * 2 / (bw * 1e9))
-    rows.append(("HSRM scoring", f"{len(cands) / dt:,.0f} cand/s", f"{len(cands) / floor:,.0f} cand/s",
-                 f"{(len(cands) / floor) / (len(cands) / dt):.1f}x", "target >= 10,000 cand/s"))
-    table(rows, ['what', 'measured', 'floor', 'slower by', 'vs target'])
-    per = flops(cands, False) / len(cands)
-    print(f"floor = max(FLOPs / {gf:.0f} GFLOP/s, bytes / {bw:.1f} GB/s); FLOPs from model.verifier_flops (matmuls, "
-          f"attention included): HSRM at {n_tok / len(cands):.1f} steps mean needs {per / 1e6:.0f} MFLOP per candidate, "
-          f"so 10,000 cand/s needs {per * 1e4 / 1e9:.0f} GFLOP/s")
-    print(f"bench took {time.time() - t_all:.0f}s")
-
-
-# -----------------------------------------------------------------------------
-# verifier cost: the evaluation cost table's measured column at the paper's shapes
-
-
-# text vocabularies (+ PAD/UNK) as train.py builds them by default: GPT-2's 50,257 tokens for both sizes (small
-# 13.80M, large 53.22M at 512 positions; the paper says 2.6M / 53.4M). Scoring cost does not depend on the vocab.
-TEXT_VOCAB = {'small': 50_257 + 2, 'large': 50_257 + 2}
-
-
-def synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, vocab_size, seed=0):
-    """Problems in the on-disk format (random states, token ids drawn from the vocab ids)."""
-    g = torch.Generator().manual_seed(seed)
-    return [{'key': f'{i:06d}', 'layers': [-1], 'candidates': [
-        {'states': torch.randn(n_steps, d_gen, generator=g).half(), 'step_pos': torch.arange(n_steps),
-         'token_ids': torch.randint(0, vocab_size, (n_tokens,), generator=g)} for _ in range(n_cands)]}
-        for i in range(n_problems)]
-
-
-def bench_eval(d_gen=2048, n_steps=20, n_tokens=300, n_problems=2, n_cands=8, repeats=2, batch_size=64,
-               device='cpu', seed=0):
-    """Rows {verifier, params, fp16_mb, flops, ms_per_candidate, device}: the median of `repeats`
-    timed score_problems calls over n_problems x n_cands candidates, after one warm-up call."""
-    torch.manual_seed(seed)
-    models = {'HSRM': build_verifier('hsrm', d_gen=d_gen)}
-    for size, v in TEXT_VOCAB.items():
-        models[f'text ({size})'] = build_verifier('text', vocab=list(range(v - 2)), size=size)
-    pool = synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, TEXT_VOCAB['small'] - 2, seed)
-    rows = []
-    for name, model in models.items():
-        score_problems(model, pool[:1], batch_size, device)  # warm-up
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            score_problems(model, pool, batch_size, device)
-            times.append(time.perf_counter() - t0)
-        n = count_params(model)
-        rows.append({'verifier': name, 'params': n, 'fp16_mb': 2 * n / 1e6, 'flops': verifier_flops(model, n_steps, n_tokens),
-                     'ms_per_candidate': 1e3 * float(np.median(times)) / (n_problems * n_cands),
-                     'device': f'{device} ({torch.get_num_threads()} threads)' if device == 'cpu' else device})
-    return rows
-
-
-def bench_cost(n_steps=20, n_tokens=300):
-    rows = bench_eval(n_steps=n_steps, n_tokens=n_tokens)
-    table([(r['verifier'], f"{r['params'] / 1e6:.2f}M", f"{r['fp16_mb']:.1f}", f"{r['flops']:.3g}",
-            f"{r['ms_per_candidate']:.3f} ({r['device']})") for r in rows],
-          [f'Verifier (S={n_steps} steps, T={n_tokens} tokens)', 'Params', 'fp16 MB', 'FLOPs / candidate', 'ms / candidate'])
-
-
-# ====================================================================================================
-# pruning: scoring every prefix next to scoring finished candidates, and the offline replay's speed
-# ====================================================================================================
-
-
-def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, repeats=3, window=64, gen_params=1.7e9,
-                seed=0):
-    """HSRM scoring of finished candidates (score_problems) vs of every step prefix (score_prefixes,
-    what online pruning needs) at the paper's shapes, each against its floor; the prefix scores'
-    cost next to the generator's own (gen_params: 2 FLOPs per parameter per token, Qwen3-1.7B by
-    default); and how many pools per second the offline replays simulate."""
-    import steer as ST
-    from model import score_prefixes
-    from scorers import group_confidences
-    torch.manual_seed(seed)
-    gf, bw = machine_floor()
-    print(f"torch {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; fp32 matmul {gf / 1e9:.0f} "
-          f"GFLOP/s, copy {bw / 1e9:.1f} GB/s")
-    model = build_verifier('hsrm', d_gen).eval()
-    pool = synthetic_pool(n_problems, n_cands, n_steps, n_tokens, d_gen, 100, seed)
-    n = n_problems * n_cands
-    f_full = n * verifier_flops(model, n_steps, 0)
-    f_pre = n * sum(verifier_flops(model, k + 1, 0) for k in range(n_steps))
-    b_full, b_pre = n * n_steps * d_gen * 2, n * n_steps * (n_steps + 1) // 2 * d_gen * 2  # fp16 states as read
-    rows = []
-    for name, fn, fl, by in (('score finished candidates', score_problems, f_full, b_full),
-                             ('score every step prefix', score_prefixes, f_pre, b_pre)):
-        fn(model, pool[:1])  # warm-up
-        ts = []
-        for _ in range(repeats):
+            S, T_ = 4 + j % 3, 40 + 3 * j
+            cands.append({'states': torch.randn(S, d_gen, generator=g).half(), 'token_ids': torch.randint(10, 5000, (T_,), generator=g),
+                          'text': ' '.join(f'w{k}' for k in range(T_)), 'step_pos': torch.arange(1, S + 1) * T_ // S - 1,
+                          'logprobs': -torch.rand(T_, generator=g), 'entropies': torch.rand(T_, generator=g),
+                          'finish': 'eos', 'correct': j % 2 == 0})
+        probs.append({'key': f'{i:06d}', 'index': i, 'question': str(i), 'layers': [-1], 'candidates': cands})
+    tr, va = probs[:48], probs[48:]
+    rows, n_threads = [], torch.get_num_threads()
+    for verifier in ('hsrm', 'text'):
+        cfg = dict(verifier=verifier, max_iters=steps, eval_interval=10 ** 9, seed=0, early_stop_metric='acc')
+        rate = {}
+        for how, fn in (('one thread', T.train), (f'{n_threads} threads', T.train.__wrapped__)):
+            _, log = fn(tr, va, cfg)
+            rate[how] = steps / log['step_time_s']
+        model = T.build_model(tr, {**T.DEFAULTS, **cfg})
+        opt_s = {}
+        for fused in (False, True):
+            ps = [p for p in model.parameters()]
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            opt = torch.optim.AdamW(ps, lr=1e-4, fused=fused)
+            opt.step()
             t = time.perf_counter()
-            fn(model, pool)
-            ts.append(time.perf_counter() - t)
-        dt, floor = float(np.median(ts)), max(fl / gf, by / bw)
-        rows.append((name, f'{fl / n / 1e6:.0f}', f'{dt / n * 1e3:.2f}', f'{floor / n * 1e3:.2f}', f'{dt / floor:.1f}x'))
-    table(rows, [f'HSRM, d_gen {d_gen}, S={n_steps} steps', 'MFLOP / candidate', 'ms / candidate', 'floor ms', 'slower by'])
-    gen = 2 * gen_params * n_tokens
-    print(f"prefix scores cost {f_pre / f_full:.1f}x the final score's FLOPs; per candidate that is "
-          f"{f_pre / n / gen:.2e} of the generator's {gen / 1e9:.0f} GFLOP for {n_tokens} tokens at {gen_params / 1e9:.1f}B "
-          f"parameters: scoring every prefix is free next to generating")
-    # replays: random prefix scores / confidences on pools of n_cands rows with n_steps steps and n_tokens tokens
-    rng = np.random.default_rng(seed)
-    pre = [rng.standard_normal(n_steps) for _ in range(n_cands)]
-    sp = [np.sort(rng.choice(n_tokens - 1, n_steps - 1, replace=False)).tolist() + [n_tokens - 1] for _ in range(n_cands)]
-    gc = [group_confidences(rng.random(n_tokens), window) for _ in range(n_cands)]
-    lows = np.array([g.min() for g in gc])
-    rows = []
-    for name, fn in (('verifier rule (model.prune_now at each step boundary)',
-                      lambda: ST.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
-                     (f'DeepConf online (window {window})',
-                      lambda: ST.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
-        k, t = 0, time.perf_counter()
-        while time.perf_counter() - t < 1.0:
-            fn()
-            k += 1
-        rows.append((name, f'{k / (time.perf_counter() - t):,.0f}'))
-    table(rows, [f'offline replay, pools of {n_cands} x {n_steps} steps x {n_tokens} tokens', 'pools / s'])
-
-
-# -----------------------------------------------------------------------------
-# online pruning: extract.py's sampler with a verifier stopping rows, against the same run without it.
-# Each row's draws depend only on the seed, its row and the step, so the rows that are not stopped
-# generate exactly the tokens of the unpruned run: the two runs differ only by what pruning removes.
-
-DEMO_CKPT = os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm_seed42', 'ckpt.pt')
-
-
-def demo_threshold(ckpt, rule):
-    """The threshold steer.py's pruning study chose on validation for this checkpoint and rule (its prune.json)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(ckpt))), 'prune.json')
-    res = json.load(open(path)) if os.path.exists(path) else {}
-    for r in res.get('rows', []):
-        for run in r['runs'] if r.get('rule') == rule else []:
-            if os.path.abspath(run.get('ckpt', '')) == os.path.abspath(ckpt):
-                return run['threshold']
-    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python steer.py <its config> --prune=True "
-                     f"(chooses it on validation), or pass --prune_threshold=<x>")
-
-
-def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16, n_samples=8, max_new_tokens=64):
-    """SmolLM2 on the demo's evaluation problems (synthetic level 2, T=0.8, top-p 0.95), one thread: the
-    sampler with online pruning by a trained HSRM (the demo's, threshold chosen on validation by
-    steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
-    import capture as X
-    from model import load_checkpoint
-    if not os.path.exists(ckpt):
-        raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
-    threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
-    torch.set_num_threads(1)
-    model, tok = generator.load_generator('smollm2')
-    verifier = load_checkpoint(ckpt)[0]
-    probs = tasks.load_problems('synth', 1000, 1000 + n_problems - 1, synth_level=2)
-    prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
-    table_ = X.step_table(tok)
-    spent = [0.0]
-    step = X._Steer.step
-
-    def timed(self, *a):  # the verifier's scoring and the decisions, inside the pruned run
-        t = time.perf_counter()
-        out = step(self, *a)
-        spent[0] += time.perf_counter() - t
-        return out
-    runs = {}
-    for name, v in (('no pruning', None), (f'HSRM {rule} rule, threshold {threshold:.3g}', verifier)):
-        X._Steer.step = timed
-        t = time.perf_counter()
-        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
-                                    verifier=v, prune_rule=rule, prune_threshold=threshold)
-        runs[name] = (res, time.perf_counter() - t)
-        X._Steer.step = step
-    (full, t0), (cut, t1) = runs.values()
-    same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full) for c, f in zip(cs, fs))
-    n_tok = [sum(len(c['token_ids']) for cs in r for c in cs) for r in (full, cut)]
-    stopped = sum(c['finish'] == 'pruned' for cs in cut for c in cs)
-    print(f"{n_problems} problems x {n_samples}, max_new {max_new_tokens}, checkpoint {os.path.relpath(ckpt, HERE)}; "
-          f"{same} of {n_problems * n_samples} pruned-run candidates are prefixes of the unpruned run's (same seed)")
-    table([['no pruning', n_tok[0], '1.00', f'{t0:.1f}', '1.00', '-', 0],
-           [list(runs)[1], n_tok[1], f'{n_tok[1] / n_tok[0]:.2f}', f'{t1:.1f}', f'{t1 / t0:.2f}',
-            f'{100 * spent[0] / t1:.1f}%', stopped]],
-          ['sampling run', 'tokens', 'tokens / unpruned', 'seconds', 'seconds / unpruned', 'verifier share', 'stopped'])
-
+            for _ in range(10):
+                opt.step()
+            opt_s[fused] = (time.perf_counter() - t) / 10
+        n_par = sum(p.numel() for p in model.parameters())
+        rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}", f"{rate[f'{n_threads} threads']:.1f}",
+                     f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
+                     f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
+    print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); load average "
+          f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
+    table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads', 'threads / one',
+                 'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 
 # -----------------------------------------------------------------------------
@@ -578,10 +353,11 @@ SHOP_CKPT = os.path.join(HERE, 'out', 'words_shop', 'verifiers', 'hsrm_seed42', 
 
 def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_tokens=128):
     """SmolLM2 on 16 'shop' word problems (config/search_shop.py's, T=0.8, top-p 0.95), one thread: plain sampling
-    of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM. Seconds per generated token, the share of
+    of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM (RESULTS.md's search paragraph: beam 0.92x and
+    DVTS 0.90x plain sampling's time per generated token). Seconds per generated token, the share of
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
     import capture as X
-    from model import load_checkpoint
+    from store import load_checkpoint
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
@@ -636,7 +412,8 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
 
 def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
     """SmolLM2 on the demo's evaluation questions (synthetic level 2 and the demo's sampling settings, from the
-    checkpoint's training extraction), one thread: sample.py's best_of_n with the demo run's best HSRM seed. Seconds
+    checkpoint's training extraction), one thread: sample.py's best_of_n with the demo run's best HSRM seed (README:
+    scoring adds 0.06-0.08% to generation). Seconds
     per question generating and verifying, questions asked one at a time (N rows per forward) and 16 per batch (the
     demo's 128 rows), and the verifier's FLOPs against the generator's on the generated tokens."""
     import sample as SA
@@ -674,6 +451,8 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
 
 
 def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128, 256)):
+    """RESULTS.md's 'Extraction on every core' table: candidates per second of one process with torch's threads, one
+    1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
     import tempfile
     from extract import cpu_cores
     cores = cpu_cores()
@@ -711,9 +490,9 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
 
 
 def bench_memory():
-    """Per paper cell (and the thinking ablation on math500_1p7b): the rows each split runs per forward at the cell's
-    batch_size, what the memory model says they allocate, and the budget of one 80 GB GPU after the float16 weights;
-    prompts at tasks.PROMPT_TOKENS. The cells' batch_size is fit_batch_size's answer (a test keeps them equal)."""
+    """README's memory per cell on one 80 GB GPU. Per paper cell (and the thinking ablation on math500_1p7b): the rows
+    each split runs per forward at the cell's batch_size, what the memory model says they allocate, and the budget of
+    one 80 GB GPU after the float16 weights; prompts at tasks.PROMPT_TOKENS. The cells' batch_size is fit_batch_size's answer (a test keeps them equal)."""
     import glob
     import extract
     from configurator import apply_config
@@ -814,6 +593,8 @@ def device_floor(device, dtype, n=4096, secs=1.0):
 
 
 def bench_gpu(device=None):
+    """README's first check on a rented GPU: captured states against teacher forcing on the device in its dtypes, one
+    beam and one pruning run, decoding speed and peak memory at Qwen3-1.7B's shapes (random weights)."""
     import capture as X
     from model import build_verifier
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
@@ -930,12 +711,10 @@ if __name__ == '__main__':
         only = only or 'gpu'
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'procs': bench_procs, 'label': bench_labeling,
-                'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'dtype': bench_dtype, 'train': bench_train,
+                'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
-                'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
-                                                                    ('threshold', flag('prune_threshold'))) if v is not None}),
                 'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")

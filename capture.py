@@ -1,7 +1,7 @@
 """
 Sampling with capture, shared by extract.py (the study's splits) and sample.py (best-of-N for new questions): what a
 step is (the step rule), the decoding loop that keeps the hidden state at every step boundary while it samples (no
-extra forward pass), the verifier steering it online (pruning, beam / DVTS search), and the teacher-forced
+extra forward pass), the verifier steering it online (the policy: pruning, beam / DVTS search), and the teacher-forced
 re-encoding that gives candidates sampled elsewhere the same states and statistics. The model, its sampler and its
 decoding cache come from generator.py; the candidate dict is the on-disk format (README).
 
@@ -17,7 +17,7 @@ import torch
 
 from generator import (LOGIT_CHUNK, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection,
                        nucleus)
-from model import PRUNE_RULES, SEARCH_RULES, layer_columns, policy, reads
+from model import layer_columns, reads
 from tasks import GENERATED, build_prompt
 
 # -----------------------------------------------------------------------------
@@ -113,8 +113,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     other rows do. torch_compile: the decoding forward is compiled with a static cache (CUDA graphs on
     GPU); rows then stay in the batch until all finish.
 
-    verifier (a hidden-state verifier, model.load_checkpoint) steers: at each decoding step where rows close a
-    step it scores their prefixes (the states kept so far) and model.policy decides per row stop / continue /
+    verifier (a hidden-state verifier, store.load_checkpoint) steers: at each decoding step where rows close a
+    step it scores their prefixes (the states kept so far) and policy decides per row stop / continue /
     branch. search=None: online pruning with prune_rule / prune_threshold; a stopped row leaves the batch with
     finish='pruned' and its tokens up to that step boundary: what the offline replay of the same rule would
     cut. search='beam' | 'dvts' (width M = search_width): a row that closes a step waits (its slot idles,
@@ -399,10 +399,68 @@ def generated_tokens(cands):
     return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
 
 
+# -----------------------------------------------------------------------------
+# the steering policy: what the verifier's prefix scores decide, per row, when rows close a step (_Steer below runs
+# it online; steer.py replays pruning offline on finished pools)
+
+
+PRUNE_RULES = ('global', 'relative')
+
+
+def prune_now(latest, active, new, threshold, rule='global'):
+    """Which rows of one problem's pool stop now (pure: extract.py calls it online at each decoding
+    step where some row closed a step; evaluate.py replays it offline on finished pools).
+    latest: float [n] each row's most recent prefix score (NaN: no step yet); active: bool [n] rows
+    not stopped (generating or finished normally); new: bool [n] rows that closed a step just now
+    (only those can be stopped now); rule 'global': stop when latest < threshold (calibrated on a
+    validation split); 'relative': stop when latest < (best latest score among active rows) -
+    threshold (threshold >= 0, a score margin behind the current leader). Never stops every active
+    row: if it would, the best-scored of them goes on. -> bool [n]."""
+    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
+    cand = np.asarray(new, dtype=bool) & active & ~np.isnan(latest)
+    if rule == 'global':
+        stop = cand & (latest < threshold)
+    elif rule == 'relative':
+        known = active & ~np.isnan(latest)
+        stop = cand & (latest < latest[known].max() - threshold) if known.any() else np.zeros_like(cand)
+    else:
+        raise ValueError(f"prune rule={rule!r} is not one of {PRUNE_RULES}; fix: --prune_rules=['global', 'relative']")
+    if stop.any() and not (active & ~stop).any():
+        stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
+    return stop
+
+
+SEARCH_RULES = ('beam', 'dvts')
+
+
+def policy(rule, latest, active, new, threshold=None, width=4):
+    """The one rule for the verifier steering generation: how many rows each row of one group continues as,
+    decided when rows close a step. -> int [n]: 0 = stop, 1 = continue, k > 1 = branch into k rows (itself
+    and k - 1 copies sharing its prefix). Rows outside `active` get 0.
+    Pruning ('global' / 'relative', prune_now) stops rows and never branches. Search ('beam' / 'dvts') is called
+    when every active row of the group has closed the same step (all `new`): the best ceil(n / width) by latest
+    prefix score survive (ties to the lower row), each as `width` rows, the last of them as the rows left over,
+    so the group keeps its n rows. Beam search is one group of N rows per problem; DVTS is N / width groups
+    (independent subtrees), each of which keeps its single best row: the same rule on smaller groups."""
+    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
+    if rule in PRUNE_RULES:
+        return np.where(active & ~prune_now(latest, active, new, threshold, rule), 1, 0)
+    if rule not in SEARCH_RULES:
+        raise ValueError(f"rule={rule!r} is not one of {PRUNE_RULES + SEARCH_RULES}")
+    live = np.flatnonzero(active)
+    order = live[np.argsort(-np.nan_to_num(latest[live], nan=-np.inf), kind='stable')]
+    n_keep = -(-len(live) // width)
+    copies = np.zeros(len(latest), dtype=np.int64)
+    copies[order[:n_keep]] = width
+    if n_keep:
+        copies[order[n_keep - 1]] = len(live) - width * (n_keep - 1)
+    return copies
+
+
 class _Steer:
     """The verifier steering one sampling batch: per row id its latest prefix score (NaN before its first step),
     whether it still counts (not stopped, not finished: `active`), and for search whether it waits for its
-    group, its group and its lineage; model.policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
+    group, its group and its lineage; policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
 
     def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width):
         kind = verifier.spec['kind']
@@ -452,7 +510,7 @@ class _Steer:
         return self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
 
     def step(self, ring, count, keep, done, rows, width):
-        """Rows that closed a step or ended now: score, then decide with model.policy. -> (stop: bool [batch rows]
+        """Rows that closed a step or ended now: score, then decide with policy. -> (stop: bool [batch rows]
         or None, plan: [(source batch row, copy's batch row)], release: bool [batch rows] that stop waiting)."""
         b = (keep & (count > 0)).nonzero().squeeze(1)
         ids, kb, db = rows.cpu().numpy(), keep.cpu().numpy(), done.cpu().numpy()

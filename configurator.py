@@ -13,62 +13,27 @@ A positional argument is a config file (plain Python assignments); several stack
 - values may contain '=' (`--prompt_suffix=a=b`): only the first '=' splits;
 - an int is accepted where the default is a float; a None default takes any type;
 - bool defaults accept True/False/true/false/1/0;
-- an unknown key is an error naming the key and the closest known keys;
+- an unknown --key is an error naming the key and the closest known keys;
 - a config file may set keys of any stage (one file serves extract, label, train, evaluate and
-  baselines), but a name no stage knows is an error too. Keys of another stage are ignored here.
+  baselines): keys of another stage are ignored here, left to the stage that owns them. A stage sees
+  only the stages it imports (earlier ones), so a name no stage knows is caught where the keys are
+  given (`known`) and, for every committed config, by test_all.
 """
 import ast
 import difflib
 import functools
 import os
 import sys
+import types
 
-STAGES = ('extract', 'label', 'train', 'evaluate', 'baselines', 'steer', 'transfer', 'curve', 'sample')
-
-
-def knob_names(path):
-    """The knobs of a stage file: top-level lowercase `name = ...` assignments before its first def/class."""
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            break
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-            if not name.startswith('_') and name.islower():
-                names.append(name)
-    return names
-
-
-def stage_defaults(stage):
-    """{knob: default} of another stage, read from its file (the knobs whose value is a Python literal) without importing it:
-    a stage that runs part of another (steer.py --prune reads a run as evaluate.py) takes that stage's knobs, never
-    the stage itself."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), stage + '.py')
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    names, out = set(knob_names(path)), {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            break
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], 'id', None) in names:
-            try:
-                out[node.targets[0].id] = ast.literal_eval(node.value)
-            except ValueError:  # a default naming a constant (extract.py's system_prompt = MATH_SYSTEM): left out
-                pass
-    return out
+import torch
 
 
 def knobs(g):
-    """{name: default} of the stage whose module globals are g (call it right after the knobs)."""
-    return {k: g[k] for k in knob_names(g['__file__']) if k in g}
-
-
-@functools.lru_cache(maxsize=1)  # the stage files parsed once per process
-def _all_stage_keys():
-    here = os.path.dirname(os.path.abspath(__file__))
-    return {k for s in STAGES for k in knob_names(os.path.join(here, s + '.py'))}
+    """{name: default} of the stage whose module globals are g, called right after its knobs: every public lowercase
+    name bound so far that is not a module, function or class (the imports above the knobs bind only those)."""
+    return {k: v for k, v in g.items() if not k.startswith('_') and k.islower() and not callable(v)
+            and not isinstance(v, types.ModuleType)}
 
 
 def _check_type(key, value, default, source):
@@ -119,24 +84,27 @@ def check_positive(cfg, defaults, keys):
             raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={defaults.get(k) or 1}")
 
 
-def _owner(key, source):
-    """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    owners = [s for s in STAGES if key in knob_names(os.path.join(here, s + '.py'))]
+def _owner(key, owners, source):
+    """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do.
+    owners: {'train.py': its knobs, ...} of the earlier stages the running one imports (it cannot see later ones)."""
+    owners = [s for s, ks in (owners or {}).items() if key in ks]
     if owners:
         me = os.path.basename(sys.argv[0]) if sys.argv[0].endswith('.py') else 'this stage'
-        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(o + '.py' for o in owners)}'s; "
-                         f"fix: set it there (python {owners[0]}.py <config> --{key}=...), then run {me} on what it writes"
-                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train' in owners else ''))
+        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(owners)}'s; "
+                         f"fix: set it there (python {owners[0]} <config> --{key}=...), then run {me} on what it writes"
+                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners else ''))
 
 
-def apply_config(g, argv, defaults=None):
+def apply_config(g, argv, defaults=None, known=None, owners=None):
     """Apply config files, then --key=value overrides, in argv to the dict g; returns the config dict.
-    defaults: {key: default} of the knobs g holds (None: read from the stage file g['__file__'])."""
+    defaults: {key: default} of the knobs g holds (None: knobs(g)). known: every key a config file may set (the knobs
+    of the stages it serves), a key outside it an error; None: a config file's keys that are not this stage's are left
+    to the stages that own them (an earlier stage cannot import the later ones to learn theirs; test_all checks every
+    committed config's keys against every stage). owners: _owner's, to name the stage a command-line key belongs to."""
     mine = dict(defaults) if defaults is not None else knobs(g)
     files = [a for a in argv if not a.startswith('--')]
     flags = [a for a in argv if a.startswith('--')]
-    everyone = _all_stage_keys() | set(mine) if files else set(mine)
+    everyone = set(known) | set(mine) if known is not None else None
     for arg in files:
         if not os.path.isfile(arg):
             raise SystemExit(f"config error: config file '{arg}' not found; fix: pass a path like config/demo.py")
@@ -148,14 +116,14 @@ def apply_config(g, argv, defaults=None):
                 continue
             if k in mine:
                 g[k] = _check_type(k, v, mine[k], arg)
-            elif k not in everyone:
+            elif everyone is not None and k not in everyone:
                 _unknown(k, everyone, arg)
     for arg in flags:
         if '=' not in arg:
             raise SystemExit(f"config error: '{arg}' must look like --key=value")
         key, val = arg[2:].split('=', 1)
         if key not in mine:
-            _owner(key, 'command line')
+            _owner(key, owners, 'command line')
             _unknown(key, mine, 'command line')
         try:
             value = ast.literal_eval(val)
@@ -177,6 +145,66 @@ def split_argv(argv, own, other):
     return ours, apply_config(dict(other), files + theirs, other)
 
 
-def configure(g, argv=None):
-    """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value)."""
-    return apply_config(g, sys.argv[1:] if argv is None else argv)
+def configure(g, argv=None, known=None, owners=None):
+    """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value); known, owners:
+    apply_config's."""
+    return apply_config(g, sys.argv[1:] if argv is None else argv, known=known, owners=owners)
+
+
+# -----------------------------------------------------------------------------
+# what a stage runs besides its config: the device a knob names, a model a knob names, bad input as one line, and
+# one CPU thread where results must not depend on the thread count
+
+
+def resolve_device(device, env=None, cuda=None):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
+    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
+    env, cuda: the environment and whether CUDA is available (default: this process's)."""
+    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
+    if device == 'auto':
+        device = 'cuda' if cuda else 'cpu'
+    if device.startswith('cuda') and not cuda:
+        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
+    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
+
+
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
+                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+
+
+def cli(run, config, name):
+    """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
+    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
+    try:
+        return run(config)
+    except (ValueError, FileNotFoundError) as e:
+        if 'fix:' not in str(e):
+            raise
+        raise SystemExit(f'{name}: {e}') from None
+
+
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one

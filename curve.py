@@ -17,17 +17,19 @@ Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {ou
 """
 import json
 import os
+import re
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-import selection as S
-import training as T
-from configurator import check_keys, check_positive, configure, knobs, stage_defaults
+import bestofn as B
+import evaluate as E
+import train as T
+from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
-from model import (atomic_write_json, cheap_score, cli, combo_score, count_params, load_checkpoint, load_split, problem_files,
-                   resolve_device)
+from model import cheap_score, combo_score, count_params
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -51,7 +53,73 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
+EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+
+# -----------------------------------------------------------------------------
+# what a selector picks: the candidates it returns, described (why a verifier picks badly)
+
+
+# per-candidate traits, each the mean over what a selector picks: correct, has an extracted answer, cut at
+# max_new_tokens, generated tokens, steps, repetition (the share of non-empty lines repeating an earlier one), and
+# an arithmetic slip (a written `a op b = c` with integers that is false: `6 * 6 = 32`)
+TRAITS = ['correct', 'answered', 'truncated', 'tokens', 'steps', 'repeated', 'arith_slip']
+
+
+_EQUATION = re.compile(r'(?<![\d.])(\d+(?:\s*[-+*/x×]\s*\d+)+)\s*=\s*(-?\d+)(?![\d.]\d)')
+
+
+def arith_slip(text):
+    """True when some integer equation written in text (`7 + 7 - 2 = 12`, `6 x 6 = 36`) is false."""
+    for lhs, rhs in _EQUATION.findall(text):
+        expr = re.sub(r'[x×]', '*', lhs)
+        try:
+            if abs(eval(expr, {'__builtins__': {}}) - int(rhs)) > 1e-9:  # digits and + - * / only: the regex allows nothing else
+                return True
+        except ZeroDivisionError:
+            return True
+    return False
+
+
+def candidate_traits(c):
+    """[len(TRAITS)] floats of one candidate (as load_split returns it)."""
+    text = c.get('text', '')
+    lines = [ln.strip() for ln in text.split('\n') if ln.strip()]
+    rep = (len(lines) - len(set(lines))) / len(lines) if lines else 0.0
+    return np.array([float(c['correct']), float(c.get('answer') not in (None, '')), float(c.get('finish') == 'length'),
+                     float(len(c['token_ids'])), float(len(c['step_pos'])), rep, float(arith_slip(text))])
+
+
+def pick_traits(problems, pool, score_lists, n):
+    """{trait: mean over problems and subsets of the best-of-n pick's trait (ties: the mean of the tied)} for one
+    scorer; score_lists None: a uniformly random candidate (the base rate the picks depart from)."""
+    out = []
+    for i, (p, q) in enumerate(zip(problems, pool)):
+        t = np.stack([candidate_traits(c) for c in p['candidates']])  # [m, F]
+        sub = q['subsets'][n]
+        if score_lists is None:
+            top = np.ones(sub.shape, dtype=bool)
+        else:
+            s = np.where(q['stopped'], -np.inf, score_lists[i])[sub]
+            top = B.top_mask(s) & ~q['stopped'][sub]
+        w = top / np.maximum(top.sum(1, keepdims=True), 1)  # [k, n]
+        out.append(np.einsum('kn,knf->f', w, t[sub]) / len(sub))
+    return dict(zip(TRAITS, np.mean(out, 0).tolist()))
+
+
+def traits_rows(problems, pool, named_scores, ns):
+    """[{selector, n, trait: mean}] for each named scorer (None: a random candidate, once) at each n in ns."""
+    return [{'selector': name, 'n': n, **pick_traits(problems, pool, sc, n)}
+            for name, sc in named_scores.items() for n in (ns[-1:] if sc is None else ns)]
+
+
+def traits_table(rows):
+    """Markdown of traits_rows (a random candidate's row shows N = 1: it is the base rate at every N)."""
+    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % | arithmetic slip % |',
+            '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
+    return '\n'.join(head + [f"| {r['selector']} | {1 if r['selector'] == 'random candidate' else r['n']} | {100 * r['correct']:.1f} | "
+                              f"{100 * r['answered']:.1f} | {100 * r['truncated']:.1f} | {r['tokens']:.0f} | {r['steps']:.1f} | "
+                              f"{100 * r['repeated']:.1f} | {100 * r['arith_slip']:.1f} |" for r in rows])
+
 
 # -----------------------------------------------------------------------------
 
@@ -61,7 +129,7 @@ def run_dir(cfg, k, variant):
 
 
 def train_size(cfg, k):
-    """Train (or skip, when finished with the same config: training.run's rule) every variant at size k."""
+    """Train (or skip, when finished with the same config: train.run's rule) every variant at size k."""
     for v, over in cfg['variants'].items():
         T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': None,
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
@@ -70,18 +138,18 @@ def train_size(cfg, k):
 
 
 def evaluate_size(cfg, k, problems, pool, dev):
-    """Rows at size k: every free selector (selection.free_rows: votes, scorers, their weighted votes, the combo
+    """Rows at size k: every free selector (evaluate.free_rows: votes, scorers, their weighted votes, the combo
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
-    each residual variant's own base scorer; intervals and Δ (selection.add_intervals, paired_vs)."""
+    each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_vs)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
-    tr_files, va_files = S.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
+    tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
     vn = min(n, min(len(p['candidates']) for p in vp))
-    vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
-    combo = S.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
-    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
-    free = S.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
+    combo = E.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
+    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
+    free = E.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
                                           dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
@@ -92,13 +160,13 @@ def evaluate_size(cfg, k, problems, pool, dev):
             with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
                 val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
             model, _ = load_checkpoint(path, dev)
-            sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
-            runs.append({'ckpt': path, 'seed': s, **S.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+            runs.append({'ckpt': path, 'seed': s, **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
             if s == cfg['seeds'][0]:  # the first seed's picks
                 picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(S.make_row(v, 'verifier', runs, params=count_params(model),
+        rows.append(E.make_row(v, 'verifier', runs, params=count_params(model),
                                val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
@@ -108,19 +176,19 @@ def evaluate_size(cfg, k, problems, pool, dev):
         name, norm = found.pop()
         score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
-        rows.append(S.make_row(f'{v} base: {name}', 'base', [S.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+        rows.append(E.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
     for r in rows:  # the free references' own validation numbers, beside the variants'
         if r['type'] in ('free_best_val', 'free_best_val_auroc'):
             m, key = ('acc', 'val_acc') if r['type'] == 'free_best_val' else ('auroc', 'val_auroc')
             r['val'] = {m: float(np.mean([choice[key][t] for t in r['tied']]))}
-    S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
         if r['type'] == 'base':
             ver = next(x for x in rows if x['method'] == r['base_of'])
-            ver['vs']['base'] = S.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
+            ver['vs']['base'] = B.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
-            r['vs']['best_free_test'] = S.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
+            r['vs']['best_free_test'] = B.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows, 'choice': choice,
             'best_free_val': choice['free_best_val'], 'picks': picks}
 
@@ -149,7 +217,7 @@ def summarize(sizes_, cfg):
                              and (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
         pts = {m: [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes_] for m in ('acc', 'auroc')}
         rows = [next(r for r in s['rows'] if r['method'] == v) for s in sizes_]
-        steps = [{'from': a['n_train'], 'to': b['n_train'], **S.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
+        steps = [{'from': a['n_train'], 'to': b['n_train'], **B.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
                  for a, b, ra, rb in zip(sizes_, sizes_[1:], rows, rows[1:])]
         out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None,
                   'k_to_k': steps}
@@ -157,23 +225,23 @@ def summarize(sizes_, cfg):
 
 
 def pair_deltas(sizes_, cfg):
-    """For each (a, b) of cfg['pairs'] and each size: variant a's rows minus variant b's, paired (S.paired_delta)."""
+    """For each (a, b) of cfg['pairs'] and each size: variant a's rows minus variant b's, paired (B.paired_delta)."""
     unknown = sorted({v for ab in cfg['pairs'] for v in ab} - set(cfg['variants']))
     if unknown:
         raise ValueError(f"pairs={cfg['pairs']!r} name {unknown}, not in variants {sorted(cfg['variants'])}; fix: "
                          f"--pairs=\"[('a', 'b')]\" with a and b among the variants")
     row = lambda s, v: next(r for r in s['rows'] if r['method'] == v)  # noqa: E731
     return [{'a': a, 'b': b, 'n_train': s['n_train'],
-             **S.paired_delta(row(s, a), row(s, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
+             **B.paired_delta(row(s, a), row(s, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
             for a, b in cfg['pairs'] for s in sizes_]
 
 
 def _row_cells(r, n):
-    pair = lambda d: f"{S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {S.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
+    pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
     val = r.get('val', {})
     vcell = ' / '.join(f'{100 * val[m]:.1f}' if m == 'acc' else f'{val[m]:.3f}' for m in ('acc', 'auroc') if m in val)
-    return [vcell, S.fmt_ci(r['acc'], r.get('acc_ci'), True), S.fmt_vs(r, 'best_free_val', 'acc', True),
-            S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), S.fmt_vs(r, 'best_free_val', 'auroc', False),
+    return [vcell, E.fmt_ci(r['acc'], r.get('acc_ci'), True), E.fmt_vs(r, 'best_free_val', 'acc', True),
+            E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), E.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
@@ -181,8 +249,9 @@ def render(sizes_, summ, cfg, pairs_=()):
     n = cfg['n_eval']
     p = sizes_[0]['rows'][0]['per_problem']['acc_at'][n].shape[1]
     out = [f"## The data-need curve (best-of-{n}, {p} held-out problems)", '',
-           f"K training problems (plus K/4 validation problems, which choose the kept step, the residual's base and the "
-           f"best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
+           f"K problems of the train split, training and validation together: cut by group, about {1 - cfg['val_frac']:.0%} train "
+           f"the verifiers and {cfg['val_frac']:.0%} validate (choosing the kept step, the residual's base and the best free "
+           f"scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
            f"intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
            f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
            f"free on val | Δ vs best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
@@ -195,7 +264,7 @@ def render(sizes_, summ, cfg, pairs_=()):
     ref, rau = (next(r for r in sizes_[-1]['rows'] if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc'))
     out += ['', f"Best free selector on the eval split itself (optimistic, at the largest K): {ref['scorer']}, "
             f"Bo{n} {100 * ref['acc']:.1f}; best free scorer there by AUROC: {rau['scorer']}, {rau['auroc']:.3f}. The best "
-            f"free selector on each K's validation split is chosen among every free selector (selection.free_rows), "
+            f"free selector on each K's validation split is chosen among every free selector (evaluate.free_rows), "
             f"ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
             'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC) |',
@@ -215,16 +284,16 @@ def render(sizes_, summ, cfg, pairs_=()):
         r = max(vs_, key=lambda x: (x['val']['acc'], x['val']['auroc']))
         fv = next(x for x in s['rows'] if x['type'] == 'free_best_val')['val']['acc']
         out.append(f"| {s['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
-                   f"{S.fmt_vs(r, 'best_free_val', 'acc', True)} / {S.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
+                   f"{E.fmt_vs(r, 'best_free_val', 'acc', True)} / {E.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
     if steps:
         out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
-        out += [f"| {v} | {d['from']} -> {d['to']} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
+        out += [f"| {v} | {d['from']} -> {d['to']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
     if pairs_:
         out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
-        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
+        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
     return '\n'.join(out) + '\n'
 
 
@@ -282,18 +351,18 @@ def run(cfg):
     for k in tqdm(cfg['sizes'], desc='training sizes'):  # every run first: parts can train in parallel (--sizes)
         train_size(cfg, k)
     problems = load_split(os.path.join(cfg['out_dir'], 'eval'))
-    pool = S.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    pool = B.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
     summ, pairs_ = summarize(sizes_, cfg), pair_deltas(sizes_, cfg)
     ns = [m for m in (2, 4, 8, 16, 32) if m <= cfg['n_eval']]  # does a pick drift towards some kind of candidate as N grows?
-    picks = S.traits_rows(problems, S.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal),
+    picks = traits_rows(problems, B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal),
                           sizes_[-1]['picks'], ns)
     for s in sizes_:
         s.pop('picks')
     md = render(sizes_, summ, cfg, pairs_) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
-                                      f"split, mean over problems and {cfg['n_subsets']} subsets; selection.TRAITS)\n\n"
-                                      f"{S.traits_table(picks)}\n")
-    atomic_write_json(S.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
+                                      f"split, mean over problems and {cfg['n_subsets']} subsets; curve.TRAITS)\n\n"
+                                      f"{traits_table(picks)}\n")
+    atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))
@@ -302,5 +371,6 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key names that stage
+    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
     cli(run, config, 'curve.py')

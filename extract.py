@@ -26,12 +26,12 @@ import time
 import torch
 from tqdm import tqdm
 
-from configurator import check_positive, configure, knobs
-from capture import STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table
+from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
+                     step_table)
+from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
-from model import (DAMAGED, SEARCH_RULES, atomic_save, atomic_write_json, check_crc, check_problem, cli, load_checkpoint,
-                   resolve_device)
+from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
 from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +66,8 @@ conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top 
 batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples;
                  # the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA, float32 on CPU: faster than bfloat16 on CPUs without AMX/avx512_bf16) | 'float16' | 'bfloat16' | 'float32'
+dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU bfloat16 where it has avx512_bf16 / AMX, else float32) | 'float16' | 'bfloat16'
+                # | 'float32'. The weights' dtype used is recorded with each split (weights_dtype): a resume in another is refused
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). Likely slower than eager on
                        # GPU too (unmeasured: bench.py --only=gpu compares): it attends over the whole capacity every step,
                        # keeps finished rows, and recompiles for the 2nd and 3rd batch shapes; slower on CPU
@@ -301,7 +302,7 @@ def check_resume(split_dir, cfg):
         if old.get('enable_thinking') and 'think_extract' in old:  # written before </think> positions were stored
             raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
-        keys = ['model', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
+        keys = ['model', 'weights_dtype', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
         keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
@@ -312,7 +313,7 @@ def check_resume(split_dir, cfg):
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
-                name = f"n_{cfg['split']}_samples" if k == 'n_samples' else k
+                name = {'n_samples': f"n_{cfg['split']}_samples", 'weights_dtype': 'dtype'}.get(k, k)
                 raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}={cfg[k]!r}; "
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
 
@@ -401,6 +402,7 @@ if __name__ == '__main__':
     gen_model, tok = load_generator(model, device, dtype)
     check_layers(gen_model, layers)
     config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
+                  weights_dtype=str(next(gen_model.parameters()).dtype).removeprefix('torch.'),
                   has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
     table = step_table(tok)
     pool = pool_ids(read_candidates_file(candidates_file), tok, gen_model, candidates_file) if mode == 'reencode' else None

@@ -1,6 +1,6 @@
 """
 The grader: where a candidate's final answer is, and whether it equals the gold answer. The one place to change
-grading; label.py (stage 1), sample.py, the majority vote (selection.py, evaluate.py, curve.py, steer.py,
+grading; label.py (stage 1), sample.py, the majority vote (bestofn.py, evaluate.py, curve.py, steer.py,
 transfer.py) and bench.py all use it.
 
 Find the final answer span with this project's rules (boxes, answer statements, GSM8K '####', the last math span

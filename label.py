@@ -132,7 +132,7 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
     """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
     from tqdm import tqdm
-    from model import atomic_write_json, load_problem, problem_files
+    from store import atomic_write_json, load_problem, problem_files
     if judge_scope not in ('unresolved', 'all'):
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
@@ -192,13 +192,13 @@ def print_summary(split, summary):
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
-    from model import atomic_write_json
+    from store import atomic_write_json
     random.seed(seed)
     found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]
     if not found:
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
-    from model import resolve_device
+    from configurator import resolve_device
     device = resolve_device(device)
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:

@@ -1,223 +1,25 @@
 """
-What every stage shares: the on-disk format (atomic writes, loading a split back), the metrics,
-and (below) the verifier models and losses.
+The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
+(batching, the step features, the residual's free scorers), scoring and prefix scores, and the losses (LOSSES).
+The on-disk format and checkpoints are store.py's; the per-problem metrics bestofn.py's; the steering policy that
+acts on prefix scores capture.py's.
 """
 import functools
-import glob
 import hashlib
 import importlib.util
-import json
 import os
-import pickle
 import warnings
-import zipfile
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from configurator import from_pretrained, one_thread
 from scorers import CHEAP_SCORERS, deepconf_mean
 
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
-
-# -----------------------------------------------------------------------------
-# files: atomic writes and the extraction format (see README "The pipeline")
-
-
-def atomic_save(obj, path):
-    """torch.save to a temp file in the same directory, then rename: a killed run never leaves a half file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(obj, path):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(obj, f, indent=1, default=str)
-    os.replace(tmp, path)
-
-
-def resolve_device(device, env=None, cuda=None):
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
-    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
-    env, cuda: the environment and whether CUDA is available (default: this process's)."""
-    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
-    if device == 'auto':
-        device = 'cuda' if cuda else 'cpu'
-    if device.startswith('cuda') and not cuda:
-        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
-
-
-def from_pretrained(cls, key, name, **kw):
-    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
-    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
-    the model's files) is one line naming it and the fix, not transformers' traceback."""
-    try:
-        return cls.from_pretrained(name, **kw)
-    except (OSError, ValueError) as e:
-        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
-            raise
-        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
-                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
-        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
-                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
-                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
-
-
-def cli(run, config, name):
-    """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
-    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
-    try:
-        return run(config)
-    except (ValueError, FileNotFoundError) as e:
-        if 'fix:' not in str(e):
-            raise
-        raise SystemExit(f'{name}: {e}') from None
-
-
-def problem_files(split_dir):
-    files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
-    if not files:
-        raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
-                                f"fix: run `python extract.py <config>` with out_dir pointing at {os.path.dirname(split_dir) or split_dir}")
-    return files
-
-
-# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file: KeyError;
-# garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one that loads
-DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError, zipfile.BadZipFile)
-
-
-def check_crc(path):
-    """Raise zipfile.BadZipFile when a torch.save file's bytes differ from the CRC32s its zip directory holds: garbage
-    inside a tensor's bytes loads silently otherwise. Reads the whole file."""
-    with zipfile.ZipFile(path) as z:
-        bad = z.testzip()
-    if bad is not None:
-        raise zipfile.BadZipFile(f'{bad} fails its CRC check')
-
-
-def check_problem(d):
-    """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
-    states [S, width] (one width), step_pos [S], token_ids [T] and per-token statistics [T]."""
-    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
-            or not d['candidates']:
-        raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
-    widths = set()
-    for i, c in enumerate(d['candidates']):
-        st, ids = c.get('states') if isinstance(c, dict) else None, c.get('token_ids') if isinstance(c, dict) else None
-        if not (torch.is_tensor(st) and st.dim() == 2 and torch.is_tensor(ids) and ids.dim() == 1):
-            raise ValueError(f'candidate {i} lacks states [S, width] or token_ids [T]')
-        widths.add(st.shape[1])
-        if 'step_pos' in c and len(c['step_pos']) != len(st) or any(len(c[k]) != len(ids) for k in (
-                'logprobs', 'entropies', 'confidences') if k in c):
-            raise ValueError(f'candidate {i}: step_pos / per-token statistics do not match its states / tokens')
-    if len(widths) > 1:
-        raise ValueError(f'candidates differ in state width {sorted(widths)}')
-
-
-def load_problem(path, mmap=False, crc=None):
-    """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
-    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
-    garbage) is an error naming it; extract.py's resume extracts it again."""
-    try:
-        if not mmap if crc is None else crc:
-            check_crc(path)
-        d = torch.load(path, weights_only=True, mmap=mmap)
-        check_problem(d)
-        return d
-    except DAMAGED as e:
-        raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
-                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py <config>` "
-                         f"with the same out_dir: it extracts a damaged file again") from None
-
-
-def load_labels(split_dir):
-    """{problem key: [label dict per candidate]} from {split_dir}/labels.json."""
-    path = os.path.join(split_dir, 'labels.json')
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing; fix: run `python label.py <config>` on this extraction first")
-    with open(path) as f:
-        return json.load(f)['labels']
-
-
-def load_split(split_dir, labels=True, files=None):
-    """All problems of one split dir (or the given files of it) as a list of dicts (the per-problem .pt
-    content), each candidate carrying 'correct' (bool) from labels.json when labels=True. Never needs
-    the generator."""
-    files = problem_files(split_dir) if files is None else files  # no data at all is the first thing to report
-    lab = load_labels(split_dir) if labels else None
-    problems = []
-    for path in files:
-        p = load_problem(path)
-        if lab is not None:
-            ls = lab.get(p['key'])
-            if ls is None or len(ls) != len(p['candidates']):
-                raise ValueError(f"labels.json in {split_dir} has {0 if ls is None else len(ls)} labels for problem "
-                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on {split_dir}")
-            for i, (c, l) in enumerate(zip(p['candidates'], ls)):
-                if not isinstance(l.get('correct'), bool):
-                    raise ValueError(f"labels.json in {split_dir}: problem {p['key']} candidate {i} has correct="
-                                     f"{l.get('correct')!r}, not true/false; fix: re-run label.py on {split_dir}")
-                c['correct'] = l['correct']
-                c['answer'] = l.get('answer')
-        problems.append(p)
-    return problems
-
-
-# -----------------------------------------------------------------------------
-# metrics (per problem: scores and 0/1 labels of its candidates)
-
-
-def top_mask(v):
-    """True where v [..., n] ties with the max of its last axis (to 1e-12 relative; -inf and +inf tie
-    with themselves). NaN is an error: a NaN score would silently never (or always) win."""
-    v = np.asarray(v, dtype=np.float64)
-    if np.isnan(v).any():
-        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
-    mx = v.max(-1, keepdims=True)
-    tol = np.where(np.isfinite(mx), 1e-12 * np.maximum(1.0, np.abs(mx)), 0.0)
-    return v >= mx - tol
-
-
-def best_of_n(scores, labels):
-    """Expected correctness of argmax selection; ties split evenly, never 'first wins'."""
-    return float(np.asarray(labels, dtype=np.float64)[top_mask(scores)].mean())
-
-
-def within_auroc(scores, labels):
-    """AUROC of one problem's pool (ties count 1/2 whatever the value, -inf included); None when the
-    pool is all right or all wrong."""
-    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
-    if np.isnan(scores).any():
-        raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
-    pos, neg = scores[labels], scores[~labels]
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    p, n = pos[:, None], neg[None, :]  # compare, never subtract: -inf - -inf is NaN
-    return float((p > n).mean() + 0.5 * (p == n).mean())
-
-
-def pool_metrics(score_lists, label_lists):
-    """Best-of-N accuracy, mean within-problem AUROC (over problems where it is defined), oracle
-    pass@N and single-pass accuracy over a list of problems."""
-    bon = [best_of_n(s, l) for s, l in zip(score_lists, label_lists)]
-    aucs = [a for a in (within_auroc(s, l) for s, l in zip(score_lists, label_lists)) if a is not None]
-    return {
-        'acc': float(np.mean(bon)) if bon else float('nan'),
-        'auroc': float(np.mean(aucs)) if aucs else float('nan'),
-        'n_auroc_problems': len(aucs),
-        'oracle': float(np.mean([float(np.max(l)) for l in label_lists])) if label_lists else float('nan'),
-        'single': float(np.mean([float(np.mean(l)) for l in label_lists])) if label_lists else float('nan'),
-        'n_problems': len(label_lists),
-    }
-
 
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
@@ -484,7 +286,6 @@ def verifier_flops(model, n_steps, n_tokens):
     return model.flops(S, T)
 
 
-
 # -----------------------------------------------------------------------------
 # batching: candidate dicts of the on-disk format -> one padded batch dict
 
@@ -731,6 +532,7 @@ def score_sorted(model, cands, cols, chunk, device):
     return out[torch.argsort(torch.tensor(order, device=out.device))]
 
 
+@one_thread
 @torch.inference_mode()
 def score_problems(model, problems, batch_size=256, device='cpu', where='problems'):
     """Scores per candidate, per problem, in order: list of float np arrays. Candidates of all problems
@@ -741,13 +543,10 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
     return list(np.split(s.float().cpu().numpy(), np.cumsum([len(p['candidates']) for p in problems])[:-1]))
 
 
-
-
 # -----------------------------------------------------------------------------
-# prefixes and online pruning: the verifier's score of a candidate after each of its steps, and the
-# policy that ends a candidate at a step boundary. The states of a prefix are the same whether or not
-# the candidate would have gone on (causal LM), so scoring prefixes of finished candidates replays
-# online pruning exactly (unless extraction kept only the last max_steps states of a long candidate).
+# prefixes: the verifier's score of a candidate after each of its steps, what capture.policy acts on. The states of
+# a prefix are the same whether or not the candidate would have gone on (causal LM), so scoring prefixes of finished
+# candidates replays online pruning exactly (unless extraction kept only the last max_steps states of a long one).
 
 
 def cut_prefix(c, k):
@@ -764,6 +563,7 @@ def cut_prefix(c, k):
     return out
 
 
+@one_thread
 @torch.inference_mode()
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists
@@ -786,57 +586,6 @@ def score_prefixes(model, problems, batch_size=256, device='cpu', where='problem
             i += S
     return out
 
-
-PRUNE_RULES = ('global', 'relative')
-
-
-def prune_now(latest, active, new, threshold, rule='global'):
-    """Which rows of one problem's pool stop now (pure: extract.py calls it online at each decoding
-    step where some row closed a step; evaluate.py replays it offline on finished pools).
-    latest: float [n] each row's most recent prefix score (NaN: no step yet); active: bool [n] rows
-    not stopped (generating or finished normally); new: bool [n] rows that closed a step just now
-    (only those can be stopped now); rule 'global': stop when latest < threshold (calibrated on a
-    validation split); 'relative': stop when latest < (best latest score among active rows) -
-    threshold (threshold >= 0, a score margin behind the current leader). Never stops every active
-    row: if it would, the best-scored of them goes on. -> bool [n]."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    cand = np.asarray(new, dtype=bool) & active & ~np.isnan(latest)
-    if rule == 'global':
-        stop = cand & (latest < threshold)
-    elif rule == 'relative':
-        known = active & ~np.isnan(latest)
-        stop = cand & (latest < latest[known].max() - threshold) if known.any() else np.zeros_like(cand)
-    else:
-        raise ValueError(f"prune rule={rule!r} is not one of {PRUNE_RULES}; fix: --prune_rules=['global', 'relative']")
-    if stop.any() and not (active & ~stop).any():
-        stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
-    return stop
-
-SEARCH_RULES = ('beam', 'dvts')
-
-
-def policy(rule, latest, active, new, threshold=None, width=4):
-    """The one rule for the verifier steering generation: how many rows each row of one group continues as,
-    decided when rows close a step. -> int [n]: 0 = stop, 1 = continue, k > 1 = branch into k rows (itself
-    and k - 1 copies sharing its prefix). Rows outside `active` get 0.
-    Pruning ('global' / 'relative', prune_now) stops rows and never branches. Search ('beam' / 'dvts') is called
-    when every active row of the group has closed the same step (all `new`): the best ceil(n / width) by latest
-    prefix score survive (ties to the lower row), each as `width` rows, the last of them as the rows left over,
-    so the group keeps its n rows. Beam search is one group of N rows per problem; DVTS is N / width groups
-    (independent subtrees), each of which keeps its single best row: the same rule on smaller groups."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    if rule in PRUNE_RULES:
-        return np.where(active & ~prune_now(latest, active, new, threshold, rule), 1, 0)
-    if rule not in SEARCH_RULES:
-        raise ValueError(f"rule={rule!r} is not one of {PRUNE_RULES + SEARCH_RULES}")
-    live = np.flatnonzero(active)
-    order = live[np.argsort(-np.nan_to_num(latest[live], nan=-np.inf), kind='stable')]
-    n_keep = -(-len(live) // width)
-    copies = np.zeros(len(latest), dtype=np.int64)
-    copies[order[:n_keep]] = width
-    if n_keep:
-        copies[order[n_keep - 1]] = len(live) - width * (n_keep - 1)
-    return copies
 
 # -----------------------------------------------------------------------------
 # losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
@@ -893,52 +642,3 @@ LOSSES = {
     'bce': (bce_loss, False),
     'listmle': (listmle_loss, True),
 }
-
-
-# -----------------------------------------------------------------------------
-# checkpoints: everything needed to rebuild the exact model, loadable with weights_only=True
-
-
-def save_checkpoint(path, model, meta):
-    """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
-    s = model.spec
-    ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
-            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
-            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
-            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
-            'res_norm': s.get('res_norm'),
-            'n_params': count_params(model),
-            **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
-    atomic_save(ckpt, path)
-
-
-def read_checkpoint(path, mmap=False):
-    """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
-    short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
-    ckpt.pt does not load again)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
-    try:
-        if not mmap:
-            check_crc(path)
-        ck = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
-        if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
-            raise ValueError(f"not a checkpoint dict (keys {sorted(ck) if isinstance(ck, dict) else type(ck).__name__})")
-        return ck
-    except DAMAGED as e:  # torch's own text may advise an unsafe load: only its type is named
-        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
-                         f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
-                         f"does not load is trained again)") from None
-
-
-def load_checkpoint(path, device='cpu'):
-    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
-    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
-    ck = read_checkpoint(path)
-    model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
-                           input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
-                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
-                           residual=ck.get('residual'), res_norm=ck.get('res_norm'), **ck['model_args'])
-    model.load_state_dict(ck['state_dict'])
-    return model.to(device).eval(), ck

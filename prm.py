@@ -11,7 +11,8 @@ import time
 import numpy as np
 import torch
 
-from model import atomic_write_json, from_pretrained
+from configurator import from_pretrained
+from store import atomic_write_json
 
 # -----------------------------------------------------------------------------
 # off-the-shelf PRM (Qwen2.5-Math-PRM-7B usage, from its model card): system prompt, the question as

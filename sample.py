@@ -5,10 +5,10 @@ trained checkpoint (model.score_problems: the scores evaluate.py computes), and 
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
 prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
-verifier is a seed of the config's own run (training.run_name; --ckpt for another). A question that does not fit its
+verifier is a seed of the config's own run (train.run_name; --ckpt for another). A question that does not fit its
 task (the dataset's or word family's template), or shares its numbers with its training or validation questions
 (tasks.check_unseen), is refused with the fix (--force=True answers it, marked forced); so is a sample_dir that holds
-another call's picks. The examples below ask questions of the evaluation part (config/demo.py trains on 0-199):
+another call's picks. The examples below ask questions of the evaluation part (config/demo.py trains on 0-399):
 
     python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
@@ -34,15 +34,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+import evaluate
+import extract
+import train
+from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import apply_config, check_positive, configure, knobs, split_argv, stage_defaults
+from configurator import apply_config, check_positive, cli, configure, knobs, resolve_device, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import atomic_write_json, cli, load_checkpoint, read_checkpoint, reads, resolve_device, score_problems, top_mask
+from model import reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from selection import answer_groups, cached_scores, choose_temp, run_group, val_splitter
-from tasks import GENERATED, MATH_SYSTEM, check_unseen, load_problems, new_problem, seen_groups, task_pattern
-from training import run_name
+from store import atomic_write_json, load_checkpoint, read_checkpoint
+from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_groups, task_pattern
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -51,7 +54,7 @@ ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of o
              # Of several, the one with the highest validation within-problem AUROC at its kept step (train.py's
              # best_val), ties to the first in sorted path order
 verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
-                     # (train.py's run name for the training knobs the config files set: training.run_name, less the seed)
+                     # (train.py's run name for the training knobs the config files set: train.run_name, less the seed)
 question = None  # one question, e.g. 'Compute 7 + 7 - 2.'
 force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
                # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
@@ -91,12 +94,12 @@ dtype = 'auto'  # the generator's: 'auto' | 'float16' | 'bfloat16' | 'float32'
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
-# evaluate.py's knobs (vote temperatures, subsets, DeepConf windows), read from its file; config files and flags set
+# evaluate.py's knobs (vote temperatures, subsets, DeepConf windows); config files and flags set
 # them as for evaluate.py, so a vote's temperature is the one evaluate.py chose for the same checkpoint and N
-EVAL = {k: v for k, v in stage_defaults('evaluate').items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
+EVAL = {k: v for k, v in evaluate.DEFAULTS.items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
         'val_seed', 'eval_batch_size', 'deepconf_window', 'deepconf_tail')}
 # extract.py's defaults fill a setting nobody gave when the verifier's training extraction config is not found
-EXTRACT = {**stage_defaults('extract'), 'system_prompt': MATH_SYSTEM}
+EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
 CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
 # ... these are free, or fixed by the extraction
@@ -125,7 +128,7 @@ def trained_on(ck, path):
 
 
 def load_verifier(path, device='cpu'):
-    """(verifier, checkpoint dict) as model.load_checkpoint gives them; the verifier also carries trained_on (its
+    """(verifier, checkpoint dict) as store.load_checkpoint gives them; the verifier also carries trained_on (its
     training extractions' configs), from which best_of_n takes its settings and against which it checks them."""
     v, ck = load_checkpoint(path, device)
     v.trained_on, v.ckpt_path = trained_on(ck, path), path
@@ -198,11 +201,11 @@ def free_scores(c, window, tail):
 
 
 def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
-    """The pick of one question's candidates by their verifier scores: the top score (model.top_mask; of tied top
+    """The pick of one question's candidates by their verifier scores: the top score (bestofn.top_mask; of tied top
     scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
-    those it averages), never a candidate stopped by pruning or search (selection.best_of_n_sub's rule). Answers are
+    those it averages), never a candidate stopped by pruning or search (bestofn.best_of_n_sub's rule). Answers are
     grouped by grading.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
-    weighted vote (selection.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
+    weighted vote (bestofn.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
     answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
     scores higher). A gold answer (problem['gold'] not None) grades every candidate (grading.grade). windows:
     DeepConf's (window, tail) of the free scores."""
@@ -254,7 +257,7 @@ def as_problem(q, i, s):
 
 def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128, steer=None):
     """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
-    loaded generator (model, tok) and verifier (load_verifier; a model.load_checkpoint one too, unchecked against
+    loaded generator (model, tok) and verifier (load_verifier; a store.load_checkpoint one too, unchecked against
     its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
     (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
     fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.
@@ -290,18 +293,18 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
 
 
 def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (training.run_name, less its seed): the run
+    """The run name train.py gives the training knobs that config files set (train.run_name, less its seed): the run
     whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
-    td, xd = stage_defaults('train'), stage_defaults('extract')
+    td, xd = train.DEFAULTS, extract.DEFAULTS
     tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
-    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, xc['layers']))
+    return re.sub(r'_seed0$', '', train.run_name({**tc, 'seed': 0}, xc['layers']))
 
 
 def best_ckpt(pattern, run=None):
-    """Of the checkpoints matching pattern (run: only that run's seeds, selection.run_group), the one with the highest
+    """Of the checkpoints matching pattern (run: only that run's seeds, evaluate.run_group), the one with the highest
     validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
     last), ties to the first in sorted order."""
-    paths = sorted(p for p in glob.glob(pattern) if run is None or run_group(p) == run)
+    paths = sorted(p for p in glob.glob(pattern) if run is None or evaluate.run_group(p) == run)
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
                          f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
@@ -314,7 +317,7 @@ def best_ckpt(pattern, run=None):
 
 
 def vote_temperature(verifier, ck, path, n, cfg, device):
-    """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: selection.choose_temp over
+    """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: bestofn.choose_temp over
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
     tc = ck.get('train_config') or {}
@@ -325,15 +328,15 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
         dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
         out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
-    vals = [val_splitter(d, n, cfg)(*split) for d in dirs]
+    vals = [evaluate.val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
         raise ValueError(f"vote=True chooses the temperature on the validation problems of {path}'s labelled training "
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
-    vals = [val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
+    vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
-              for x in cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
+              for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
     return choose_temp(scores, pool, vn, cfg['vote_temps'], where=f'{path} on validation')
 
@@ -546,6 +549,8 @@ def run(cfg):
 
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
-    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
+    config = configure(globals(), argv, owners={'extract.py': EXTRACT, 'train.py': train.DEFAULTS,
+                                                'evaluate.py': evaluate.DEFAULTS})
     config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
     cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')

@@ -3,7 +3,7 @@ The free scorers: what the generator's own per-token statistics say about a cand
 cheap scorers (log-prob, entropy, length) and DeepConf's confidence measures are baselines in evaluate.py
 and steer.py, and the residual verifier and the step features (model.py) start from them, so they sit
 below every stage in a file of their own: in model.py they would push it well past 800 lines, and in
-baselines.py (which imports model.py and training.py) they made an import circle.
+baselines.py (which imports model.py and train.py) they made an import circle.
 """
 import math
 

@@ -28,13 +28,16 @@ import sys
 import numpy as np
 import torch
 
-import selection as S
-from configurator import configure, knobs, stage_defaults, split_argv
+import bestofn as B
+import evaluate as E
+from capture import PRUNE_RULES, prune_now
+from configurator import cli, configure, knobs, resolve_device, split_argv
 from grading import answers_equal
-from model import (PRUNE_RULES, atomic_write_json, cli, load_checkpoint, load_split, problem_files, prune_now, read_checkpoint,
-                   reads, resolve_device)
+from model import reads
 from scorers import group_confidences, has_confidences
+from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
 from tasks import check_unseen
+from train import split_problems
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -62,7 +65,7 @@ threads = 0
 # the pruning study: the run's keys (out_dir, eval_dir, train_dir, ckpts, n_eval, n_subsets, n_boot, vote_temps,
 # deepconf_window, deepconf_etas, ...) are evaluate.py's, read from the same config files and flags; its own:
 prune = False                        # True = the pruning study instead of search
-prune_rules = ['global', 'relative']  # verifier rules (model.prune_now): 'global' score threshold | 'relative' margin
+prune_rules = ['global', 'relative']  # verifier rules (capture.prune_now): 'global' score threshold | 'relative' margin
                                      # behind the pool's current leader
 prune_tolerance = 0.01               # each rule's threshold is chosen on validation: the fewest tokens with validation
                                      # best-of-N at most this much below no pruning
@@ -75,7 +78,7 @@ calib_dir = ''                       # '' = thresholds on train_dir's validation
 deepconf_warmup = 2                  # DeepConf online: the first this many candidates of each pool run in full and set
                                      # its threshold (their code: 16 of 256); must be < n_eval
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
+EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 PRUNE_DEFAULTS = {**EVAL_DEFAULTS, **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
 
 # -----------------------------------------------------------------------------
@@ -93,9 +96,9 @@ def bon_curves(problems, scores, pool, ns, temp):
     out = {k: {} for k in ('hsrm', 'hsrm_vote', 'tokens')}
     lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in problems]
     for n in ns:
-        out['hsrm'][n] = np.array([[S.best_of_n_sub(s, q['labels'], q['subsets'][n]) for s, q in zip(sc, pool)]
+        out['hsrm'][n] = np.array([[B.best_of_n_sub(s, q['labels'], q['subsets'][n]) for s, q in zip(sc, pool)]
                                    for sc in scores])
-        out['hsrm_vote'][n] = np.array([[S.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t) for s, q in zip(sc, pool)]
+        out['hsrm_vote'][n] = np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t) for s, q in zip(sc, pool)]
                                         for sc, t in zip(scores, temp)])
         out['tokens'][n] = np.array([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, pool)])
     return out
@@ -115,15 +118,15 @@ def search_point(dirs, keys, dev, temps):
         if missing:
             raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as pool_dir")
         ps = [probs[k] for k in keys]
-        sc = S.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
+        sc = E.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
         a, v = [], []
         for p, s in zip(ps, sc):
             fin = np.array([c['finish'] != 'pruned' for c in p['candidates']])
             lab = np.array([float(c['correct']) for c in p['candidates']])
-            grp = S.answer_groups([c.get('answer') if f else None for c, f in zip(p['candidates'], fin)], answers_equal)
+            grp = B.answer_groups([c.get('answer') if f else None for c, f in zip(p['candidates'], fin)], answers_equal)
             sub = np.flatnonzero(fin)[None]
-            a.append(S.best_of_n_sub(s, lab, sub))
-            v.append(S.vote_sub(grp, lab, sub, s, temps(cfg['search_ckpt'])))
+            a.append(B.best_of_n_sub(s, lab, sub))
+            v.append(B.vote_sub(grp, lab, sub, s, temps(cfg['search_ckpt'])))
         acc.append(a), vote.append(v), tok.append([run_tokens(p) for p in ps])
     return np.array(acc), np.array(vote), np.array(tok, dtype=np.float64), ckpts
 
@@ -139,14 +142,14 @@ def vs_bon(acc, tok, ref, ref_tok, ns, n_boot, seed, paired):
     {N: [P]}) interpolated in log tokens at the search's mean tokens. -> (the curve there, Δ, Δ's 95% interval).
     Each bootstrap draw resamples the problems (the same for both sides) and the runs of each side; paired: run j
     of both sides is one unit (search run j steered by checkpoint j of the curve), else the sides draw apart."""
-    idx = S.boot_draws(acc.shape[1], n_boot, seed)
-    ba, bt = S.boot_means(acc, idx, seed), S.boot_means(tok, idx, seed)
+    idx = B.boot_draws(acc.shape[1], n_boot, seed)
+    ba, bt = B.boot_means(acc, idx, seed), B.boot_means(tok, idx, seed)
     rs = seed if paired else seed + 1
-    rb = np.stack([S.boot_means(ref[n], idx, rs) for n in ns], 1)
-    rt = np.stack([S.boot_means(ref_tok[n], idx, rs) for n in ns], 1)
+    rb = np.stack([B.boot_means(ref[n], idx, rs) for n in ns], 1)
+    rt = np.stack([B.boot_means(ref_tok[n], idx, rs) for n in ns], 1)
     eq = np.array([matched(rb[b], rt[b], bt[b]) for b in range(len(idx))])
     at = matched([ref[n].mean() for n in ns], [ref_tok[n].mean() for n in ns], tok.mean())
-    return at, float(acc.mean()) - at, S.ci(ba - eq)
+    return at, float(acc.mean()) - at, B.ci(ba - eq)
 
 
 def run(cfg):
@@ -171,36 +174,36 @@ def run(cfg):
         raise ValueError(f"difficulty_samples={k!r} with {m} candidates per problem in {cfg['pool_dir']}; fix: "
                          f"--difficulty_samples=<1..{m - 1}> (those measure difficulty, the others are scored)")
     ns = [n for n in cfg['ns'] if n <= m]
-    pool = S.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    pool = B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     keys = [p['key'] for p in problems]
     paths = sorted(set(found['ckpts']))
     steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt') for d in found['search_dirs']} - {None}
     for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
-    vp = load_split(cfg['train_dir'], files=S.split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
+    vp = load_split(cfg['train_dir'], files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
-    vpool = S.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     scored = {}  # abs ckpt path -> (pool scores, validation temperature), every checkpoint a row or curve uses
 
     def score(path):
         a = os.path.abspath(path)
         if a not in scored:
             model = load_checkpoint(path, dev)[0]
-            sc = S.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            vs = S.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            scored[a] = sc, S.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+            sc = E.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
+            vs = E.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
+            scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
-    # the best free selector on validation (selection.free_rows: every free scorer, its weighted vote, the combo fitted
+    # the best free selector on validation (evaluate.free_rows: every free scorer, its weighted vote, the combo fitted
     # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
-    frows, choice = S.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
-                                S.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
+    frows, choice = E.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
+                                E.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
     best = ' / '.join(choice['free_best_val'])
     bon[f'free:{best}'] = next(r for r in frows if r['type'] == 'free_best_val')['per_problem']['acc_at']
-    bon['majority'] = {n: np.array([[S.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
-    bon['oracle'] = {n: np.array([[S.oracle_sub(q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
+    bon['majority'] = {n: np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
+    bon['oracle'] = {n: np.array([[B.oracle_sub(q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
 
     # difficulty from an independent draw: k candidates per problem measure it, the rest are scored by bucket
     rng = np.random.default_rng(cfg['subset_seed'])
@@ -209,7 +212,7 @@ def run(cfg):
     rest = [np.sort(d[k:]) for d in draw]
     rprobs = [{**p, 'candidates': [p['candidates'][i] for i in r]} for p, r in zip(problems, rest)]
     rns = [n for n in ns if n <= m - k]
-    rpool = S.build_pool(rprobs, rns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    rpool = B.build_pool(rprobs, rns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     lo, hi = cfg['difficulty']
     buckets = {f'hard (solve rate < {lo})': rate < lo, f'medium ({lo}-{hi})': (rate >= lo) & (rate < hi),
                f'easy (>= {hi})': rate >= hi}
@@ -219,7 +222,7 @@ def run(cfg):
         c = json.load(open(os.path.join(d, 'config.json')))
         if not c.get('search') or not os.path.exists(os.path.join(d, 'labels.json')):
             continue
-        name = S.run_group(c['search_ckpt'])
+        name = E.run_group(c['search_ckpt'])
         groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(d)
     nb, bs = cfg['n_boot'], cfg['boot_seed']
     rows = []
@@ -230,11 +233,11 @@ def run(cfg):
         same = bon_curves(problems, [score(p)[0] for p in own], pool, ns, [score(p)[1] for p in own])
         if own != [os.path.abspath(p) for p in paths]:
             bon[f'hsrm:{name}'], bon[f'hsrm_vote:{name}'] = same['hsrm'], same['hsrm_vote']
-        idx = S.boot_draws(len(problems), nb, bs)
-        ba, bv = S.boot_means(acc, idx, bs), S.boot_means(vote, idx, bs)
+        idx = B.boot_draws(len(problems), nb, bs)
+        ba, bv = B.boot_means(acc, idx, bs), B.boot_means(vote, idx, bs)
         row = {'method': f'{how} N={n} M={width} ({name}, {len(dirs)} seeds)', 'search': how, 'n': n, 'width': width,
                'ckpt_group': name, 'dirs': dirs, 'steer_ckpts': steer_ckpts, 'tokens': float(tok.mean()),
-               'acc': float(acc.mean()), 'acc_ci': S.ci(ba), 'vote': float(vote.mean()), 'vote_ci': S.ci(bv),
+               'acc': float(acc.mean()), 'acc_ci': B.ci(ba), 'vote': float(vote.mean()), 'vote_ci': B.ci(bv),
                'per_problem': {'acc': acc, 'vote': vote, 'tokens': tok}}
         row['bon_at_tokens'], row['delta_equal_tokens'], row['delta_equal_tokens_ci'] = vs_bon(
             acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
@@ -242,8 +245,8 @@ def run(cfg):
             row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
                 acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and own == [os.path.abspath(p) for p in paths])
         if 16 in ns:
-            b16 = S.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
-            row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), S.ci(ba - b16)
+            b16 = B.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
+            row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), B.ci(ba - b16)
         rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns, [score(p)[1] for p in own])
         row['by_difficulty'] = {}
         for bname, sel in buckets.items():
@@ -253,8 +256,8 @@ def run(cfg):
                 row['by_difficulty'][bname] = {'n_problems': int(sel.sum()), 'acc': float(acc[:, sel].mean()),
                                                'bon_at_tokens': at, 'delta': dl, 'delta_ci': dci}
         rows.append(row)
-    idx = S.boot_draws(len(problems), nb, bs)
-    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns], 'acc_ci': [S.ci(S.boot_means(bon[k][n], idx, bs)) for n in ns]}
+    idx = B.boot_draws(len(problems), nb, bs)
+    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns], 'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
               for k in bon if k != 'tokens'}
     res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_free_val': best,
            'tokens': [float(bon['tokens'][n].mean()) for n in ns], 'curves': curves, 'rows': rows,
@@ -264,7 +267,7 @@ def run(cfg):
     md = render(res)
     os.makedirs(cfg['out_dir'], exist_ok=True)
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
-    atomic_write_json(S.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
+    atomic_write_json(E.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
     with open(os.path.join(cfg['out_dir'], 'steer.md'), 'w') as f:
         f.write(md + plot(res, os.path.join(cfg['out_dir'], 'steer.png')))
     print(md)
@@ -286,14 +289,14 @@ def render(res):
            '| Best-of-N (pool) | ' + ' | '.join(f'N={n}' for n in ns) + ' |', '|---|' + '---:|' * len(ns),
            '| mean tokens per problem | ' + ' | '.join(f'{t:.0f}' for t in res['tokens']) + ' |']
     for k, c in res['curves'].items():
-        out.append(f'| {curve_name(k)} | ' + ' | '.join(S.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
-    d = lambda r, k: S.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
+        out.append(f'| {curve_name(k)} | ' + ' | '.join(E.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
+    d = lambda r, k: E.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
     out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% CI] '
             '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
             '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
-        out.append(f"| {r['method']} | {r['tokens']:.0f} | {S.fmt_ci(r['acc'], r['acc_ci'], True)} | "
-                   f"{S.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
+        out.append(f"| {r['method']} | {r['tokens']:.0f} | {E.fmt_ci(r['acc'], r['acc_ci'], True)} | "
+                   f"{E.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
                    f"{d(r, 'delta_plain')} | {d(r, 'delta_free')} | {d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
     out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) | '
@@ -301,7 +304,7 @@ def render(res):
     for r in res['rows']:
         cells = [r['by_difficulty'].get(b) for b in bnames]
         out.append(f"| {r['method']} | " + ' | '.join(
-            f"{S.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
+            f"{E.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
             if c else '–' for c in cells) + ' |')
     out += ['', 'Best-of-N averages random N-subsets of the pool; tokens are the mean generated per problem (a search '
             "run's generated_tokens: every token the generator ran, abandoned branches included). Search rows average "
@@ -327,10 +330,10 @@ def plot(res, path):
         if k == 'oracle':
             continue
         acc, ci_ = np.array(c['acc']), c['acc_ci']
-        ax.errorbar(res['tokens'], 100 * acc, yerr=S.yerr(list(acc), ci_),
+        ax.errorbar(res['tokens'], 100 * acc, yerr=E.yerr(list(acc), ci_),
                     marker='o', ms=3, capsize=2, label=curve_name(k))
     for r in res['rows']:
-        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=S.yerr([r['acc']], [r['acc_ci']]),
+        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=E.yerr([r['acc']], [r['acc_ci']]),
                     marker='s' if r['search'] == 'beam' else '^', ms=6, capsize=2, ls='none', label=r['method'])
     ax.set_xscale('log')
     ax.set_xlabel('generated tokens per problem')
@@ -344,14 +347,14 @@ def plot(res, path):
 
 
 # =============================================================================
-# the pruning study (prune=True): the steering policy without branching (model.prune_now), simulated offline
+# the pruning study (prune=True): the steering policy without branching (capture.prune_now), simulated offline
 # and exactly on a finished run's pools. A pool's rows are sampled together from token 0 (as extract.py does),
 # so token index = time; a stopped row is never selected, does not vote, and costs the tokens up to its cut.
 # Every method is scored on the same pools (the first prune_subsets N-subsets).
 
 
 def replay_prune(prefix, step_pos, lengths, threshold, rule):
-    """model.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
+    """capture.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
     scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
     step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
     n = len(prefix)
@@ -394,7 +397,7 @@ def kept_metrics(kept, sel, labels, groups, weights, temp):
     if not kept.any():
         return 0.0, 0.0
     sub = np.flatnonzero(kept)[None, :]
-    return S.best_of_n_sub(sel, labels, sub), S.vote_sub(groups, labels, sub, weights, temp)
+    return B.best_of_n_sub(sel, labels, sub), B.vote_sub(groups, labels, sub, weights, temp)
 
 
 def prune_curve(sims, thresholds, pid=None):
@@ -505,7 +508,7 @@ def prefix_auroc(prefix, pool, max_steps=8):
     out = []
     for k in range(max_steps):
         sc = [np.array([x[min(k, len(x) - 1)] if len(x) else -np.inf for x in pp]) for pp in prefix]
-        out.append(S.mean_auroc(sc, pool)[0])
+        out.append(B.mean_auroc(sc, pool)[0])
     return out
 
 
@@ -521,7 +524,7 @@ def prune_row(method, runs, **extra):
     """A table row: mean ± std over its runs (seeds) of each entry, and their per-problem values stacked."""
     r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
     for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
-        r[key], r[key + '_std'] = S.mean_std([x.get(key) for x in runs])
+        r[key], r[key + '_std'] = E.mean_std([x.get(key) for x in runs])
     r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
     return r
 
@@ -540,7 +543,7 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
     pid = pool_problems(pool, n, k)
     groups = {}
     for path in paths:
-        groups.setdefault(S.run_group(path), []).append(path)
+        groups.setdefault(E.run_group(path), []).append(path)
     for g, gpaths in sorted(groups.items()):
         runs = {r: [] for r in ['none'] + cfg['prune_rules']}
         for path in gpaths:
@@ -558,10 +561,10 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
                 break
             vp, vpool, vn = val
-            pre = S.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = S.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            pre = E.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vpre = E.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
-            temp = S.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
+            temp = B.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
             runs['none'].append(prune_point(base, base, ckpt=path, tokens=1.0, prefix_auroc=prefix_auroc(pre, pool)))
             for rule in cfg['prune_rules']:
@@ -573,9 +576,9 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 pt = next(c for c in curve if c['threshold'] == th)
                 runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
                                               curve=curve))
-        label = S.PRETTY.get(g, g)
+        label = E.PRETTY.get(g, g)
         if runs['none']:
-            au = [S.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            au = [E.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
             out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
                                 f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
         for rule, rs in runs.items():
@@ -633,7 +636,7 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
                              f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
                              f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
-        calib = S.choice_split(calib_dir, n, cfg)
+        calib = E.choice_split(calib_dir, n, cfg)
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
         raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
@@ -642,8 +645,8 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
         raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
                          f"threshold); fix: --deepconf_warmup=2")
     subs = [q['subsets'][n][:k] for q in pool]
-    maj = np.array([S.vote_sub(q['groups'], q['labels'], s) for q, s in zip(pool, subs)])
-    orc = np.array([S.oracle_sub(q['labels'], s) for q, s in zip(pool, subs)])
+    maj = np.array([B.vote_sub(q['groups'], q['labels'], s) for q, s in zip(pool, subs)])
+    orc = np.array([B.oracle_sub(q['labels'], s) for q, s in zip(pool, subs)])
     out['refs'] = [{'method': name, 'type': t, 'acc': float(v.mean()), 'per_problem': {'acc': v}}  # on the same pools
                    for name, t, v in (('Majority vote', 'vote', maj), (f'Oracle pass@{n}', 'oracle', orc))]
     verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, out)
@@ -657,26 +660,26 @@ def prune_run(cfg):
     ({'rows', 'refs', 'curves', 'notes'} and the split it ran on)."""
     cfg = {**PRUNE_DEFAULTS, **cfg}
     out_dir, n = cfg['out_dir'], cfg['n_eval']
-    eval_dir, train_dir, suffix = S.run_dirs(cfg)
+    eval_dir, train_dir, suffix = E.run_dirs(cfg)
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
-    for path in S.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
+    for path in E.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
-    pool = S.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
+    pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
         raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
                          f"twice; fix: run the study on a split sampled without pruning")
-    res = prune_section(S.checkpoint_paths(cfg), problems, pool, S.val_splitter(train_dir, n, cfg), n, cfg,
+    res = prune_section(E.checkpoint_paths(cfg), problems, pool, E.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
-    idx = S.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
+    idx = B.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
     for r in res['rows'] + res['refs']:
-        r |= {f'{key}_ci': S.ci(S.boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
+        r |= {f'{key}_ci': B.ci(B.boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
     res['notes'][:0] = [
         f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
         f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-        f"cut. Verifier rules (model.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
+        f"cut. Verifier rules (capture.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
         f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
         f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
         + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
@@ -688,13 +691,13 @@ def prune_run(cfg):
         f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
         f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
         f"pool, chosen where the verifier rules' thresholds are.",
-        "On the same pools: " + ', '.join(f"{r['method']} {S.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
+        "On the same pools: " + ', '.join(f"{r['method']} {E.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
         + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
         "table; **bold** where the interval of Δ excludes 0."]
     res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems), 'n_eval': n}
     prefix = os.path.join(out_dir, 'prune' + suffix)
     md = render_prune(res) + (plot_prune(res, prefix + '.png') if cfg['plots'] else '')
-    atomic_write_json(S.for_json(res), prefix + '.json')
+    atomic_write_json(E.for_json(res), prefix + '.json')
     with open(prefix + '.md', 'w') as f:
         f.write(md)
     print(md)
@@ -714,10 +717,10 @@ def render_prune(res):
         ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
                f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
         seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
-        d = '–' if r['rule'] == 'none' else S.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
-        out.append(f"| {r['method']}{seeds} | {ths} | {S.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
-                   f"{S.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {S.fmt(r['tokens'], r['tokens_std'], True)} | "
-                   f"{S.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
+        d = '–' if r['rule'] == 'none' else E.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
+        out.append(f"| {r['method']}{seeds} | {ths} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
+                   f"{E.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {E.fmt(r['tokens'], r['tokens_std'], True)} | "
+                   f"{E.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
     out += [''] + [f'- {t}' for t in res['notes']]
     return '\n'.join(out) + '\n'
 
@@ -738,10 +741,10 @@ def plot_prune(res, path):
         for name, curve in res['curves'].items():
             ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
         for r in res['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
-            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=S.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=E.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
                         color='k', ms=4, elinewidth=0.8, capsize=2,
                         label='chosen threshold / no pruning, 95% CI' if r is res['rows'][0] else None)
-        S.reference_lines([ax], res['refs'])
+        E.reference_lines([ax], res['refs'])
         ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
                title=f"online pruning (simulated), {res['dataset']}")
     axes[1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))

@@ -12,17 +12,31 @@ A run dir whose log.json says it finished with the same config is skipped, so a 
 interrupted picks up at the first unfinished seed; a finished run whose config differs is refused before
 anything trains, naming the keys (--overwrite=True trains it again in place).
 """
-import torch
+import copy
+import functools
+import json
+import math
+import os
+import time
+from collections import Counter
 
-from configurator import configure, knobs
-from model import cli
-from training import run  # the training loop and the sweep over K and seeds: training.py, which other stages share
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from bestofn import pool_metrics
+from configurator import check_positive, cli, configure, knobs, one_thread, resolve_device
+from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
+                   combo_fit, count_params, cut_prefix, problem_columns, reads, residual_scorers, score_problems,
+                   score_sorted, step_feature_matrix)
+from store import atomic_write_json, load_problem, load_split, read_checkpoint, save_checkpoint
+from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
 train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
-run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{training.run_name(config)}, e.g. hsrm_seed42
+run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid' (model.VERIFIERS)
 d_model = None              # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by text_size)
 n_layer = None              # encoder layers; None = the kind's default (hsrm 2; deepset has none)
@@ -78,10 +92,441 @@ device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-overwrite = False           # a finished run here whose config differs (training.run_diff) is refused, naming the keys;
+overwrite = False           # a finished run here whose config differs (run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
-DEFAULTS = knobs(globals())  # the knobs above as a dict (training.DEFAULTS reads the same from this file)
+DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve, transfer) start from
+
+
+
+
+# -----------------------------------------------------------------------------
+# the data: the grouped train / validation split, loading and checking the split dirs
+
+
+@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
+def file_group(path):
+    """tasks.group_key of one problem file (memory-mapped: its states are never read)."""
+    return group_key(load_problem(path, mmap=True))
+
+
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
+
+
+def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
+    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
+    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
+    lands on one side, so validation choices are made on questions training never saw, not even reordered.
+    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
+    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
+    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
+    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
+    n = len(problems)
+    if k is not None:
+        if not 0 < k <= n:
+            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
+                             f"<1..{n}> (K counts training and validation problems)")
+        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
+        problems, n = [problems[i] for i in keep], k
+    n_val = int(round(val_frac * n))
+    if n_val < 1 or n - n_val < 1:
+        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
+                         f"fix: extract more problems or change --val_frac")
+    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
+    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
+    val, count = set(), 0
+    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
+        if count >= n_val:
+            break
+        val.add(uniq[g])
+        count += size[uniq[g]]
+    if len(val) == len(uniq):
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no training "
+                         f"group; fix: extract more problems or lower --val_frac")
+    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
+
+
+def is_mixed(p):
+    ls = [c['correct'] for c in p['candidates']]
+    return any(ls) and not all(ls)
+
+
+def load_train_data(dirs):
+    """Problems of each split dir (labels attached, states checked), each tagged with its dir."""
+    out = []
+    for d in dirs:
+        probs = load_split(d)
+        check_states(probs, d)
+        cut = sum(c.get('finish') == 'pruned' for p in probs for c in p['candidates'])
+        if cut:  # a stopped candidate's label says nothing about where it was going
+            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on an "
+                             f"unpruned extraction (extract.py prunes only the eval split)")
+        for p in probs:
+            p['src'] = d
+        out.append(probs)
+    return out
+
+
+def _labels(problems):
+    return [[float(c['correct']) for c in p['candidates']] for p in problems]
+
+
+def check_names(cfg):
+    """Every knob that names one of a few options holds one of them: checked before any data loads."""
+    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
+                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
+        if cfg[key] not in ok:
+            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train'))
+
+
+def preflight(train_problems, val_problems, cfg):
+    """Every check that can fail before training starts; returns the training problems the loss
+    learns from (those with both labels, for a loss that needs them)."""
+    check_names(cfg)
+    for key in ('max_steps', 'max_tokens'):
+        v = cfg[key]
+        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
+                             f"--{key}={100 if key == 'max_steps' else 512}")
+    if not 0 <= cfg['prefix_train'] <= 1:
+        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 (0 = off)")
+    if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
+        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a prefix's text is "
+                         f"not stored; fix: --prefix_train=0 or --text_tokenizer=None")
+    if not train_problems or not val_problems:
+        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
+                         f"least one; fix: check train_dirs and val_frac")
+    needs_both = LOSSES[cfg['loss']][1]
+    # problems with one label only give a ranking loss nothing (the paper omits them)
+    pool = [p for p in train_problems if is_mixed(p)] if needs_both else train_problems
+    if not pool:
+        n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
+        raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
+                         f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
+                         f"loss has nothing to learn; fix: more samples per problem, more/harder problems, or --loss=bce")
+    if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
+        raise ValueError(f"none of the {len(val_problems)} validation problems has both a correct and an incorrect "
+                         f"candidate, so within-problem AUROC is undefined; fix: --early_stop_metric=acc (or loss), "
+                         f"or a larger --val_frac")
+    return pool
+
+
+def residual_choice(train_problems, val_problems, name):
+    """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
+    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
+    little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
+    fs = residual_scorers()
+    scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
+    if name == 'combo':
+        return name, combo_fit(train_problems)
+    if name == 'auto':
+        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
+    elif name not in fs:
+        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, or "
+                         f"one of {sorted(fs)})")
+    s = np.concatenate(scores(train_problems, name))
+    s = s[s > -1e9]
+    return name, (float(s.mean()), float(s.std()) or 1.0)
+
+
+def build_model(train_problems, cfg, val_problems=()):
+    """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
+    the states; with text_tokenizer=None the text vocabulary from the training completions; step feature and
+    residual standardization from the training candidates)."""
+    p0 = train_problems[0]
+    stored = list(p0['layers'])
+    layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
+    d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
+    arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
+    if cfg['verifier'] == 'text':
+        arch['size'] = cfg['text_size']
+    tok = cfg['text_tokenizer']
+    vocab = build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None
+    extra = {}
+    if cfg['step_features']:
+        f = torch.cat([step_feature_matrix(c) for p in train_problems for c in p['candidates']])
+        extra.update(step_features=True, feat_norm=(f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist()))
+    if cfg['residual']:
+        extra['residual'], extra['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
+    return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
+                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], **arch, **extra)
+
+
+def get_batch(pool, state, cfg, rng):
+    """The next batch: cfg['batch_problems'] problems of pool, epoch-wise shuffled (state holds the
+    epoch's order and cursor), with all or n_train random candidates of each.
+    -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
+    bp = cfg['batch_problems']
+    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs from each and one more from
+        idx = []           # the next batch_problems % n_dirs dirs in turn: every batch holds batch_problems
+        q, r = divmod(bp, len(state['dirs']))
+        turn = state.get('turn', 0)
+        for j, (d, members) in enumerate(state['dirs'].items()):
+            k = q + ((j - turn) % len(state['dirs']) < r)
+            st = state['per_dir'][d]
+            if st['cursor'] + k > len(st['order']):
+                st['order'], st['cursor'] = rng.permutation(members), 0
+            idx += list(st['order'][st['cursor']:st['cursor'] + k])
+            st['cursor'] += k
+        state['turn'] = (turn + r) % len(state['dirs'])
+    else:
+        if state['cursor'] + bp > len(state['order']):
+            state['order'], state['cursor'] = rng.permutation(len(pool)), 0
+        idx = state['order'][state['cursor']:state['cursor'] + bp]
+        state['cursor'] += bp
+    cands, pids = [], []
+    for j, pi in enumerate(idx):
+        cs = pool[pi]['candidates']
+        if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
+            cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
+        if cfg['prefix_train']:  # the candidate as it stood at a random earlier step boundary, same label
+            cs = [{**cut_prefix(c, int(rng.integers(len(c['step_pos'])))), 'correct': c['correct']}
+                  if len(c['step_pos']) > 1 and rng.random() < cfg['prefix_train'] else c for c in cs]
+        cands += cs
+        pids += [j] * len(cs)
+    return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
+
+
+def dir_name(d):
+    """A split dir's family name in logs: out/words_shop/train -> words_shop."""
+    return os.path.basename(os.path.dirname(os.path.abspath(d)))
+
+
+def val_metrics(model, problems, cfg, dev):
+    """Metrics on the validation split (and per source dir under 'per_dir' when it pools several). The
+    loss's random choices (ListMLE tie breaks) come from a generator of their own, fresh each time:
+    validation never moves the training draws, and every evaluation sees the same tie breaks."""
+    gen = torch.Generator().manual_seed(cfg['val_seed'])
+    scores = score_problems(model, problems, cfg['eval_batch_size'], dev, where='validation split')
+    m = pool_metrics(scores, _labels(problems))
+    srcs = sorted({p.get('src') for p in problems if p.get('src')})
+    if len(srcs) > 1:
+        m['per_dir'] = {}
+        for d in srcs:
+            i = [j for j, p in enumerate(problems) if p.get('src') == d]
+            pm = pool_metrics([scores[j] for j in i], _labels([problems[j] for j in i]))
+            m['per_dir'][dir_name(d)] = {'auroc': pm['auroc'], 'acc': pm['acc']}
+    s = torch.tensor(np.concatenate(scores))
+    lab = torch.tensor(np.concatenate(_labels(problems)))
+    pid = torch.cat([torch.full((len(p['candidates']),), i) for i, p in enumerate(problems)])
+    l = LOSSES[cfg['loss']][0](s, lab, pid, gen)
+    m['loss'] = float(l) if l is not None else float('nan')
+    return m
+
+
+def lr_at(it, cfg):
+    if it < cfg['warmup_iters']:
+        return cfg['lr'] * (it + 1) / cfg['warmup_iters']
+    if cfg['lr_schedule'] == 'cosine':
+        frac = (it - cfg['warmup_iters']) / max(1, cfg['max_iters'] - cfg['warmup_iters'])
+        return cfg['lr'] * 0.5 * (1 + math.cos(math.pi * frac))
+    return cfg['lr']
+
+
+@one_thread  # reproducible: the same checkpoint whatever the machine's thread count
+def train(train_problems, val_problems, cfg):
+    """Train one verifier; returns (best model, log). cfg: train.py config keys (missing = defaults;
+    max_train_problems is applied by split_problems, before this). Writes {run_dir}/ckpt.pt,
+    config.json, log.json when cfg['run_dir'] is set."""
+    cfg = {**DEFAULTS, **cfg}
+    pool = preflight(train_problems, val_problems, cfg)
+    if cfg['epochs'] is not None:  # steps from the data: every K sees its training problems equally often
+        if not cfg['epochs'] > 0:
+            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters steps")
+        cfg['max_iters'] = max(1, math.ceil(cfg['epochs'] * len(pool) / cfg['batch_problems']))
+    torch.manual_seed(cfg['seed'])
+    rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
+    gen = torch.Generator().manual_seed(cfg['seed'])  # random choices inside training losses (ListMLE tie breaks)
+    dev = resolve_device(cfg['device'])
+    loss_fn = LOSSES[cfg['loss']][0]
+    model = build_model(train_problems, cfg, val_problems).to(dev)
+    cols = problem_columns(pool, model.spec, 'training data')
+    problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
+    # fused: one pass over the parameters per step instead of a dozen; the AdamW step on the text verifier's 13.8M
+    # parameters (its 12.9M-weight embedding: memory-bound) is ~5x faster on CPU (dev/bench_lab.py --only=train)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
+
+    metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
+    best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
+    # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
+    groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
+    log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
+           'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
+           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
+           'step_time_s': 0.0}
+    run_dir_ = cfg['run_dir']
+    t0 = time.time()
+    state = {'order': rng.permutation(len(pool)), 'cursor': 0}
+    srcs = sorted({p.get('src') for p in pool if p.get('src')})
+    if cfg['balance_dirs'] and len(srcs) > 1:
+        state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
+        state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
+    # the residual form starts as its cheap scorer: validated before the first step, it can be the one kept
+    bar = tqdm(range(-1 if cfg['residual'] else 0, cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}",
+               dynamic_ncols=True)
+    for it in bar:
+        if it < 0:
+            m = val_metrics(model, val_problems, cfg, dev)
+            m['iter'] = 0
+            log['val'].append(m)
+            best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
+            if run_dir_:
+                save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
+                                                                          'best_metric': best, 'best_step': 0, 'best_val': m,
+                                                                          'groups': groups})
+            tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
+            continue
+        cands, labels, pids = get_batch(pool, state, cfg, rng)
+        for g in opt.param_groups:
+            g['lr'] = lr_at(it, cfg)
+        model.train()
+        t1 = time.time()
+        scores = score_sorted(model, cands, cols, cfg['chunk_candidates'], dev)
+        l = loss_fn(scores, labels.to(dev), pids.to(dev), gen)
+        if l is None:  # a sampled n_train subset held one label only
+            log['skipped_batches'] += 1
+        else:
+            opt.zero_grad(set_to_none=True)
+            l.backward()
+            opt.step()
+            log['step_time_s'] += time.time() - t1
+            log['train_loss'].append((it, l.item()))
+            bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
+
+        if (it + 1) % cfg['eval_interval'] == 0 or it + 1 == cfg['max_iters']:
+            m = val_metrics(model, val_problems, cfg, dev)
+            m['iter'] = it + 1
+            log['val'].append(m)
+            v = m[metric]
+            if (v > best) if higher else (v < best):
+                best, best_step, bad_evals = v, it + 1, 0
+                best_state = copy.deepcopy(model.state_dict())
+                if run_dir_:
+                    save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
+                                    {'train_config': cfg, 'early_stop_metric': metric,
+                                     'best_metric': v, 'best_step': best_step, 'best_val': m, 'groups': groups})
+            else:
+                bad_evals += 1
+            recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
+            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
+            tqdm.write(f"step {it + 1}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
+                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
+                       f"at step {best_step}{per}")
+            if run_dir_:
+                atomic_write_json({**log, 'done': False}, os.path.join(run_dir_, 'log.json'))
+            if cfg['patience'] and bad_evals >= cfg['patience']:
+                tqdm.write(f"early stop at step {it + 1}: no {metric} gain in {bad_evals} evals")
+                break
+    if best_state is None:
+        raise ValueError(f"validation {metric} was never finite; fix: check labels / val split")
+    model.load_state_dict(best_state)
+    log.update(best_metric=best, best_step=best_step, time_s=time.time() - t0, done=True,
+               best_val=next(m for m in log['val'] if m['iter'] == best_step))
+    if run_dir_:
+        atomic_write_json(log, os.path.join(run_dir_, 'log.json'))
+    return model.eval(), log
+
+
+# keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
+NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
+             'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train', 'step_features', 'residual')
+
+
+def run_name(cfg, stored_layers=(-1,)):
+    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
+    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored)."""
+    tags, kind = [cfg['verifier']], cfg['verifier']
+    unused = {'text_size'} if kind != 'text' else set()
+    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
+    unused |= {'max_steps'} if not reads(kind, 'states') else set()
+    for k in NAME_KEYS:
+        v = cfg[k]
+        if k == 'verifier_layers':
+            v = list(v if v is not None else stored_layers)
+            if v != [-1]:
+                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
+        elif v != DEFAULTS[k] and k not in unused:
+            tags.append(f"{k}-{str(v).replace('/', '-')}")
+    return '_'.join(tags + [f"seed{cfg['seed']}"])
+
+
+# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
+# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
+# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
+# schedule and the seed included: a run is its data, its model and its steps.
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
+
+
+def run_diff(old, new):
+    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
+    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
+    run), and a key an older config.json lacks as its default (val_cut: the problem-level cut it was trained on)."""
+    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
+    base = json.loads(json.dumps(DEFAULTS, default=str))
+    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+
+
+KEEP_BOTH = '--run_dir=<a new dir>'  # train.py's way to train a changed config beside a finished run
+
+
+def finished(c, keep_both=KEEP_BOTH):
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
+    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
+    an unfinished one (interrupted, no done log.json) is trained again."""
+    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
+    if not (os.path.exists(logp) and os.path.exists(cfgp)):
+        return False
+    with open(logp) as f1, open(cfgp) as f2:
+        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
+    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
+    if done and not diff:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
+        print(f"{c['run_dir']} already finished with this config; skipping")
+        return True
+    if done and not c['overwrite']:
+        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
+                         f"both, --overwrite=True trains it again in place")
+    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
+                                      'training it again'))
+    return False
+
+
+def run(cfg, keep_both=KEEP_BOTH):
+    """The CLI: load the split dirs, split each by problem (keeping K problems of each when max_train_problems is set),
+    pool, train one model per K and seed. Every run dir is checked (finished) before the first is trained; keep_both:
+    the calling stage's way to give a changed config a run dir of its own, named when a finished run is refused."""
+    check_names(cfg)
+    dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
+    data = load_train_data(dirs)
+    ks = cfg['max_train_problems']
+    todo = []
+    for k in ks if isinstance(ks, list) else [ks]:
+        for s in cfg['seeds'] or [cfg['seed']]:
+            c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
+            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
+            if cfg['run_dir']:  # one dir per seed below it when sweeping
+                c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
+            if not finished(c, keep_both):
+                todo.append(c)
+    for c in todo:
+        tr, va = [], []
+        for d, probs in zip(dirs, data):
+            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], c['max_train_problems'])
+            tr, va = tr + a, va + b
+        atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
+        _, log = train(tr, va, c)
+        bv = log['best_val']
+        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
+              f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
+              f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 if __name__ == '__main__':

@@ -2,11 +2,11 @@
 Leave-one-family-out transfer: does a verifier hold up on a task family it never saw? For each family F of
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
-then score F's eval split zero-shot beside every free selector on the same pool (selection.free_rows: cheap and
+then score F's eval split zero-shot beside every free selector on the same pool (evaluate.free_rows: cheap and
 DeepConf scorers, the free-scorer combo (model.combo_fit: every free scorer standardized, weights learned on the
 training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
-user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (selection.py's, the same draws
+user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (bestofn.py's, the same draws
 for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants named in
 in_domain are also trained on F's own train split, for reference, each against its zero-shot self (paired). Runs and score caches are reused: a second call only reports.
 
@@ -24,12 +24,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import selection as S
-import training as T
-from configurator import check_keys, check_positive, configure, knobs, stage_defaults
+import bestofn as B
+import evaluate as E
+import train as T
+from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
-from model import (atomic_write_json, cli, combo_fit, count_params, load_checkpoint, load_problem, load_split,
-                   problem_files, resolve_device)
+from model import combo_fit, count_params
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
@@ -53,7 +54,7 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = stage_defaults('evaluate')  # evaluate.py's knobs (vote temperatures, DeepConf windows), read from its file
+EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
 # -----------------------------------------------------------------------------
 
@@ -91,7 +92,7 @@ def fold_runs(cfg, held):
 
 
 def train_fold(cfg, held):
-    """Train (or skip, when finished with the same config: training.run's rule) every run of a fold."""
+    """Train (or skip, when finished with the same config: train.run's rule) every run of a fold."""
     for name, run_dir, dirs in fold_runs(cfg, held):
         v = name.replace(' (in domain)', '')
         over = cfg['variants'][v]
@@ -105,12 +106,12 @@ def val_split(dirs, cfg, n):
     """The validation problems of these train dirs (each split as train.py splits it) as one pool: (problems, pool, n)."""
     probs = []
     for d in dirs:
-        files = S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
+        files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
         for p in load_split(d, files=files):
             p['src'] = d
             probs.append(p)
     vn = min(n, min(len(p['candidates']) for p in probs))
-    return probs, S.build_pool(probs, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+    return probs, B.build_pool(probs, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
 
 
 def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
@@ -121,46 +122,46 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
         model, ck = load_checkpoint(path, dev)
         check_unseen(problems, ck.get('groups'), path)
-        sc = S.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+        sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
             part = [p for p in vp if p['src'] == d]
-            vs += S.cached_scores(model, path, part, d, cache, 1024, dev)[0]
-        temp = S.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
-        mt = S.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
+            vs += E.cached_scores(model, path, part, d, cache, 1024, dev)[0]
+        temp = B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+        mt = B.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
         runs.append({'ckpt': path, 'seed': s, 'temp': temp, **mt})
-    return [S.make_row(name, 'verifier', runs, params=count_params(model)),
-            S.make_row(f'{name} + weighted vote', 'verifier_vote',
-                       [S.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
+    return [E.make_row(name, 'verifier', runs, params=count_params(model)),
+            E.make_row(f'{name} + weighted vote', 'verifier_vote',
+                       [B.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
 
 
 def evaluate_fold(cfg, held, dev):
     """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
     n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
     problems = load_split(eval_dir)
-    pool = S.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
+    pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
     # the free side, chosen on the training families' validation split; the combo's weights from their train splits
     vp, vpool, vn = val_split(others, cfg, n)
-    tr = [p for d in others for p in load_split(d, files=S.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+    tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
-    rows, choice = S.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
+    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
         rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
-    orc = {n: np.array([S.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
-    rows.append(S.make_row(f'Oracle pass@{n}', 'oracle', [S.per_problem_run(orc, n=n)]))
-    S.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    orc = {n: np.array([B.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
+    rows.append(E.make_row(f'Oracle pass@{n}', 'oracle', [B.per_problem_run(orc, n=n)]))
+    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     # the optimistic references: the free selector best on the held-out family itself by best-of-N, the free scorer
     # best there by AUROC (no user can choose either in advance)
     top = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
         if r.get('per_problem'):
-            r['vs']['best_free_test'] = S.paired_vs(r, *top, n, cfg['n_boot'], cfg['boot_seed'])
+            r['vs']['best_free_test'] = B.paired_vs(r, *top, n, cfg['n_boot'], cfg['boot_seed'])
     # what training on the family itself adds: each in-domain row against the same variant zero-shot (same seeds and
     # problems, paired)
     for v in cfg['in_domain']:
         zero, dom = (next(r for r in rows if r['method'] == m) for m in (v, f'{v} (in domain)'))
-        dom['vs']['zero_shot'] = S.paired_delta(dom, zero, n, cfg['n_boot'], cfg['boot_seed'])
+        dom['vs']['zero_shot'] = B.paired_delta(dom, zero, n, cfg['n_boot'], cfg['boot_seed'])
     return {'family': held, 'eval_dir': eval_dir, 'n_problems': len(problems), 'best_free_val': choice['free_best_val'],
             'best_free_test': choice['free_best_test'], 'best_free_auroc_test': choice['free_best_test_auroc'],
             'choice': choice, 'trained_on': others, 'rows': rows}
@@ -205,18 +206,18 @@ def render(folds, summ, cfg):
     keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
             'verifier', 'verifier_vote', 'oracle', 'single')
 
-    def vs(r, key, pct):  # the optimistic reference is not among selection.REFS: formatted here
+    def vs(r, key, pct):  # the optimistic reference is not among evaluate.REFS: formatted here
         d = r.get('vs', {}).get('best_free_test', {})
         ref = r['type'] == ('free_best_test' if key == 'acc' else 'free_best_test_auroc')
-        return 'ref.' if ref else S.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+        return 'ref.' if ref else E.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
     for f in folds:
         for r in f['rows']:
             if r['type'] not in keep:
                 continue
             test, test_au = vs(r, 'acc', True), vs(r, 'auroc', False)
-            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {S.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                       f"| {S.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {S.fmt_vs(r, 'majority', 'acc', True)} "
-                       f"| {S.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {S.fmt_vs(r, 'best_free_val', 'auroc', False)} "
+            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
+                       f"| {E.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {E.fmt_vs(r, 'majority', 'acc', True)} "
+                       f"| {E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {E.fmt_vs(r, 'best_free_val', 'auroc', False)} "
                        f"| {test_au} |")
     if cfg['in_domain']:
         out += ['', 'In domain against the same variant zero-shot (same seeds and eval problems, paired):', '',
@@ -224,8 +225,8 @@ def render(folds, summ, cfg):
         for f in folds:
             for v in cfg['in_domain']:
                 d = next(r for r in f['rows'] if r['method'] == f'{v} (in domain)')['vs']['zero_shot']
-                out.append(f"| {f['family']} | {v} | {S.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
-                           f"| {S.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
+                out.append(f"| {f['family']} | {v} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
+                           f"| {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
     out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best free on val | ≥ best free on test | Lowest AUROC '
             '| Folds with Bo-N below, beyond the interval: best free on val | best free on test | majority |',
             '|---|---:|---:|---:|---|---|---|']
@@ -247,7 +248,7 @@ def run(cfg):
     for held in cfg['folds'] or list(cfg['families']):  # before training: no run will score its own training groups
         ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['families'][held], 'eval'))]
         for name, _, dirs in fold_runs(cfg, held):
-            check_unseen(ev, {'train': [S.file_group(f) for d in dirs for f in problem_files(d)]},
+            check_unseen(ev, {'train': [T.file_group(f) for d in dirs for f in problem_files(d)]},
                          f"{name} (fold {held}, trained on {', '.join(dirs)})")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -260,7 +261,7 @@ def run(cfg):
         folds.append(evaluate_fold(cfg, held, dev))
     summ = summary(folds, cfg)
     md = render(folds, summ, cfg)
-    atomic_write_json(S.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
+    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
                       os.path.join(cfg['out_dir'], f'transfer{part}.json'))
     with open(os.path.join(cfg['out_dir'], f'transfer{part}.md'), 'w') as f:
         f.write(md)
@@ -269,5 +270,6 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key names that stage
+    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
     cli(run, config, 'transfer.py')

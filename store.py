@@ -1,0 +1,172 @@
+"""
+The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
+half file), a split dir's problem files and labels loaded back (README "The pipeline"), and a verifier's checkpoint,
+everything needed to rebuild the exact model, loadable with weights_only=True.
+"""
+import glob
+import json
+import os
+import pickle
+import zipfile
+
+import torch
+
+from model import build_verifier, count_params
+
+# -----------------------------------------------------------------------------
+# files: atomic writes and the extraction format
+
+
+def atomic_save(obj, path):
+    """torch.save to a temp file in the same directory, then rename: a killed run never leaves a half file."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def atomic_write_json(obj, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump(obj, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def problem_files(split_dir):
+    files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
+    if not files:
+        raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
+                                f"fix: run `python extract.py <config>` with out_dir pointing at {os.path.dirname(split_dir) or split_dir}")
+    return files
+
+
+# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file: KeyError;
+# garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one that loads
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError, zipfile.BadZipFile)
+
+
+def check_crc(path):
+    """Raise zipfile.BadZipFile when a torch.save file's bytes differ from the CRC32s its zip directory holds: garbage
+    inside a tensor's bytes loads silently otherwise. Reads the whole file."""
+    with zipfile.ZipFile(path) as z:
+        bad = z.testzip()
+    if bad is not None:
+        raise zipfile.BadZipFile(f'{bad} fails its CRC check')
+
+
+def check_problem(d):
+    """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
+    states [S, width] (one width), step_pos [S], token_ids [T] and per-token statistics [T]."""
+    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
+            or not d['candidates']:
+        raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
+    widths = set()
+    for i, c in enumerate(d['candidates']):
+        st, ids = c.get('states') if isinstance(c, dict) else None, c.get('token_ids') if isinstance(c, dict) else None
+        if not (torch.is_tensor(st) and st.dim() == 2 and torch.is_tensor(ids) and ids.dim() == 1):
+            raise ValueError(f'candidate {i} lacks states [S, width] or token_ids [T]')
+        widths.add(st.shape[1])
+        if 'step_pos' in c and len(c['step_pos']) != len(st) or any(len(c[k]) != len(ids) for k in (
+                'logprobs', 'entropies', 'confidences') if k in c):
+            raise ValueError(f'candidate {i}: step_pos / per-token statistics do not match its states / tokens')
+    if len(widths) > 1:
+        raise ValueError(f'candidates differ in state width {sorted(widths)}')
+
+
+def load_problem(path, mmap=False, crc=None):
+    """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
+    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
+    garbage) is an error naming it; extract.py's resume extracts it again."""
+    try:
+        if not mmap if crc is None else crc:
+            check_crc(path)
+        d = torch.load(path, weights_only=True, mmap=mmap)
+        check_problem(d)
+        return d
+    except DAMAGED as e:
+        raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py <config>` "
+                         f"with the same out_dir: it extracts a damaged file again") from None
+
+
+def load_labels(split_dir):
+    """{problem key: [label dict per candidate]} from {split_dir}/labels.json."""
+    path = os.path.join(split_dir, 'labels.json')
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} is missing; fix: run `python label.py <config>` on this extraction first")
+    with open(path) as f:
+        return json.load(f)['labels']
+
+
+def load_split(split_dir, labels=True, files=None):
+    """All problems of one split dir (or the given files of it) as a list of dicts (the per-problem .pt
+    content), each candidate carrying 'correct' (bool) from labels.json when labels=True. Never needs
+    the generator."""
+    files = problem_files(split_dir) if files is None else files  # no data at all is the first thing to report
+    lab = load_labels(split_dir) if labels else None
+    problems = []
+    for path in files:
+        p = load_problem(path)
+        if lab is not None:
+            ls = lab.get(p['key'])
+            if ls is None or len(ls) != len(p['candidates']):
+                raise ValueError(f"labels.json in {split_dir} has {0 if ls is None else len(ls)} labels for problem "
+                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on {split_dir}")
+            for i, (c, l) in enumerate(zip(p['candidates'], ls)):
+                if not isinstance(l.get('correct'), bool):
+                    raise ValueError(f"labels.json in {split_dir}: problem {p['key']} candidate {i} has correct="
+                                     f"{l.get('correct')!r}, not true/false; fix: re-run label.py on {split_dir}")
+                c['correct'] = l['correct']
+                c['answer'] = l.get('answer')
+        problems.append(p)
+    return problems
+
+
+# -----------------------------------------------------------------------------
+# checkpoints
+
+
+def save_checkpoint(path, model, meta):
+    """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
+    s = model.spec
+    ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
+            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
+            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
+            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
+            'res_norm': s.get('res_norm'),
+            'n_params': count_params(model),
+            **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+    atomic_save(ckpt, path)
+
+
+def read_checkpoint(path, mmap=False):
+    """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
+    short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
+    ckpt.pt does not load again)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
+    try:
+        if not mmap:
+            check_crc(path)
+        ck = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
+        if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+            raise ValueError(f"not a checkpoint dict (keys {sorted(ck) if isinstance(ck, dict) else type(ck).__name__})")
+        return ck
+    except DAMAGED as e:  # torch's own text may advise an unsafe load: only its type is named
+        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
+                         f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
+                         f"does not load is trained again)") from None
+
+
+def load_checkpoint(path, device='cpu'):
+    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
+    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
+    ck = read_checkpoint(path)
+    model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
+                           input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
+                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
+                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
+                           residual=ck.get('residual'), res_norm=ck.get('res_norm'), **ck['model_args'])
+    model.load_state_dict(ck['state_dict'])
+    return model.to(device).eval(), ck
