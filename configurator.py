@@ -64,12 +64,43 @@ def _unknown(key, known, source):
     raise SystemExit(f"config error ({source}): unknown key '{key}'{hint}")
 
 
-def apply_config(g, argv, defaults=None, known=None):
+def check_keys(d, defaults, source):
+    """A dict knob that holds another stage's knobs (curve.py / transfer.py's variants and train_overrides: train.py's)
+    checked as top-level keys are: an unknown key names the closest known ones, a value of the wrong type its type."""
+    if not isinstance(d, dict):
+        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': [-1]}}")
+    for k, v in d.items():
+        if k not in defaults:
+            _unknown(k, defaults, source)
+        _check_type(k, v, defaults[k], source)
+
+
+def check_positive(cfg, defaults, keys):
+    """ValueError naming the key and the fix where a count or size that must be a positive int is not (0 rows per batch
+    or samples per problem divide by zero, or loop doing nothing); None passes where it is the knob's 'unset'."""
+    for k in keys:
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={defaults.get(k) or 1}")
+
+
+def _owner(key, owners, source):
+    """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do.
+    owners: {'train.py': its knobs, ...} of the earlier stages the running one imports (it cannot see later ones)."""
+    owners = [s for s, ks in (owners or {}).items() if key in ks]
+    if owners:
+        me = os.path.basename(sys.argv[0]) if sys.argv[0].endswith('.py') else 'this stage'
+        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(owners)}'s; "
+                         f"fix: set it there (python {owners[0]} <config> --{key}=...), then run {me} on what it writes"
+                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners else ''))
+
+
+def apply_config(g, argv, defaults=None, known=None, owners=None):
     """Apply config files, then --key=value overrides, in argv to the dict g; returns the config dict.
     defaults: {key: default} of the knobs g holds (None: knobs(g)). known: every key a config file may set (the knobs
     of the stages it serves), a key outside it an error; None: a config file's keys that are not this stage's are left
     to the stages that own them (an earlier stage cannot import the later ones to learn theirs; test_all checks every
-    committed config's keys against every stage)."""
+    committed config's keys against every stage). owners: _owner's, to name the stage a command-line key belongs to."""
     mine = dict(defaults) if defaults is not None else knobs(g)
     files = [a for a in argv if not a.startswith('--')]
     flags = [a for a in argv if a.startswith('--')]
@@ -92,6 +123,7 @@ def apply_config(g, argv, defaults=None, known=None):
             raise SystemExit(f"config error: '{arg}' must look like --key=value")
         key, val = arg[2:].split('=', 1)
         if key not in mine:
+            _owner(key, owners, 'command line')
             _unknown(key, mine, 'command line')
         try:
             value = ast.literal_eval(val)
@@ -113,9 +145,10 @@ def split_argv(argv, own, other):
     return ours, apply_config(dict(other), files + theirs, other)
 
 
-def configure(g, argv=None, known=None):
-    """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value); known: apply_config's."""
-    return apply_config(g, sys.argv[1:] if argv is None else argv, known=known)
+def configure(g, argv=None, known=None, owners=None):
+    """The stage's config: its knobs in g overridden by sys.argv (config files and --key=value); known, owners:
+    apply_config's."""
+    return apply_config(g, sys.argv[1:] if argv is None else argv, known=known, owners=owners)
 
 
 # -----------------------------------------------------------------------------

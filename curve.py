@@ -26,7 +26,7 @@ from tqdm import tqdm
 import bestofn as B
 import evaluate as E
 import train as T
-from configurator import cli, configure, knobs, resolve_device
+from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import cheap_score, combo_score, count_params
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
@@ -333,6 +333,10 @@ def plot(sizes_, cfg, path):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
+        check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
+    check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
         raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
     n = len(problem_files(os.path.join(cfg['out_dir'], 'train')))
@@ -367,5 +371,6 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key names that stage
+    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
     cli(run, config, 'curve.py')

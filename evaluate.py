@@ -22,19 +22,21 @@ import os
 import re
 import time
 import warnings
+import zipfile
 
 import numpy as np
 import torch
 
 from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, oracle_sub, per_problem_run,
                      scored_metrics, vote_sub)
-from configurator import cli, configure, knobs, resolve_device
+from configurator import check_positive, cli, configure, knobs, resolve_device
 from model import (VERIFIERS, combo_fit, combo_score, count_params, input_lengths, reads, score_prefixes,
                    score_problems, verifier_flops)
 from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
-from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
+from tasks import check_unseen
 from train import split_problems
 
 # -----------------------------------------------------------------------------
@@ -85,38 +87,46 @@ def slug(path):
     return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
 
 
+def fingerprint(path):
+    """A torch.save file's content, cheaply: the name, size and CRC32 of each record its zip directory lists (no tensor
+    is read; the same for a copy or a moved file, whatever its mtime)."""
+    with zipfile.ZipFile(path) as z:
+        return hashlib.sha256(''.join(f"{i.filename.split('/', 1)[-1]} {i.file_size} {i.CRC}\n"
+                                      for i in z.infolist()).encode()).hexdigest()
+
+
 def split_stamp(split_dir):
     """What a split's scores depend on besides the checkpoint, as a hash: its config.json and each problem
-    file's name, size and mtime (a re-extraction with the same problem keys changes them)."""
+    file's name and content (fingerprint: a re-extraction with the same problem keys changes it, a copy does not)."""
     h = hashlib.sha256()
     if os.path.exists(os.path.join(split_dir, 'config.json')):
         with open(os.path.join(split_dir, 'config.json'), 'rb') as f:
             h.update(f.read())
     for path in problem_files(split_dir):
-        st = os.stat(path)
-        h.update(f'{os.path.basename(path)} {st.st_size} {st.st_mtime_ns}\n'.encode())
+        h.update(f'{os.path.basename(path)} {fingerprint(path)}\n'.encode())
     return h.hexdigest()
 
 
 def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
     """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
-    cached in {cache_dir}/{split}/{run}.json, valid while the checkpoint file and the split's files
-    (split_stamp) are unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of
-    arrays per problem), {run}.prefixes.json."""
-    path = os.path.join(cache_dir, slug(split_dir), slug(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
-    stamp, split = os.path.getmtime(ckpt_path), split_stamp(split_dir)
+    cached in {cache_dir}/{split}/{run}.json, split and run named relative to the dir holding cache_dir (a copied or
+    moved run keeps its caches), valid while the checkpoint's and the split's contents (fingerprint, split_stamp) are
+    unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
+    rel = lambda d: slug(os.path.relpath(os.path.abspath(d), os.path.dirname(os.path.abspath(cache_dir)))).replace('..', 'up')  # noqa: E731
+    path = os.path.join(cache_dir, rel(split_dir), rel(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
+    stamp, split = fingerprint(ckpt_path), split_stamp(split_dir)
     conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
     if os.path.exists(path):
         with open(path) as f:
             c = json.load(f)
-        if (c['ckpt'] == os.path.abspath(ckpt_path) and c['mtime'] == stamp and c.get('split') == split
+        if (c.get('ckpt_fingerprint') == stamp and c.get('split') == split
                 and all(p['key'] in c['scores'] for p in problems)):
             return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
     t0 = time.perf_counter()
     scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
     spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
     dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
-    atomic_write_json({'ckpt': os.path.abspath(ckpt_path), 'mtime': stamp, 'split': split, 'seconds_per_candidate': spc,
+    atomic_write_json({'ckpt': ckpt_path, 'ckpt_fingerprint': stamp, 'split': split, 'seconds_per_candidate': spc,
                        'device': dev, 'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
                                                  for p, s in zip(problems, scores)}}, path)
     return scores, spc, dev
@@ -683,6 +693,7 @@ def write_results(res, prefix, plots):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
@@ -693,6 +704,9 @@ def run(cfg):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
 
     problems = load_split(eval_dir)
+    paths = checkpoint_paths(cfg)
+    for path in paths:  # before any work: no checkpoint scores a problem of its training or validation groups
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
@@ -716,7 +730,7 @@ def run(cfg):
                      "stored); fix: re-extract with the current extract.py.")
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
-    vrows, vcost, trained_on = verifier_rows(checkpoint_paths(cfg), problems, pool, val_split, ns, n, cfg,
+    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
                                              (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     stopped = sum(int(q['stopped'].sum()) for q in pool)
     if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did

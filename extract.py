@@ -28,10 +28,10 @@ from tqdm import tqdm
 
 from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
                      step_table)
-from configurator import configure, knobs, resolve_device
+from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
-from store import DAMAGED, atomic_save, atomic_write_json, load_checkpoint
+from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
 from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -277,7 +277,9 @@ def finished(problems, path):
         if not os.path.exists(path(p)):
             continue
         try:
+            check_crc(path(p))  # garbage inside a tensor's bytes loads silently: its CRC tells
             old = torch.load(path(p), weights_only=True, mmap=True)
+            check_problem(old)
         except DAMAGED:
             damaged += 1
             continue
@@ -370,6 +372,8 @@ if __name__ == '__main__':
         raise SystemExit(f"max_steps={max_steps!r} must be a positive int or None (every step); fix: --max_steps=100")
     if mode == 'reencode' and not candidates_file:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
+    cli(lambda c: check_positive(c, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
+                                               'conf_topk', 'search_width')), config, 'extract.py')
     if not isinstance(procs, int) or procs < 0:
         raise SystemExit(f"procs={procs!r} must be 0 (one per core) or a positive int; fix: --procs=0")
     device = resolve_device(device)  # under torchrun: cuda:LOCAL_RANK

@@ -137,7 +137,7 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
     for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
-        d = load_problem(path, mmap=True)  # mmap: the hidden states are never read
+        d = load_problem(path, mmap=True, crc=True)  # mmap: the hidden states are never read (but a damaged file is named)
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)

@@ -4,11 +4,15 @@ Use a trained verifier: best-of-N answers for new questions. Each question gets 
 trained checkpoint (model.score_problems: the scores evaluate.py computes), and the pick is printed: its answer and
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
-prompt than this run would use is refused with the fix; settings not given come from its training extraction.
+prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
+verifier is a seed of the config's own run (train.run_name; --ckpt for another). A question that does not fit its
+task (the dataset's or word family's template), or shares its numbers with its training or validation questions
+(tasks.check_unseen), is refused with the fix (--force=True answers it, marked forced); so is a sample_dir that holds
+another call's picks. The examples below ask questions of the evaluation part (config/demo.py trains on 0-399):
 
-    python sample.py config/demo.py --question="Compute 7 - 2 + 4."
+    python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
-    python sample.py config/demo.py --dataset_range="(1000,1009)"            # problems of the run's dataset, graded
+    python sample.py config/demo.py --dataset_range="(1225,1234)"            # eval-part problems of the run's dataset, graded
     python sample.py config/demo.py --question="..." --search=beam           # the verifier steers sampling (beam search)
 
 Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
@@ -16,12 +20,13 @@ finish, extracted answer, verifier score, free scores; rows extract.py --mode=re
 killed run resumes with the same settings. From Python (the CLI runs the same function):
 
     v, _ = load_verifier('out/demo/verifiers/hsrm_seed42/ckpt.pt'); gen, tok = generator.load_generator('smollm2')
-    picks = best_of_n(gen, tok, v, ['Compute 7 - 2 + 4.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
+    picks = best_of_n(gen, tok, v, ['Compute 7 + 7 - 2.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
 """
 import glob
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 
@@ -31,23 +36,29 @@ from tqdm import tqdm
 
 import evaluate
 import extract
+import train
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table
-from configurator import cli, configure, knobs, resolve_device, split_argv
+from configurator import apply_config, check_positive, cli, configure, knobs, resolve_device, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, load_checkpoint
-from tasks import GENERATED, load_problems, new_problem
+from store import atomic_write_json, load_checkpoint, read_checkpoint
+from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_groups, task_pattern
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = {out_dir}/verifiers/hsrm*_seed*/ckpt.pt. Of several, the
-             # one with the highest validation within-problem AUROC at its kept step (train.py's best_val), ties to the
-             # first in sorted path order
-question = None  # one question, e.g. 'Compute 7 - 2 + 4.'
+ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run, {out_dir}/verifiers/{verifier_run}_seed*/.
+             # Of several, the one with the highest validation within-problem AUROC at its kept step (train.py's
+             # best_val), ties to the first in sorted path order
+verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
+                     # (train.py's run name for the training knobs the config files set: train.run_name, less the seed)
+question = None  # one question, e.g. 'Compute 7 + 7 - 2.'
+force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
+               # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
+               # else it is refused
 questions_file = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
 dataset_range = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades the picks)
 n_samples = 8  # N candidates per question
@@ -281,16 +292,26 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
 # the CLI: the checkpoint, the questions, the vote's temperature, resumable output
 
 
-def best_ckpt(pattern):
-    """Of the checkpoints matching pattern, the one with the highest validation within-problem AUROC at its kept step
-    (train.py's best_val; a checkpoint without one, or NaN, ranks last), ties to the first in sorted order."""
-    paths = sorted(glob.glob(pattern))
+def own_run(files=()):
+    """The run name train.py gives the training knobs that config files set (train.run_name, less its seed): the run
+    whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
+    td, xd = train.DEFAULTS, extract.DEFAULTS
+    tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
+    return re.sub(r'_seed0$', '', train.run_name({**tc, 'seed': 0}, xc['layers']))
+
+
+def best_ckpt(pattern, run=None):
+    """Of the checkpoints matching pattern (run: only that run's seeds, evaluate.run_group), the one with the highest
+    validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
+    last), ties to the first in sorted order."""
+    paths = sorted(p for p in glob.glob(pattern) if run is None or evaluate.run_group(p) == run)
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
-                         f"--ckpt=<path to a ckpt.pt>")
+                         f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
+                                                         f"{run!r})" if run else ''))
 
     def auroc(p):
-        a = (torch.load(p, map_location='cpu', weights_only=True).get('best_val') or {}).get('auroc')
+        a = (read_checkpoint(p, mmap=True).get('best_val') or {}).get('auroc')
         return -np.inf if a is None or np.isnan(a) else a
     return max(paths, key=auroc) if len(paths) > 1 else paths[0]
 
@@ -300,7 +321,12 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
     tc = ck.get('train_config') or {}
-    dirs = tc.get('train_dirs') or []
+    dirs, out = tc.get('train_dirs') or [], tc.get('out_dir')
+    run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
+    if out and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == 'verifiers' \
+            and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own splits and caches
+        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
+        out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
     vals = [evaluate.val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
@@ -308,7 +334,7 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
     vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
-    cache = os.path.join(tc.get('out_dir') or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
+    cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
               for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
@@ -324,7 +350,7 @@ def questions_of(cfg, s):
         r = cfg['dataset_range']
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
             raise ValueError(f"dataset_range={r!r} must be (lo, hi), inclusive dataset indices; fix: "
-                             f"--dataset_range='(1000,1009)'")
+                             f"--dataset_range='(1225,1234)'")
         return load_problems(s['dataset'], r[0], r[1], s['data_dir'], s['data_path'], s['synth_level'], s['synth_seed'],
                              s['exclude_ids'], s['word_family'])
     path, out, seen = cfg['questions_file'], [], set()
@@ -397,6 +423,19 @@ def atomic_write_json_lines(rows, path):
 
 
 
+def check_sample_dir(sample_dir, config):
+    """Refuse (ValueError naming the keys and the fix) a sample_dir whose picks.jsonl holds picks of another call (another
+    question, file, range, checkpoint or setting): they are never replaced. The same call resumes (resume)."""
+    paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl')]
+    if not all(os.path.exists(p) for p in paths) or not os.path.getsize(paths[1]):
+        return
+    old = json.load(open(paths[0]))
+    keys = sorted(k for k in set(old) | set(config) if k not in ('done', 'vote_temp') and old.get(k) != config.get(k))
+    if keys:
+        raise ValueError(f"sample_dir={sample_dir!r} holds the picks of another call (it differs in {', '.join(keys)}); fix: "
+                         f"--sample_dir=<a new dir> keeps both, or delete {sample_dir} to replace them")
+
+
 def resume(sample_dir, config, batches):
     """(finished picks rows, their candidates rows): a batch counts as finished when sample_dir holds this config's
     picks of all its questions (a killed run's torn or partial last batch is redone); another config starts over."""
@@ -424,15 +463,16 @@ def run(cfg):
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
-    if not (isinstance(cfg['n_samples'], int) and cfg['n_samples'] >= 1):
-        raise ValueError(f"n_samples={cfg['n_samples']!r} must be a positive int; fix: --n_samples=8")
+    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'search_width', 'max_new_tokens', 'eval_batch_size',
+                                               'n_subsets'))
     if cfg['search'] and cfg['prune_ckpt']:
         raise ValueError(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
                          f"--prune_ckpt=None or --search=None")
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))
+    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
+    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'), name)
     verifier, ck = load_verifier(path, dev)
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
@@ -445,16 +485,31 @@ def run(cfg):
         steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
                  'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
     problems = questions_of(cfg, s)
+    pat, example = task_pattern(s['dataset'], s['synth_level'], s['word_family']) if verifier.trained_on else (None, None)
+    forced = {p['id'] for p in problems if pat is not None and not pat.fullmatch(p['question'].strip())}
+    if forced and not cfg['force']:  # asked under the worked example of a task it is not: a verifier of another task
+        p = next(p for p in problems if p['id'] in forced)
+        raise ValueError(f"{len(forced)} question(s) do not fit the task {path} was trained on ({s['dataset']}"
+                         f"{' level ' + str(s['synth_level']) if s['dataset'] == 'synth' else ' family ' + s['word_family']}"
+                         f", e.g. {example!r}), e.g. question {p['id']} ({p['question'][:60]!r}); fix: a question of that "
+                         f"form, a verifier trained on its task (--ckpt=...), or --force=True to answer anyway (marked "
+                         f"forced in picks.jsonl)")
+    if cfg['dataset_range'] is not None or s['dataset'] in GENERATED:  # a benchmark question of one's own has no dataset id
+        if cfg['force']:
+            forced |= {p['id'] for p, _, _ in seen_groups(problems, ck.get('groups') or {})}
+        else:  # never a question whose numbers it trained on
+            check_unseen(problems, ck.get('groups'), path, ', or --force=True to answer anyway (marked forced in picks.jsonl)')
     n = cfg['n_samples']
+    src = cfg['questions_file']
+    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
+              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
+              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
+    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never replace picks
     temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
     gen, tok = load_generator(s['model'], dev, cfg['dtype'])
     check_layers(gen, s['layers'])
-    src = cfg['questions_file']
-    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path, 'vote_temp': temp,
-              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
-              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
-    config = json.loads(json.dumps(config, default=str))
-    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     batches = problem_batches(problems, n, cfg['batch_size'])
     picks, cands = resume(sample_dir, config, batches)
     done = {r['id'] for r in picks}
@@ -470,6 +525,9 @@ def run(cfg):
         if all(p['id'] in done for p in batch):
             continue
         got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
+        for p in got:
+            if p['id'] in forced:  # answered with --force=True though it does not fit the verifier's task
+                p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
             with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first: a pick names finished rows
@@ -491,5 +549,8 @@ def run(cfg):
 
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
-    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
+    config = configure(globals(), argv, owners={'extract.py': EXTRACT, 'train.py': train.DEFAULTS,
+                                                'evaluate.py': evaluate.DEFAULTS})
+    config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
     cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')

@@ -35,7 +35,8 @@ from configurator import cli, configure, knobs, resolve_device, split_argv
 from grading import answers_equal
 from model import reads
 from scorers import group_confidences, has_confidences
-from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
+from tasks import check_unseen
 from train import split_problems
 
 # -----------------------------------------------------------------------------
@@ -176,6 +177,9 @@ def run(cfg):
     pool = B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     keys = [p['key'] for p in problems]
     paths = sorted(set(found['ckpts']))
+    steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt') for d in found['search_dirs']} - {None}
+    for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
     vp = load_split(cfg['train_dir'], files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
@@ -661,6 +665,8 @@ def prune_run(cfg):
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
+    for path in E.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
+        check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
         raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import pickle
+import zipfile
 
 import torch
 
@@ -40,19 +41,53 @@ def problem_files(split_dir):
     return files
 
 
-# what torch.load raises on a file that is not a whole torch.save file (cut short, zeros, garbage)
-DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError)
+# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file: KeyError;
+# garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one that loads
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError, zipfile.BadZipFile)
 
 
-def load_problem(path, mmap=False):
-    """One extracted problem file (mmap=True: tensors are read only when touched). A file that does not
-    load (an interrupted copy, a full disk) is an error naming it; extract.py's resume extracts it again."""
+def check_crc(path):
+    """Raise zipfile.BadZipFile when a torch.save file's bytes differ from the CRC32s its zip directory holds: garbage
+    inside a tensor's bytes loads silently otherwise. Reads the whole file."""
+    with zipfile.ZipFile(path) as z:
+        bad = z.testzip()
+    if bad is not None:
+        raise zipfile.BadZipFile(f'{bad} fails its CRC check')
+
+
+def check_problem(d):
+    """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
+    states [S, width] (one width), step_pos [S], token_ids [T] and per-token statistics [T]."""
+    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
+            or not d['candidates']:
+        raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
+    widths = set()
+    for i, c in enumerate(d['candidates']):
+        st, ids = c.get('states') if isinstance(c, dict) else None, c.get('token_ids') if isinstance(c, dict) else None
+        if not (torch.is_tensor(st) and st.dim() == 2 and torch.is_tensor(ids) and ids.dim() == 1):
+            raise ValueError(f'candidate {i} lacks states [S, width] or token_ids [T]')
+        widths.add(st.shape[1])
+        if 'step_pos' in c and len(c['step_pos']) != len(st) or any(len(c[k]) != len(ids) for k in (
+                'logprobs', 'entropies', 'confidences') if k in c):
+            raise ValueError(f'candidate {i}: step_pos / per-token statistics do not match its states / tokens')
+    if len(widths) > 1:
+        raise ValueError(f'candidates differ in state width {sorted(widths)}')
+
+
+def load_problem(path, mmap=False, crc=None):
+    """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
+    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
+    garbage) is an error naming it; extract.py's resume extracts it again."""
     try:
-        return torch.load(path, weights_only=True, mmap=mmap)
+        if not mmap if crc is None else crc:
+            check_crc(path)
+        d = torch.load(path, weights_only=True, mmap=mmap)
+        check_problem(d)
+        return d
     except DAMAGED as e:
         raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
-                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: delete it and re-run "
-                         f"`python extract.py <config>` with the same out_dir to extract it again") from None
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py <config>` "
+                         f"with the same out_dir: it extracts a damaged file again") from None
 
 
 def load_labels(split_dir):
@@ -105,12 +140,29 @@ def save_checkpoint(path, model, meta):
     atomic_save(ckpt, path)
 
 
+def read_checkpoint(path, mmap=False):
+    """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
+    short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
+    ckpt.pt does not load again)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
+    try:
+        if not mmap:
+            check_crc(path)
+        ck = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
+        if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+            raise ValueError(f"not a checkpoint dict (keys {sorted(ck) if isinstance(ck, dict) else type(ck).__name__})")
+        return ck
+    except DAMAGED as e:  # torch's own text may advise an unsafe load: only its type is named
+        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
+                         f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
+                         f"does not load is trained again)") from None
+
+
 def load_checkpoint(path, device='cpu'):
     """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
     holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
-    ck = torch.load(path, map_location='cpu', weights_only=True)
+    ck = read_checkpoint(path)
     model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
                            input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
                            tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),

@@ -113,6 +113,36 @@ def group_key(problem):
     return f"{problem['dataset']}:{problem['id']}"
 
 
+def seen_groups(problems, groups):
+    """[(problem, its group, 'train' or 'val')] of the problems that share a group (group_key) with a problem a verifier
+    trained or validated on: groups = {'train': [keys], 'val': [keys]} as train.py stores them in ckpt.pt. A question
+    with no gold (sample.py's own) is matched by its numbers alone (a words key ends in =answer)."""
+    bare = lambda k: k.rsplit('=', 1)[0] if k.startswith('words-') else k  # noqa: E731
+    seen = {k: side for side in ('val', 'train') for k in groups.get(side, [])}
+    seen |= {bare(k): side for k, side in list(seen.items())}
+    keys = [(p, group_key(p) if p.get('gold') is not None else bare(group_key(p))) for p in problems]
+    return [(p, k, seen[k]) for p, k in keys if k in seen]
+
+
+def check_unseen(problems, groups, where, fix='', warned=set()):
+    """ValueError naming the fix when a problem to score shares its group with a problem the verifier at `where` trained
+    or validated on (seen_groups); fix: a way out the calling stage adds. groups None (a checkpoint saved before they
+    were stored) is warned about once per checkpoint and not checked: its old tables still reproduce."""
+    if groups is None:
+        if where not in warned:
+            warned.add(where)
+            warnings.warn(f"{where} stores no training groups (saved before checkpoints did), so the problems it scores are "
+                          f"not checked against its training problems; fix: retrain it (python train.py <config>)")
+        return
+    hits = seen_groups(problems, groups)
+    if hits:
+        (p, k, side), n = hits[0], len(hits)
+        raise ValueError(f"{n} of the {len(problems)} problems to score share a group with {where}'s {side} problems, "
+                         f"e.g. {p['id']} ({p['question'][:60]!r}): group {k!r}; fix: score problems it never trained on "
+                         f"(the eval split of its own config, or a range outside its train_range), or a verifier trained "
+                         f"without them{fix}")
+
+
 def synth_problem(index, level, seed):
     """Synthetic arithmetic: level+1 one-digit operands, each joined by + or -, every running result >= 0.
     Problem `index` is entry `index` of synth_space(level, seed): distinct indices are distinct questions."""
@@ -332,6 +362,24 @@ def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, w
     meta = {'level': synth_level} if dataset == 'synth' else {'family': word_family} if dataset == 'words' else {}
     return {'index': index, 'id': str(index if id is None else id), 'dataset': dataset, 'question': str(question),
             'gold': None if gold is None else gold if isinstance(gold, list) else str(gold), 'meta': meta}
+
+
+def task_pattern(dataset, synth_level=2, word_family='shop'):
+    """(regex, an example) of the questions a generated task asks: synth, its level's 'Compute a + b - c.'; words, its
+    family's template with any names, objects and numbers. (None, None) for a benchmark: any question is one of its."""
+    if dataset == 'synth':
+        return re.compile(r'Compute \d+' + r' [-+] \d+' * synth_level + r'\.'), synth_example(synth_level)[0]
+    if dataset != 'words':
+        return None, None
+    make, ranges, _, items, example = WORD_FAMILIES[word_family]
+    nums = [1001 + i for i in range(len(ranges))]
+    pat = re.escape(make(nums, 'Qname', 'qpron', tuple(f'qitem{i}' for i in range(len(items[0]))))[0])
+    for n in nums:
+        pat = pat.replace(str(n), r'\d+')
+    pat = pat.replace('Qname', '[A-Z][a-z]+').replace('Qpron', '(?:He|She)').replace('qpron', '(?:he|she)')
+    for i in range(len(items[0])):
+        pat = pat.replace(f'qitem{i}', '[a-z]+')
+    return re.compile(pat), word_solution(word_family, example)[0]
 
 
 # -----------------------------------------------------------------------------

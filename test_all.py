@@ -337,6 +337,33 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
         run('nope.py')
 
 
+def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
+    """Issue 43: a size that must be positive (0 rows per batch, 0 samples per problem: a ZeroDivisionError before),
+    a typo or a wrong type inside a dict knob of train.py's knobs (curve.py / transfer.py's variants and
+    train_overrides), and another stage's knob on the command line (sample.py --lr) are one line naming the key and the
+    fix, before anything is written."""
+    import curve as CU
+    import transfer as TR
+    out = tmp_path / 'never'
+    for key in ('batch_size', 'n_train_samples'):
+        r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
+        assert r.returncode != 0 and r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={extract.DEFAULTS[key]}'
+    with pytest.raises(ValueError, match=r"batch_problems=0 must be a positive int; fix: --batch_problems=8"):
+        T.run({**T.DEFAULTS, 'out_dir': str(out), 'batch_problems': 0})
+    with pytest.raises(ValueError, match=r"n_eval=0 must be a positive int; fix: --n_eval=8"):
+        E.run({'out_dir': str(out), 'n_eval': 0})
+    for stage in (CU, TR):
+        for kw, msg in (({'variants': {'hsrm': {'verifer_layers': [-1]}}}, r"variants\['hsrm'\]\): unknown key 'verifer_layers'; did you mean verifier_layers"),
+                        ({'train_overrides': {'epoch': 20}}, r"train_overrides\): unknown key 'epoch'; did you mean epochs"),
+                        ({'train_overrides': {'lr': 'fast'}}, r"lr='fast' is a str.*fix")):
+            with pytest.raises(SystemExit, match=msg):
+                stage.run({'out_dir': str(out), 'families': {'a': str(out), 'b': str(out)}, **kw})
+    assert not out.exists()
+    r = _run('sample.py', 'config/demo.py', '--lr=1e-3')
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+    assert '--lr is not a knob of sample.py, it is train.py' in r.stderr and 'fix: set it there (python train.py' in r.stderr
+
+
 @pytest.mark.slow
 def test_config_errors():
     r = _run('extract.py', 'config/demo.py', '--n_sample=3')
@@ -1377,7 +1404,7 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
         with pytest.raises(SystemExit) as e:
             load()
-        assert bad in str(e.value) and 'fix: delete it and re-run `python extract.py' in str(e.value), str(e.value)
+        assert bad in str(e.value) and 'fix: re-run `python extract.py' in str(e.value), str(e.value)
     mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
     capsys.readouterr()
     _extract_tiny(out, problems, model, tok)
@@ -1386,6 +1413,38 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     after = torch.load(bad, weights_only=True)
     assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
     assert len(load_split(os.path.dirname(d), labels=False)) == 3
+
+
+def test_every_damaged_problem_file_is_named_and_reextracted(tmp_path, capsys):
+    """Issue 43: a problem file cut short (torch's OSError), a text file (KeyError), garbage in its pickle or in a
+    tensor's bytes (which torch loads silently: the zip CRCs tell) or a dict of another structure is one line naming
+    the file and the fix wherever a split is read (load_split: evaluate, curve, train; label.py), and extract.py's
+    resume extracts it again, leaving the sound files as they were."""
+    tok = tiny_tokenizer()
+    model, out = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]), str(tmp_path / 'run')
+    problems = [synth_problem(i, 2, 1337) for i in range(2)]
+    d = _extract_tiny(out, problems, model, tok)
+    bad, good = os.path.join(d, '000001.pt'), os.path.join(d, '000000.pt')
+    whole = open(bad, 'rb').read()
+    state = torch.load(bad, weights_only=True)['candidates'][0]['states'].numpy().tobytes()[:16]
+    at = whole.index(state)  # a tensor's bytes: garbage there loads
+    damages = {'cut short': whole[:len(whole) // 2], 'text': b'not a torch file\n', 'pickle garbage': whole[:40] + bytes(200) + whole[240:],
+               'tensor garbage': whole[:at] + bytes(16) + whole[at + 16:]}
+    buf = __import__('io').BytesIO()
+    torch.save({'key': '000001', 'candidates': 'nothing'}, buf)
+    damages['another structure'] = buf.getvalue()
+    mtime = os.path.getmtime(good)
+    for what, data in damages.items():
+        open(bad, 'wb').write(data)
+        for load in (lambda: load_split(os.path.dirname(d), labels=False), lambda: label_split(os.path.dirname(d))):
+            with pytest.raises(SystemExit) as e:
+                load()
+            msg = str(e.value)
+            assert bad in msg and 'fix: re-run `python extract.py <config>`' in msg and '\n' not in msg, (what, msg)
+        capsys.readouterr()
+        _extract_tiny(out, problems, model, tok)
+        assert '1 done already, 1 to go (1 of them damaged' in capsys.readouterr().out, what
+        assert torch.load(bad, weights_only=True)['key'] == '000001' and os.path.getmtime(good) == mtime
 
 
 def think_model(tok):
@@ -2623,6 +2682,31 @@ def test_checkpoint_round_trip(tmp_path):
             assert np.array_equal(a, b)
 
 
+def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
+    """Issue 43: a ckpt.pt cut short, zero-filled or with garbage in its weights is one line naming the path and the fix
+    (retrain that run), never torch's advice to load it unsafely; evaluate.py refuses before writing anything, and
+    train.py trains that run again instead of skipping it as finished."""
+    out = tmp_path / 'run'
+    write_split_train(str(out / 'train'), n_problems=12, n_cands=6)
+    cfg = {**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1}
+    T.run(cfg)
+    ck = str(out / 'verifiers' / 'hsrm_layers-1-2_seed1' / 'ckpt.pt')
+    whole = open(ck, 'rb').read()
+    w = torch.load(ck, weights_only=True)['state_dict']['proj.weight'].numpy().tobytes()[:16]
+    for data in (whole[:len(whole) // 2], bytes(len(whole)), whole.replace(w, bytes(16), 1)):
+        open(ck, 'wb').write(data)
+        with pytest.raises(ValueError) as e:
+            load_checkpoint(ck)
+        msg = str(e.value)
+        assert ck in msg and 'fix: retrain that run' in msg and 'python train.py' in msg and 'weights_only' not in msg, msg
+        r = _run('evaluate.py', f'--out_dir={out}', f'--eval_dir={out}/train', '--plots=False')
+        assert r.returncode != 0 and ck in r.stderr and 'retrain that run' in r.stderr and 'Traceback' not in r.stderr
+        assert not os.path.exists(out / 'results.json') and not os.path.exists(out / 'scores')
+    open(ck, 'wb').write(bytes(len(whole)))
+    T.run(cfg)  # the finished run's log says done, its ckpt.pt does not load: trained again
+    assert load_checkpoint(ck)[1]['best_step'] >= 0
+
+
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
     read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
@@ -3602,6 +3686,70 @@ def test_score_cache_follows_the_split_content(tmp_path):
     assert os.path.getmtime(path) != stamp
 
 
+def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
+    """Issue 43: score caches are named relative to the run and valid by content (the checkpoint's and the split's zip
+    CRCs), so a run copied with new mtimes, or moved, keeps them; a retrained checkpoint does not."""
+    import shutil
+    run = tmp_path / 'run'
+    split, ck = str(run / 'eval'), str(run / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
+    write_split_eval(split, 4, 6, seed=2)
+    torch.manual_seed(0)
+    save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
+    first = E.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64, 'cpu')[0]
+    assert os.path.exists(run / 'scores' / 'eval' / 'verifiers_hsrm_seed1.json')
+    shutil.copytree(run, tmp_path / 'copy', copy_function=shutil.copy)  # new mtimes
+    shutil.move(str(run), str(tmp_path / 'moved'))
+    monkeypatch.setattr(E, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
+    for d in (tmp_path / 'copy', tmp_path / 'moved'):
+        c = str(d / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
+        again = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'), str(d / 'scores'), 64, 'cpu')[0]
+        assert all(np.array_equal(a, b) for a, b in zip(again, first))
+    monkeypatch.undo()
+    c = str(tmp_path / 'copy' / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
+    save_checkpoint(c, build_verifier('hsrm', 16, dropout=0.0), {})  # retrained: other weights
+    new = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')), str(tmp_path / 'copy' / 'eval'),
+                            str(tmp_path / 'copy' / 'scores'), 64, 'cpu')[0]
+    assert not all(np.allclose(a, b) for a, b in zip(new, first))
+
+
+def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
+    """Issue 43: a checkpoint stores the group keys (tasks.group_key) of its training and validation problems;
+    evaluate.py and steer.py's pruning study refuse, before writing anything, to score a split that shares a group with
+    them, in one line naming the checkpoint, the problem and the fix; transfer.py refuses before training a fold whose
+    held-out family shares a group with its training families. A checkpoint saved before groups were stored loads and
+    is scored with one warning."""
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
+    T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
+    ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    c = torch.load(ck, weights_only=True)
+    tr, va = T.split_problems(load_split(f'{out}/train'))
+    assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}), 'val': sorted({tasks.group_key(p) for p in va})}
+    write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
+    for fn in (lambda: E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False}),
+               lambda: ST.prune_run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})):
+        with pytest.raises(ValueError) as e:
+            fn()
+        msg = str(e.value)
+        assert '2 of the 4 problems to score share a group with' in msg and ck in msg and 'fix: score problems it never trained on' in msg
+        assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
+    del c['groups']  # as saved before they were stored
+    torch.save(c, ck)
+    with pytest.warns(UserWarning, match='stores no training groups.*fix: retrain'):
+        E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False, 'n_boot': 20})
+    import transfer as TR
+    fams = {}
+    for i, name in enumerate('ab'):
+        write_split_eval(f'{tmp_path}/{name}/train', 12, 8, seed=10 + i)
+        write_split_eval(f'{tmp_path}/{name}/eval', 6, 8, seed=20 + i, start=10 if name == 'b' else 1000)  # b's eval: a's train
+        fams[name] = f'{tmp_path}/{name}'
+    with pytest.raises(ValueError, match=r"2 of the 6 problems to score share a group with hsrm \(fold b, trained on .*a/train\)'s "
+                                         r"train problems.*fix: score problems it never trained on"):
+        TR.run({'out_dir': f'{tmp_path}/tr', 'families': fams, 'seeds': [1]})
+    assert not os.path.exists(f'{tmp_path}/tr')
+
+
 # ====================================================================================================
 # steer.py: the steering studies (online pruning replayed, search vs best-of-N)
 # ====================================================================================================
@@ -4341,7 +4489,7 @@ def sample_run(tmp_path_factory):
     cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
            'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
            'step_rule': capture.STEP_RULE}
-    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1000, 1005), 4)):
+    for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1225, 1230), 4)):  # the level's evaluation part
         c = {**cfg, 'split': split, 'n_samples': n}
         extract.atomic_write_json(c, f'{out}/{split}/config.json')
         extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
@@ -4368,7 +4516,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     import sample as SA
     from bestofn import top_mask
     out = sample_run[0]
-    cfg = {'out_dir': out, 'dataset_range': (1000, 1005), 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    cfg = {'out_dir': out, 'dataset_range': (1225, 1230), 'n_samples': 4, 'batch_size': 16, 'vote': True}
     SA.run(cfg)
     sd = f'{out}/sample'
     picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
@@ -4376,7 +4524,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
     assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
-    cache = json.load(open(glob.glob(f"{out}/scores/*eval/{E.slug(os.path.dirname(conf['ckpt']))}.json")[0]))['scores']
+    cache = json.load(open(f"{out}/scores/eval/verifiers_{os.path.basename(os.path.dirname(conf['ckpt']))}.json"))['scores']
     run_ = next(r for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == conf['ckpt'])
     assert conf['vote_temp'] == run_['temp']
     ev = load_split(f'{out}/eval')
@@ -4423,8 +4571,8 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     import sample as SA
     out, model, tok = sample_run
     ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
-    qs = [{'question': 'Compute 7 - 2 + 4.', 'id': 'a', 'gold': '9'}, {'question': 'Compute 1 + 1 + 1.'},
-          {'question': 'Compute 9 - 3 - 1.', 'gold': 5}]
+    qs = [{'question': 'Compute 7 + 7 - 2.', 'id': 'a', 'gold': '12'}, {'question': 'Compute 9 - 2 - 5.'},
+          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw them
     (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
     cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
            'sample_dir': str(tmp_path / 's')}
@@ -4432,16 +4580,16 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
     assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
     assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
-    assert picks[2]['gold'] == '5' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '5', 'synth')['correct']
+    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2', 'synth')['correct']
     v = SA.load_verifier(ckpt)[0]
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
     prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
-    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 - 2 + 4.\n\nAnswer:')
+    assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
     for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
-        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / 'steered')})
-        cs = _jsonl(tmp_path / 'steered' / 'candidates.jsonl')
+        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}')})
+        cs = _jsonl(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}' / 'candidates.jsonl')
         assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
         if 'search' in steer:
             assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
@@ -4501,6 +4649,45 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
         SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
 
 
+def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path):
+    """Issue 43: sample.py chooses among the seeds of the config's own run (training.run_name), never another run's
+    beside it; a question that does not fit the verifier's task (its dataset's template), or shares its numbers with its
+    training or validation questions (the groups its checkpoint stores), is refused in one line with the fix, and
+    --force=True answers it, marked forced in picks.jsonl; a second call into a sample_dir never replaces the first
+    one's picks."""
+    import shutil
+    import sample as SA
+    out = sample_run[0]
+    assert SA.own_run(['config/demo.py']) == 'hsrm' and SA.own_run(['config/curve_shop.py']) == 'hsrm'
+    other = f'{out}/verifiers/hsrm_max_train_problems-10_seed1'  # another run beside it, of better validation AUROC
+    os.makedirs(other)
+    ck = torch.load(f'{out}/verifiers/hsrm_seed1/ckpt.pt', weights_only=True)
+    torch.save({**ck, 'best_val': {**ck['best_val'], 'auroc': 1.0}}, f'{other}/ckpt.pt')
+    try:
+        assert SA.best_ckpt(f'{out}/verifiers/hsrm_seed*/ckpt.pt', 'hsrm') != f'{other}/ckpt.pt'
+        assert SA.best_ckpt(f'{out}/verifiers/*/ckpt.pt') == f'{other}/ckpt.pt'  # what the old glob picked
+        cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(tmp_path / 's')}
+        word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
+        with pytest.raises(ValueError, match=r"1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on \(synth "
+                                             r"level 2, e.g. 'Compute 23 \+ 15 - 7.'\).*fix: .*--force=True to answer anyway"):
+            SA.run({**cfg, 'question': word})
+        with pytest.raises(ValueError, match=r"3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's (train|val) "
+                                             r"problems.*fix: .*--force=True to answer anyway"):
+            SA.run({**cfg, 'dataset_range': (0, 2)})
+        assert not os.path.exists(tmp_path / 's')  # refused before anything is written
+        got = SA.run({**cfg, 'question': word, 'force': True})
+        assert got[0]['forced'] and _jsonl(tmp_path / 's' / 'picks.jsonl')[0]['forced'] is True
+        conf = json.load(open(tmp_path / 's' / 'config.json'))
+        assert conf['ckpt'] != f'{other}/ckpt.pt' and conf['verifier_run'] is None
+        before = [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')]
+        with pytest.raises(ValueError, match=r"sample_dir=.* holds the picks of another call \(it differs in force, question\); "
+                                             r"fix: --sample_dir=<a new dir> keeps both"):
+            SA.run({**cfg, 'question': 'Compute 7 + 7 - 2.'})
+        assert [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')] == before
+    finally:
+        shutil.rmtree(other)
+
+
 # ====================================================================================================
 # the main job (README's first command) at a tiny size: extract -> label -> train -> baselines -> evaluate
 # ====================================================================================================
@@ -4538,11 +4725,11 @@ n_eval = 4
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
-    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 - 2 + 4.', '--vote=True', '--n_samples=4'],
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True', '--n_samples=4'],
                        cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and 'pick:' in r.stdout and 'weighted vote' in r.stdout, r.stderr[-3000:]
     pick, = _jsonl(f'{out}/sample/picks.jsonl')
-    assert pick['question'] == 'Compute 7 - 2 + 4.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
+    assert pick['question'] == 'Compute 7 + 7 - 2.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
     assert json.load(open(f'{out}/sample/config.json'))['model'] == 'smollm2' and 'correct' not in pick
     # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
     # leader, label it, evaluate it with the same checkpoints and validation split

@@ -25,11 +25,11 @@ import torch
 from tqdm import tqdm
 
 from bestofn import pool_metrics
-from configurator import cli, configure, knobs, one_thread, resolve_device
+from configurator import check_positive, cli, configure, knobs, one_thread, resolve_device
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
                    combo_fit, count_params, cut_prefix, problem_columns, reads, residual_scorers, score_problems,
                    score_sorted, step_feature_matrix)
-from store import atomic_write_json, load_problem, load_split, save_checkpoint
+from store import atomic_write_json, load_problem, load_split, read_checkpoint, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -177,6 +177,7 @@ def check_names(cfg):
                     ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train'))
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -349,6 +350,8 @@ def train(train_problems, val_problems, cfg):
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
+    # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
+    groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
            'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
@@ -371,7 +374,8 @@ def train(train_problems, val_problems, cfg):
             best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
             if run_dir_:
                 save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
-                                                                          'best_metric': best, 'best_step': 0, 'best_val': m})
+                                                                          'best_metric': best, 'best_step': 0, 'best_val': m,
+                                                                          'groups': groups})
             tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
             continue
         cands, labels, pids = get_batch(pool, state, cfg, rng)
@@ -402,7 +406,7 @@ def train(train_problems, val_problems, cfg):
                 if run_dir_:
                     save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
                                     {'train_config': cfg, 'early_stop_metric': metric,
-                                     'best_metric': v, 'best_step': best_step, 'best_val': m})
+                                     'best_metric': v, 'best_step': best_step, 'best_val': m, 'groups': groups})
             else:
                 bad_evals += 1
             recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
@@ -480,6 +484,11 @@ def finished(c, keep_both=KEEP_BOTH):
         done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
     keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
     if done and not diff:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
         print(f"{c['run_dir']} already finished with this config; skipping")
         return True
     if done and not c['overwrite']:

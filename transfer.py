@@ -27,10 +27,11 @@ from tqdm import tqdm
 import bestofn as B
 import evaluate as E
 import train as T
-from configurator import cli, configure, knobs, resolve_device
+from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import combo_fit, count_params
-from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
+from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -119,7 +120,8 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
     vp, vpool, vn = val_split(dirs, cfg, cfg['n_eval'])
     for s in cfg['seeds']:
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
-        model, _ = load_checkpoint(path, dev)
+        model, ck = load_checkpoint(path, dev)
+        check_unseen(problems, ck.get('groups'), path)
         sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
@@ -238,7 +240,16 @@ def render(folds, summ, cfg):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
+        check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
+    check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     check_families(cfg['families'], cfg)
+    for held in cfg['folds'] or list(cfg['families']):  # before training: no run will score its own training groups
+        ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['families'][held], 'eval'))]
+        for name, _, dirs in fold_runs(cfg, held):
+            check_unseen(ev, {'train': [T.file_group(f) for d in dirs for f in problem_files(d)]},
+                         f"{name} (fold {held}, trained on {', '.join(dirs)})")
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -259,5 +270,6 @@ def run(cfg):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
+    # config files, then --key=value, override the knobs above; another stage's --key names that stage
+    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
     cli(run, config, 'transfer.py')
