@@ -33,6 +33,16 @@ def table(rows, header):
     print('\n'.join([line(header), '|' + '|'.join('-' * (n + 2) for n in w) + '|'] + [line(r) for r in rows]))
 
 
+def run_sections(sections, only):
+    """Run the section named by --only (every section when None), each under its banner (dev/bench_lab.py too)."""
+    if only not in (None, *sections):
+        raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
+    for name, fn in sections.items():
+        if only in (None, name):
+            print(f'\n=== {name} ===')
+            fn()
+
+
 def machine_floor(n=1024, secs=1.0):
     """This machine's fp32 matmul rate (FLOP/s) and copy bandwidth (bytes/s), measured now."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -716,9 +726,4 @@ if __name__ == '__main__':
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}
-    if only not in (None, *sections):
-        raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
-    for name, fn in sections.items():
-        if only in (None, name):
-            print(f'\n=== {name} ===')
-            fn()
+    run_sections(sections, only)

@@ -20,7 +20,7 @@ import generator  # noqa: E402
 import grading  # noqa: E402
 import tasks  # noqa: E402
 import train as T  # noqa: E402
-from bench import DATA, HERE, machine_floor, table  # noqa: E402
+from bench import DATA, HERE, machine_floor, run_sections, table  # noqa: E402
 from model import build_verifier, count_params, score_problems, verifier_flops  # noqa: E402
 
 
@@ -344,9 +344,4 @@ if __name__ == '__main__':
     sections = {'label': bench_labeling, 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
                                                                     ('threshold', flag('prune_threshold'))) if v is not None})}
-    if only not in (None, *sections):
-        raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
-    for name, fn in sections.items():
-        if only in (None, name):
-            print(f'\n=== {name} ===')
-            fn()
+    run_sections(sections, only)
