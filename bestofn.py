@@ -114,12 +114,15 @@ def best_of_n_sub(scores, labels, sub, stopped=None):
     return float(((top * l).sum(1) / np.maximum(top.sum(1), 1)).mean())
 
 
-def vote_sub(groups, labels, sub, scores=None, temp=None):
+def vote_sub(groups, labels, sub, scores=None, temp=None, keep=None):
     """Majority vote over answer groups (scores None), or verifier-weighted vote: each candidate adds
     softmax(score / temp) over its subset to its group (temp None: the scores themselves, for a PRM's
-    probabilities). Candidates without an answer do not vote; a subset where nobody has one is a
-    uniform pick. The winning group's correctness is the mean label of its members; tied groups split."""
+    probabilities). Candidates without an answer do not vote, nor do those outside keep [k, n] (a filter);
+    a subset where nobody votes is a uniform pick. The winning group's correctness is the mean label of its
+    members; tied groups split."""
     g, l = groups[sub], labels[sub]
+    if keep is not None:
+        g = np.where(keep, g, -1)
     G = int(groups.max()) + 1
     if G == 0:
         return float(l.mean())
@@ -264,14 +267,19 @@ def filtered_vote_sub(groups, labels, sub, conf, eta):
     """DeepConf's offline vote on each subset: among candidates with an answer, keep those whose
     confidence is >= the (1 - eta) quantile of theirs (numpy's linear percentile, as their
     filter_top_confidence), then vote with the confidences as weights (answers grouped by our
-    equivalence, not by string). A subset with no answer at all is a uniform pick."""
-    accs = []
-    for row in sub:
-        has = row[groups[row] >= 0]
-        if not len(has):
-            accs.append(float(labels[row].mean()))
-            continue
-        c = conf[has]
-        keep = has[c >= np.percentile(c, 100 * (1 - eta))]
-        accs.append(vote_sub(groups, labels, keep[None, :], conf, None))
-    return float(np.mean(accs))
+    equivalence, not by string). A subset with no answer at all is a uniform pick. All subsets at once: the
+    percentile is numpy's linear one computed per row over the candidates with an answer."""
+    has = groups[sub] >= 0  # [k, n]
+    c = conf[sub].astype(np.float64)
+    v = np.sort(np.where(has, c, np.inf), axis=1)  # those without an answer sort last and are never indexed
+    m = has.sum(1)
+    at = (np.maximum(m, 1) - 1) * (1 - eta)  # numpy's 'linear' virtual index
+    lo = np.floor(at).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(m, 1) - 1)
+    a, b = np.take_along_axis(v, lo[:, None], 1)[:, 0], np.take_along_axis(v, hi[:, None], 1)[:, 0]
+    t = at - lo
+    with np.errstate(invalid='ignore'):
+        d = b - a
+        thr = np.where(t >= 0.5, b - d * (1 - t), a + d * t)  # numpy's _lerp, so thresholds match np.percentile's
+        keep = has & (c >= thr[:, None])
+    return vote_sub(groups, labels, sub, conf, None, keep)
