@@ -322,7 +322,7 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
                           'text': ' '.join(f'w{k}' for k in range(T_)), 'step_pos': torch.arange(1, S + 1) * T_ // S - 1,
                           'logprobs': -torch.rand(T_, generator=g), 'entropies': torch.rand(T_, generator=g),
                           'finish': 'eos', 'correct': j % 2 == 0})
-        probs.append({'key': f'{i:06d}', 'index': i, 'question': str(i), 'layers': [-1], 'candidates': cands})
+        probs.append({'key': f'{i:06d}', 'index': i, 'dataset': 'gsm8k', 'id': str(i), 'question': str(i), 'layers': [-1], 'candidates': cands})
     tr, va = probs[:48], probs[48:]
     rows, n_threads = [], torch.get_num_threads()
     for verifier in ('hsrm', 'text'):
