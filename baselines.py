@@ -55,11 +55,10 @@ def run(cfg, train_cfg):
         raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
-    for size in cfg['text_sizes']:
-        for s in train_cfg['seeds'] or [train_cfg['seed']]:
-            train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
-                          'out_dir': cfg['out_dir'], 'device': cfg['device'], 'seed': s, 'seeds': None,
-                          'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{s}')}, keep_both)
+    for size in cfg['text_sizes']:  # every seed in one call: train.py trains them at once, one per core
+        train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
+                   'out_dir': cfg['out_dir'], 'device': cfg['device'],
+                   'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{{seed}}')}, keep_both)
     if cfg['prm_model']:
         eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
         path = os.path.join(eval_dir, 'prm_scores.json')

@@ -16,6 +16,7 @@ import copy
 import functools
 import json
 import math
+import multiprocessing
 import os
 import time
 from collections import Counter
@@ -27,7 +28,7 @@ from tqdm import tqdm
 from bestofn import pool_metrics
 from configurator import check_positive, cli, configure, knobs, one_thread, resolve_device
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
-                   combo_fit, count_params, cut_prefix, problem_columns, reads, residual_scorers, score_problems,
+                   combo_fit, count_params, cut_prefix, problem_columns, read_kinds, reads, residual_scorers, score_problems,
                    score_sorted, step_feature_matrix)
 from store import atomic_write_json, load_problem, load_split, read_checkpoint, save_checkpoint
 from tasks import group_key
@@ -51,6 +52,9 @@ max_tokens = 512            # text/hybrid position table, the same for every spl
                             # its last max_tokens tokens (the final answer is at the end)
 verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
                             # step_features=True: no states, the step features alone (what the states add beyond them)
+step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS): 'boundary'
+                            # (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its least likely
+                            # token) | several joined with '+', side by side, e.g. 'boundary+least'
 input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
 max_steps = None            # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
@@ -92,6 +96,8 @@ device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
+procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same weights
+                            # as one after another: training runs on one thread anyway): 0 = one per core, 1 = one at a time
 overwrite = False           # a finished run here whose config differs (run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
@@ -177,6 +183,9 @@ def check_names(cfg):
                     ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    read_kinds(cfg['step_read'])
+    if not isinstance(cfg['procs'], int) or isinstance(cfg['procs'], bool) or cfg['procs'] < 0:
+        raise ValueError(f"procs={cfg['procs']!r} must be 0 (one per core) or a positive int; fix: --procs=0")
     check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train'))
 
 
@@ -251,7 +260,8 @@ def build_model(train_problems, cfg, val_problems=()):
     if cfg['residual']:
         extra['residual'], extra['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
     return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
-                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], **arch, **extra)
+                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], step_read=cfg['step_read'],
+                          **arch, **extra)
 
 
 def get_batch(pool, state, cfg, rng):
@@ -431,7 +441,7 @@ def train(train_problems, val_problems, cfg):
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train', 'step_features', 'residual')
+             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train', 'step_features', 'residual')
 
 
 def run_name(cfg, stored_layers=(-1,)):
@@ -440,7 +450,7 @@ def run_name(cfg, stored_layers=(-1,)):
     tags, kind = [cfg['verifier']], cfg['verifier']
     unused = {'text_size'} if kind != 'text' else set()
     unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
-    unused |= {'max_steps'} if not reads(kind, 'states') else set()
+    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
     for k in NAME_KEYS:
         v = cfg[k]
         if k == 'verifier_layers':
@@ -456,7 +466,7 @@ def run_name(cfg, stored_layers=(-1,)):
 # is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
 # eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
 # schedule and the seed included: a run is its data, its model and its steps.
-NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
 
 
 def run_diff(old, new):
@@ -512,21 +522,47 @@ def run(cfg, keep_both=KEEP_BOTH):
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
             c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
-            if cfg['run_dir']:  # one dir per seed below it when sweeping
-                c['run_dir'] = os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
+            if cfg['run_dir']:  # one dir per seed below it when sweeping ('{seed}' in it: named by the caller)
+                c['run_dir'] = cfg['run_dir'].format(seed=s) if '{seed}' in cfg['run_dir'] else \
+                    os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
             if not finished(c, keep_both):
                 todo.append(c)
+    jobs = []
     for c in todo:
         tr, va = [], []
         for d, probs in zip(dirs, data):
             a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], c['max_train_problems'])
             tr, va = tr + a, va + b
         atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
-        _, log = train(tr, va, c)
+        jobs.append((tr, va, c))
+    for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
         bv = log['best_val']
         print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
               f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
               f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
+
+
+_JOBS = []  # train_all's runs, read by the forked processes (inherited, never pickled)
+
+
+def _train_job(i):
+    return train(*_JOBS[i])[1]
+
+
+def train_all(jobs, procs=0, device='cpu'):
+    """Train each (train problems, validation problems, cfg) of jobs; -> their logs, in order. On CPU several at once,
+    each in a forked process on one thread (procs; 0 = one per core): each run's weights are those it gets alone."""
+    global _JOBS
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    n = min(len(jobs), procs or cores)
+    if n <= 1 or resolve_device(device) != 'cpu':
+        return [train(*j)[1] for j in jobs]
+    _JOBS = jobs
+    try:
+        with multiprocessing.get_context('fork').Pool(n) as pool:
+            return pool.map(_train_job, range(len(jobs)), chunksize=1)
+    finally:
+        _JOBS = []
 
 
 if __name__ == '__main__':
