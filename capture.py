@@ -17,7 +17,7 @@ import torch
 
 from generator import (LOGIT_CHUNK, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection,
                        nucleus)
-from model import layer_columns, reads
+from model import STEP_KINDS, layer_columns, read_kinds, reads
 from tasks import GENERATED, build_prompt
 
 # -----------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def _fit(table, V):
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
                         torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0,
-                        search=None, search_width=4):
+                        search=None, search_width=4, step_kinds=('boundary',)):
     """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
     of lists of candidate dicts (README format).
 
@@ -123,22 +123,25 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
     with the parent), stopped ones included (finish='pruned'), and decoded: the tokens the row itself ran through the
     model, which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's,
-    ran but are not among its token_ids)."""
+    ran but are not among its token_ids). step_kinds: what is stored per step (model.STEP_KINDS; 'boundary' always):
+    'mean' keeps a running sum of each row's token states since its last boundary, 'least' the state of its least likely
+    token so far; both go into the ring beside the boundary state when a step closes."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     gen = torch.Generator(device=device).manual_seed(seed)
     T, D = max_new_tokens, len(layers) * model.config.hidden_size
+    kinds = stored_kinds(step_kinds)
     steer = _Steer(verifier, layers, D, len(prompts), n_samples, search or prune_rule, prune_threshold,
-                   search_width) if verifier else None
+                   search_width, kinds) if verifier else None
     if search and not steer:
         raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
-    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile)
+    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds)
     if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
         raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
@@ -151,7 +154,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     while True:
         done, keep, at_max, col, any_done, any_keep, n_kept = _next_tokens(
             s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
-        _capture(s, col, keep, n_kept, not max_steps, conf_topk)
+        _capture(s, col, keep, at_max, n_kept, not max_steps, conf_topk)
         stop, plan = None, []
         if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
             stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
@@ -175,14 +178,14 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         _feed(s, step, b, Lp + t, T, searching, torch_compile)
         t += 1
     model.config._attn_implementation = attn
-    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D)
+    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D, kinds)
 
 
 class _Rows:
     """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
     one row per batch row, so dropping, copying or reordering rows moves them all together."""
     PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
-               'prev', 'logits', 'h_prev', 'samp', 'fed')
+               'prev', 'logits', 'h_prev', 'samp', 'fed', 'acc', 'acc_n', 'least_lp', 'least_h')
 
     def __init__(self, **tensors):
         self.__dict__.update(tensors)
@@ -200,7 +203,7 @@ class _Rows:
         copy_rows(self.cache, src, dst)
 
 
-def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',)):
     """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
     cache (rows prompt-major), and the batch's row tensors. -> (_Rows, padded prompt length)"""
     from transformers import DynamicCache
@@ -222,7 +225,8 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
         rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
-        ring=z(B, S + 1, D, dtype=torch.float16),  # the last S kept states (S doubles when every state is kept); slot S: discard
+        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side (S doubles
+        # when every state is kept); slot S: discard
         ring_pos=z(B, S + 1),
         count=z(B),  # kept states so far
         ln=z(B),  # tokens drawn so far
@@ -233,7 +237,11 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static):
         samp=z(B, dtype=torch.bool),  # rows that draw a token this step
         fed=z(B, dtype=torch.bool),  # rows whose token goes through the model this step
         nxt=z(B), prev=z(B),  # this step's token and the one before it
-        h_prev=torch.zeros(B, D, device=device)), Lp  # the state before nxt: kept if nxt closes a step
+        h_prev=torch.zeros(B, D, device=device),  # the state before nxt: kept if nxt closes a step
+        # the open step's token states so far (width 0 when that kind is not stored): their sum and count ('mean'),
+        # the lowest log-prob and its token's state ('least')
+        acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
+        least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device)), Lp
 
 
 def _decode_step(model, cache, layers, static):
@@ -296,12 +304,22 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
     return done, keep, at_max, col, any_done, any_keep, n_kept
 
 
-def _capture(s, col, keep, n_kept, every, conf_topk):
+def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
     """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
-    candidate into the ring (every state kept: the ring doubles when a row fills it)."""
+    candidate into the ring (every state kept: the ring doubles when a row fills it), beside it the open step's
+    mean token state and least likely token's state when those kinds are stored."""
     ar = torch.arange(len(s.rows), device=s.rows.device)
     s.toks[ar, col] = s.nxt
     s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
+    add = (s.samp | at_max) & (s.ln > 0)  # h_prev is the state of token ln - 1, seen once: fold it into the open step
+    if s.acc.shape[1]:
+        s.acc += add[:, None] * s.h_prev.float()
+    s.acc_n += add
+    if s.least_h.shape[1]:
+        lp = s.stats[0, ar, (s.ln - 1).clamp(min=0)]
+        lower = add & (lp < s.least_lp)  # strict: the first of equal log-probs stays
+        s.least_lp = torch.where(lower, lp, s.least_lp)
+        s.least_h = torch.where(lower[:, None], s.h_prev.float(), s.least_h)
     S = s.ring.shape[1] - 1
     if every and n_kept > S:
         s.ring, s.ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
@@ -309,7 +327,13 @@ def _capture(s, col, keep, n_kept, every, conf_topk):
         S *= 2
     kept_now = keep & (s.ln > 0)  # the first token has no state before it
     slot = torch.where(kept_now, s.count % S, S)
-    s.ring[ar, slot] = s.h_prev.to(torch.float16)
+    parts = [s.h_prev.float()] + ([s.acc / s.acc_n.clamp(min=1)[:, None]] if s.acc.shape[1] else []) + \
+        ([s.least_h] if s.least_h.shape[1] else [])
+    s.ring[ar, slot] = torch.cat(parts, 1).to(torch.float16) if len(parts) > 1 else s.h_prev.to(torch.float16)
+    if len(parts) > 1:  # a closed step: the next one starts empty
+        s.acc *= ~kept_now[:, None]
+        s.least_lp = torch.where(kept_now, float('inf'), s.least_lp)
+    s.acc_n *= ~kept_now
     s.ring_pos[ar, slot] = s.ln - 1
     s.count += kept_now
     s.bnd = torch.where(keep, s.ln, s.bnd)
@@ -379,13 +403,13 @@ def _feed(s, step, b, col, T, searching, static):
         s.logits, s.h_prev, s.prev = logits, h, s.nxt
 
 
-def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D):
+def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D, kinds=('boundary',)):
     """Per prompt, its candidates in row order (search: with row, parent, inherited and decoded)."""
     results = [[] for _ in range(n_prompts)]
     where = lineage if lineage is not None else {r: (r // n_samples, r % n_samples) for r in done_all}
     for r in sorted(done_all, key=lambda r: where[r][:2]):
         ids, st, spos, states, finish, n_ran = done_all[r]
-        c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D)
+        c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D, kinds)
         if lineage is not None:
             c['row'], c['parent'], c['inherited'] = where[r][1:]
             c['decoded'] = n_ran
@@ -457,12 +481,26 @@ def policy(rule, latest, active, new, threshold=None, width=4):
     return copies
 
 
+def ring_columns(spec, layers, D, kinds):
+    """Columns of the ring (the stored kinds side by side, each D = len(layers) * d_gen wide) that a verifier with
+    input spec `spec` reads, in its step_read order; None: all of them as they lie."""
+    want = read_kinds(spec.get('step_read', 'boundary'))
+    missing = [k for k in want if k not in kinds]
+    if missing:
+        raise ValueError(f"prune_ckpt / search_ckpt reads step_read={spec['step_read']!r}, this extraction stores "
+                         f"step_kinds={list(kinds)}; fix: --step_kinds={[k for k in STEP_KINDS if k in kinds or k in want]}")
+    cols = layer_columns(layers, spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
+    cols = torch.arange(D) if cols is None else cols
+    out = torch.cat([kinds.index(k) * D + cols for k in want])
+    return None if torch.equal(out, torch.arange(D * len(kinds))) else out
+
+
 class _Steer:
     """The verifier steering one sampling batch: per row id its latest prefix score (NaN before its first step),
     whether it still counts (not stopped, not finished: `active`), and for search whether it waits for its
     group, its group and its lineage; policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
 
-    def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width):
+    def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width, kinds=('boundary',)):
         kind = verifier.spec['kind']
         if reads(kind, 'tokens') or not reads(kind, 'states'):
             raise ValueError(f"prune_ckpt / search_ckpt: a {kind!r} verifier reads text; steering scores hidden states "
@@ -482,7 +520,7 @@ class _Steer:
             raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
                              "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
         self.v, self.rule, self.th, self.n, self.width = verifier, rule, threshold, n_samples, width
-        self.cols = layer_columns(layers, verifier.spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
+        self.cols = ring_columns(verifier.spec, layers, D, kinds)
         B = P * n_samples
         self.latest, self.active, self.waiting = np.full(B, np.nan), np.ones(B, dtype=bool), np.zeros(B, dtype=bool)
         self.group = np.arange(B) // n_samples * n_samples + (np.arange(B) % n_samples // width if rule == 'dvts' else 0)
@@ -560,17 +598,30 @@ class _Steer:
         return out
 
 
-def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
-    """The candidate dict from captured positions [k] and states [k, d], of which it stores the last
-    max_steps (None: all), and think_end: the token index completing '</think>' (None: no </think>),
-    from which train.py's input_steps='answer' reads the steps after it."""
+def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d, kinds=('boundary',)):
+    """The candidate dict from captured positions [k] and states [k, d * len(kinds)] (the kinds side by side), of which
+    it stores the last max_steps (None: all), each kind under its key (model.STEP_KINDS), and think_end: the token index
+    completing '</think>' (None: no </think>), from which train.py's input_steps='answer' reads the steps after it."""
     keep = list(range(len(spos)))[-max_steps:] if max_steps else list(range(len(spos)))
-    return {'text': tok.decode(ids, skip_special_tokens=True), 'token_ids': torch.tensor(ids, dtype=torch.long),
-            'logprobs': torch.as_tensor(lps, dtype=torch.float32), 'entropies': torch.as_tensor(ents, dtype=torch.float32),
-            'confidences': torch.as_tensor(confs, dtype=torch.float32),
-            'step_pos': torch.tensor([spos[k] for k in keep], dtype=torch.long),
-            'states': states[keep].to(torch.float16) if keep else torch.zeros(0, d, dtype=torch.float16),
-            'finish': finish, 'think_end': think_end_index(tok, ids)}
+    c = {'text': tok.decode(ids, skip_special_tokens=True), 'token_ids': torch.tensor(ids, dtype=torch.long),
+         'logprobs': torch.as_tensor(lps, dtype=torch.float32), 'entropies': torch.as_tensor(ents, dtype=torch.float32),
+         'confidences': torch.as_tensor(confs, dtype=torch.float32),
+         'step_pos': torch.tensor([spos[k] for k in keep], dtype=torch.long),
+         'finish': finish, 'think_end': think_end_index(tok, ids)}
+    for j, kind in enumerate(kinds):
+        c[STEP_KINDS[kind]] = states[keep][:, j * d:(j + 1) * d].to(torch.float16) if keep else \
+            torch.zeros(0, d, dtype=torch.float16)
+    return c
+
+
+def stored_kinds(step_kinds):
+    """extract.py's step_kinds in STEP_KINDS order, refusing an unknown kind or a list without 'boundary'."""
+    kinds = list(step_kinds)
+    if 'boundary' not in kinds or any(k not in STEP_KINDS for k in kinds) or len(set(kinds)) < len(kinds):
+        raise ValueError(f"step_kinds={kinds!r}: 'boundary' (always: the step count, the paper's read and steering use it) "
+                         f"plus any of {[k for k in STEP_KINDS if k != 'boundary']}, each once; fix: "
+                         f"--step_kinds=['boundary'] (the paper) or --step_kinds=['boundary','mean','least']")
+    return [k for k in STEP_KINDS if k in kinds]
 
 # -----------------------------------------------------------------------------
 # re-encoding existing candidates with one teacher-forced pass
@@ -578,12 +629,15 @@ def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d):
 
 @torch.no_grad()
 def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, table=None, max_steps=100, conf_topk=20,
-             chunk=LOGIT_CHUNK):
+             chunk=LOGIT_CHUNK, step_kinds=('boundary',)):
     """Same outputs as sampling for given completions (list of token-id lists, one per prompt in `prompts`): one
     left-padded forward pass over prompt + completion through the model's body (no KV cache), keeping only the
     selected layers' states, then the LM head over the completion tokens, `chunk` // vocabulary tokens at a time with
     their statistics: never [rows, T, V] logits at once (80 GB for 64 AIME traces). The caller chooses how many rows
-    go in one call (extract.py: generator.reencode_bytes). Logits are lm_head(final state), as for every model here."""
+    go in one call (extract.py: generator.reencode_bytes). Logits are lm_head(final state), as for every model here.
+    step_kinds: the kinds stored per step, from the same pass (the step's tokens: after the previous boundary through
+    this one, as sampling reads them)."""
+    kinds = stored_kinds(step_kinds)
     device = next(model.parameters()).device
     head = model.get_output_embeddings()
     V = head.weight.shape[0]
@@ -617,12 +671,28 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     for i, c in enumerate(completions):
         T, m = len(c), len(spos[i])
         if T == 0:
-            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], max_steps, D))
+            cands.append(_candidate(tok, [], [], [], [], [], None, finishes[i], max_steps, D, kinds))
             continue
         lp, en, cf = stats[:, t0:t0 + T]
-        cands.append(_candidate(tok, list(c), lp, en, cf, spos[i], states[s0:s0 + m], finishes[i], max_steps, D))
+        st = states[s0:s0 + m]
+        if len(kinds) > 1:
+            st = torch.cat([st, *_step_reads(out.hidden_states, layers, i, L - T, lp, spos[i], kinds)], 1)
+        cands.append(_candidate(tok, list(c), lp, en, cf, spos[i], st, finishes[i], max_steps, D, kinds))
         t0, s0 = t0 + T, s0 + m
     return cands
+
+
+def _step_reads(hidden_states, layers, i, start, lp, spos, kinds):
+    """Row i's 'mean' and / or 'least' states [steps, D] (kinds order) from a teacher-forced pass whose completion
+    tokens sit at positions start.. : step k's tokens are those after boundary k-1 through boundary k."""
+    H = torch.cat([hidden_states[l][i, start:start + len(lp)] for l in layers], -1).float().cpu()  # [T, D]
+    bounds = [-1] + list(spos)
+    out = []
+    if 'mean' in kinds:
+        out.append(torch.stack([H[a + 1:b + 1].mean(0) for a, b in zip(bounds, bounds[1:])]))
+    if 'least' in kinds:  # argmin: the first of equal log-probs
+        out.append(torch.stack([H[a + 1 + int(lp[a + 1:b + 1].argmin())] for a, b in zip(bounds, bounds[1:])]))
+    return out
 
 # -----------------------------------------------------------------------------
 # a run's problems, sampled as extraction samples them (extract.py's splits, sample.py's questions)
@@ -645,7 +715,7 @@ def batch_prompts(tok, batch, cfg):
 def sample_problems(model, tok, batch, n, cfg, table=None, verifier=None):
     """One batch of problems (problem_batches) sampled with capture, n candidates each, under cfg (extract.py's keys:
     layers, max_new_tokens, temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional
-    torch_compile and the steering keys prune_rule, prune_threshold, search, search_width), seeded by the run seed
+    step_kinds, torch_compile and the steering keys prune_rule, prune_threshold, search, search_width), seeded by the run seed
     and the batch's first index. -> (prompts, candidates per problem)."""
     prompts = batch_prompts(tok, batch, cfg)
     return prompts, sample_with_capture(
@@ -653,4 +723,4 @@ def sample_problems(model, tok, batch, n, cfg, table=None, verifier=None):
         seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table, max_steps=cfg['max_steps'],
         conf_topk=cfg['conf_topk'], torch_compile=cfg.get('torch_compile', False), verifier=verifier,
         prune_rule=cfg.get('prune_rule', 'relative'), prune_threshold=cfg.get('prune_threshold'),
-        search=cfg.get('search'), search_width=cfg.get('search_width', 4))
+        search=cfg.get('search'), search_width=cfg.get('search_width', 4), step_kinds=cfg.get('step_kinds', ['boundary']))

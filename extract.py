@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
-                     step_table)
+                     step_table, stored_kinds)
 from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
@@ -57,6 +57,9 @@ candidates_file = None  # reencode: JSONL, one candidate a line: {index|id, text
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
+step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the step's last
+                           # token) plus 'mean' (the mean of the step's token states) and / or 'least' (the state at its least likely
+                           # token); each kind adds S x len(layers) x d_gen x 2 bytes per candidate; train.py's step_read picks
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
@@ -187,7 +190,7 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
     if free is None:
         return None
     room = budget(free // (cfg['procs'] if cfg['device'] == 'cpu' and cfg['procs'] > 1 else 1))
-    conf, dtype, n_layers = model.config, next(model.parameters()).dtype, len(cfg['layers'])
+    conf, dtype, n_layers = model.config, next(model.parameters()).dtype, len(cfg['layers']) * len(cfg['step_kinds'])
     where = f"{_gib(room)} is free to plan for on {cfg['device']} ({HEADROOM:.0%} kept back)"
     if pool is not None:
         for split, _, _ in splits:
@@ -252,7 +255,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
                 for j in range(0, len(rows), k):
                     res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
                                         [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
-                                        cfg['conf_topk'])
+                                        cfg['conf_topk'], step_kinds=cfg['step_kinds'])
         for p, prompt, cands in zip(batch, prompts, res):
             if path(p) in done:
                 continue
@@ -302,13 +305,14 @@ def check_resume(split_dir, cfg):
         if old.get('enable_thinking') and 'think_extract' in old:  # written before </think> positions were stored
             raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
-        keys = ['model', 'weights_dtype', 'layers', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
+        keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
         keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
         norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
+        old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
         if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
         for k in keys:
@@ -372,6 +376,10 @@ if __name__ == '__main__':
         raise SystemExit(f"max_steps={max_steps!r} must be a positive int or None (every step); fix: --max_steps=100")
     if mode == 'reencode' and not candidates_file:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
+    try:
+        config['step_kinds'] = stored_kinds(step_kinds)
+    except ValueError as e:
+        raise SystemExit(str(e))
     cli(lambda c: check_positive(c, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
                                                'conf_topk', 'search_width')), config, 'extract.py')
     if not isinstance(procs, int) or procs < 0:

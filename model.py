@@ -212,10 +212,39 @@ def reads(kind, what):
 
 STEP_INPUTS = ('all', 'answer', 'last')  # which stored step states a verifier reads (first_step)
 
+# where a step is read: the kinds of per-step state extraction can store (extract.py step_kinds), each [S, D] float16
+# under its candidate key, one row per step_pos entry. 'boundary' (always stored, the paper's): the state at the step's
+# last token. 'mean': the mean of the step's token states, the tokens after the previous boundary through this one
+# (a running sum while decoding, no extra pass). 'least': the state at the step's least likely token (lowest log-prob,
+# the first if tied), where a slipped digit usually is. A verifier reads one kind or several joined with '+'
+# (train.py step_read), concatenated in that order.
+STEP_KINDS = {'boundary': 'states', 'mean': 'states_mean', 'least': 'states_least'}
+
+
+def read_kinds(step_read):
+    """'boundary+least' -> ['boundary', 'least'], refusing an unknown kind or a repeat."""
+    kinds = str(step_read).split('+')
+    bad = [k for k in kinds if k not in STEP_KINDS]
+    if bad or len(set(kinds)) < len(kinds):
+        raise ValueError(f"step_read={step_read!r}: kinds are {', '.join(STEP_KINDS)}, each at most once, joined with '+'; "
+                         f"fix: --step_read=boundary (the paper), or e.g. --step_read=boundary+least")
+    return kinds
+
+
+def check_kinds(c, kinds, where):
+    """Refuse a candidate lacking a stored kind a verifier reads, naming the extraction knob that stores it."""
+    missing = [k for k in kinds if STEP_KINDS[k] not in c]
+    if missing:
+        stored = [k for k, key in STEP_KINDS.items() if key in c]
+        raise ValueError(f"{where}: the verifier reads step_read={'+'.join(kinds)!r} but the extraction stored "
+                         f"{'+'.join(stored)!r} (no {', '.join(missing)}); fix: re-extract with "
+                         f"--step_kinds={[k for k in STEP_KINDS if k in stored or k in missing]} (extract.py; mode='reencode' "
+                         f"re-reads existing candidates), or a verifier with --step_read={'+'.join(stored)}")
+
 
 def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
                    max_tokens=512, tokenizer=None, max_steps=None, step_features=False, feat_norm=None, residual=None,
-                   res_norm=None, **args):
+                   res_norm=None, step_read='boundary', **args):
     """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
     reads (input dim = len(layers) * d_gen); input_steps 'all' | 'answer' | 'last' and max_steps (None
     = no cap): which stored step states it reads (first_step); text inputs: vocab (sorted
@@ -223,6 +252,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
     vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
     architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
+    step_read: which stored kind(s) of step state it reads (STEP_KINDS; 'boundary+mean' concatenates both).
     step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
     feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (scorers.py
     CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
@@ -240,7 +270,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     if reads(kind, 'states'):
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
-        inputs['d_in'] = d_gen * len(layers) + (N_STEP_FEATURES if step_features else 0)
+        inputs['d_in'] = d_gen * len(layers) * len(read_kinds(step_read)) + (N_STEP_FEATURES if step_features else 0)
         if not inputs['d_in']:
             raise ValueError(f"verifier {kind!r} with layers={layers} and no step_features reads nothing; fix: "
                              f"--verifier_layers=[-1], or --step_features=True for the features-only control")
@@ -267,7 +297,7 @@ def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps=
     model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps, max_steps=max_steps,
                       vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
                       max_tokens=max_tokens, tokenizer=tokenizer, step_features=bool(step_features),
-                      feat_norm=feat_norm, residual=residual, res_norm=res_norm)
+                      feat_norm=feat_norm, residual=residual, res_norm=res_norm, step_read=step_read)
     if residual:
         nn.init.zeros_(model.head[-1].weight)
         nn.init.zeros_(model.head[-1].bias)
@@ -386,9 +416,13 @@ def make_batch(candidates, spec, cols=None):
     from layer_columns (None = every stored column). fp16 states become float32 here, per batch."""
     batch = {}
     if reads(spec['kind'], 'states'):
-        st = [c['states'][first_step(c, spec):] for c in candidates]
-        if cols is not None:
-            st = [s[:, cols] for s in st]
+        kinds = read_kinds(spec.get('step_read', 'boundary'))
+        if kinds != ['boundary']:
+            for c in candidates:
+                check_kinds(c, kinds, 'make_batch')
+        # [S, D] per kind (its columns), side by side in step_read's order
+        st = [torch.cat([c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]
+                         for k in kinds], 1) for c in candidates]
         if spec.get('step_features'):
             mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
             st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
@@ -487,11 +521,12 @@ def check_states(problems, where):
     """Raise on NaN/inf in stored states, naming the file, problem and candidate."""
     for p in problems:
         for i, c in enumerate(p['candidates']):
-            if not torch.isfinite(c['states']).all():
-                bad = int((~torch.isfinite(c['states'])).sum())
-                raise ValueError(f"{where}/problems/{p['key']}.pt: candidate {i} has {bad} NaN/inf values in "
-                                 f"'states' (fp16 overflow in extraction?); fix: re-extract problem {p['key']} "
-                                 f"or delete the file")
+            for key in STEP_KINDS.values():
+                if key in c and not torch.isfinite(c[key]).all():
+                    bad = int((~torch.isfinite(c[key])).sum())
+                    raise ValueError(f"{where}/problems/{p['key']}.pt: candidate {i} has {bad} NaN/inf values in "
+                                     f"{key!r} (fp16 overflow in extraction?); fix: re-extract problem {p['key']} "
+                                     f"or delete the file")
 
 
 def problem_columns(problems, spec, where):
@@ -503,6 +538,8 @@ def problem_columns(problems, spec, where):
         raise ValueError(f"{where}: problems differ in (stored layers, state width): {sorted(shapes)}; all must come "
                          f"from one generator and layer list; fix: train/score one generator's extractions at a time")
     (stored, width), = shapes
+    for p in problems:
+        check_kinds(p['candidates'][0], read_kinds(spec.get('step_read', 'boundary')), where)
     return layer_columns(stored, spec['layers'], spec['d_gen'], width, where)
 
 
@@ -554,7 +591,8 @@ def cut_prefix(c, k):
     token_ids[:step_pos[k] + 1] (what a text verifier would have read by then); the </think> position
     goes with it (first_step reads a prefix as it reads a candidate)."""
     cut = int(c['step_pos'][k]) + 1
-    out = {'states': c['states'][:k + 1], 'step_pos': c['step_pos'][:k + 1], 'token_ids': c['token_ids'][:cut]}
+    out = {key: c[key][:k + 1] for key in STEP_KINDS.values() if key in c}
+    out.update(step_pos=c['step_pos'][:k + 1], token_ids=c['token_ids'][:cut])
     for key in ('logprobs', 'entropies', 'confidences'):
         if key in c:
             out[key] = c[key][:cut]

@@ -38,11 +38,11 @@ import evaluate
 import extract
 import train
 from bestofn import answer_groups, choose_temp, top_mask
-from capture import STEP_RULE, problem_batches, sample_problems, step_table
+from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
 from configurator import apply_config, check_positive, cli, configure, knobs, resolve_device, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import reads, score_problems
+from model import read_kinds, reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
 from store import atomic_write_json, load_checkpoint, read_checkpoint
 from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_groups, task_pattern
@@ -273,7 +273,9 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
     problems = [as_problem(q, i, s) for i, q in enumerate(questions)]
     cfg = {**s, 'seed': seed, 'prune_rule': steer.get('prune_rule', 'relative'),
            'prune_threshold': steer.get('prune_threshold'), 'search': steer.get('search'),
-           'search_width': steer.get('search_width', 4)}
+           'search_width': steer.get('search_width', 4),
+           'step_kinds': stored_kinds({'boundary'} | {k for v in (verifier, steer.get('verifier')) if v is not None
+                                                      for k in read_kinds(v.spec.get('step_read', 'boundary'))})}
     table, dev, picks = step_table(tok), next(verifier.parameters()).device, []
     for batch in problem_batches(problems, n, batch_size):
         t0 = time.perf_counter()

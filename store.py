@@ -57,7 +57,8 @@ def check_crc(path):
 
 def check_problem(d):
     """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
-    states [S, width] (one width), step_pos [S], token_ids [T] and per-token statistics [T]."""
+    states [S, width] (one width; a stored mean / least kind the same shape), step_pos [S], token_ids [T] and per-token
+    statistics [T]."""
     if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
             or not d['candidates']:
         raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
@@ -68,7 +69,8 @@ def check_problem(d):
             raise ValueError(f'candidate {i} lacks states [S, width] or token_ids [T]')
         widths.add(st.shape[1])
         if 'step_pos' in c and len(c['step_pos']) != len(st) or any(len(c[k]) != len(ids) for k in (
-                'logprobs', 'entropies', 'confidences') if k in c):
+                'logprobs', 'entropies', 'confidences') if k in c) or any(
+                c[k].shape != st.shape for k in ('states_mean', 'states_least') if k in c):  # model.STEP_KINDS
             raise ValueError(f'candidate {i}: step_pos / per-token statistics do not match its states / tokens')
     if len(widths) > 1:
         raise ValueError(f'candidates differ in state width {sorted(widths)}')
@@ -134,7 +136,7 @@ def save_checkpoint(path, model, meta):
             'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
             'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
             'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
-            'res_norm': s.get('res_norm'),
+            'res_norm': s.get('res_norm'), 'step_read': s.get('step_read', 'boundary'),
             'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     atomic_save(ckpt, path)
@@ -167,6 +169,7 @@ def load_checkpoint(path, device='cpu'):
                            input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
                            tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
                            step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
-                           residual=ck.get('residual'), res_norm=ck.get('res_norm'), **ck['model_args'])
+                           residual=ck.get('residual'), res_norm=ck.get('res_norm'),
+                           step_read=ck.get('step_read', 'boundary'), **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck

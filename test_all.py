@@ -36,6 +36,7 @@ import label  # noqa: E402
 from label import label_split  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, combo_fit, count_params, listmle_loss,  # noqa: E402
                    make_batch, pairwise_loss, score_prefixes, score_problems)
+import model as model_mod  # noqa: E402
 from store import load_checkpoint, load_split, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
@@ -747,24 +748,30 @@ def test_step_rule():
 
 
 def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_tokens=40, batched_reencode=True,
-                                   temperature=1.0, top_p=1.0, tol=4e-3, stat_tol=1e-3):
+                                   temperature=1.0, top_p=1.0, tol=4e-3, stat_tol=1e-3, step_kinds=('boundary',)):
     """Sample (batched, left-padded prompts), then compare with teacher-forced passes: one per candidate
     (unbatched) and one over all candidates of all prompts at once (ragged, left-padded). Also checks
-    the stored statistics against their definitions on a plain forward pass."""
+    the stored statistics against their definitions on a plain forward pass, and each stored kind of step state
+    (step_kinds) against its own definition on that pass."""
     table = step_table(tok)
     res = sample_with_capture(model, tok, prompts, n, layers, max_new_tokens, temperature=temperature, top_p=top_p,
-                              seed=0, table=table)
+                              seed=0, table=table, step_kinds=step_kinds)
     flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
     ids, fins = [c['token_ids'].tolist() for _, c in flat], [c['finish'] for _, c in flat]
-    refs = [reencode(model, tok, [p], [i], layers, [f], table)[0] for (p, _), i, f in zip(flat, ids, fins)]
+    refs = [reencode(model, tok, [p], [i], layers, [f], table, step_kinds=step_kinds)[0] for (p, _), i, f in zip(flat, ids, fins)]
     pairs = list(zip([c for _, c in flat], refs))
     if batched_reencode:
-        pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, table)))
+        pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, table,
+                                                         step_kinds=step_kinds)))
     n_steps = 0
     for c, r in pairs:
         assert c['step_pos'].tolist() == r['step_pos'].tolist()
         assert c['states'].dtype == torch.float16 and c['states'].shape[-1] == len(layers) * model.config.hidden_size
-        torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=tol, atol=tol)
+        assert {k for k in model_mod.STEP_KINDS.values() if k in c} == {model_mod.STEP_KINDS[k] for k in step_kinds}
+        for kind in step_kinds:
+            key = model_mod.STEP_KINDS[kind]
+            assert c[key].shape == c['states'].shape and c[key].dtype == torch.float16
+            torch.testing.assert_close(c[key].float(), r[key].float(), rtol=tol, atol=tol)
         for key in ('logprobs', 'entropies', 'confidences'):
             assert c[key].dtype == torch.float32 and c[key].shape == c['token_ids'].shape
             torch.testing.assert_close(c[key], r[key], rtol=stat_tol, atol=stat_tol)
@@ -776,6 +783,17 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
     logp = torch.log_softmax(model(input_ids=x).logits[0, -len(c['token_ids']) - 1:-1].float(), -1)
     torch.testing.assert_close(c['confidences'], -logp.topk(20, -1).values.mean(-1), rtol=stat_tol, atol=stat_tol)
     torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol, atol=stat_tol)
+    if len(step_kinds) > 1:  # the kinds' definitions on that pass: step k's tokens run after boundary k-1 through k
+        out = model(input_ids=x, output_hidden_states=True)
+        H = torch.cat([out.hidden_states[l][0, -len(c['token_ids']):] for l in layers], -1).float()  # [T, D]
+        lp = c['logprobs']
+        for k, (a, b) in enumerate(zip([-1] + c['step_pos'][:-1].tolist(), c['step_pos'].tolist())):
+            torch.testing.assert_close(c['states'][k].float(), H[b], rtol=tol, atol=tol)
+            if 'mean' in step_kinds:
+                torch.testing.assert_close(c['states_mean'][k].float(), H[a + 1:b + 1].mean(0), rtol=tol, atol=tol)
+            if 'least' in step_kinds:
+                torch.testing.assert_close(c['states_least'][k].float(), H[a + 1 + int(lp[a + 1:b + 1].argmin())],
+                                           rtol=tol, atol=tol)
     return res, n_steps
 
 
@@ -788,6 +806,12 @@ def test_capture_equals_teacher_forcing_tiny(kind):
         res, n_steps = _check_against_teacher_forcing(model, tok, prompts, 3, [-1, 1], max_new_tokens=48,
                                                       temperature=temperature, top_p=top_p)
         assert n_steps > 2 * len(prompts) * 3  # boundaries inside completions were exercised, not just final tokens
+    # every kind of step read stored beside the boundary state: equal to the teacher-forced pass, the boundary state
+    # the same as without them
+    res2, _ = _check_against_teacher_forcing(model, tok, prompts, 3, [-1, 1], max_new_tokens=48, temperature=0.7,
+                                             top_p=0.9, step_kinds=('boundary', 'mean', 'least'))
+    for a, b in zip((c for cs in res for c in cs), (c for cs in res2 for c in cs)):
+        assert torch.equal(a['states'], b['states']) and torch.equal(a['token_ids'], b['token_ids'])
     # unbatched: one prompt, one sample
     _check_against_teacher_forcing(model, tok, prompts[1:], 1, [-1], max_new_tokens=48, batched_reencode=False)
 
@@ -967,12 +991,13 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
     teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
     copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
     candidates finish and the rest were stopped at a boundary; the generated tokens add up to the decode forwards
-    the model ran (a hook counts them)."""
+    the model ran (a hook counts them). Every kind of step read is stored too (the ring holds them side by side; the
+    verifier steers on its boundary columns, and copies carry their open step's running sums)."""
     tok, model, v, prompts, args = _search_setup()
-    table = args['table']
+    table, kinds = args['table'], ('boundary', 'mean', 'least')
     cnt, h = _decode_forwards(model)
     try:
-        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, **args)
+        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, step_kinds=kinds, **args)
     finally:
         h.remove()
     assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
@@ -982,9 +1007,10 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
         rows = {c['row']: c for c in cs}
         assert sorted(rows) == list(range(len(cs))) and all(c['row'] < 4 or c['parent'] is not None for c in cs)
         for c in cs:
-            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table)[0]
+            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table, step_kinds=kinds)[0]
             assert c['step_pos'].tolist() == ref['step_pos'].tolist()
-            torch.testing.assert_close(c['states'].float(), ref['states'].float(), rtol=4e-3, atol=4e-3)
+            for key in ('states', 'states_mean', 'states_least'):
+                torch.testing.assert_close(c[key].float(), ref[key].float(), rtol=4e-3, atol=4e-3)
             torch.testing.assert_close(c['logprobs'], ref['logprobs'], rtol=1e-3, atol=1e-3)
             if c['finish'] == 'pruned':  # stopped at a step boundary: its last token closes a step
                 assert c['step_pos'][-1] == len(c['token_ids']) - 1
@@ -1317,6 +1343,7 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
                                 (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
                                 (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
                                 ({**base, 'weights_dtype': 'float32'}, 'weights_dtype', 'dtype', 'bfloat16'),
+                                (base, 'step_kinds', 'step_kinds', ['boundary', 'mean']),
                                 ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype', 'float32')):
         with pytest.raises(SystemExit) as e:
             resume(cfg, **{key: new})
@@ -1326,6 +1353,8 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume(gsm, synth_seed=7)  # only the synthetic task reads it
     resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
+    with pytest.raises(SystemExit, match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
+        resume({k: v for k, v in base.items() if k != 'step_kinds'}, step_kinds=['boundary', 'least'])
     sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
     resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
     # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
@@ -1413,6 +1442,67 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     after = torch.load(bad, weights_only=True)
     assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
     assert len(load_split(os.path.dirname(d), labels=False)) == 3
+
+
+def test_step_reads_stored_resumed_read_and_refused(tmp_path, capsys):
+    """Issue 44: extraction stores the mean-pooled and least-likely-token step states beside the boundary state when
+    step_kinds asks (a deleted file is extracted again, the same); a verifier reads any stored kind alone or side by
+    side (step_read), and one that asks for a kind the split lacks is refused with the fix, in training, scoring and
+    online steering; a resume with other step_kinds is refused."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    problems = [synth_problem(i, 2, 1337) for i in range(4)]
+    kinds = ['boundary', 'mean', 'least']
+    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'all'), 'max_new_tokens': 16, 'batch_size': 4, 'temperature': 0.8,
+           'top_p': 0.95, 'step_kinds': kinds}
+    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
+    d = str(tmp_path / 'all' / 'train' / 'problems')
+    before = torch.load(os.path.join(d, '000002.pt'), weights_only=True)
+    os.remove(os.path.join(d, '000002.pt'))
+    capsys.readouterr()
+    extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
+    assert '3 done already, 1 to go' in capsys.readouterr().out
+    after = torch.load(os.path.join(d, '000002.pt'), weights_only=True)
+    for a, b in zip(before['candidates'], after['candidates']):
+        for key in ('states', 'states_mean', 'states_least'):
+            assert torch.equal(a[key], b[key])
+    probs = [torch.load(os.path.join(d, f), weights_only=True) for f in sorted(os.listdir(d))]
+    cands = [c for p in probs for c in p['candidates']]
+    D = model.config.hidden_size
+    for read, keys in (('least', ['states_least']), ('boundary+mean', ['states', 'states_mean']),
+                       ('mean+least', ['states_mean', 'states_least'])):
+        v = build_verifier('hsrm', d_gen=D, step_read=read)
+        assert v.spec['step_read'] == read and v.proj.in_features == len(keys) * D
+        b = make_batch(cands, v.spec)
+        c = max(cands, key=lambda c: len(c['states']))
+        i = cands.index(c)
+        torch.testing.assert_close(b['states'][i, :len(c['states'])], torch.cat([c[k].float() for k in keys], 1))
+        assert score_problems(v, probs).__len__() == len(probs)
+    # the read is stored with the checkpoint and comes back
+    v = build_verifier('hsrm', d_gen=D, step_read='boundary+least')
+    save_checkpoint(str(tmp_path / 'ck.pt'), v, {})
+    assert load_checkpoint(str(tmp_path / 'ck.pt'))[0].spec['step_read'] == 'boundary+least'
+    # a split of boundary states only: a verifier reading 'mean' is refused, naming the knob that stores it
+    cfg0 = {**cfg, 'out_dir': str(tmp_path / 'bnd'), 'step_kinds': ['boundary']}
+    extract.run_split('train', problems[:2], 2, cfg0, model, tok, step_table(tok))
+    bnd = [torch.load(f, weights_only=True) for f in sorted(glob.glob(str(tmp_path / 'bnd' / 'train' / 'problems' / '*.pt')))]
+    assert 'states_mean' not in bnd[0]['candidates'][0]
+    with pytest.raises(ValueError, match=r"step_read='mean'.*stored 'boundary'.*fix: re-extract with --step_kinds=\['boundary', 'mean'\]"):
+        score_problems(build_verifier('hsrm', d_gen=D, step_read='mean'), bnd)
+    with pytest.raises(ValueError, match=r"step_read='middle'.*fix: --step_read=boundary"):
+        build_verifier('hsrm', d_gen=D, step_read='middle')
+    with pytest.raises(ValueError, match=r"step_kinds=\['mean'\].*'boundary' \(always.*fix: --step_kinds"):
+        capture.stored_kinds(['mean'])
+    # online steering reads its kinds' columns of the ring; a kind the extraction does not store is refused
+    vl = build_verifier('hsrm', d_gen=D, layers=[-1], step_read='least')
+    cols = capture.ring_columns(vl.spec, [-1, 1], 2 * D, ['boundary', 'mean', 'least'])
+    assert cols.tolist() == list(range(4 * D, 5 * D))
+    assert capture.ring_columns(build_verifier('hsrm', d_gen=D).spec, [-1], D, ['boundary']) is None
+    with pytest.raises(ValueError, match=r"step_read='least'.*step_kinds=\['boundary'\]; fix: --step_kinds=\['boundary', 'least'\]"):
+        capture.ring_columns(vl.spec, [-1], D, ['boundary'])
+    # train.py refuses an unknown read before loading data
+    with pytest.raises(ValueError, match='step_read'):
+        T.check_names({**T.DEFAULTS, 'step_read': 'boundary+boundary'})
 
 
 def test_every_damaged_problem_file_is_named_and_reextracted(tmp_path, capsys):
@@ -2808,6 +2898,25 @@ def test_training_is_the_same_on_one_and_two_threads(tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(s1, s2))
 
 
+def test_runs_trained_at_once_equal_runs_trained_one_after_another(tmp_path):
+    """train.py's procs: seeds trained in forked processes, one thread each, give the checkpoints and logs of the same
+    seeds trained one after another (baselines.py trains its text seeds this way too, named through '{seed}')."""
+    split = write_split_train(str(tmp_path / 'train'), n_problems=24, n_cands=6, signal=0.3)
+    ck = {}
+    for procs in (1, 2):
+        out = str(tmp_path / f'p{procs}')
+        T.run({**T.DEFAULTS, **_cfg(max_iters=12, eval_interval=4), 'train_dirs': [split], 'out_dir': out, 'seeds': [1, 2],
+               'procs': procs, 'run_dir': os.path.join(out, 'v', 'hsrm_s{seed}')})
+        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True) for s in (1, 2)}
+        assert json.load(open(os.path.join(out, 'v', 'hsrm_s2', 'config.json')))['seed'] == 2
+    for s in (1, 2):
+        a, b = ck[1][s], ck[2][s]
+        assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k]) for k in a['state_dict'])
+    assert not all(torch.equal(ck[1][1]['state_dict'][k], ck[1][2]['state_dict'][k]) for k in ck[1][1]['state_dict'])
+    with pytest.raises(ValueError, match=r'procs=-1.*fix: --procs=0'):
+        T.check_names({**T.DEFAULTS, 'procs': -1})
+
+
 def test_epochs_scale_training_steps_with_the_data(tmp_path):
     """epochs: the steps follow the training problems (a learning curve over K trains each size equally
     often), and the kept step is still the best validation one."""
@@ -3451,6 +3560,32 @@ def test_deepconf_filtered_vote_groups_equivalent_answers():
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 1.0) == 1.0   # all vote: 2.0 vs 1.5
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.25) == 0.0  # top 25% of the 4 with an answer: the 1.4 alone
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
+
+
+def test_deepconf_filtered_vote_all_subsets_at_once_equals_one_at_a_time():
+    """The vectorized filter (issue 42: it was 80% of evaluate.py's time) equals the rule applied subset by subset with
+    np.percentile, on random pools with ties in confidence, candidates without an answer and subsets with none."""
+    rng = np.random.default_rng(0)
+
+    def one_at_a_time(groups, labels, sub, conf, eta):
+        accs = []
+        for row in sub:
+            has = row[groups[row] >= 0]
+            if not len(has):
+                accs.append(float(labels[row].mean()))
+                continue
+            keep = has[conf[has] >= np.percentile(conf[has], 100 * (1 - eta))]
+            accs.append(BON.vote_sub(groups, labels, keep[None, :], conf, None))
+        return float(np.mean(accs))
+    for trial in range(60):
+        n = int(rng.integers(1, 12))
+        groups = rng.integers(-1, 3, n) if trial % 5 else np.full(n, -1)
+        labels = (rng.random(n) < 0.5).astype(float)
+        conf = np.round(rng.random(n) * 3, 1)  # one decimal: ties
+        sub = np.array([rng.choice(n, min(n, 4), replace=False) for _ in range(30)])
+        for eta in (0.1, 0.5, 0.9, 1.0):
+            assert BON.filtered_vote_sub(groups, labels, sub, conf, eta) == pytest.approx(
+                one_at_a_time(groups, labels, sub, conf, eta), abs=1e-12)
 
 
 def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
@@ -4420,6 +4555,19 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
             ra, rb = (next(r for r in s['rows'] if r['method'] == v) for s in (a, b))
             assert (d['from'], d['to']) == (a['n_train'], b['n_train']) and d[m] == pytest.approx(rb[m] - ra[m])
             assert d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
+    # issue 44: the evaluation questions whose numbers a training or validation question has (in another arrangement)
+    # are reported apart from the rest; here none do, so five are rewritten to reuse training problem i's numbers
+    assert sizes[-1]['recall']['n_seen'] == 0 and sizes[-1]['recall']['n_rest'] == 16
+    ev2 = [{**p, 'question': f'What is 1+{j + 1}?' if j < 5 else p['question']} for j, p in enumerate(ev)]
+    rec = C.recall_split(cfg, sizes[-1]['rows'], ev2, C.problem_files(f'{out}/train'))
+    assert rec['n_seen'] == 5 and rec['n_rest'] == 11
+    rows = {r['method']: r for r in sizes[-1]['rows']}
+    ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'free_best_val')
+    for part, mask in (('seen', np.arange(16) < 5), ('rest', np.arange(16) >= 5)):
+        mean = lambda r: np.mean(r['per_problem']['acc_at'][8][..., mask])  # noqa: E731
+        d = rec['hsrm'][part]
+        assert d['acc'] == pytest.approx(mean(rows['hsrm']) - mean(ref)) and rec['ref'][part]['acc'] == pytest.approx(mean(ref))
+        assert d['acc_ci'][0] - 1e-9 <= d['acc'] <= d['acc_ci'][1] + 1e-9
     for s in sizes:  # the validation column: each variant's kept step (mean over seeds) beside the free reference's
         vals = [json.load(open(f"{out}/curve/K{s['k']}/hsrm/seed{seed}/log.json"))['best_val'] for seed in (1, 2)]
         row = next(r for r in s['rows'] if r['method'] == 'hsrm')
