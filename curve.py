@@ -29,7 +29,8 @@ import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import cheap_score, combo_score, count_params
-from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
+from tasks import number_key
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -190,7 +191,38 @@ def evaluate_size(cfg, k, problems, pool, dev):
         if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
             r['vs']['best_free_test'] = B.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows, 'choice': choice,
-            'best_free_val': choice['free_best_val'], 'picks': picks}
+            'best_free_val': choice['free_best_val'], 'picks': picks,
+            'recall': recall_split(cfg, rows, problems, tr_files + va_files)}
+
+
+def restrict(row, mask, n):
+    """A row's metrics on the problems where mask [P] holds (its per-problem values sliced, means recomputed)."""
+    acc, au = row['per_problem']['acc_at'][n][..., mask], row['per_problem']['auroc']
+    au = None if au is None else au[..., mask]
+    return {'acc': float(np.mean(acc)), 'auroc': None if au is None else float(np.nanmean(au)),
+            'per_problem': {'acc_at': {n: acc}, 'auroc': au}}
+
+
+def recall_split(cfg, rows, problems, k_files):
+    """The eval split in two: questions whose numbers (tasks.number_key: the numbers alone, in any arrangement) some
+    problem of this K's training and validation has, and the rest. Word families are grouped by numbers plus answer,
+    so a question can share its numbers with a training one of another arrangement and answer; the synthetic task
+    never (grouped by numbers). Each verifier's Δ against the best free selector on validation on each part (paired
+    intervals within the part), and that reference's own Bo-N there. -> {'n_seen', 'n_rest', 'ref': {..}, variant: {..}}"""
+    n = cfg['n_eval']
+    seen_keys = {number_key(load_problem(f, mmap=True)) for f in k_files}  # memory-mapped: the states are never read
+    seen = np.array([number_key(p) in seen_keys for p in problems])
+    ref = [next(r for r in rows if r['type'] == t) for t in ('free_best_val', 'free_best_val_auroc')]
+    out = {'n_seen': int(seen.sum()), 'n_rest': int((~seen).sum()), 'ref': {}}
+    for part, mask in (('seen', seen), ('rest', ~seen)):
+        if not mask.any():
+            continue
+        r0 = [restrict(r, mask, n) for r in ref]
+        out['ref'][part] = {'acc': r0[0]['acc'], 'auroc': r0[1]['auroc']}
+        for r in rows:
+            if r['type'] == 'verifier':
+                out.setdefault(r['method'], {})[part] = B.paired_vs(restrict(r, mask, n), *r0, n, cfg['n_boot'], cfg['boot_seed'])
+    return out
 
 
 def fit(points, ref):
@@ -290,6 +322,16 @@ def render(sizes_, summ, cfg, pairs_=()):
         out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
         out += [f"| {v} | {d['from']} -> {d['to']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
                 f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
+    rec = sizes_[-1]['recall']
+    if rec['n_seen']:
+        pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}"  # noqa: E731
+        ref = lambda part: f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}" if part in rec['ref'] else '-'  # noqa: E731
+        out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} also has, in "
+                f"another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best free selector on "
+                f"validation within each part (Bo{n} pts / AUROC; the reference's own Bo{n} / AUROC there: {ref('seen')} "
+                f"and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |', '|---|---:|---:|']
+        out += [f"| {v} | {pair(rec[v]['seen']) if 'seen' in rec[v] else '-'} | {pair(rec[v]['rest']) if 'rest' in rec[v] else '-'} |"
+                for v in cfg['variants'] if v in rec]
     if pairs_:
         out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
         out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "

@@ -113,6 +113,12 @@ def group_key(problem):
     return f"{problem['dataset']}:{problem['id']}"
 
 
+def number_key(problem):
+    """The question's numbers alone, as a sorted multiset ('4 6 9 12'): what a model could recall from a training
+    question that uses them in another arrangement (curve.py reports the evaluation questions sharing it apart)."""
+    return ' '.join(sorted(re.findall(r'\d+', problem['question']), key=int))
+
+
 def seen_groups(problems, groups):
     """[(problem, its group, 'train' or 'val')] of the problems that share a group (group_key) with a problem a verifier
     trained or validated on: groups = {'train': [keys], 'val': [keys]} as train.py stores them in ckpt.pt. A question
