@@ -157,7 +157,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         _capture(s, col, keep, at_max, n_kept, not max_steps, conf_topk)
         stop, plan = None, []
         if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
-            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1))
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1), s.fring)
             if searching:
                 s.wait = (s.wait | (keep & ~done)) & ~release
         ended = done | stop if stop is not None else done
@@ -185,7 +185,7 @@ class _Rows:
     """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
     one row per batch row, so dropping, copying or reordering rows moves them all together."""
     PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
-               'prev', 'logits', 'h_prev', 'samp', 'fed', 'acc', 'acc_n', 'least_lp', 'least_h')
+               'prev', 'logits', 'h_prev', 'samp', 'fed', 'acc', 'acc_n', 'least_lp', 'least_h', 'fsum', 'fring')
 
     def __init__(self, **tensors):
         self.__dict__.update(tensors)
@@ -241,7 +241,10 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         # the open step's token states so far (width 0 when that kind is not stored): their sum and count ('mean'),
         # the lowest log-prob and its token's state ('least')
         acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
-        least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device)), Lp
+        least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device),
+        # each kept step's mean log-prob, entropy and confidence (model.step_feature_matrix), beside the ring: what a
+        # step-feature verifier reads when it steers
+        fsum=torch.zeros(B, 3, device=device), fring=torch.zeros(B, S + 1, 3, device=device)), Lp
 
 
 def _decode_step(model, cache, layers, static):
@@ -315,6 +318,7 @@ def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
     if s.acc.shape[1]:
         s.acc += add[:, None] * s.h_prev.float()
     s.acc_n += add
+    s.fsum += add[:, None] * s.stats[:, ar, (s.ln - 1).clamp(min=0)].T
     if s.least_h.shape[1]:
         lp = s.stats[0, ar, (s.ln - 1).clamp(min=0)]
         lower = add & (lp < s.least_lp)  # strict: the first of equal log-probs stays
@@ -322,18 +326,20 @@ def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
         s.least_h = torch.where(lower[:, None], s.h_prev.float(), s.least_h)
     S = s.ring.shape[1] - 1
     if every and n_kept > S:
-        s.ring, s.ring_pos = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
-                              for x in (s.ring, s.ring_pos))
+        s.ring, s.ring_pos, s.fring = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
+                                       for x in (s.ring, s.ring_pos, s.fring))
         S *= 2
     kept_now = keep & (s.ln > 0)  # the first token has no state before it
     slot = torch.where(kept_now, s.count % S, S)
     parts = [s.h_prev.float()] + ([s.acc / s.acc_n.clamp(min=1)[:, None]] if s.acc.shape[1] else []) + \
         ([s.least_h] if s.least_h.shape[1] else [])
     s.ring[ar, slot] = torch.cat(parts, 1).to(torch.float16) if len(parts) > 1 else s.h_prev.to(torch.float16)
+    s.fring[ar, slot] = s.fsum / s.acc_n.clamp(min=1)[:, None]
     if len(parts) > 1:  # a closed step: the next one starts empty
         s.acc *= ~kept_now[:, None]
         s.least_lp = torch.where(kept_now, float('inf'), s.least_lp)
     s.acc_n *= ~kept_now
+    s.fsum *= ~kept_now[:, None]
     s.ring_pos[ar, slot] = s.ln - 1
     s.count += kept_now
     s.bnd = torch.where(keep, s.ln, s.bnd)
@@ -512,10 +518,10 @@ class _Steer:
         if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
             raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
                              f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
-        if verifier.spec.get('step_features') or verifier.spec.get('residual'):
-            raise ValueError(f"the steering checkpoint reads step_features={verifier.spec.get('step_features')} / residual="
-                             f"{verifier.spec.get('residual')!r} (token statistics), which online steering does not feed; "
-                             f"fix: steer with a checkpoint trained on states alone (train.py defaults)")
+        if verifier.spec.get('residual'):
+            raise ValueError(f"the steering checkpoint reads residual={verifier.spec.get('residual')!r} (a free scorer of "
+                             f"the whole prefix), which online steering does not feed; fix: steer with a checkpoint trained "
+                             f"without residual (states, with or without step_features)")
         if verifier.spec['input_steps'] == 'answer':
             raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
                              "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
@@ -531,29 +537,36 @@ class _Steer:
     def n_rows(self):
         return len(self.latest)
 
-    def score(self, ring, count, b, width):
+    def score(self, ring, count, b, width, fring=None):
         """Prefix scores of batch rows b: their last `width` or fewer states, in step order, at most the
-        verifier's max_steps (what model.first_step reads of the prefix)."""
+        verifier's max_steps (what model.first_step reads of the prefix), and with step_features each step's
+        features from fring, standardized as model.make_batch does (a step's tokens run from the previous boundary
+        the sampler saw: where extraction keeps fewer than all steps, the offline features of the first stored one
+        start at token 0)."""
         S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
         width = min(width, self.v.spec.get('max_steps') or width)
         m = count[b].clamp(max=width)
         i = torch.arange(width, device=ring.device)
         valid = i[None] < m[:, None]
         if self.v.spec['input_steps'] == 'last':
-            st, valid = ring[b, (count[b] - 1) % S][:, None], valid[:, :1]
+            at, valid = ((count[b] - 1) % S)[:, None], valid[:, :1]
         else:
-            st = ring[b[:, None], (count[b, None] - m[:, None] + i) % S] * valid[..., None]  # [nb, width, D], padding 0
+            at = (count[b, None] - m[:, None] + i) % S
+        st = ring[b[:, None], at] * valid[..., None]  # [nb, width, D], padding 0
         if self.cols is not None:
             st = st[..., self.cols.to(st.device)]
+        if self.v.spec.get('step_features'):
+            mu, sd = (torch.tensor(x, dtype=torch.float32, device=st.device) for x in self.v.spec['feat_norm'])
+            st = torch.cat([st.float(), (fring[b[:, None], at] - mu) / sd * valid[..., None]], -1)
         return self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
 
-    def step(self, ring, count, keep, done, rows, width):
+    def step(self, ring, count, keep, done, rows, width, fring=None):
         """Rows that closed a step or ended now: score, then decide with policy. -> (stop: bool [batch rows]
         or None, plan: [(source batch row, copy's batch row)], release: bool [batch rows] that stop waiting)."""
         b = (keep & (count > 0)).nonzero().squeeze(1)
         ids, kb, db = rows.cpu().numpy(), keep.cpu().numpy(), done.cpu().numpy()
         if len(b):
-            self.latest[ids[b.cpu().numpy()]] = self.score(ring, count, b, width)
+            self.latest[ids[b.cpu().numpy()]] = self.score(ring, count, b, width, fring)
         release = np.zeros(len(ids), dtype=bool)
         if not self.sync:  # pruning: each prompt's rows are one pool, decided as rows arrive
             new = np.zeros(self.n_rows, dtype=bool)

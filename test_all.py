@@ -3900,12 +3900,29 @@ def test_online_pruning_equals_offline_replay():
     n, table = 6, step_table(tok)
     torch.manual_seed(0)
     v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
+    # issue 44: a verifier with the step features beside the states (and one reading the least-likely-token state)
+    # steers too: the sampler keeps each step's feature means beside its ring
+    vf = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, step_features=True,
+                        feat_norm=([-2.0, 1.0, 3.0], [1.0, 0.5, 1.0])).eval()
+    vl = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, step_read='least').eval()
     args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=table)
-    full = sample_with_capture(model, tok, prompts, n, **args)
+    full = sample_with_capture(model, tok, prompts, n, step_kinds=('boundary', 'least'), **args)
+    for verifier in (v, vf, vl):
+        _check_online_prune(model, tok, prompts, n, args, full, verifier)
+    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
+        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
+    with pytest.raises(ValueError, match='reads text.*fix'):
+        text = build_verifier('text', vocab_size=10)
+        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
+
+
+def _check_online_prune(model, tok, prompts, n, args, full, v):
     pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
     allp = np.sort(np.concatenate([x for pp in pre for x in pp]))
+    kinds = ('boundary', 'least')
     for rule, th in (('relative', 0.15), ('global', float(allp[len(allp) // 2 - 1: len(allp) // 2 + 1].mean()))):
-        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th, **args)
+        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th,
+                                     step_kinds=kinds, **args)
         stopped = 0
         for cs, os_, pp in zip(full, online, pre):
             kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
@@ -3920,11 +3937,6 @@ def test_online_pruning_equals_offline_replay():
                 if k:
                     assert o['finish'] == c['finish']
         assert 0 < stopped < len(prompts) * (n - 1), (rule, stopped)  # some stop, some go on that could have stopped
-    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
-        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
-    with pytest.raises(ValueError, match='reads text.*fix'):
-        text = build_verifier('text', vocab_size=10)
-        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
 
 
 def test_replay_prune_follows_token_time():
