@@ -21,7 +21,7 @@ import torch
 import generator
 import tasks
 import train as T
-from model import build_verifier, verifier_flops
+from model import build_verifier, make_batch, verifier_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -308,10 +308,12 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0):
 # thread (as train.train runs it: reproducible) against torch's threads, and AdamW fused against foreach
 
 
-def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
+def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
     """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
     and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
-    through its undecorated body on torch's threads; and the AdamW step alone on each verifier's parameters."""
+    through its undecorated body on torch's threads; one thread under bfloat16 autocast (issue 42: faster only where
+    the CPU has bf16 matmuls, avx512_bf16 / AMX; measured, not assumed); and the AdamW step alone on each verifier's
+    parameters."""
     g = torch.Generator().manual_seed(0)
     probs = []
     for i in range(n_problems):
@@ -332,6 +334,26 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
             _, log = fn(tr, va, cfg)
             rate[how] = steps / log['step_time_s']
         model = T.build_model(tr, {**T.DEFAULTS, **cfg})
+        # a training step's forward, backward and AdamW on one batch, float32 against bfloat16 autocast, one thread
+        # (train.train's validation runs the encoder's inference fast path, which autocast does not take)
+        cands = [c for p in tr[:8] for c in p['candidates']]
+        batch = make_batch(cands, model.spec)
+        opt, step_s = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), {}
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for bf16 in (False, True):
+                for i in range(ab_steps + 1):  # one warm-up step; emulated bf16 is slow: few steps
+                    if i == 1:
+                        t = time.perf_counter()
+                    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=bf16):
+                        loss = model.train()(batch).float().square().mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                step_s[bf16] = (time.perf_counter() - t) / ab_steps
+        finally:
+            torch.set_num_threads(threads_before)
         opt_s = {}
         for fused in (False, True):
             ps = [p for p in model.parameters()]
@@ -345,11 +367,14 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20):
             opt_s[fused] = (time.perf_counter() - t) / 10
         n_par = sum(p.numel() for p in model.parameters())
         rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}", f"{rate[f'{n_threads} threads']:.1f}",
-                     f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
+                     f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x", f"{step_s[False] / step_s[True]:.2f}x",
+                     f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
-    print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); load average "
+    print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
+          f"({'with' if generator.cpu_has_bf16() else 'without'} bf16 matmuls in hardware); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads', 'threads / one',
+                 'one step: bf16 autocast speed / float32, one thread',
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 

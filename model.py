@@ -420,9 +420,9 @@ def make_batch(candidates, spec, cols=None):
         if kinds != ['boundary']:
             for c in candidates:
                 check_kinds(c, kinds, 'make_batch')
-        # [S, D] per kind (its columns), side by side in step_read's order
-        st = [torch.cat([c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]
-                         for k in kinds], 1) for c in candidates]
+        # [S, D] per kind (its columns), side by side in step_read's order (float16 until padded when one kind)
+        read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]  # noqa: E731
+        st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1) for c in candidates]
         if spec.get('step_features'):
             mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
             st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
