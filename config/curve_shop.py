@@ -1,5 +1,6 @@
 # The data-need curve on a GSM8K-style word family: shop (tasks.py; 1,749 distinct problems, grouped by numbers plus
-# answer, so no evaluation question shares its numbers with a training one). Train indices 0-1249 x 8, eval
+# answer: no evaluation question has a training one's numbers and answer, but 346 of the 499 use a training question's
+# numbers in another arrangement, with another answer; curve.py reports them apart). Train indices 0-1249 x 8, eval
 # 1250-1748 x 8 (every problem of the family). K = max_train_problems draws nested subsets of the training split (each
 # then cut 80/20 by group into train / validation), so K = 1250 trains on 1,000 problems. Its training range holds
 # config/words.py's shop evaluation questions (1000-1143): never score its verifiers on out/words_shop/eval.
