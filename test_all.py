@@ -4232,7 +4232,8 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
 def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     """model.step_feature_matrix: per stored step, the means of the step's log-probs, entropies and confidences
     (tokens after the previous boundary up to its own), by hand; a prefix's features are the first rows; the
-    batch appends them, standardized, after the states; a steering run refuses such a checkpoint."""
+    batch appends them, standardized, after the states; steering accepts such a checkpoint (issue 44: the sampler keeps
+    the features beside its ring, test_online_pruning_equals_offline_replay) and refuses a residual one."""
     from model import cut_prefix, step_feature_matrix
     write_split_eval(str(tmp_path / 's'), 3, 4, seed=3, confidences=True)
     c = next(c for p in load_split(str(tmp_path / 's')) for c in p['candidates'] if len(c['step_pos']) >= 3)
@@ -4247,8 +4248,10 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     b = make_batch([c], v.spec)
     assert b['states'].shape[-1] == 16 + 3
     torch.testing.assert_close(b['states'][0, :len(pos), 16:], (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
-    with pytest.raises(ValueError, match='step_features.*fix'):
-        capture._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
+    capture._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
+    res = build_verifier('hsrm', 16, residual='mean_logprob', res_norm=(0.0, 1.0))
+    with pytest.raises(ValueError, match=r"residual='mean_logprob'.*fix: steer with a checkpoint trained without residual"):
+        capture._Steer(res, [-1], 16, 1, 4, 'relative', 0.1, 4)
 
 
 def test_step_features_only_control_reads_no_states(tmp_path):
