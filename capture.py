@@ -141,7 +141,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     if searching and torch_compile:
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
-    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds)
+    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds,
+                     feats=bool(steer and verifier.spec.get('step_features')))
     if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
         raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
@@ -203,9 +204,10 @@ class _Rows:
         copy_rows(self.cache, src, dst)
 
 
-def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',)):
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',), feats=False):
     """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
-    cache (rows prompt-major), and the batch's row tensors. -> (_Rows, padded prompt length)"""
+    cache (rows prompt-major), and the batch's row tensors (feats: keep each step's features for a step-feature
+    verifier that steers). -> (_Rows, padded prompt length)"""
     from transformers import DynamicCache
     device = next(model.parameters()).device
     enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
@@ -243,8 +245,8 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
         least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device),
         # each kept step's mean log-prob, entropy and confidence (model.step_feature_matrix), beside the ring: what a
-        # step-feature verifier reads when it steers
-        fsum=torch.zeros(B, 3, device=device), fring=torch.zeros(B, S + 1, 3, device=device)), Lp
+        # step-feature verifier reads when it steers (width 0 otherwise)
+        fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device)), Lp
 
 
 def _decode_step(model, cache, layers, static):
@@ -315,12 +317,14 @@ def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
     s.toks[ar, col] = s.nxt
     s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
     add = (s.samp | at_max) & (s.ln > 0)  # h_prev is the state of token ln - 1, seen once: fold it into the open step
+    before = (s.ln - 1).clamp(min=0)
     if s.acc.shape[1]:
         s.acc += add[:, None] * s.h_prev.float()
     s.acc_n += add
-    s.fsum += add[:, None] * s.stats[:, ar, (s.ln - 1).clamp(min=0)].T
+    if s.fsum.shape[1]:
+        s.fsum += add[:, None] * s.stats[:, ar, before].T
     if s.least_h.shape[1]:
-        lp = s.stats[0, ar, (s.ln - 1).clamp(min=0)]
+        lp = s.stats[0, ar, before]
         lower = add & (lp < s.least_lp)  # strict: the first of equal log-probs stays
         s.least_lp = torch.where(lower, lp, s.least_lp)
         s.least_h = torch.where(lower[:, None], s.h_prev.float(), s.least_h)
@@ -334,12 +338,13 @@ def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
     parts = [s.h_prev.float()] + ([s.acc / s.acc_n.clamp(min=1)[:, None]] if s.acc.shape[1] else []) + \
         ([s.least_h] if s.least_h.shape[1] else [])
     s.ring[ar, slot] = torch.cat(parts, 1).to(torch.float16) if len(parts) > 1 else s.h_prev.to(torch.float16)
-    s.fring[ar, slot] = s.fsum / s.acc_n.clamp(min=1)[:, None]
+    if s.fsum.shape[1]:
+        s.fring[ar, slot] = s.fsum / s.acc_n.clamp(min=1)[:, None]
+        s.fsum *= ~kept_now[:, None]
     if len(parts) > 1:  # a closed step: the next one starts empty
         s.acc *= ~kept_now[:, None]
         s.least_lp = torch.where(kept_now, float('inf'), s.least_lp)
     s.acc_n *= ~kept_now
-    s.fsum *= ~kept_now[:, None]
     s.ring_pos[ar, slot] = s.ln - 1
     s.count += kept_now
     s.bnd = torch.where(keep, s.ln, s.bnd)

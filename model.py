@@ -416,10 +416,7 @@ def make_batch(candidates, spec, cols=None):
     from layer_columns (None = every stored column). fp16 states become float32 here, per batch."""
     batch = {}
     if reads(spec['kind'], 'states'):
-        kinds = read_kinds(spec.get('step_read', 'boundary'))
-        if kinds != ['boundary']:
-            for c in candidates:
-                check_kinds(c, kinds, 'make_batch')
+        kinds = read_kinds(spec.get('step_read', 'boundary'))  # stored: checked once per split (problem_columns)
         # [S, D] per kind (its columns), side by side in step_read's order (float16 until padded when one kind)
         read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]  # noqa: E731
         st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1) for c in candidates]
