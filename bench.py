@@ -462,7 +462,7 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
     model, tok = generator.load_generator(s['model'])
     n_params = sum(p.numel() for p in model.parameters())
     probs = tasks.load_problems(s['dataset'], 1000, 1000 + n_questions - 1, synth_level=s['synth_level'],
-                                word_family=s['word_family'])
+                                word_family=s['word_family'], word_split=s['word_split'])
     SA.best_of_n(model, tok, verifier, probs[:1], n, s)  # warm-up: first calls allocate
     rows = []
     for how, picks in ((f'one at a time ({n} rows per forward)', [p for q in probs[:alone] for p in

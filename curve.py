@@ -205,10 +205,11 @@ def restrict(row, mask, n):
 
 def recall_split(cfg, rows, problems, k_files):
     """The eval split in two: questions whose numbers (tasks.number_key: the numbers alone, in any arrangement) some
-    problem of this K's training and validation has, and the rest. Word families are grouped by numbers plus answer,
-    so a question can share its numbers with a training one of another arrangement and answer; the synthetic task
-    never (grouped by numbers). Each verifier's Δ against the best free selector on validation on each part (paired
-    intervals within the part), and that reference's own Bo-N there. -> {'n_seen', 'n_rest', 'ref': {..}, variant: {..}}"""
+    problem of this K's training and validation has, and the rest. Word families are grouped by numbers plus answer
+    by default, so a question can share its numbers with a training one of another arrangement and answer (never under
+    extract.py's word_split='numbers', nor on the synthetic task). Each verifier's Δ against the best free selector on
+    validation on each part (paired intervals within the part), and that reference's own Bo-N there.
+    -> {'n_seen', 'n_rest', 'ref': {..}, variant: {..}}"""
     n = cfg['n_eval']
     seen_keys = {number_key(load_problem(f, mmap=True)) for f in k_files}  # memory-mapped: the states are never read
     seen = np.array([number_key(p) in seen_keys for p in problems])
@@ -332,6 +333,8 @@ def render(sizes_, summ, cfg, pairs_=()):
                 f"and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |', '|---|---:|---:|']
         out += [f"| {v} | {pair(rec[v]['seen']) if 'seen' in rec[v] else '-'} | {pair(rec[v]['rest']) if 'rest' in rec[v] else '-'} |"
                 for v in cfg['variants'] if v in rec]
+    else:
+        out += ['', f"No evaluation question's numbers occur among the K = {sizes_[-1]['k']} training and validation problems."]
     if pairs_:
         out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
         out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "

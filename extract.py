@@ -32,7 +32,8 @@ from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes)
 from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
-from tasks import GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, load_problems
+from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
+                   load_problems)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -46,6 +47,9 @@ data_path = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
 word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
+word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any disjoint ranges;
+                           # a question's numbers may recur in another arrangement) | 'numbers' (grouped by the numbers alone, as the
+                           # synthetic levels: train ranges below tasks.word_boundary, eval ranges at or above it; other questions per index)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
@@ -307,7 +311,7 @@ def check_resume(split_dir, cfg):
                              f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
         keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
                 'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
-        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'synth_seed']}.get(
+        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'word_split', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
@@ -315,6 +319,8 @@ def check_resume(split_dir, cfg):
         old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
         if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
+        if cfg['dataset'] == 'words':  # made before word_split existed: the arithmetic order
+            old.setdefault('word_split', 'arithmetic')
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
                 name = {'n_samples': f"n_{cfg['split']}_samples", 'weights_dtype': 'dtype'}.get(k, k)
@@ -395,7 +401,10 @@ if __name__ == '__main__':
     if dataset == 'synth':  # splits by operand multiset: train below the level's boundary, eval above it
         check_synth_ranges(synth_level, synth_seed, train_range, eval_range)
         config['synth_split'] = SYNTH_SPLIT
-    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family)
+    if dataset == 'words':  # under word_split='numbers': train below the family's boundary, eval at or above it
+        check_word_ranges(word_family, synth_seed, word_split, train_range, eval_range)
+    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family,
+                                 word_split)
                 for s, r, _ in splits}
     if len(problems) == 2:
         check_disjoint(problems['train'], problems['eval'])

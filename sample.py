@@ -71,6 +71,7 @@ layers = None  # hidden_states indices kept while sampling
 dataset = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first) | 'gsm8k' | ...
 synth_level = None
 word_family = None
+word_split = None  # dataset_range: extract.py's word_split (the order of the family's questions, their grouping)
 system_prompt = None  # the benchmark datasets' system prompt
 enable_thinking = None
 temperature = None  # sampling settings: free to change (the verifier reads the states all the same)
@@ -103,7 +104,7 @@ EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
 CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
 # ... these are free, or fixed by the extraction
-SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed',
+SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed', 'word_split',
                       'exclude_ids')
 
 # -----------------------------------------------------------------------------
@@ -347,14 +348,15 @@ def questions_of(cfg, s):
     """The problems asked: one question, a questions file's rows (ids unique, default their line number) or a
     dataset range (tasks.load_problems), with the settings' prompt style."""
     if cfg['question'] is not None:
-        return [new_problem(str(cfg['question']), s['dataset'], 0, None, None, s['synth_level'], s['word_family'])]
+        return [new_problem(str(cfg['question']), s['dataset'], 0, None, None, s['synth_level'], s['word_family'],
+                            s['word_split'])]
     if cfg['dataset_range'] is not None:
         r = cfg['dataset_range']
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
             raise ValueError(f"dataset_range={r!r} must be (lo, hi), inclusive dataset indices; fix: "
                              f"--dataset_range='(1225,1234)'")
         return load_problems(s['dataset'], r[0], r[1], s['data_dir'], s['data_path'], s['synth_level'], s['synth_seed'],
-                             s['exclude_ids'], s['word_family'])
+                             s['exclude_ids'], s['word_family'], s['word_split'])
     path, out, seen = cfg['questions_file'], [], set()
     bad = lambda k, what, fix: ValueError(f"questions_file={path!r} line {k + 1} {what}; fix: {fix}")  # noqa: E731
     if not os.path.isfile(path):
@@ -374,7 +376,7 @@ def questions_of(cfg, s):
                 raise bad(k, f'repeats id {i!r}', 'unique ids (or none: the line number)')
             seen.add(i)
             out.append(new_problem(row['question'], s['dataset'], len(out), i, row.get('gold'), s['synth_level'],
-                                   s['word_family']))
+                                   s['word_family'], s['word_split']))
     if not out:
         raise ValueError(f"questions_file={path!r} holds no question; fix: one {{\"question\": ...}} per line")
     return out

@@ -5,8 +5,9 @@ The tasks: the problems extract.py samples solutions for, and the prompt each is
   question (synth_space). Questions are grouped by operand multiset and the space is cut in two parts: training
   ranges lie below synth_boundary, evaluation ranges above it (check_synth_ranges), so no evaluation question
   shares its numbers with a training question.
-- words: generated GSM8K-style word-problem families (WORD_FAMILIES: shop, travel, bake, share), disjoint by
-  arithmetic (word_space), for the transfer experiments.
+- words: generated GSM8K-style word-problem families (WORD_FAMILIES: shop, travel, bake, share): disjoint index
+  ranges share no arithmetic (word_space), or, under split='numbers', the space is grouped by the numbers alone and cut
+  in two parts as the synthetic levels are (check_word_ranges).
 - gsm8k, math500, aime, olympiadbench: JSONL files under data_dir (DATASETS), else the Hugging Face hub.
 
 load_problems(dataset, lo, hi, ...) gives the problems with indices lo..hi as dicts {index, id, dataset, question,
@@ -40,7 +41,8 @@ GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the 
 
 
 SYNTH_LEVELS = (1, 2, 3, 4)  # level 4 enumerates 5.9M operand/operator tuples once (about a second)
-SYNTH_HELD_OUT = 1 / 3  # share of a level's operand multisets whose questions form the evaluation part of its space
+HELD_OUT = 1 / 3  # share of a grouped space's groups (a synthetic level's operand multisets, a word family's numbers
+                 # under word_split='numbers') whose questions form the evaluation part of its space
 SYNTH_SPLIT = 'operand-multiset'  # the split rule, recorded in each extraction's config.json (old ones are refused)
 
 
@@ -50,7 +52,7 @@ def _synth_space(level, seed):
     operators, 0 = '+', 1 = '-'), each running result >= 0, and the index where the evaluation part starts.
     Questions are grouped by operand multiset (6 + 9 - 2 and 9 + 6 - 2, or 9 - 6 + 2, are one group: a verifier
     trained on one has seen the other's numbers, often its answer). The groups are shuffled by the seed and the
-    last SYNTH_HELD_OUT of them form the evaluation part: indices 0..boundary-1 hold the training groups, boundary..
+    last HELD_OUT of them form the evaluation part: indices 0..boundary-1 hold the training groups, boundary..
     the held-out ones, so a train range below the boundary and an eval range above it share no numbers. Within each
     part the questions run round-robin over its groups (one question of every group, then a second, ...), so any
     range of a part is spread over as many groups as it can be."""
@@ -66,17 +68,25 @@ def _synth_space(level, seed):
     groups = {}
     for i, key in enumerate(map(bytes, np.sort(rows[:, :level + 1], axis=1))):
         groups.setdefault(key, []).append(i)
-    rng = random.Random(f'{seed}-{level}')  # Python's shuffle: the same order on every platform and version
+    order, boundary = _held_out_order(groups, random.Random(f'{seed}-{level}'))
+    return rows[order], boundary
+
+
+def _held_out_order(groups, rng):
+    """(order, boundary) of a space whose items fall into groups (key -> [item indices]): the groups shuffled by rng
+    (Python's shuffle: the same order on every platform and version), the last HELD_OUT of them the evaluation part
+    (order[boundary:]); within each part the items run round-robin over its groups (one of every group, then a
+    second, ...), so any range of a part is spread over as many groups as it can be."""
     keys = sorted(groups)
     rng.shuffle(keys)
-    n_held = int(round(len(keys) * SYNTH_HELD_OUT))
+    n_held = int(round(len(keys) * HELD_OUT))
     parts = []
     for part in (keys[n_held:], keys[:n_held]):
         members = [groups[k] for k in part]
         for m in members:
             rng.shuffle(m)
         parts.append([m[r] for r in range(max(map(len, members))) for m in members if r < len(m)])
-    return rows[parts[0] + parts[1]], len(parts[0])
+    return parts[0] + parts[1], len(parts[0])
 
 
 def synth_space(level, seed):
@@ -103,13 +113,13 @@ def check_synth_ranges(level, seed, train_range, eval_range):
 
 def group_key(problem):
     """What a model could recall across problems: synthetic questions with the same operand multiset, a word
-    family's questions with the same numbers and answer, are one group (splits never divide a group); a
+    family's questions with the same numbers and answer (the numbers alone under word_split='numbers'), are one group (splits never divide a group); a
     benchmark problem is its own. A string."""
     if problem['dataset'] == 'synth':
         return 'synth:' + ' '.join(sorted(re.findall(r'\d+', problem['question']), key=int))
-    if problem['dataset'] == 'words':
-        nums = sorted(re.findall(r'\d+', problem['question']), key=int)
-        return f"words-{problem['meta']['family']}:{' '.join(nums)}={problem['gold']}"
+    if problem['dataset'] == 'words':  # under word_split='numbers' the numbers alone (word_space)
+        nums = number_key(problem) + ('' if problem['meta'].get('split') == 'numbers' else f"={problem['gold']}")
+        return f"words-{problem['meta']['family']}:{nums}"
     return f"{problem['dataset']}:{problem['id']}"
 
 
@@ -256,15 +266,17 @@ def word_arithmetic(family, params):
     return tuple(sorted(ops))
 
 
+WORD_SPLITS = ('arithmetic', 'numbers')  # what a word family's disjoint index ranges keep apart (word_space)
+
+
 @functools.lru_cache(maxsize=8)
-def word_space(family, seed):
-    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
-    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
-    per question (Python's Random: the same on every platform). Index i is row i, so disjoint index ranges never
-    share their arithmetic."""
+def _word_space(family, seed, split):
+    """(entries, boundary) of word_space: boundary None where any disjoint ranges will do ('arithmetic')."""
     if family not in WORD_FAMILIES:
         raise SystemExit(f"word_family={family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
-    _, ranges, valid, items, example = WORD_FAMILIES[family]
+    if split not in WORD_SPLITS:
+        raise SystemExit(f"word_split={split!r} is unknown; fix: one of {', '.join(WORD_SPLITS)}")
+    make, ranges, valid, items, example = WORD_FAMILIES[family]
     seen, params = {word_arithmetic(family, example)}, []
     for p in itertools.product(*ranges):
         a = word_arithmetic(family, p) if valid(p) else None
@@ -273,7 +285,44 @@ def word_space(family, seed):
             params.append(p)
     rng = random.Random(f'{seed}-{family}')
     rng.shuffle(params)
-    return [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
+    entries = [(p, rng.randrange(len(_NAMES)), rng.randrange(len(items))) for p in params]
+    if split == 'arithmetic':
+        return entries, None
+    groups = {}  # the question's numbers alone: 4 pens at 12 and 6 at 9 is one group with 4 apples at 9 and 6 at 12
+    for i, (p, name, item) in enumerate(entries):
+        groups.setdefault(number_key({'question': make(p, *_NAMES[name], items[item])[0]}), []).append(i)
+    order, boundary = _held_out_order(groups, random.Random(f'{seed}-{family}-{split}'))
+    return [entries[i] for i in order], boundary
+
+
+def word_space(family, seed, split='arithmetic'):
+    """A word family's questions as (params, name index, object index): one per arithmetic (the first parameters
+    in product order), the worked example's left out, in one fixed shuffled order with a name and object drawn
+    per question (Python's Random: the same on every platform). Index i is row i. split='arithmetic': disjoint
+    index ranges never share their arithmetic, but may share their numbers in another arrangement (4 pens at 12
+    and 6 at 9 = 102 against 4 apples at 9 and 6 at 12 = 108). split='numbers': the same questions grouped by their
+    numbers alone and held out as the synthetic levels are (_held_out_order): a train range below
+    word_boundary and an eval range at or above it share no numbers."""
+    return _word_space(family, seed, split)[0]
+
+
+def word_boundary(family, seed, split):
+    """The first index of a word family's evaluation part under split='numbers'; None under 'arithmetic'."""
+    return _word_space(family, seed, split)[1]
+
+
+def check_word_ranges(family, seed, split, train_range, eval_range):
+    """SystemExit naming the fix unless, under split='numbers', train_range lies below the family's boundary and
+    eval_range at or above it (None: that split is not extracted). 'arithmetic' checks nothing here."""
+    b = word_boundary(family, seed, split)
+    if b is None:
+        return
+    n = len(word_space(family, seed, split))
+    for key, r, (lo, hi) in (('train_range', train_range, (0, b - 1)), ('eval_range', eval_range, (b, n - 1))):
+        if r is not None and not lo <= r[0] <= r[1] <= hi:
+            raise SystemExit(f"{key}={tuple(r)} on word family {family!r} with word_split={split!r}: its questions are "
+                             f"grouped by their numbers (no evaluation question shares them with a training question), "
+                             f"indices 0..{b - 1} training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
 
 
 def word_solution(family, params, name=0, item=0):
@@ -283,17 +332,19 @@ def word_solution(family, params, name=0, item=0):
     return q, '\n'.join(lines + [f'The answer is {ans}.']), ans
 
 
-def word_problem(index, family, seed):
-    """Problem `index` of a word family: entry `index` of word_space(family, seed), GSM8K-style (the gold
-    solution ends in '#### answer' in meta)."""
-    space = word_space(family, seed)
+def word_problem(index, family, seed, split='arithmetic'):
+    """Problem `index` of a word family: entry `index` of word_space(family, seed, split), GSM8K-style (the gold
+    solution ends in '#### answer' in meta). Under split='numbers' the id and meta say so (index i is another
+    question there) and group_key keeps the numbers alone together."""
+    space = word_space(family, seed, split)
     if not 0 <= index < len(space):
         raise SystemExit(f"word index {index} is outside family {family!r}'s {len(space)} distinct questions; "
                          f"fix: keep train_range / eval_range within 0..{len(space) - 1}")
     params, name, item = space[index]
     q, sol, ans = word_solution(family, params, name, item)
-    return {'index': index, 'id': f'words-{family}-{index}', 'dataset': 'words', 'question': q, 'gold': str(ans),
-            'meta': {'family': family, 'solution': f'{sol}\n#### {ans}'}}
+    meta = {'family': family, 'solution': f'{sol}\n#### {ans}'} | ({'split': split} if split != 'arithmetic' else {})
+    return {'index': index, 'id': f'words-{family}-{index}' if split == 'arithmetic' else f'words-{family}-{split}-{index}',
+            'dataset': 'words', 'question': q, 'gold': str(ans), 'meta': meta}
 
 # -----------------------------------------------------------------------------
 # benchmark datasets (and every task's loader)
@@ -308,13 +359,13 @@ def _read_jsonl(path, key, value):
 
 
 def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
-                  word_family='shop'):
+                  word_family='shop', word_split='arithmetic'):
     """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
     id is in exclude_ids (their indices are skipped, the others keep their file index)."""
     if dataset == 'synth':
         return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
     if dataset == 'words':
-        return [word_problem(i, word_family, seed) for i in range(lo, hi + 1)]
+        return [word_problem(i, word_family, seed, word_split) for i in range(lo, hi + 1)]
     if dataset not in DATASETS:
         raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(['synth', 'words', *DATASETS])}")
     rel, qkeys, gkey, hf = DATASETS[dataset]
@@ -353,10 +404,10 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
     return out
 
 
-def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, word_family='shop'):
+def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, word_family='shop', word_split='arithmetic'):
     """A question from outside the data (sample.py), as a problem of `dataset`: asked in its prompt style
     (build_prompt: a generated task's worked example of level synth_level or family word_family, a benchmark's
-    system prompt) and graded as its answers are (gold None: no gold known)."""
+    system prompt) and graded as its answers are (gold None: no gold known); grouped (group_key) by word_split's rule."""
     if dataset not in GENERATED + tuple(DATASETS):
         raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(GENERATED + tuple(DATASETS))}")
     if not str(question).strip():
@@ -366,6 +417,8 @@ def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, w
     if dataset == 'words' and word_family not in WORD_FAMILIES:
         raise SystemExit(f"word_family={word_family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
     meta = {'level': synth_level} if dataset == 'synth' else {'family': word_family} if dataset == 'words' else {}
+    if dataset == 'words' and word_split != 'arithmetic':
+        meta['split'] = word_split
     return {'index': index, 'id': str(index if id is None else id), 'dataset': dataset, 'question': str(question),
             'gold': None if gold is None else gold if isinstance(gold, list) else str(gold), 'meta': meta}
 

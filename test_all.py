@@ -565,7 +565,8 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     # a study of one family on its own extraction (config/curve_shop.py): its splits share no arithmetic, within it
     for c in (load(p) for p in paths if os.path.basename(p) not in crossed):
         tr, ev = ({arith(p) for p in load_problems('words', *c[f'{s}_range'], seed=c['synth_seed'],
-                                                   word_family=c['word_family'])} for s in ('train', 'eval'))
+                                                   word_family=c['word_family'], word_split=c['word_split'])}
+                  for s in ('train', 'eval'))
         assert len(tr) == c['train_range'][1] - c['train_range'][0] + 1 and not tr & ev
     X = __import__('transfer').DEFAULTS
     fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
@@ -586,6 +587,53 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     assert [tasks.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
         'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
 
+
+
+def test_words_split_by_numbers_keeps_numbers_apart():
+    """Issue 44 item 0: word_split='numbers' orders each family's own questions (the same set as the arithmetic order)
+    grouped by their numbers alone: no number multiset on both sides of the boundary, ids and group keys that say so
+    (train.py's validation cut and sample.py's refusal of a training question go by them), ranges across the boundary
+    refused with the fix; config/reads_travel.py's ranges keep its numbers apart."""
+    from configurator import apply_config
+    import train as T
+    for fam in tasks.WORD_FAMILIES:
+        space, b = tasks.word_space(fam, 1337, 'numbers'), tasks.word_boundary(fam, 1337, 'numbers')
+        assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337, 'arithmetic') is None
+        ps = tasks.load_problems('words', 0, len(space) - 1, word_family=fam, word_split='numbers')
+        keys = [tasks.number_key(p) for p in ps]
+        assert not set(keys[:b]) & set(keys[b:]) and abs(len(set(keys[b:])) / len(set(keys)) - tasks.HELD_OUT) < 0.01
+        assert len(set(keys[:200])) == 200  # round-robin over the groups: a short range is spread wide
+        assert all(tasks.group_key(p) == f"words-{fam}:{k}" for p, k in zip(ps, keys)) and ps[3]['id'] == f'words-{fam}-numbers-3'
+    # the arithmetic order is what it was (pinned in test_words_splits_disjoint_by_arithmetic_in_every_config); under
+    # it two arrangements of one number multiset are two groups, under 'numbers' one
+    ps = tasks.load_problems('words', 0, 857, word_family='travel', word_split='numbers')
+    by = {}
+    for p in ps:
+        by.setdefault(tasks.number_key(p), []).append(p)
+    twins = next(g for g in by.values() if len({q['gold'] for q in g}) > 1)
+    assert len({tasks.group_key(q) for q in twins}) == 1
+    assert len({tasks.group_key(tasks.new_problem(q['question'], 'words', 0, None, q['gold'], word_family='travel'))
+                for q in twins}) == len(twins)
+    tr, va = T.split_problems(ps, 0.2, 42)
+    assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in va}
+    # a question sample.py is given, with its gold, is matched to a training one by its numbers under this split
+    q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel', word_split='numbers')
+    assert tasks.seen_groups([q], {'train': [tasks.group_key(twins[0])]})
+    with pytest.raises(SystemExit, match=r"eval_range=\(800, 900\) on word family 'travel' with word_split='numbers'.*"
+                                         r"fix: eval_range within \(858, 1258\)"):
+        tasks.check_word_ranges('travel', 1337, 'numbers', (0, 479), (800, 900))
+    with pytest.raises(SystemExit, match=r"train_range=\(0, 900\).*fix: train_range within \(0, 857\)"):
+        tasks.check_word_ranges('travel', 1337, 'numbers', (0, 900), None)
+    tasks.check_word_ranges('travel', 1337, 'arithmetic', (0, 900), (800, 1000))  # any disjoint ranges: extract checks those
+    with pytest.raises(SystemExit, match=r"word_split='answer' is unknown; fix: one of arithmetic, numbers"):
+        tasks.word_space('travel', 1337, 'answer')
+    X = extract.DEFAULTS
+    cfg = apply_config({**X}, [os.path.join(REPO, 'config', f) for f in ('curve_shop.py', 'reads_travel.py')], X)
+    assert (cfg['word_family'], cfg['word_split']) == ('travel', 'numbers')
+    tasks.check_word_ranges('travel', cfg['synth_seed'], 'numbers', cfg['train_range'], cfg['eval_range'])
+    tr, ev = (tasks.load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family='travel',
+                                  word_split='numbers') for s in ('train', 'eval'))
+    assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in ev} and len(ev) == 250
 
 # ====================================================================================================
 # generator.py: the top-p sampler, attention, the memory model, the load-time checks
@@ -1360,6 +1408,11 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
     with pytest.raises(SystemExit, match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
         resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
+    # and a word family's order: one extracted before word_split existed is the arithmetic order
+    words = {**base, 'dataset': 'words', 'word_family': 'travel'}
+    resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='arithmetic')
+    with pytest.raises(SystemExit, match=r"word_split='arithmetic'.*word_split='numbers'.*fix: a new --out_dir"):
+        resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='numbers')
 
 
 def _extract_tiny(out_dir, problems, model, tok):

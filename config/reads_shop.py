@@ -8,6 +8,7 @@
 #   python curve.py config/curve_shop.py config/reads_shop.py --threads=1
 # (run 2026-11-26 from a standalone copy of these settings; the resolved configs are the same)
 out_dir = 'out/reads_shop'
+dataset = 'words'  # as config/curve_shop.py: named here too, so this file read alone is a words config
 train_range = (0, 479)
 eval_range = (1250, 1499)
 layers = [-1]
