@@ -41,7 +41,8 @@ variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (ve
             'residual': {'residual': 'auto', 'verifier_layers': [-1]}}
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
 pairs = []                  # [(a, b), ...]: variant a - variant b at every size, paired over the same problems (e.g. a
-                            # variant against its control); [] = none
+                            # variant against its control); 'variant@K' on both sides: those two cells only (e.g. 240
+                            # problems x 4 candidates against 120 x 8: ('hsrm_n4@240', 'hsrm@120')); [] = none
 train_overrides = {'epochs': 20, 'eval_interval': 25}  # train.py knobs for every run
 n_eval = 8                  # best-of-N on the eval split (pools larger than N: n_subsets random N-subsets)
 n_subsets = 100
@@ -258,15 +259,26 @@ def summarize(sizes_, cfg):
 
 
 def pair_deltas(sizes_, cfg):
-    """For each (a, b) of cfg['pairs'] and each size: variant a's rows minus variant b's, paired (B.paired_delta)."""
-    unknown = sorted({v for ab in cfg['pairs'] for v in ab} - set(cfg['variants']))
-    if unknown:
-        raise ValueError(f"pairs={cfg['pairs']!r} name {unknown}, not in variants {sorted(cfg['variants'])}; fix: "
-                         f"--pairs=\"[('a', 'b')]\" with a and b among the variants")
+    """For each (a, b) of cfg['pairs']: variant a's rows minus variant b's at each size, or, named 'variant@K', at those
+    two sizes, paired over the same eval problems and seeds (B.paired_delta)."""
+    cell = lambda x: (x.split('@')[0], int(x.split('@')[1])) if '@' in x and x.split('@')[1].isdigit() else (x, None)  # noqa: E731
+    cells = [(cell(a), cell(b)) for a, b in cfg['pairs']]
+    unknown = sorted({v for ab in cells for v, _ in ab} - set(cfg['variants']))
+    mixed = [p for p, ((_, ka), (_, kb)) in zip(cfg['pairs'], cells) if (ka is None) != (kb is None)
+             or ka is not None and not {ka, kb} <= set(cfg['sizes'])]
+    if unknown or mixed:
+        raise ValueError(f"pairs={cfg['pairs']!r} name {unknown or mixed}: not variants {sorted(cfg['variants'])}, or "
+                         f"cells whose K is missing or not in sizes {cfg['sizes']}; fix: --pairs=\"[('a', 'b')]\" "
+                         f"with a and b among the variants, or [('a@K1', 'b@K2')] with K1 and K2 among the sizes")
     row = lambda s, v: next(r for r in s['rows'] if r['method'] == v)  # noqa: E731
-    return [{'a': a, 'b': b, 'n_train': s['n_train'],
-             **B.paired_delta(row(s, a), row(s, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
-            for a, b in cfg['pairs'] for s in sizes_]
+    at = {s['k']: s for s in sizes_}
+    out = []
+    for (a, ka), (b, kb) in cells:
+        for sa, sb in ([(s, s) for s in sizes_] if ka is None else [(at[ka], at[kb])] if sizes_ else []):
+            out.append({'a': a if ka is None else f"{a} ({sa['n_train']})", 'b': b if kb is None else f"{b} ({sb['n_train']})",
+                        'n_train': sa['n_train'] if ka is None else '-',
+                        **B.paired_delta(row(sa, a), row(sb, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])})
+    return out
 
 
 def _row_cells(r, n):

@@ -4560,6 +4560,34 @@ def test_candidate_traits_describe_a_pick():
     assert not C.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not C.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
 
 
+def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
+    """Issue 44 item 3: train.py's n_candidates keeps each problem's first candidates for training and validation
+    (the pairwise pool is the problems mixed among them), and curve.py pairs two cells, variant@K against variant@K,
+    over the same eval problems and seeds; a cell pair that names no size, or one not run, is refused with the fix."""
+    import curve as C
+    out = str(tmp_path / 'cells')
+    write_split_eval(f'{out}/train', 24, 6, seed=5)
+    write_split_eval(f'{out}/eval', 12, 8, seed=6, start=1000)
+    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [12, 24], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
+           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3}}, 'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2},
+           'pairs': [('n3@24', 'hsrm@12')]}
+    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')]):
+        with pytest.raises(ValueError, match=r"pairs=.*fix: .*\('a@K1', 'b@K2'\)"):
+            C.run({**cfg, 'pairs': bad})
+    sizes, _ = C.run(cfg)
+    tr, _ = T.split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
+    log = json.load(open(f'{out}/curve/K24/n3/seed1/log.json'))
+    assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
+    assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \
+        != sum(T.is_mixed(p) for p in tr)
+    (d,) = json.load(open(f'{out}/curve.json'))['pairs']
+    a, b = (next(r for r in s['rows'] if r['method'] == v) for s, v in ((sizes[1], 'n3'), (sizes[0], 'hsrm')))
+    assert (d['a'], d['b']) == (f"n3 ({sizes[1]['n_train']})", f"hsrm ({sizes[0]['n_train']})")
+    for m in ('acc', 'auroc'):
+        assert d[m] == pytest.approx(a[m] - b[m]) and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
+    assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
+
+
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     """curve.py: each size K trains its own verifiers (steps following the data), every row is read from the
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired

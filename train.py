@@ -69,6 +69,9 @@ epochs = None               # ... or None: max_iters; a number: max_iters = ceil
                             # validation one
 batch_problems = 8          # problems per batch, each with all (or n_train) of its candidates
 n_train = None              # candidates sampled per problem per batch; None = all
+n_candidates = None         # keep each problem's first n_candidates (sampled independently: a random n) for training and
+                            # validation alike, so K problems cost K x n_candidates: problems against samples at a fixed
+                            # budget (curve.py's cells); None = all extracted
 val_frac = 0.2              # problem-level validation split ...
 val_seed = 42               # ... and its seed (fixed across training seeds, as in the paper)
 eval_interval = 50          # validate every this many steps (and at the end)
@@ -152,6 +155,11 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
     return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
 
 
+def first_candidates(problems, n):
+    """The problems with only their first n candidates each (n None: as they are); the dicts are copies."""
+    return problems if n is None else [{**p, 'candidates': p['candidates'][:n]} for p in problems]
+
+
 def is_mixed(p):
     ls = [c['correct'] for c in p['candidates']]
     return any(ls) and not all(ls)
@@ -186,7 +194,7 @@ def check_names(cfg):
     read_kinds(cfg['step_read'])
     if not isinstance(cfg['procs'], int) or isinstance(cfg['procs'], bool) or cfg['procs'] < 0:
         raise ValueError(f"procs={cfg['procs']!r} must be 0 (one per core) or a positive int; fix: --procs=0")
-    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train'))
+    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -441,7 +449,8 @@ def train(train_problems, val_problems, cfg):
 
 # keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'max_train_problems', 'prefix_train', 'step_features', 'residual')
+             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems', 'prefix_train',
+             'step_features', 'residual')
 
 
 def run_name(cfg, stored_layers=(-1,)):
@@ -532,7 +541,7 @@ def run(cfg, keep_both=KEEP_BOTH):
         tr, va = [], []
         for d, probs in zip(dirs, data):
             a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], c['max_train_problems'])
-            tr, va = tr + a, va + b
+            tr, va = tr + first_candidates(a, cfg['n_candidates']), va + first_candidates(b, cfg['n_candidates'])
         atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
         jobs.append((tr, va, c))
     for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
