@@ -261,7 +261,9 @@ def summarize(sizes_, cfg):
 def pair_deltas(sizes_, cfg):
     """For each (a, b) of cfg['pairs']: variant a's rows minus variant b's at each size, or, named 'variant@K', at those
     two sizes, paired over the same eval problems and seeds (B.paired_delta)."""
-    cell = lambda x: (x.split('@')[0], int(x.split('@')[1])) if '@' in x and x.split('@')[1].isdigit() else (x, None)  # noqa: E731
+    def cell(x):  # 'hsrm_n4@240' -> ('hsrm_n4', 240); 'hsrm' -> ('hsrm', None): every size
+        v, _, k = x.rpartition('@')
+        return (v, int(k)) if v and k.isdigit() else (x, None)
     cells = [(cell(a), cell(b)) for a, b in cfg['pairs']]
     unknown = sorted({v for ab in cells for v, _ in ab} - set(cfg['variants']))
     mixed = [p for p, ((_, ka), (_, kb)) in zip(cfg['pairs'], cells) if (ka is None) != (kb is None)

@@ -103,20 +103,25 @@ def synth_boundary(level, seed):
 def check_synth_ranges(level, seed, train_range, eval_range):
     """SystemExit naming the fix unless train_range lies in the level's training part and eval_range in its
     held-out part (None: that split is not extracted)."""
-    b, n = synth_boundary(level, seed), len(synth_space(level, seed))
+    _check_parts(f'synthetic level {level}: its questions are split by operand multiset', synth_boundary(level, seed),
+                 len(synth_space(level, seed)), train_range, eval_range)
+
+
+def _check_parts(where, b, n, train_range, eval_range):
+    """SystemExit naming the fix unless train_range lies in 0..b-1 (a held-out space's training part) and eval_range in
+    b..n-1 (None: that split is not extracted); where: the space and its rule, for the message."""
     for key, r, (lo, hi) in (('train_range', train_range, (0, b - 1)), ('eval_range', eval_range, (b, n - 1))):
         if r is not None and not lo <= r[0] <= r[1] <= hi:
-            raise SystemExit(f"{key}={tuple(r)} on synthetic level {level}: its questions are split by operand multiset "
-                             f"(no evaluation question shares its numbers with a training question), indices 0..{b - 1} "
-                             f"training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
+            raise SystemExit(f"{key}={tuple(r)} on {where} (no evaluation question shares its numbers with a training "
+                             f"question), indices 0..{b - 1} training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
 
 
 def group_key(problem):
     """What a model could recall across problems: synthetic questions with the same operand multiset, a word
-    family's questions with the same numbers and answer (the numbers alone under word_split='numbers'), are one group (splits never divide a group); a
-    benchmark problem is its own. A string."""
+    family's questions with the same numbers and answer (the numbers alone under word_split='numbers'), are one
+    group (splits never divide a group); a benchmark problem is its own. A string."""
     if problem['dataset'] == 'synth':
-        return 'synth:' + ' '.join(sorted(re.findall(r'\d+', problem['question']), key=int))
+        return 'synth:' + number_key(problem)
     if problem['dataset'] == 'words':  # under word_split='numbers' the numbers alone (word_space)
         nums = number_key(problem) + ('' if problem['meta'].get('split') == 'numbers' else f"={problem['gold']}")
         return f"words-{problem['meta']['family']}:{nums}"
@@ -315,14 +320,9 @@ def check_word_ranges(family, seed, split, train_range, eval_range):
     """SystemExit naming the fix unless, under split='numbers', train_range lies below the family's boundary and
     eval_range at or above it (None: that split is not extracted). 'arithmetic' checks nothing here."""
     b = word_boundary(family, seed, split)
-    if b is None:
-        return
-    n = len(word_space(family, seed, split))
-    for key, r, (lo, hi) in (('train_range', train_range, (0, b - 1)), ('eval_range', eval_range, (b, n - 1))):
-        if r is not None and not lo <= r[0] <= r[1] <= hi:
-            raise SystemExit(f"{key}={tuple(r)} on word family {family!r} with word_split={split!r}: its questions are "
-                             f"grouped by their numbers (no evaluation question shares them with a training question), "
-                             f"indices 0..{b - 1} training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
+    if b is not None:
+        _check_parts(f'word family {family!r} with word_split={split!r}: its questions are grouped by their numbers', b,
+                     len(word_space(family, seed, split)), train_range, eval_range)
 
 
 def word_solution(family, params, name=0, item=0):
