@@ -37,8 +37,9 @@ from tasks import number_key
 out_dir = 'out/curve_synth2'  # an extraction run dir with labelled train/ and eval/ splits
 sizes = [80, 160, 320, 640, 1225]  # K: training + validation problems drawn from the train split (nested draws)
 variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (verifier_layers None would read every
-            'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size
-            'residual': {'residual': 'auto', 'verifier_layers': [-1]}}
+            'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size; a variant
+            'residual': {'residual': 'auto', 'verifier_layers': [-1]}}  # with 'train_dirs': [dir] trains on that other
+            # extraction of the same train split (e.g. 32 samples a problem) at each K it holds, on the same eval split
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
 pairs = []                  # [(a, b), ...]: variant a - variant b at every size, paired over the same problems (e.g. a
                             # variant against its control); 'variant@K' on both sides: those two cells only (e.g. 240
@@ -130,10 +131,30 @@ def run_dir(cfg, k, variant):
     return os.path.join(cfg['out_dir'], 'curve', f'K{k}', variant)
 
 
-def train_size(cfg, k):
-    """Train (or skip, when finished with the same config: train.run's rule) every variant at size k."""
+def held(cfg):
+    """{variant: problems in the train split it reads}: out_dir's, or its own one train_dirs entry (another extraction
+    of the same train split, e.g. more samples of fewer problems); a variant has a cell at each K it holds."""
+    out = {}
     for v, over in cfg['variants'].items():
-        T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': None,
+        dirs = over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')]
+        out[v] = len(problem_files(dirs[0])) if len(dirs) == 1 and os.path.isdir(dirs[0]) else 0
+        if not out[v] or out[v] < cfg['sizes'][0]:
+            raise ValueError(f"variants[{v!r}] reads train_dirs={dirs!r}: {out[v]} problems, fewer than the smallest K "
+                             f"{cfg['sizes'][0]} (or not one extracted split dir); fix: one labelled split dir holding at "
+                             f"least K problems (python extract.py ... && python label.py ...), or smaller --sizes")
+    return out
+
+
+def variants_at(cfg, k, n_held):
+    """The variants with a cell at size k (their train split holds k problems), in cfg['variants'] order."""
+    return [v for v in cfg['variants'] if n_held[v] >= k]
+
+
+def train_size(cfg, k):
+    """Train (or skip, when finished with the same config: train.run's rule) every variant with a cell at size k."""
+    for v in variants_at(cfg, k, held(cfg)):
+        over = cfg['variants'][v]
+        T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': over.get('train_dirs'),
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
                'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
                'overwrite': cfg['overwrite']}, keep_both=f"a new variant name in --variants (this one is {v!r})")
@@ -155,7 +176,7 @@ def evaluate_size(cfg, k, problems, pool, dev):
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
                                           dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
-    for v in cfg['variants']:
+    for v in variants_at(cfg, k, held(cfg)):
         runs, val = [], []
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
@@ -245,38 +266,39 @@ def summarize(sizes_, cfg):
     ref = {m: next(r for r in sizes_[-1]['rows'] if r['type'] == t)[m]
            for m, t in (('acc', 'free_best_test'), ('auroc', 'free_best_test_auroc'))}
     for v in cfg['variants']:
-        first = {}
-        for m in ('acc', 'auroc'):
-            first[m] = next((s['n_train'] for s in sizes_ for r in s['rows'] if r['method'] == v
-                             and (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
-        pts = {m: [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes_] for m in ('acc', 'auroc')}
-        rows = [next(r for r in s['rows'] if r['method'] == v) for s in sizes_]
+        mine = [(s, r) for s in sizes_ for r in s['rows'] if r['method'] == v]  # the sizes where v has a cell
+        first = {m: next((s['n_train'] for s, r in mine if (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
+                 for m in ('acc', 'auroc')}
+        pts = {m: [(s['n_train'], r[m]) for s, r in mine] for m in ('acc', 'auroc')}
         steps = [{'from': a['n_train'], 'to': b['n_train'], **B.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
-                 for a, b, ra, rb in zip(sizes_, sizes_[1:], rows, rows[1:])]
-        out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(sizes_) > 1 else None,
+                 for (a, ra), (b, rb) in zip(mine, mine[1:])]
+        out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(mine) > 1 else None,
                   'k_to_k': steps}
     return out
 
 
 def pair_deltas(sizes_, cfg):
-    """For each (a, b) of cfg['pairs']: variant a's rows minus variant b's at each size, or, named 'variant@K', at those
-    two sizes, paired over the same eval problems and seeds (B.paired_delta)."""
+    """For each (a, b) of cfg['pairs']: variant a's rows minus variant b's at each size where both have a cell, or,
+    named 'variant@K', at those two sizes, paired over the same eval problems and seeds (B.paired_delta)."""
     def cell(x):  # 'hsrm_n4@240' -> ('hsrm_n4', 240); 'hsrm' -> ('hsrm', None): every size
         v, _, k = x.rpartition('@')
         return (v, int(k)) if v and k.isdigit() else (x, None)
     cells = [(cell(a), cell(b)) for a, b in cfg['pairs']]
     unknown = sorted({v for ab in cells for v, _ in ab} - set(cfg['variants']))
-    mixed = [p for p, ((_, ka), (_, kb)) in zip(cfg['pairs'], cells) if (ka is None) != (kb is None)
-             or ka is not None and not {ka, kb} <= set(cfg['sizes'])]
+    n_held = {} if unknown else held(cfg)
+    mixed = [p for p, ((a, ka), (b, kb)) in zip(cfg['pairs'], cells) if (ka is None) != (kb is None)
+             or ka is not None and not ({ka, kb} <= set(cfg['sizes']) and n_held[a] >= ka and n_held[b] >= kb)]
     if unknown or mixed:
         raise ValueError(f"pairs={cfg['pairs']!r} name {unknown or mixed}: not variants {sorted(cfg['variants'])}, or "
-                         f"cells whose K is missing or not in sizes {cfg['sizes']}; fix: --pairs=\"[('a', 'b')]\" "
-                         f"with a and b among the variants, or [('a@K1', 'b@K2')] with K1 and K2 among the sizes")
-    row = lambda s, v: next(r for r in s['rows'] if r['method'] == v)  # noqa: E731
+                         f"cells whose K is missing, not in sizes {cfg['sizes']} or more than the variant's train split "
+                         f"holds {n_held}; fix: --pairs=\"[('a', 'b')]\" with a and b among the variants, or "
+                         f"[('a@K1', 'b@K2')] with K1 and K2 among the sizes their train splits hold")
+    row = lambda s, v: next((r for r in s['rows'] if r['method'] == v), None)  # noqa: E731
     at = {s['k']: s for s in sizes_}
     out = []
     for (a, ka), (b, kb) in cells:
-        for sa, sb in ([(s, s) for s in sizes_] if ka is None else [(at[ka], at[kb])] if sizes_ else []):
+        both = [(s, s) for s in sizes_ if row(s, a) and row(s, b)]
+        for sa, sb in (both if ka is None else [(at[ka], at[kb])] if sizes_ else []):
             out.append({'a': a if ka is None else f"{a} ({sa['n_train']})", 'b': b if kb is None else f"{b} ({sb['n_train']})",
                         'n_train': sa['n_train'] if ka is None else '-',
                         **B.paired_delta(row(sa, a), row(sb, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])})
@@ -370,16 +392,16 @@ def plot(sizes_, cfg, path):
                                                            ('best free on test (optimistic)', 'free_best_test' + sfx, '-.')]
         if m == 'acc':
             series.append(('majority vote', 'vote', ':'))
-        for label, key, style in series:
-            rs = [next(r for r in s['rows'] if r['method'] == key or r['type'] == key) for s in sizes_]
-            y = [pct * r[m] for r in rs]
-            ci = [r.get(f'{m}_ci') or [r[m], r[m]] for r in rs]
-            line, = ax.plot(xs, y, style, marker='o' if style == '-' else None, label=label)
-            ax.fill_between(xs, [pct * c[0] for c in ci], [pct * c[1] for c in ci], color=line.get_color(), alpha=0.15)
+        for label, key, style in series:  # a variant's line runs over the sizes where it has a cell
+            xr = [(s['n_train'], r) for s in sizes_ for r in [next((r for r in s['rows'] if r['method'] == key or r['type'] == key), None)] if r]
+            y = [pct * r[m] for _, r in xr]
+            ci = [r.get(f'{m}_ci') or [r[m], r[m]] for _, r in xr]
+            line, = ax.plot([x for x, _ in xr], y, style, marker='o' if style == '-' else None, label=label)
+            ax.fill_between([x for x, _ in xr], [pct * c[0] for c in ci], [pct * c[1] for c in ci], color=line.get_color(), alpha=0.15)
         ax.set_xscale('log', base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.minorticks_off()
-        ax.set_xlabel('training problems (x8 candidates; log scale)')
+        ax.set_xlabel('training problems (log scale)')
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc='best')
@@ -402,7 +424,8 @@ def run(cfg):
     if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
         raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
                          f"with every K in 1..{n}, or extract more training problems")
-    pair_deltas([], cfg)  # a pair naming no variant is refused before any training
+    held(cfg)  # every variant's train split holds the smallest K
+    pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any training
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])

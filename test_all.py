@@ -4563,28 +4563,44 @@ def test_candidate_traits_describe_a_pick():
 def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     """Issue 44 item 3: train.py's n_candidates keeps each problem's first candidates for training and validation
     (the pairwise pool is the problems mixed among them), and curve.py pairs two cells, variant@K against variant@K,
-    over the same eval problems and seeds; a cell pair that names no size, or one not run, is refused with the fix."""
+    over the same eval problems and seeds; a cell pair that names no size, or one not run, is refused with the fix.
+    A variant with its own train_dirs (another extraction of the same problems, more samples each) has a cell at each
+    K it holds, scored on the same eval split; a dir holding fewer problems than the smallest K is refused."""
     import curve as C
-    out = str(tmp_path / 'cells')
+    out, more = str(tmp_path / 'cells'), str(tmp_path / 'x12' / 'train')
     write_split_eval(f'{out}/train', 24, 6, seed=5)
     write_split_eval(f'{out}/eval', 12, 8, seed=6, start=1000)
+    write_split_eval(more, 12, 12, seed=7)  # problems 0-11 again, 12 samples each
     cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [12, 24], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
-           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3}}, 'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2},
-           'pairs': [('n3@24', 'hsrm@12')]}
-    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')]):
+           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3}, 'x12': {'train_dirs': [more]}},
+           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2},
+           'pairs': [('n3@24', 'hsrm@12'), ('x12@12', 'hsrm@24'), ('x12', 'hsrm')]}
+    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')], [('x12@24', 'hsrm@12')]):
         with pytest.raises(ValueError, match=r"pairs=.*fix: .*\('a@K1', 'b@K2'\)"):
             C.run({**cfg, 'pairs': bad})
-    sizes, _ = C.run(cfg)
+    write_split_eval(f'{out}/x6', 6, 12, seed=8)
+    with pytest.raises(ValueError, match=r"variants\['x12'\] reads .*6 problems, fewer than the smallest K 12.*fix"):
+        C.run({**cfg, 'variants': {'x12': {'train_dirs': [f'{out}/x6']}}, 'pairs': []})
+    sizes, summ = C.run(cfg)
+    assert [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes] == [['hsrm', 'n3', 'x12'], ['hsrm', 'n3']]
+    ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
+    assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
+    log = json.load(open(f'{out}/curve/K12/x12/seed1/log.json'))
+    tr12, _ = T.split_problems(load_split(more), 0.2, 42, 12)
+    assert log['n_train_problems'] == len(tr12) and all(len(p['candidates']) == 12 for p in tr12)
+    assert summ['x12']['fit'] is None and summ['x12']['k_to_k'] == [] and len(summ['hsrm']['k_to_k']) == 1
     tr, _ = T.split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
     log = json.load(open(f'{out}/curve/K24/n3/seed1/log.json'))
     assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
     assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \
         != sum(T.is_mixed(p) for p in tr)
-    (d,) = json.load(open(f'{out}/curve.json'))['pairs']
-    a, b = (next(r for r in s['rows'] if r['method'] == v) for s, v in ((sizes[1], 'n3'), (sizes[0], 'hsrm')))
+    d, dx, dk = json.load(open(f'{out}/curve.json'))['pairs']  # the every-size pair: only K = 12, where both have a cell
+    assert dk['n_train'] == sizes[0]['n_train'] and (dk['a'], dk['b']) == ('x12', 'hsrm')
+    for got, (sa, va), (sb, vb) in ((d, (1, 'n3'), (0, 'hsrm')), (dx, (0, 'x12'), (1, 'hsrm')), (dk, (0, 'x12'), (0, 'hsrm'))):
+        a, b = (next(r for r in sizes[i]['rows'] if r['method'] == v) for i, v in ((sa, va), (sb, vb)))
+        for m in ('acc', 'auroc'):
+            assert got[m] == pytest.approx(a[m] - b[m]) and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9
     assert (d['a'], d['b']) == (f"n3 ({sizes[1]['n_train']})", f"hsrm ({sizes[0]['n_train']})")
-    for m in ('acc', 'auroc'):
-        assert d[m] == pytest.approx(a[m] - b[m]) and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
     assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
 
 
