@@ -6,7 +6,9 @@ follow the data) over `seeds`, and score the same held-out eval split beside the
 paired bootstrap interval over problems and seeds (evaluate.py's draws, the same for every method of a size), its
 Δ against the best free scorer chosen on that size's validation split, and for the residual form its Δ against
 its own base scorer (what the hidden states add on top of it). A log-linear fit of each verifier's AUROC and
-best-of-N against K says where a still-rising curve would cross the best free scorer.
+best-of-N against K says where a still-rising curve would cross the best free scorer. A variant may train on another
+extraction of the same train split (its own `train_dirs`, e.g. 32 samples of fewer problems: config/samples_synth2.py);
+it has a cell at each K that extraction holds, scored on the same eval split beside the others.
 
     python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
     python curve.py config/curve_synth2.py
