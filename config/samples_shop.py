@@ -2,8 +2,7 @@
 # more problems or more samples of each? On shop's reads extraction (config/reads_shop.py: 480 training problems x 8,
 # 250 evaluation problems x 8), stacked on config/curve_shop.py: K problems (80% train, 20% validate) x the first
 # n_candidates of each (train.py), so the cells on one diagonal cost the same: 120 x 8 = 240 x 4 = 480 x 2 (960
-# candidates) and 240 x 8 = 480 x 4 (1,920). The 1,000 x 8 against 250 x 32 and 125 x 64 on synthetic level 2
-# needs about 2 hours of extraction on this CPU: this grid answers the same question below 8 samples, on data at hand.
+# candidates) and 240 x 8 = 480 x 4 (1,920): the question below 8 samples; 8 to 64 at 8,000: config/samples_synth2.py.
 #   mkdir -p out/samples_shop && ln -sfn $PWD/out/reads_shop/train out/samples_shop/train \
 #     && ln -sfn $PWD/out/reads_shop/eval out/samples_shop/eval
 #   python curve.py config/curve_shop.py config/samples_shop.py --threads=1

@@ -13,6 +13,10 @@
 #     --train_range="(0, $((8000 / n - 1)))" --n_train_samples=$n --seed=$((1337 + n / 32)) \
 #     && python label.py config/samples_synth2.py --out_dir=out/samples_synth2_x$n; done
 #   python curve.py config/samples_synth2.py --threads=1
+# As run 2026-11-26 (RESULTS.md "Problems or samples"; extraction 31 + 33 + 63 minutes on 2 cores), the runs in two
+# parts at once, then the call that reports (it reuses every run):
+#   python curve.py config/samples_synth2.py --sizes="[1000]" --variants="{'hsrm_x8': {}}" --pairs="[]" --threads=1 &
+#   python curve.py config/samples_synth2.py --sizes="[125, 250]" --pairs="[]" --threads=1; wait
 out_dir = 'out/samples_synth2'
 model = 'smollm2'
 dataset = 'synth'
