@@ -147,14 +147,15 @@ def held(cfg):
     return out
 
 
-def variants_at(cfg, k, n_held):
+def variants_at(cfg, k):
     """The variants with a cell at size k (their train split holds k problems), in cfg['variants'] order."""
+    n_held = held(cfg)
     return [v for v in cfg['variants'] if n_held[v] >= k]
 
 
 def train_size(cfg, k):
     """Train (or skip, when finished with the same config: train.run's rule) every variant with a cell at size k."""
-    for v in variants_at(cfg, k, held(cfg)):
+    for v in variants_at(cfg, k):
         over = cfg['variants'][v]
         T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': over.get('train_dirs'),
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
@@ -178,7 +179,7 @@ def evaluate_size(cfg, k, problems, pool, dev):
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
                                           dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
-    for v in variants_at(cfg, k, held(cfg)):
+    for v in variants_at(cfg, k):
         runs, val = [], []
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
