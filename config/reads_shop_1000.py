@@ -2,8 +2,7 @@
 # (K = 1,000, about 800 train after the 80/20 grouped cut), scored on config/reads_shop.py's evaluation split
 # (1250-1499 x 8, the same candidates; curve.py reports apart the questions whose numbers a training question uses in
 # another arrangement). Stacked on config/curve_shop.py and config/reads_shop.py: the same sampling, step kinds and
-# split; the five arms (boundary, mean, least-likely token, the mean read with step features, the
-# features-only control), as config/reads_travel_858.py.
+# split; config/reads_travel_858.py's four arms.
 # Indices 0-479 are config/reads_shop.py's own training problems: an extraction is seeded per batch, so extending a
 # copy of out/reads_shop (run 2026-11-26 as `cp -al out/reads_shop/{train,eval} out/reads_shop_1000/`, then the
 # commands below) samples exactly what a fresh run into an empty dir would.
@@ -18,8 +17,7 @@
 out_dir = 'out/reads_shop_1000'
 train_range = (0, 999)
 sizes = [1000]
-variants = {'hsrm': {}, 'hsrm_mean': {'step_read': 'mean'}, 'hsrm_least': {'step_read': 'least'},
+variants = {'hsrm': {}, 'hsrm_mean': {'step_read': 'mean'},
             'mean_stepfeat': {'step_read': 'mean', 'step_features': True},  # the best read of K = 480 with the features
             'stepfeat_only': {'verifier_layers': [], 'step_features': True}}  # the control: the features, no states
-pairs = [('hsrm_mean', 'hsrm'), ('hsrm_least', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'),
-         ('mean_stepfeat', 'stepfeat_only')]
+pairs = [('hsrm_mean', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'), ('mean_stepfeat', 'stepfeat_only')]
