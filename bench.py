@@ -298,7 +298,7 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0):
     ratio = f"{f32['seconds'] / b16['seconds']:.2f}x" if b16 else 'bfloat16 not run'
     print(f"float32 vs bfloat16 weights on the main job's batch ({n_problems} problems x {n_samples} samples, "
           f"{max_new_tokens} new tokens, T 0.8, top-p 0.95), one process on one thread; copy bandwidth {bw / 1e9:.1f} GB/s. "
-          f"This CPU {'has' if generator.cpu_has_bf16() else 'has no'} avx512_bf16 / AMX, so dtype='auto' picks {auto}. "
+          f"dtype='auto' (measured on this CPU) picks {auto}. "
           f"Speed-up of bfloat16 (float32 seconds / bfloat16 seconds): {ratio}.")
     table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs floor'])
 
@@ -371,7 +371,7 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
                      f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
-          f"({'with' if generator.cpu_has_bf16() else 'without'} bf16 matmuls in hardware); load average "
+          f"({generator.cpu_name()[0]}); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads', 'threads / one',
                  'one step: bf16 autocast speed / float32, one thread',
@@ -682,8 +682,46 @@ def bench_gpu(device=None):
     # and is slower than eager, so compile is measured on CUDA only)
     if cuda:
         bench_speed(device, generator.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
+        gpu_extract(device, generator.paper_config('Qwen/Qwen3-1.7B'), 64, 256, 8.0, (False, True))
     else:
         bench_speed(device, _tiny_config('qwen3', 300), (8, 16, 32), 32, torch.float32, None, 1.0)
+        gpu_extract(device, _tiny_config('qwen3', 300), 4, 32, 1.0)
+
+
+def gpu_extract(device, cfg, n_problems, max_new_tokens, head_scale, compiles=(False,)):
+    """extract.py itself (the CLI, main job's synthetic problems x 8) on a random model of `cfg` saved as a folder:
+    load, memory check, sampling, capture and the atomic writes, end to end; wall time and candidates per second."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        tok = word_tokenizer(cfg.vocab_size)
+        model = _random_model(cfg, torch.bfloat16, device, head_scale, newline=torch.arange(1, cfg.vocab_size, 16))
+        model.save_pretrained(f'{tmp}/gen')
+        tok.save_pretrained(f'{tmp}/gen')
+        del model
+        if device.startswith('cuda'):
+            torch.cuda.empty_cache()
+        cmd = [sys.executable, os.path.join(HERE, 'extract.py'), os.path.join(HERE, 'config', 'demo.py'),
+               f'--model={tmp}/gen', f'--device={device}', '--dtype=bfloat16', f'--train_range=(0, {n_problems - 1})',
+               '--eval_range=None', '--n_train_samples=8', f'--max_new_tokens={max_new_tokens}', f'--out_dir={tmp}/out',
+               '--procs=1']
+        from store import load_split
+        rows = []
+        for comp in compiles:
+            t = time.perf_counter()
+            r = subprocess.run(cmd + [f'--torch_compile={comp}', f'--out_dir={tmp}/out{comp}'], capture_output=True,
+                               text=True)
+            secs = time.perf_counter() - t
+            if r.returncode:
+                print(r.stderr[-3000:])
+                return
+            cands = [c for p in load_split(f'{tmp}/out{comp}/train', labels=False) for c in p['candidates']]
+            n_tok = sum(len(c['token_ids']) for c in cands)
+            rows.append([comp, len(cands), n_tok, f'{secs:.1f}', f'{len(cands) / secs:.1f}', f'{n_tok / secs:,.0f}',
+                         sum(len(c['step_pos']) for c in cands)])
+        print(f"\nextract.py on a random {cfg.model_type} at {'Qwen3-1.7B' if cfg.hidden_size == 2048 else 'tiny'} "
+              f"shapes (bfloat16, {n_problems} synthetic problems x 8, up to {max_new_tokens} new tokens, one process)")
+        table(rows, ['torch_compile', 'candidates', 'tokens', 'wall s (load + sample + write)', 'candidates / s',
+                     'tokens / s', 'steps kept'])
 
 
 def bench_speed(device, cfg, grid, T, dt, compile_at, head_scale):

