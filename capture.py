@@ -15,8 +15,8 @@ host once per step and drops finished rows; the tests prove the captured states 
 import numpy as np
 import torch
 
-from generator import (LOGIT_CHUNK, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus, hidden_selection,
-                       nucleus)
+from generator import (LOGIT_CHUNK, TOPK_PREFILTER, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus,
+                       hidden_selection, nucleus, vocab_stats)
 from model import STEP_KINDS, layer_columns, read_kinds, reads
 from tasks import GENERATED, build_prompt
 
@@ -75,11 +75,10 @@ def think_end_index(tok, ids):
 def token_stats(logits, tokens, conf_topk=20):
     """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
     log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
-    most likely tokens. All float32 [...]."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    ent = -(logp.exp() * logp).sum(-1)
-    conf = -logp.topk(min(conf_topk, logp.shape[-1]), dim=-1).values.mean(-1)
-    return logp.gather(-1, tokens[..., None]).squeeze(-1), ent, conf
+    most likely tokens. All float32 [...]. The sampler computes the same from the same vocab_stats."""
+    logits = logits.float()
+    vals, _, logz, ent, _, _ = vocab_stats(logits, conf_topk)
+    return logits.gather(-1, tokens[..., None]).squeeze(-1) - logz, ent, logz - vals[..., :conf_topk].mean(-1)
 
 
 def _nonfinite(dtype, where):
@@ -141,21 +140,23 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     if searching and torch_compile:
         raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
                          f"compiled cache cannot; fix: torch_compile=False")
+    attn = model.config._attn_implementation
+    fast = attn == 'sdpa' and device.type == 'cpu' and not torch_compile  # decode_attention runs the decoding steps
     s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds,
-                     feats=bool(steer and verifier.spec.get('step_features')))
+                     feats=bool(steer and verifier.spec.get('step_features')),
+                     whole=fast and next(model.parameters()).dtype != torch.float32)
     if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
         raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
     draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
     step = _decode_step(model, s.cache, layers, torch_compile)
-    attn = model.config._attn_implementation
-    if attn == 'sdpa' and device.type == 'cpu' and not torch_compile:
+    if fast:
         model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
     done_all, t = {}, 0
     while True:
-        done, keep, at_max, col, any_done, any_keep, n_kept = _next_tokens(
-            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps))
-        _capture(s, col, keep, at_max, n_kept, not max_steps, conf_topk)
+        done, keep, at_max, col, any_done, any_keep, n_kept, stats = _next_tokens(
+            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps), conf_topk)
+        _capture(s, col, keep, at_max, n_kept, not max_steps, stats)
         stop, plan = None, []
         if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
             stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1), s.fring)
@@ -167,7 +168,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if plan:
             _branch(s, plan, steer, ended)
         s.fed = s.samp & ~ended  # rows whose new token goes through the model now
-        if (any_done or stop is not None) and not _drop(s, ended, torch_compile):
+        if (any_done or stop is not None) and not _drop(s, ended, torch_compile or (None if steer else 'lazy')):
             break
         b = len(s.rows)
         if searching:
@@ -204,7 +205,7 @@ class _Rows:
         copy_rows(self.cache, src, dst)
 
 
-def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',), feats=False):
+def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',), feats=False, whole=False):
     """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
     cache (rows prompt-major), and the batch's row tensors (feats: keep each step's features for a step-feature
     verifier that steers). -> (_Rows, padded prompt length)"""
@@ -216,7 +217,7 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
     cache = DynamicCache()
     out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
                 position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
-    cache = decode_cache(model, cache, n_samples, cap, static)
+    cache = decode_cache(model, cache, n_samples, cap, static, whole)
     mask = torch.zeros(B, cap, dtype=torch.long, device=device)
     mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
@@ -263,59 +264,57 @@ def _decode_step(model, cache, layers, static):
     return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
 
 
-def _sample(logits, u, temperature, top_p):
-    """-> (next tokens [rows], (rows whose nucleus is wider than the prefilter, probs) or None)"""
-    if temperature <= 0:
-        return logits.argmax(-1), None
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p >= 1.0:
-        return draw(probs, None, u), None
-    w, ids, short = nucleus(probs, top_p)
-    return draw(w, ids, u), (short, probs)
-
-
 def _outcome(s, at_max, eos, table):
     """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)"""
     done = (torch.isin(s.nxt, eos) & s.samp) | at_max
     return done, done | (step_ends(s.prev, s.nxt, table) & s.samp & (s.ln > 0))
 
 
-def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept):
+def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept, conf_topk):
     """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
-    with the step's one host sync (has a row finished? did a row need the full sort? did a row close a step? the
-    most states a row keeps, if count_kept; are a running row's logits and state finite, else ValueError naming
-    the fix). -> (done, keep, at_max, col, any_done, any_keep, n_kept)"""
-    T, zero = draws.shape[0], s.ln.new_zeros(())
+    top-p from the top-64 logits (vocab_stats, which also gives the drawn tokens' statistics), with the step's one
+    host sync (has a row finished? did a row need the full sort? did a row close a step? the most states a row
+    keeps, if count_kept; are a running row's logits and state finite, else ValueError naming the fix).
+    -> (done, keep, at_max, col, any_done, any_keep, n_kept, the drawn tokens' (log-prob, entropy, confidence))"""
+    T, zero, k = draws.shape[0], s.ln.new_zeros(()), TOPK_PREFILTER
     go = s.live & ~s.wait
     at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
     col = torch.where(s.samp, s.ln, T)
     u = draws[col.clamp(max=T - 1), s.rows]
-    new, short = _sample(s.logits, u, temperature, top_p)
+    vals, ids, logz, ent, zt, finite = vocab_stats(s.logits, max(k, conf_topk), temperature)
+    short = None
+    if temperature <= 0:
+        new = ids[:, 0]
+    elif top_p >= 1.0:
+        new = draw(torch.softmax(s.logits / temperature, dim=-1), None, u)
+    else:
+        w, short = nucleus(vals[:, :k], zt, temperature, top_p)
+        new = draw(w, ids[:, :k], u)
     s.nxt = torch.where(s.samp, new, s.nxt)
     done, keep = _outcome(s, at_max, eos, table)
-    # an overflow samples garbage: an inf or NaN anywhere in a row's logits or state makes its sum one (a pass over the
-    # logits, 30x cheaper on CPU than isfinite().all(); finite logits never sum past float32's range)
-    bad = go & ~torch.isfinite(s.logits.sum(-1) + s.h_prev.sum(-1, dtype=torch.float32))
-    flags = [done.any(), (short[0] & s.samp).any() if short is not None else zero, keep.any(),
+    # an overflow samples garbage: an inf or nan anywhere in a row's logits (vocab_stats' finite) or state (its sum)
+    bad = go & ~(finite & torch.isfinite(s.h_prev.sum(-1, dtype=torch.float32)))
+    flags = [done.any(), (short & s.samp).any() if short is not None else zero, keep.any(),
              (s.count + keep).max() if count_kept else zero, bad.any()]
     any_done, any_short, any_keep, n_kept, any_bad = torch.stack([f.long() for f in flags]).tolist()
     if any_bad:
         raise _nonfinite(s.dtype, f'decoding token {int(s.ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-        r = (short[0] & s.samp).nonzero().squeeze(1)
-        s.nxt[r] = draw(*full_nucleus(short[1][r], top_p), u[r])
+        r = (short & s.samp).nonzero().squeeze(1)
+        s.nxt[r] = draw(*full_nucleus(torch.softmax(s.logits[r] / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
         any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
-    return done, keep, at_max, col, any_done, any_keep, n_kept
+    stats = (s.logits.gather(1, s.nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
+    return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
 
-def _capture(s, col, keep, at_max, n_kept, every, conf_topk):
+def _capture(s, col, keep, at_max, n_kept, every, stats):
     """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
     candidate into the ring (every state kept: the ring doubles when a row fills it), beside it the open step's
     mean token state and least likely token's state when those kinds are stored."""
     ar = torch.arange(len(s.rows), device=s.rows.device)
     s.toks[ar, col] = s.nxt
-    s.stats[:, ar, col] = torch.stack(token_stats(s.logits, s.nxt, conf_topk))
+    s.stats[:, ar, col] = torch.stack(stats)
     add = (s.samp | at_max) & (s.ln > 0)  # h_prev is the state of token ln - 1, seen once: fold it into the open step
     before = (s.ln - 1).clamp(min=0)
     if s.acc.shape[1]:
@@ -376,15 +375,19 @@ def _branch(s, plan, steer, ended):
     ended[dst] = False
 
 
-def _drop(s, ended, static):
-    """Ended rows leave the batch and the cache (static: they stay, not live). -> whether any row is left."""
-    if static:
-        s.live &= ~ended
-        return bool(s.live.any())
-    kept = (~ended).nonzero().squeeze(1)
-    if 0 < len(kept) < len(ended):
-        s.take(kept)
-    return len(kept) > 0
+COMPACT = 8  # plain sampling: ended rows leave the batch once they are 1/8 of it (a move copies every live row's cache,
+             # ~100 rows' forwards at SmolLM2's 128 rows; an ended row costs one forward a step until then)
+
+
+def _drop(s, ended, keep_ended):
+    """Ended rows stop (not live). keep_ended=True (the static compiled cache): they stay in the batch; 'lazy' (plain
+    sampling): they leave the batch and the cache once they are 1 / COMPACT of it; None (steering: the policy sees
+    the batch's rows): at once. -> whether any row is left."""
+    s.live &= ~ended
+    left = int(s.live.sum())
+    if left and keep_ended is not True and (keep_ended is None or (len(s.live) - left) * COMPACT >= len(s.live)):
+        s.take(s.live.nonzero().squeeze(1))
+    return left > 0
 
 
 def _front(s):

@@ -243,7 +243,45 @@ def hidden_selection(model, layers):
 # -----------------------------------------------------------------------------
 # the top-p sampler
 
-TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is short of top_p
+TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is
+                     # short of top_p
+TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
+
+
+def top_logits(logits, k, chunk=TOP_CHUNK):
+    """logits.topk(k) over the last dim (values and ids, descending; of equal values any id may come first), from
+    chunk maxima: the k largest logits lie in the k chunks whose maxima are largest, so one max pass over the
+    vocabulary and a top-k over k x chunk candidates stand for a top-k over the vocabulary (2x faster on CPU at
+    SmolLM2's 49,152; bench.py --only=dtype). A vocabulary's tail past the last whole chunk is a candidate too."""
+    *lead, V = logits.shape
+    x = logits.reshape(-1, V)
+    n = V // chunk
+    if n <= k:  # a small vocabulary: nothing to skip
+        v, i = x.topk(min(k, V), -1)
+        return v.view(*lead, -1), i.view(*lead, -1)
+    body = x[:, :n * chunk].view(len(x), n, chunk)
+    top = body.amax(-1).topk(k, -1, sorted=False).indices  # [R, k] chunk numbers
+    cand = body.gather(1, top[:, :, None].expand(-1, -1, chunk)).view(len(x), -1)
+    v, j = torch.cat([cand, x[:, n * chunk:]], 1).topk(k, -1)
+    tail = j >= k * chunk
+    i = torch.where(tail, j - k * chunk + n * chunk, top.gather(1, (j // chunk).clamp(max=k - 1)) * chunk + j % chunk)
+    return v.view(*lead, k), i.view(*lead, k)
+
+
+def vocab_stats(logits, k, temperature=1.0):
+    """What sampling and the per-token statistics need from float32 logits [..., V], in few passes over the
+    vocabulary (with bfloat16 weights on CPU these passes, not the model, bounded a decoding step): the k largest
+    logits and their ids, log Z (the untempered log-normaliser), the untempered entropy, the tempered normaliser
+    z_t = sum exp((l - max) / temperature) (None when temperature <= 0: greedy), and whether the row's logits are all
+    finite (an inf or nan makes sum e (l - max) nan). -> (vals, ids, logz, entropy, z_t, finite)"""
+    vals, ids = top_logits(logits, k)
+    m = vals[..., :1]
+    x = logits - m
+    e = x.exp()
+    z = e.sum(-1)
+    s1 = torch.linalg.vecdot(e, x)  # sum_v e_v (l_v - max): the entropy's term, and nan where a logit is not finite
+    zt = None if temperature <= 0 else z if temperature == 1 else x.mul_(1 / temperature).exp_().sum(-1)
+    return vals, ids, m[..., 0] + z.log(), z.log() - s1 / z, zt, torch.isfinite(s1)
 
 
 def full_nucleus(probs, top_p):
@@ -253,13 +291,14 @@ def full_nucleus(probs, top_p):
     return p.masked_fill(p.cumsum(-1) - p > top_p, 0.0), ids
 
 
-def nucleus(probs, top_p, k=TOPK_PREFILTER):
-    """full_nucleus restricted to the k most likely tokens: (weights [B, k], ids [B, k], short [B]).
-    Where the top-k mass exceeds top_p the nucleus lies inside the top k, and the weights are exactly
-    full_nucleus's; `short` marks the rows where it does not (the caller uses full_nucleus for them)."""
-    p, ids = probs.topk(min(k, probs.shape[-1]), dim=-1)
+def nucleus(vals, zt, temperature, top_p):
+    """full_nucleus restricted to the k largest logits vals [B, k] (vocab_stats' vals and z_t at `temperature`):
+    (weights [B, k], short [B]). Where the top-k mass exceeds top_p the nucleus lies inside the top k, and the
+    weights are full_nucleus's probabilities; `short` marks the rows where it does not (the caller uses
+    full_nucleus for them)."""
+    p = ((vals - vals[:, :1]) / temperature).exp_() / zt[:, None]
     c = p.cumsum(-1)
-    return p.masked_fill(c - p > top_p, 0.0), ids, c[:, -1] <= top_p
+    return p.masked_fill(c - p > top_p, 0.0), c[:, -1] <= top_p
 
 
 def draw(weights, ids, u):
@@ -279,10 +318,14 @@ def draw(weights, ids, u):
 class PreallocLayer(DynamicLayer):
     """A DynamicLayer whose keys/values are views into buffers allocated once for the whole generation
     ([B, heads, capacity, head_dim]): each step writes its token in place, where DynamicLayer
-    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times."""
+    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times. whole=True: the
+    attention gets the whole buffers, zero past the written columns, which decode_attention masks: torch's CPU
+    bmm copies a strided bfloat16 operand before it multiplies (2-4x the matmul at SmolLM2's shapes), and a
+    slice of the buffer is strided; float32's reads it in place, cheaper than attending over the capacity."""
 
-    def __init__(self, layer, repeats, capacity):
+    def __init__(self, layer, repeats, capacity, whole=False):
         super().__init__()
+        self.whole = whole
         k, v = layer.keys, layer.values  # [P, H, n, hd]
         self.n, (P, H, n, _) = k.shape[2], k.shape
         self.kb = k.new_zeros(P * repeats, H, capacity, k.shape[3])  # zeros: an idle row's unwritten column is masked
@@ -301,10 +344,20 @@ class PreallocLayer(DynamicLayer):
         self.vb[:b, :, self.n:m] = value_states
         self.n = m
         self._views()
+        if self.whole:
+            return self.kb[:b], self.vb[:b]
         return (self.keys, self.values) if b == len(self.kb) else (self.kb[:b, :, :m], self.vb[:b, :, :m])
 
     def batch_select_indices(self, indices):
-        self.kb, self.vb = self.kb[indices], self.vb[indices]
+        """Keep rows `indices` (ascending), moved in place: only the written columns, and only from the first row
+        that moves (the unwritten ones are zero in every row and stay so)."""
+        i = indices.tolist()
+        first = next((j for j, r in enumerate(i) if r != j), len(i))
+        if first < len(i):
+            src = indices[first:]
+            self.kb[first:len(i), :, :self.n] = self.kb[src, :, :self.n]
+            self.vb[first:len(i), :, :self.n] = self.vb[src, :, :self.n]
+        self.kb, self.vb = self.kb[:len(i)], self.vb[:len(i)]
         self._views()
 
     def grow(self, extra):  # search: idle rows used columns; `extra` more positions
@@ -323,21 +376,29 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2)).mul_(hd ** -0.5 if scaling is None else scaling)
     if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
-        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
+        n = attention_mask.shape[-1]  # the written columns (decode_mask is never None, so a whole cache has it)
+        s[..., :n].masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
+        s[..., n:] = torch.finfo(s.dtype).min  # a whole-capacity cache's unwritten columns (PreallocLayer(whole=True))
     return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
 
 
+def decode_mask(*args, **kwargs):
+    """HF's SDPA mask for decode_attention, never skipped (None): its last dim is the cache's written length."""
+    return sdpa_mask(*args, **{**kwargs, 'allow_is_causal_skip': False})
+
+
 AttentionInterface.register('decode_sdpa', decode_attention)
-AttentionMaskInterface.register('decode_sdpa', sdpa_mask)  # the masks HF builds for 'sdpa'
+AttentionMaskInterface.register('decode_sdpa', decode_mask)
 
 
-def decode_cache(model, cache, repeats, capacity, static):
+def decode_cache(model, cache, repeats, capacity, static, whole=False):
     """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
-    (eager) or HF's StaticCache (torch_compile: fixed shapes, so the compiled step can be CUDA-graphed)."""
+    (eager; whole: decode_attention reads the whole buffers) or HF's StaticCache (torch_compile: fixed shapes, so
+    the compiled step can be CUDA-graphed)."""
     if not static:
         for i, l in enumerate(cache.layers):
             if type(l) is DynamicLayer:
-                cache.layers[i] = PreallocLayer(l, repeats, capacity)
+                cache.layers[i] = PreallocLayer(l, repeats, capacity, whole)
             else:  # e.g. sliding-window layers stay as they are
                 l.batch_repeat_interleave(repeats)
         return cache

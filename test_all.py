@@ -641,21 +641,46 @@ def test_words_split_by_numbers_keeps_numbers_apart():
 
 
 def test_nucleus_prefilter_equals_full_sort():
-    """The top-k prefiltered top-p distribution is exactly the full-sort one where it claims to be, and
-    flags (short) exactly the rows where the nucleus is wider than the prefilter."""
+    """The top-k prefiltered top-p distribution is the full-sort one where it claims to be (the same tokens, the
+    same probabilities to float rounding), and flags (short) exactly the rows where the nucleus is wider than the
+    prefilter."""
     g = torch.Generator().manual_seed(0)
     V, k = 5000, generator.TOPK_PREFILTER
     logits = torch.randn(64, V, generator=g) * torch.linspace(0.5, 12, 64)[:, None]  # from flat to peaked rows
     logits[0] = 0.0  # a perfectly flat row
     for top_p in (0.5, 0.9, 0.95):
-        probs = torch.softmax(logits / 0.7, dim=-1)
-        w, ids, short = generator.nucleus(probs, top_p)
-        fw, fids = generator.full_nucleus(probs, top_p)
+        vals, ids, _, _, zt, _ = generator.vocab_stats(logits, k, 0.7)
+        w, short = generator.nucleus(vals, zt, 0.7, top_p)
+        fw, fids = generator.full_nucleus(torch.softmax(logits / 0.7, dim=-1), top_p)
         dense = lambda w, ids: torch.zeros(len(w), V).scatter_(1, ids, w)  # noqa: E731
-        full = dense(fw, fids)
-        assert torch.equal(dense(w, ids)[~short], full[~short])  # bit-identical probabilities
+        full, got = dense(fw, fids), dense(w, ids)
+        assert torch.equal(got[~short] > 0, full[~short] > 0)  # the same nucleus
+        torch.testing.assert_close(got[~short], full[~short], rtol=1e-5, atol=1e-7)
         assert short[0] and short.any() and (~short).any()  # the fallback triggers (flat rows) and is not always needed
         assert torch.equal(short, (full > 0).sum(-1) > k)  # short exactly where the nucleus is wider than k
+
+
+def test_vocab_stats_equal_the_direct_formulas():
+    """top_logits is logits.topk (chunk maxima, a vocabulary tail past the last chunk, ties, rows of any shape), and
+    vocab_stats' normaliser, entropy and tempered normaliser are log_softmax's, softmax's and the entropy's direct
+    formulas; a row with an inf or nan logit is flagged, the others not."""
+    g = torch.Generator().manual_seed(1)
+    for V in (300, 49152, 5000 + 37):  # a small vocabulary, whole chunks, a tail
+        x = torch.randn(3, 7, V, generator=g) * 4
+        x[0, 0, :100] = 5.0  # ties at the top
+        v, i = generator.top_logits(x, 64)
+        assert torch.equal(v, x.topk(64, -1).values) and torch.equal(x.gather(-1, i), v)
+        assert all(len(set(r)) == 64 for r in i.reshape(-1, 64).tolist())  # 64 distinct ids
+        vals, ids, logz, ent, zt, fin = generator.vocab_stats(x, 20, 0.8)
+        logp = torch.log_softmax(x, -1)
+        torch.testing.assert_close(logz, torch.logsumexp(x, -1))
+        torch.testing.assert_close(ent, -(logp.exp() * logp).sum(-1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(zt, torch.exp((x - x.amax(-1, keepdim=True)) / 0.8).sum(-1))
+        assert fin.all() and generator.vocab_stats(x, 20, 1.0)[4] is not None
+    x[1, 2, 5], x[2, 0, 9] = float('inf'), float('nan')
+    x[0, 3, 1] = -float('inf')
+    fin = generator.vocab_stats(x, 20, 0.8)[5]
+    assert fin.sum() == 21 - 3 and not (fin[1, 2] or fin[2, 0] or fin[0, 3])
 
 
 def test_draw_is_inverse_cdf_of_the_weights():
@@ -1108,18 +1133,23 @@ def _decode_forwards(model):
 @pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
 def test_search_generated_tokens_count_every_decode_forward(how, n, width):
     """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
-    rows the generator really ran, counted by a hook on the model: a stopped row's step-closing token and the
-    copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
+    rows the generator really ran under search, counted by a hook on the model: a stopped row's step-closing token and
+    the copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
     tok, model, v, prompts, args = _search_setup()
     cnt, h = _decode_forwards(model)
     try:
         res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
     finally:
         h.remove()
-    assert cnt['rows'] > 100 and sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
-    if how:  # the cut tokens were run: the kept tokens alone fall short
-        assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
-        assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
+    got = sum(capture.generated_tokens(cs) for cs in res)
+    if not how:  # plain sampling: each candidate's tokens, run once; ended rows wait in the batch (up to 1/COMPACT of
+        # its rows, forwarded but not counted) until they leave it together
+        assert got == sum(len(c['token_ids']) for cs in res for c in cs) and got < cnt['rows'] < got * 1.2
+        return
+    assert cnt['rows'] > 100 and got == cnt['rows']
+    # the cut tokens were run: the kept tokens alone fall short
+    assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
+    assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
 
 
 # ====================================================================================================
