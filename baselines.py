@@ -27,7 +27,7 @@ out_dir = 'out/demo'        # the run: trains on {out_dir}/train, writes {out_di
 eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
 text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
 text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the paper's EORM schedule; {} = exactly HSRM's
-prm_model = None            # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
+prm_model: str = None       # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
 prm_batch_size = 8          # candidates per PRM forward
 prm_dtype = 'bfloat16'      # 'bfloat16' | 'float16' | 'float32'
 device = 'auto'             # 'auto' | 'cpu' | 'cuda': text-verifier training and the PRM

@@ -457,5 +457,5 @@ def run(cfg):
 
 if __name__ == '__main__':
     # config files, then --key=value, override the knobs above; another stage's --key names that stage
-    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
+    config = configure(globals())
     cli(run, config, 'curve.py')

@@ -42,8 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 out_dir = 'out/demo'
 model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Qwen3-1.7B) | local folder | x.gguf
 dataset = 'synth'  # 'synth' | 'words' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
-data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
-data_path = None  # a JSONL file for `dataset` (overrides data_dir)
+data_dir: str = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub
+                      # via `datasets`
+data_path: str = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
 word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
@@ -57,7 +58,8 @@ eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluatio
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
-candidates_file = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]} (read_candidates_file)
+candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]}
+                             # (read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
@@ -79,12 +81,15 @@ dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bflo
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). Likely slower than eager on
                        # GPU too (unmeasured: bench.py --only=gpu compares): it attends over the whole capacity every step,
                        # keeps finished rows, and recompiles for the 2nd and 3rd batch shapes; slower on CPU
-prune_ckpt = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g. 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
+prune_ckpt: str = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g.
+                        # 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
 prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
-prune_threshold = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for each checkpoint
-search = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept at each
-               # step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees, each greedy)
-search_ckpt = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
+prune_threshold: float = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for
+                               # each checkpoint
+search: str = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept
+                    # at each step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees,
+                    # each greedy)
+search_ckpt: str = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
 search_width = 4  # M: rows each survivor continues as (divides n_eval_samples); M = 1 samples exactly as search=None
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1

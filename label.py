@@ -25,7 +25,7 @@ from grading import grade, normalize_gold
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
-judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
+judge_model: str = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
 judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle

@@ -50,49 +50,56 @@ from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_grou
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run, {out_dir}/verifiers/{verifier_run}_seed*/.
-             # Of several, the one with the highest validation within-problem AUROC at its kept step (train.py's
-             # best_val), ties to the first in sorted path order
-verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
-                     # (train.py's run name for the training knobs the config files set: train.run_name, less the seed)
-question = None  # one question, e.g. 'Compute 7 + 7 - 2.'
+ckpt: str = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run,
+                  # {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the one with the highest validation
+                  # within-problem AUROC at its kept step (train.py's best_val), ties to the first in sorted path order
+verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the
+                          # config's own (train.py's run name for the training knobs the config files set:
+                          # train.run_name, less the seed)
+question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
 force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
                # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
                # else it is refused
-questions_file = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
-dataset_range = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades the picks)
+questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
+dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
+                             # the picks)
 n_samples = 8  # N candidates per question
 vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation split (evaluate.py's)
-sample_dir = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
+sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
-model = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
-layers = None  # hidden_states indices kept while sampling
-dataset = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first) | 'gsm8k' | ...
-synth_level = None
-word_family = None
-word_split = None  # dataset_range: extract.py's word_split (the order of the family's questions, their grouping)
-system_prompt = None  # the benchmark datasets' system prompt
-enable_thinking = None
-temperature = None  # sampling settings: free to change (the verifier reads the states all the same)
-top_p = None
-max_new_tokens = None
-data_dir = None  # dataset_range: where the dataset is (extract.py's data_dir / data_path / synth_seed / exclude_ids)
-data_path = None
-synth_seed = None
-exclude_ids = None
-prune_ckpt = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written; None = off
+model: str = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
+layers: list = None  # hidden_states indices kept while sampling
+dataset: str = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first)
+                     # | 'gsm8k' | ...
+synth_level: int = None
+word_family: str = None
+word_split: str = None  # dataset_range: extract.py's word_split (the order of the family's questions, their grouping)
+system_prompt: str = None  # the benchmark datasets' system prompt
+enable_thinking: bool = None
+temperature: float = None  # sampling settings: free to change (the verifier reads the states all the same)
+top_p: float = None
+max_new_tokens: int = None
+data_dir: str = None  # dataset_range: where the dataset is (extract.py's data_dir / data_path / synth_seed /
+                      # exclude_ids)
+data_path: str = None
+synth_seed: int = None
+exclude_ids: list = None
+prune_ckpt: str = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written;
+                        # None = off
 prune_rule = 'relative'  # 'relative' | 'global'
-prune_threshold = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
-search = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width search_width
-search_ckpt = None  # the verifier that steers search; None = the one that picks
+prune_threshold: float = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
+search: str = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width
+                    # search_width
+search_ckpt: str = None  # the verifier that steers search; None = the one that picks
 search_width = 4  # M: rows each survivor continues as (divides n_samples)
 seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
              # extraction's seed, n and batch_size samples exactly its candidates
 batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype: the
-             # states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the training's is refused)
+dtype: str = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype:
+                   # the states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the
+                   # training's is refused)
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -561,7 +568,6 @@ def run(cfg):
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
     # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
-    config = configure(globals(), argv, owners={'extract.py': EXTRACT, 'train.py': train.DEFAULTS,
-                                                'evaluate.py': evaluate.DEFAULTS})
+    config = configure(globals(), argv)
     config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
     cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')

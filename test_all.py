@@ -313,9 +313,9 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
     assert knobs(g) == {'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}  # lowercase, public, no module or function
     stage = tmp_path / 'stage.py'
 
-    def run(*argv, known=None):
+    def run(*argv):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
-        return g, configure(g, list(argv), known)
+        return g, configure(g, list(argv))
     g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
     assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
     assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
@@ -326,10 +326,11 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
     assert config['lr'] == 5.0 and config['name'] == 'two'
     cfg = tmp_path / 'c.py'
     cfg.write_text("lr = 3\nnmae = 'b'\n")
-    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too,
-        run(str(cfg), known={'max_iters'})                               # against the keys of the stages it serves
-    g, config = run(str(cfg))  # without them (an early stage cannot know the later stages' keys) it is left alone
-    assert config['lr'] == 3.0 and 'nmae' not in config and 'nmae' not in g
+    with pytest.raises(SystemExit, match=rf"config error \({cfg}\): unknown key 'nmae'.*name"):  # no stage knows it
+        run(str(cfg))
+    cfg.write_text("lr = 3\nmax_iters = 7\n")
+    g, config = run(str(cfg))  # another stage's key (train.py's) is left to that stage
+    assert config['lr'] == 3.0 and 'max_iters' not in config and 'max_iters' not in g
     with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
         run('--lrr=3')
     with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
@@ -346,9 +347,10 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
     import curve as CU
     import transfer as TR
     out = tmp_path / 'never'
-    for key in ('batch_size', 'n_train_samples'):
+    for key, fix in (('batch_size', 128), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
         r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
-        assert r.returncode != 0 and r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={extract.DEFAULTS[key]}'
+        assert r.returncode != 0
+        assert r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={fix}'
     with pytest.raises(ValueError, match=r"batch_problems=0 must be a positive int; fix: --batch_problems=8"):
         T.run({**T.DEFAULTS, 'out_dir': str(out), 'batch_problems': 0})
     with pytest.raises(ValueError, match=r"n_eval=0 must be a positive int; fix: --n_eval=8"):
@@ -363,6 +365,56 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
     r = _run('sample.py', 'config/demo.py', '--lr=1e-3')
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
     assert '--lr is not a knob of sample.py, it is train.py' in r.stderr and 'fix: set it there (python train.py' in r.stderr
+
+
+def _run_all(*cmds):
+    """Several stage commands at once (each pays its own imports): their CompletedProcess-like (returncode, stderr)."""
+    procs = [subprocess.Popen([sys.executable, *c], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in cmds]
+    errs = [p.communicate(timeout=600)[1].strip() for p in procs]
+    return [(p.returncode, e) for p, e in zip(procs, errs)]
+
+
+def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
+    """Issue 53: a config file key no stage knows is refused by every stage, naming the file, the key and the nearest
+    names (a key of another stage only is left to it); a knob whose default is None takes its declared type; a config
+    file that does not run is one line with its file and line: each before any folder is made."""
+    from configurator import apply_config, stage_knobs, STAGE_FILES
+    import baselines as B
+    import curve as C
+    import sample as SA
+    import transfer as XF
+    mods = dict(zip(STAGE_FILES, (extract, label, T, B, E, ST, XF, C, SA)))
+    for f, m in mods.items():  # the knobs read from the files are the stages' own; every None default declares its type
+        assert set(stage_knobs()[f]) == set(m.DEFAULTS), f
+        untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f][k]]
+        assert not untyped, (f, untyped)
+    out = tmp_path / 'never'
+    typo, ten, syntax = tmp_path / 'typo.py', tmp_path / 'ten.py', tmp_path / 'syntax.py'
+    typo.write_text(f"out_dir = '{out}'\nmax_iters = 5\nvote_tmps = [1.0]\n")  # max_iters: train.py's, fine elsewhere
+    ten.write_text(f"out_dir = '{out}'\nepochs = 'ten'\n")
+    syntax.write_text(f"out_dir = '{out}'\nlr = (1e-3,\n")
+    got = _run_all(('train.py', str(typo)), ('train.py', str(ten)))  # the CLI: one line, nothing made
+    assert got[0] == (1, f"config error ({typo}): unknown key 'vote_tmps'; did you mean vote_temps, vote?")
+    assert got[1] == (1, f"config error ({ten}): epochs='ten' is a str, but epochs takes an int or float (default "
+                         f"None); fix: epochs = <int or float> in {ten}, or leave it unset")
+    assert not out.exists()
+    for m in mods.values():  # every stage, as its configure() reads the files
+        with pytest.raises(SystemExit, match=rf"^config error \({typo}\): unknown key 'vote_tmps'; did you mean vote"):
+            apply_config(dict(m.DEFAULTS), [str(typo)], m.DEFAULTS)
+        with pytest.raises(SystemExit, match=rf"^config error \({syntax}, line 2\): '\(' was never closed: 'lr = \(1e"):
+            apply_config(dict(m.DEFAULTS), [str(syntax)], m.DEFAULTS)
+    for argv, match in ((['--epochs=2.5', '--verifier_layers=(-1,)', '--max_train_problems=[10, 20]'], None),
+                        (['--d_model=True'], "d_model=True is a bool, but d_model takes an int"),
+                        (['--residual=3'], "residual=3 is an int, but residual takes a str"),
+                        (['--train_dirs=out/x'], "train_dirs='out/x' is a str, but train_dirs takes a list")):
+        if match is None:
+            c = apply_config(dict(T.DEFAULTS), argv, T.DEFAULTS)
+            assert (c['epochs'], c['verifier_layers'], c['max_train_problems']) == (2.5, [-1], [10, 20])
+        else:
+            with pytest.raises(SystemExit, match=match):
+                apply_config(dict(T.DEFAULTS), argv, T.DEFAULTS)
+    assert apply_config(dict(SA.DEFAULTS), ['--dataset_range=[1, 2]'], SA.DEFAULTS)['dataset_range'] == (1, 2)
 
 
 @pytest.mark.slow
