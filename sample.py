@@ -44,7 +44,7 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, load_checkpoint, read_checkpoint
+from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint
 from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_groups, task_pattern
 
 # -----------------------------------------------------------------------------
@@ -351,6 +351,7 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     vn = min(v[2] for v in vals)
     vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
+    check_writable('out_dir', cache)
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
               for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
@@ -522,6 +523,7 @@ def run(cfg):
               'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
               'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    check_writable('sample_dir', sample_dir)  # before any work: the picks go there
     check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never replace picks
     temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
     weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')

@@ -3970,6 +3970,63 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
 
 
+def _read_only(path, on=True):
+    """Make a folder read-only for this process (on) or writable again: its mode for a user; root writes through modes,
+    so the immutable flag (chattr) for root. False where neither can be done (root without chattr)."""
+    if os.geteuid() != 0:
+        os.chmod(path, 0o555 if on else 0o755)
+        return True
+    try:
+        return subprocess.run(['chattr', '+i' if on else '-i', str(path)], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_eval):
+    """Issue 53: every stage checks that it can write its outputs before its work starts: an out_dir, run dir or eval
+    dir under a file, or read-only, is one line naming the path and the fix, and nothing is written or lost."""
+    import curve as CU
+    import transfer as TR
+    run = tmp_path / 'run'
+    write_split_eval(f'{run}/train', 12, 4, seed=1)
+    write_split_eval(f'{run}/eval', 4, 4, seed=2, start=1000)
+    T.run({**T.DEFAULTS, **_cfg(max_iters=2, eval_interval=1), 'out_dir': str(run), 'seeds': None, 'seed': 1})
+    ck = f'{run}/verifiers/hsrm_seed1/ckpt.pt'
+    afile = tmp_path / 'a_file'
+    afile.write_text('')
+    under = f'{afile}/out'
+    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train', 'ckpts': [ck], 'n_eval': 4, 'plots': False}
+    (run / 'curve').write_text('')  # curve.py reads out_dir and writes out_dir/curve: a file there
+    for key, where, fn in (
+            ('out_dir', afile, lambda: E.run({**evaluate_at, 'out_dir': under})),
+            ('out_dir', afile, lambda: ST.prune_run({**evaluate_at, 'out_dir': under})),
+            ('run_dir', afile, lambda: T.run({**T.DEFAULTS, **_cfg(max_iters=2), 'out_dir': str(run), 'run_dir': under,
+                                              'seeds': None, 'seed': 2})),
+            ('eval_dir', afile, lambda: B.run({'out_dir': str(run), 'eval_dir': under, 'prm_model': 'x'}, T.DEFAULTS)),
+            ('out_dir', run / 'curve', lambda: CU.run({'out_dir': str(run), 'sizes': [10], 'seeds': [1]})),
+            ('out_dir', afile, lambda: TR.run({'out_dir': under, 'seeds': [1], 'folds': ['a'],
+                                               'families': {'a': str(run), 'b': str(run)}}))):
+        with pytest.raises(SystemExit, match=rf"^{key}: .* cannot be made, {re.escape(str(where))} is a file, not a "
+                                             rf"folder; fix: --{key}=<a folder you can write>$"):
+            fn()
+    os.remove(run / 'curve')
+    before = sorted(str(p) for p in run.rglob('*'))
+    cli = _run_all(('extract.py', f'--out_dir={under}', '--train_range=(0, 0)', '--eval_range=None'),)
+    assert cli == [(1, f'out_dir: {under} cannot be made, {afile} is a file, not a folder; fix: '
+                       f'--out_dir=<a folder you can write>')]
+    if _read_only(f'{run}/train'):  # label.py writes labels.json into the split, evaluate.py its table into out_dir
+        try:
+            labels = open(f'{run}/train/labels.json').read()
+            got = _run_all(('label.py', f'--out_dir={run}', "--splits=['train']"))
+            split = re.escape(f'{run}/train')
+            assert got[0][0] == 1 and re.fullmatch(rf"out_dir: {split} cannot be written \({split}: .*\); fix: --out_dir="
+                                                   rf"<a folder you can write>, or make {split} writable", got[0][1])
+            assert open(f'{run}/train/labels.json').read() == labels
+        finally:
+            _read_only(f'{run}/train', False)
+    assert sorted(str(p) for p in run.rglob('*')) == before
+
+
 def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
     """Issue 43: a checkpoint stores the group keys (tasks.group_key) of its training and validation problems;
     evaluate.py and steer.py's pruning study refuse, before writing anything, to score a split that shares a group with

@@ -30,7 +30,7 @@ from configurator import check_positive, cli, configure, knobs, one_thread, reso
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
                    combo_fit, count_params, cut_prefix, problem_columns, read_kinds, reads, residual_scorers, score_problems,
                    score_sorted, step_feature_matrix)
-from store import atomic_write_json, load_problem, load_split, read_checkpoint, save_checkpoint
+from store import atomic_write_json, check_writable, load_problem, load_split, read_checkpoint, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -537,6 +537,7 @@ def run(cfg, keep_both=KEEP_BOTH):
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
             if not finished(c, keep_both):
                 todo.append(c)
+    check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []
     for c in todo:
         tr, va = [], []
