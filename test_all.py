@@ -4019,8 +4019,8 @@ def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_e
             labels = open(f'{run}/train/labels.json').read()
             got = _run_all(('label.py', f'--out_dir={run}', "--splits=['train']"))
             split = re.escape(f'{run}/train')
-            assert got[0][0] == 1 and re.fullmatch(rf"out_dir: {split} cannot be written \({split}: .*\); fix: --out_dir="
-                                                   rf"<a folder you can write>, or make {split} writable", got[0][1])
+            want = rf"out_dir: {split} cannot be written \({split}: .*\); fix: --out_dir=<a folder you can write>, "
+            assert got[0][0] == 1 and re.fullmatch(want + rf"or make {split} writable", got[0][1])
             assert open(f'{run}/train/labels.json').read() == labels
         finally:
             _read_only(f'{run}/train', False)
