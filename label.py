@@ -152,8 +152,11 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         cache_path = os.path.join(split_dir, 'judge_cache.json')
         cache = {}
         if os.path.exists(cache_path):
-            with open(cache_path) as f:
-                cache = json.load(f)
+            try:
+                with open(cache_path, encoding='utf-8') as f:
+                    cache = json.load(f)
+            except ValueError as e:  # a cache only: the decisions are made again
+                print(f"{cache_path} does not load ({type(e).__name__}); judging its candidates again")
         todo = []  # (problem, candidate index, cache key, item)
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])

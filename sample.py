@@ -375,8 +375,13 @@ def questions_of(cfg, s):
     bad = lambda k, what, fix: ValueError(f"questions_file={path!r} line {k + 1} {what}; fix: {fix}")  # noqa: E731
     if not os.path.isfile(path):
         raise ValueError(f"questions_file={path!r} not found; fix: a JSONL file, one {{\"question\": ...}} per line")
-    with open(path) as f:
-        for k, line in enumerate(f):
+    with open(path, 'rb') as f:
+        for k, raw in enumerate(f):
+            try:
+                line = raw.decode('utf-8')
+            except UnicodeDecodeError as e:
+                raise bad(k, f'is not UTF-8 text (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})',
+                          'save the file as UTF-8') from None
             if not line.strip():
                 continue
             try:

@@ -114,12 +114,22 @@ def load_problem(path, mmap=False, crc=None):
 
 
 def load_labels(split_dir):
-    """{problem key: [label dict per candidate]} from {split_dir}/labels.json."""
+    """{problem key: [label dict per candidate]} from {split_dir}/labels.json. A missing or damaged one (cut short, not
+    JSON, not label.py's) is one line naming it; label.py writes it again from the problem files."""
     path = os.path.join(split_dir, 'labels.json')
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is missing; fix: run `python label.py <config>` on this extraction first")
-    with open(path) as f:
-        return json.load(f)['labels']
+    try:
+        with open(path, encoding='utf-8') as f:
+            labels = json.load(f)['labels']
+        if not isinstance(labels, dict):
+            raise TypeError(f"'labels' is a {type(labels).__name__}")
+        return labels
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:80]}); fix: relabel: python label.py <config> with out_dir "
+                         f"{os.path.dirname(os.path.abspath(split_dir))} (it writes labels.json again from the problem "
+                         f"files)") from None
 
 
 def load_split(split_dir, labels=True, files=None):
@@ -166,20 +176,36 @@ def save_checkpoint(path, model, meta):
 def read_checkpoint(path, mmap=False):
     """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
     short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
-    ckpt.pt does not load again)."""
+    ckpt.pt does not load again); a torch file that loads but is no checkpoint (a problem file, a pickled model) is
+    named as that."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
+    foreign = "; fix: the ckpt.pt of a run train.py wrote ({out_dir}/verifiers/<run>/ckpt.pt, python train.py <config>)"
     try:
         if not mmap:
             check_crc(path)
         ck = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
-        if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
-            raise ValueError(f"not a checkpoint dict (keys {sorted(ck) if isinstance(ck, dict) else type(ck).__name__})")
-        return ck
-    except DAMAGED as e:  # torch's own text may advise an unsafe load: only its type is named
-        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
-                         f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
-                         f"does not load is trained again)") from None
+    except pickle.UnpicklingError as e:
+        if 'Weights only load failed' in str(e):  # a whole torch file, holding Python objects: some other program's
+            raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds Python objects, not "
+                             f"tensors and plain values){foreign}") from None
+        raise _damaged(path, e) from None
+    except DAMAGED as e:
+        raise _damaged(path, e) from None
+    if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+        keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''
+        what = ('an extracted problem (extract.py)' if isinstance(ck, dict) and {'key', 'candidates'} <= set(ck) else
+                f'a dict of {keys}' if isinstance(ck, dict) else f'a {type(ck).__name__}')
+        raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds {what}){foreign}")
+    return ck
+
+
+def _damaged(path, e):
+    """The error of a ckpt.pt that does not load (torch's own text may advise an unsafe load: only its type is
+    named)."""
+    return ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
+                      f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
+                      f"does not load is trained again)")
 
 
 def load_checkpoint(path, device='cpu'):

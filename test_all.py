@@ -1516,28 +1516,37 @@ def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
 
 def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
     """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
-    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
+    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line. Issue 53: a
+    generator name that is nowhere here, offline, is refused at once (no network retries) with the nearest embedded
+    or cached name."""
     import huggingface_hub.constants
     from model import text_tokenizer
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
     monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
     empty = tmp_path / 'empty'
     empty.mkdir()
+    nowhere = (' is no folder or file here and not in the Hugging Face cache, and the hub cannot be asked '
+               '(HF_HUB_OFFLINE is set)')
     for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
         with pytest.raises(SystemExit) as e:
             load_generator(name)
         msg = str(e.value)
-        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
-        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
-    for load, key in ((label.load_judge, 'judge_model'), (lambda n: PR.load_prm(n, 'float32'), 'prm_model'),
-                      (text_tokenizer, 'text_tokenizer')):
+        assert '\n' not in msg and 'fix: ' in msg, msg
+        if name == str(empty):
+            assert msg.startswith(f'model={name!r} cannot be loaded') and 'HF_HUB_OFFLINE=1' in msg, msg
+        else:
+            assert msg.startswith(f'model={name!r}{nowhere}; fix: the embedded'), msg
+    with pytest.raises(SystemExit, match=f"^judge_model='nobody/model'{re.escape(nowhere)}; fix"):
+        label.load_judge('nobody/model')
+    for load, key in ((lambda n: PR.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
         with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
             load('nobody/model')
-    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
+    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=smolm2', '--train_range=(0,0)',
                         '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
                        timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
-    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"model='smolm2'{nowhere}; did you mean smollm2? fix: --model=smollm2"
+    assert not os.path.exists(tmp_path / 'run')
 
 
 def test_resume_reextracts_damaged_files(tmp_path, capsys):
@@ -2516,6 +2525,26 @@ def test_label_cli_writes_labels_and_config(tmp_path):
     assert os.path.exists(tmp_path / 'train' / 'labels.json') and not os.path.exists(tmp_path / 'eval')
 
 
+def test_a_damaged_labels_json_is_one_line_and_relabelling_mends_it(tmp_path, one_thread_eval):
+    """Issue 53: a labels.json cut short (or not label.py's) is one line naming it and the fix, relabelling, from every
+    stage that reads labels (before any run dir is made); label.py writes it again from the problem files, untouched."""
+    run = tmp_path / 'run'
+    write_split_eval(f'{run}/train', 12, 4, seed=1)
+    path = run / 'train' / 'labels.json'
+    whole, files = path.read_bytes(), {p: p.read_bytes() for p in (run / 'train' / 'problems').iterdir()}
+    want = rf"^{re.escape(str(path))} does not load, it is damaged or incomplete \(.*\); fix: relabel: python label.py"
+    for damaged in (whole[:len(whole) // 2], b'{"version": 1}', b'\xff' + whole):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=want):
+            load_split(f'{run}/train')
+    got = _run_all(('train.py', f'--out_dir={run}', '--seeds=None', '--max_iters=2'))
+    assert got[0][0] == 1 and len(got[0][1].splitlines()) == 1 and re.match('train.py: ' + want[1:], got[0][1]), got
+    assert not (run / 'verifiers').exists()
+    label_split(f'{run}/train')  # what label.py does: labels.json again, from the problem files
+    assert {p: p.read_bytes() for p in (run / 'train' / 'problems').iterdir()} == files
+    assert len(load_split(f'{run}/train')) == 12
+
+
 # -----------------------------------------------------------------------------
 # stage 2 with the embedded model (SmolLM2-135M-Instruct, a weak but real judge): one small batch
 # Qwen3's chat template, its generation-prompt end (Qwen/Qwen3-* tokenizer_config.json): with
@@ -2918,6 +2947,12 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
     open(ck, 'wb').write(bytes(len(whole)))
     T.run(cfg)  # the finished run's log says done, its ckpt.pt does not load: trained again
     assert load_checkpoint(ck)[1]['best_step'] >= 0
+    torch.save(torch.nn.Linear(2, 2), tmp_path / 'model.pt')  # issue 53: a torch file that is not a checkpoint says so
+    for foreign, holds in ((str(out / 'train' / 'problems' / '000000.pt'), r'an extracted problem \(extract.py\)'),
+                           (str(tmp_path / 'model.pt'), 'Python objects, not tensors and plain values')):
+        with pytest.raises(ValueError, match=rf"^{re.escape(foreign)} is a torch file but not a verifier checkpoint "
+                                             rf"\(it holds {holds}\); fix: the ckpt.pt of a run train.py wrote"):
+            load_checkpoint(foreign)
 
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
