@@ -4100,6 +4100,57 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     assert not os.path.exists(f'{tmp_path}/tr')
 
 
+def test_curve_never_scores_a_variants_training_groups(tmp_path, one_thread_eval):
+    """Issue 53: curve.py, behind every study on the results page, refuses before any training an eval split that shares
+    a group with the problems a variant trains or validates on at its largest K: out_dir's train split, or a variant's
+    own train_dirs; a checkpoint it finds finished is checked against its stored groups as evaluate.py checks it."""
+    import curve as C
+    out = tmp_path / 'cell'
+    write_split_eval(f'{out}/train', 20, 6, seed=3)
+    write_split_eval(f'{out}/other/train', 20, 6, seed=5, start=990)  # problems 1000..1009: the eval split's
+    write_split_eval(f'{out}/eval', 8, 6, seed=4, start=1000)
+    cfg = {**C.DEFAULTS, 'out_dir': str(out), 'sizes': [10, 20], 'seeds': [1], 'n_boot': 50, 'device': 'cpu',
+           'train_overrides': _cfg(max_iters=2, eval_interval=1), 'pairs': []}
+    with pytest.raises(ValueError, match=rf"^8 of the 8 problems to score share a group with variant 'other' at K=20 "
+                                         rf"\(trained on {re.escape(str(out))}/other/train\)'s (train|val) problems.*"
+                                         rf"fix: score problems it never trained on"):
+        C.run({**cfg, 'variants': {'hsrm': {}, 'other': {'train_dirs': [f'{out}/other/train']}}})
+    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
+    import shutil
+    shutil.rmtree(out / 'eval')
+    write_split_eval(f'{out}/eval', 4, 6, seed=4, start=18)  # problems 18..21: 18 and 19 are training ones
+    with pytest.raises(ValueError, match=rf"^2 of the 4 problems to score share a group with variant 'hsrm' at K=20 "
+                                         rf"\(trained on {re.escape(str(out))}/train\)'s (train|val) problems"):
+        C.run({**cfg, 'variants': {'hsrm': {}}})
+    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
+
+
+def test_either_word_split_is_matched_on_the_numbers():
+    """Issue 53: a checkpoint of word_split='numbers' stores keys without the answer; problems of the default split
+    ('arithmetic', keys with it) are matched against them on the numbers, and the other way round: the stricter key.
+    Two arithmetic-split sides keep their own key (numbers and answer): another arrangement is no training question."""
+    fam = 'travel'
+    num = tasks.load_problems('words', 0, 857, word_family=fam, word_split='numbers')  # the numbers split's train part
+    ari = tasks.load_problems('words', 0, len(tasks.word_space(fam, 1337)) - 1, word_family=fam)
+    asked = {p['question'] for p in num}
+    same = [p for p in ari if p['question'] in asked]  # the numbers split's training questions, under the default split
+    assert len(same) == 858
+    hits = tasks.seen_groups(same, {'train': [tasks.group_key(p) for p in num]})
+    assert len(hits) == 858 and all(k == tasks.group_key(p).rsplit('=', 1)[0] for p, k, _ in hits)
+    hits = tasks.seen_groups(num, {'train': [tasks.group_key(p) for p in same]})  # an arithmetic-split checkpoint
+    assert len(hits) == 858
+    by = {}
+    for p in ari:
+        by.setdefault(tasks.number_key(p), []).append(p)
+    a, b = next(g[:2] for g in by.values() if len({q['gold'] for q in g}) > 1 and g[0]['gold'] != g[1]['gold'])
+    assert not tasks.seen_groups([b], {'train': [tasks.group_key(a)]})  # arithmetic against arithmetic: +answer
+    b_num = next(p for p in tasks.load_problems('words', 0, len(ari) - 1, word_family=fam, word_split='numbers')
+                 if p['question'] == b['question'])
+    assert tasks.seen_groups([b_num], {'train': [tasks.group_key(a)]})  # a numbers-split problem: its numbers
+    with pytest.raises(ValueError, match=r"^1 of the 1 problems to score share a group with ck.pt's train problems"):
+        tasks.check_unseen([b], {'train': [tasks.group_key(b_num)]}, 'ck.pt')
+
+
 # ====================================================================================================
 # steer.py: the steering studies (online pruning replayed, search vs best-of-N)
 # ====================================================================================================
@@ -4376,6 +4427,15 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
             assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
     assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+    # issue 53: a checkpoint of the study (one that steered search too) never scores its own training groups
+    before = open(tmp_path / 'out' / 'steer.md').read()
+    save_checkpoint(cks['hsrm_prefix_seed2'], load_checkpoint(cks['hsrm_prefix_seed2'])[0],
+                    {'groups': {'train': [tasks.group_key(p) for p in pool[:3]], 'val': []}})
+    ck2 = re.escape(cks['hsrm_prefix_seed2'])
+    with pytest.raises(ValueError, match=rf"^3 of the 12 problems to score share a group with {ck2}'s train problems.*fix"):
+        ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
+                'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'device': 'cpu'})
+    assert open(tmp_path / 'out' / 'steer.md').read() == before
 
 
 def test_steer_names_the_knobs_a_config_lacks(tmp_path):
