@@ -5132,12 +5132,15 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
         SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
 
 
-def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path):
+def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path, capsys):
     """Issue 43: sample.py chooses among the seeds of the config's own run (training.run_name), never another run's
     beside it; a question that does not fit the verifier's task (its dataset's template), or shares its numbers with its
     training or validation questions (the groups its checkpoint stores), is refused in one line with the fix, and
-    --force=True answers it, marked forced in picks.jsonl; a second call into a sample_dir never replaces the first
-    one's picks."""
+    --force=True answers it, marked forced in picks.jsonl. Issue 53: the example a refusal shows is a question of the
+    verifier's own task it never saw; in a questions file the others are answered and the refused ones listed with
+    why; a later call adds its new questions to the same sample_dir (earlier picks kept, a question answered before
+    not asked again), one of other settings is refused; a line that is not UTF-8, a --ckpt that is no checkpoint and a
+    sample_dir that cannot be written are one line each, before any work."""
     import shutil
     import sample as SA
     out = sample_run[0]
@@ -5149,26 +5152,55 @@ def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(s
     try:
         assert SA.best_ckpt(f'{out}/verifiers/hsrm_seed*/ckpt.pt', 'hsrm') != f'{other}/ckpt.pt'
         assert SA.best_ckpt(f'{out}/verifiers/*/ckpt.pt') == f'{other}/ckpt.pt'  # what the old glob picked
-        cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(tmp_path / 's')}
-        word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
-        with pytest.raises(ValueError, match=r"1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on \(synth "
-                                             r"level 2, e.g. 'Compute 23 \+ 15 - 7.'\).*fix: .*--force=True to answer anyway"):
-            SA.run({**cfg, 'question': word})
-        with pytest.raises(ValueError, match=r"3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's (train|val) "
-                                             r"problems.*fix: .*--force=True to answer anyway"):
-            SA.run({**cfg, 'dataset_range': (0, 2)})
-        assert not os.path.exists(tmp_path / 's')  # refused before anything is written
-        got = SA.run({**cfg, 'question': word, 'force': True})
-        assert got[0]['forced'] and _jsonl(tmp_path / 's' / 'picks.jsonl')[0]['forced'] is True
-        conf = json.load(open(tmp_path / 's' / 'config.json'))
-        assert conf['ckpt'] != f'{other}/ckpt.pt' and conf['verifier_run'] is None
-        before = [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')]
-        with pytest.raises(ValueError, match=r"sample_dir=.* holds the picks of another call \(it differs in force, question\); "
-                                             r"fix: --sample_dir=<a new dir> keeps both"):
-            SA.run({**cfg, 'question': 'Compute 7 + 7 - 2.'})
-        assert [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')] == before
     finally:
         shutil.rmtree(other)
+    sd = tmp_path / 's'
+    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd)}
+    unseen = tasks.synth_problem(tasks.synth_boundary(2, 1337), 2, 1337)['question']  # the level's held-out part
+    assert unseen == 'Compute 7 + 7 - 2.'
+    word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
+    with pytest.raises(ValueError, match=rf"^1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on "
+                                         rf"\(synth level 2, e.g. {re.escape(repr(unseen))}\), e.g. question 0 .*fix: "
+                                         rf".*--force=True to answer anyway"):
+        SA.run({**cfg, 'question': word})
+    with pytest.raises(ValueError, match=r"^3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's "
+                                         r"(train|val) problems.*fix: .*--force=True to answer anyway.*; a question it "
+                                         rf"never saw: {re.escape(repr(unseen))}$"):
+        SA.run({**cfg, 'dataset_range': (0, 2)})
+    (tmp_path / 'bad.jsonl').write_bytes(b'{"question": "Compute 1 + 2 - 3."}\n{"question": "Compute 4 \xff 5."}\n')
+    with pytest.raises(ValueError, match=r"line 2 is not UTF-8 text \(byte 25: b'\\xff'\); fix: save the file as UTF"):
+        SA.run({**cfg, 'questions_file': str(tmp_path / 'bad.jsonl')})
+    with pytest.raises(ValueError, match=r"000000.pt is a torch file but not a verifier checkpoint \(it holds an "
+                                         r"extracted problem"):
+        SA.run({**cfg, 'question': unseen, 'ckpt': f'{out}/train/problems/000000.pt'})
+    (tmp_path / 'a_file').write_text('')
+    with pytest.raises(SystemExit, match=r"^sample_dir: .*a_file/s cannot be made, .*a_file is a file"):
+        SA.run({**cfg, 'question': unseen, 'sample_dir': str(tmp_path / 'a_file' / 's')})
+    assert not sd.exists()  # refused before anything is written
+    got = SA.run({**cfg, 'question': word, 'force': True})
+    assert got[0]['forced'] and _jsonl(sd / 'picks.jsonl')[0]['forced'] is True
+    conf = json.load(open(sd / 'config.json'))
+    assert conf['ckpt'] != f'{other}/ckpt.pt' and conf['verifier_run'] is None
+    first = [_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl')]
+    train_q = load_split(f'{out}/train', labels=False)[0]['question']  # a training question, refused; the rest answered
+    qs = [unseen, train_q, 'Compute 9 - 2 - 5.']
+    (tmp_path / 'q.jsonl').write_text(''.join(json.dumps({'question': q}) + '\n' for q in qs))
+    capsys.readouterr()
+    got = SA.run({**cfg, 'questions_file': str(tmp_path / 'q.jsonl')})  # into the same folder: added
+    printed = capsys.readouterr().out
+    assert f"refused 1 of the 3 questions (--force=True answers them, marked forced):\n  [1] {train_q!r} shares its " \
+           f"numbers (group 'synth:" in printed and f"e.g. ask {unseen!r}" in printed
+    assert '2 questions (0 done already)' in printed and [g['question'] for g in got] == [unseen, 'Compute 9 - 2 - 5.']
+    picks, cands = (_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl'))
+    assert picks[:1] == first[0] and cands[:2] == first[1] and len(picks) == 3 and len(cands) == 6  # the first kept
+    assert [p['id'] for p in picks] == ['0', '3', '2']  # line 0's id is the first call's: it takes the next free one
+    assert list(json.load(open(sd / 'config.json'))['refused']) == ['1']
+    got = SA.run({**cfg, 'question': 'Compute 9 - 2 - 5.'})  # answered before: its pick, nothing asked
+    assert got == [picks[2]] and _jsonl(sd / 'picks.jsonl') == picks
+    with pytest.raises(ValueError, match=r"sample_dir=.* holds picks made with other settings \(they differ in "
+                                         r"n_samples\); fix: --sample_dir=<a new dir> keeps both"):
+        SA.run({**cfg, 'question': 'Compute 5 + 4 - 7.', 'n_samples': 4})
+    assert _jsonl(sd / 'picks.jsonl') == picks and _jsonl(sd / 'candidates.jsonl') == cands
 
 
 # ====================================================================================================
