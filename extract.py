@@ -339,12 +339,25 @@ def cpu_cores():
     return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
 
 
+def extracted(per_split, out_dir):
+    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
+    (finished: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
+    file being extracted again counts once it is written, not while it is worked on."""
+    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
+    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
+    before = {f: stamp(f) for f in paths}
+    whole = {f for s, ps in per_split.items() for f in finished(ps, lambda p, s=s: path(s, p))[0]}
+    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
+
+
 def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
     pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
-    One bar counts the files the processes write. `per_split`: {split: problems}. Returns when all are done;
+    One bar counts the problems extracted (extracted). `per_split`: {split: problems}. Returns when all are done;
     a failed process stops the others and its log's tail is the error."""
     argv = sys.argv[1:] if argv is None else argv
+    files, total = extracted(per_split, out_dir), sum(map(len, per_split.values()))  # before any process writes
     cores = cpu_cores()
     share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
     os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
@@ -357,13 +370,11 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
         with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
             jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
                                          env={**os.environ, 'OMP_NUM_THREADS': t}))
-    files = lambda: sum(len(glob.glob(os.path.join(out_dir, s, 'problems', '*.pt'))) for s in per_split)  # noqa: E731
-    total = sum(per_split.values())
-    bar = tqdm(total=total, initial=min(total, files()), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
+    bar = tqdm(total=total, initial=files(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
     try:  # until all are done or one has failed
         while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
             time.sleep(1)
-            bar.update(min(total, files()) - bar.n)
+            bar.update(files() - bar.n)
     finally:
         for j in jobs:
             if j.poll() is None:
@@ -421,7 +432,7 @@ if __name__ == '__main__':
     n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, batch_size // n)) for s, _, n in splits)) if splits else 1
     weights = resolve_dtype(model, dtype, device)  # 'auto' on a CPU: measured once here, the processes take it
     if num_shards == 1 and n_procs > 1:
-        launch_procs(n_procs, {s: len(problems[s]) for s, _, _ in splits}, out_dir, threads,
+        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, threads,
                      sys.argv[1:] + [f'--dtype={weights}'])
         print(f'done: {out_dir}')
         raise SystemExit(0)

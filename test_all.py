@@ -1567,9 +1567,12 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
             load()
         assert bad in str(e.value) and 'fix: re-run `python extract.py' in str(e.value), str(e.value)
     mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
+    count = extract.extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
+    assert count() == 2
     capsys.readouterr()
     _extract_tiny(out, problems, model, tok)
     assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
+    assert count() == 3  # written again: counted
     assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
     after = torch.load(bad, weights_only=True)
     assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
