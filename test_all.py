@@ -5200,6 +5200,13 @@ def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(s
     assert list(json.load(open(sd / 'config.json'))['refused']) == ['1']
     got = SA.run({**cfg, 'question': 'Compute 9 - 2 - 5.'})  # answered before: its pick, nothing asked
     assert got == [picks[2]] and _jsonl(sd / 'picks.jsonl') == picks
+    with open(tmp_path / 'q.jsonl', 'a') as f:  # a line added to the file: only it is asked
+        f.write(json.dumps({'question': 'Compute 5 + 4 - 7.'}) + '\n')
+    capsys.readouterr()
+    got = SA.run({**cfg, 'questions_file': str(tmp_path / 'q.jsonl')})
+    assert '3 questions (2 done already)' in capsys.readouterr().out and got[:2] == picks[1:]
+    picks, cands = (_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl'))
+    assert len(picks) == 4 and len(cands) == 8 and picks[3]['question'] == 'Compute 5 + 4 - 7.' == got[2]['question']
     with pytest.raises(ValueError, match=r"sample_dir=.* holds picks made with other settings \(they differ in "
                                          r"n_samples\); fix: --sample_dir=<a new dir> keeps both"):
         SA.run({**cfg, 'question': 'Compute 5 + 4 - 7.', 'n_samples': 4})
