@@ -2,6 +2,11 @@
 The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
 half file), a split dir's problem files and labels loaded back (README "The pipeline"), and a verifier's checkpoint,
 everything needed to rebuild the exact model, loadable with weights_only=True.
+
+Each {split}/problems/{index:06d}.pt is one problem (its question, gold, prompt, layers) with its `candidates`: text,
+token ids, per-token log-probs / entropies / confidences, step positions, float16 step `states` [S, layers x d_gen]
+and, if extract.py's step_kinds asks, `states_mean` / `states_least` of the same shape, `think_end`, `finish`.
+load_split(dir) loads a split with its labels ({split}/labels.json, label.py's).
 """
 import glob
 import json
