@@ -79,9 +79,9 @@ dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bflo
                 # generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used is recorded with
                 # each split (weights_dtype): a resume in another is refused
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). On one H100 at
-                       # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a 56 s
-                       # first call, eager 1,761; it attends over the whole capacity every step, keeps finished rows and
-                       # recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
+                       # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
+                       # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
+                       # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
 prune_ckpt: str = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g.
                         # 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
 prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)

@@ -4435,7 +4435,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     save_checkpoint(cks['hsrm_prefix_seed2'], load_checkpoint(cks['hsrm_prefix_seed2'])[0],
                     {'groups': {'train': [tasks.group_key(p) for p in pool[:3]], 'val': []}})
     ck2 = re.escape(cks['hsrm_prefix_seed2'])
-    with pytest.raises(ValueError, match=rf"^3 of the 12 problems to score share a group with {ck2}'s train problems.*fix"):
+    with pytest.raises(ValueError, match=rf"^3 of the 12 problems to score share a group with {ck2}'s train problems"):
         ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
                 'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'device': 'cpu'})
     assert open(tmp_path / 'out' / 'steer.md').read() == before
