@@ -98,8 +98,10 @@ def _fix(key, value, source):
 
 def _check_declared(key, value, types, source):
     """value for a knob whose default is None: None or one of its declared types (an int where float is declared; a
-    list for a tuple and back, converted to the declared one)."""
+    list for a tuple and back, converted to the declared one; 'true' / 'false' where bool is)."""
     seq = [t for t in types if t in (list, tuple)]
+    if bool in types and isinstance(value, str) and value.lower() in ('true', 'false'):
+        return value.lower() == 'true'
     if isinstance(value, (list, tuple)) and seq:
         return value if type(value) in seq else seq[0](value)
     if isinstance(value, bool) and bool not in types or not isinstance(value, types) and not (

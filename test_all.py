@@ -414,7 +414,8 @@ def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
         else:
             with pytest.raises(SystemExit, match=match):
                 apply_config(dict(T.DEFAULTS), argv, T.DEFAULTS)
-    assert apply_config(dict(SA.DEFAULTS), ['--dataset_range=[1, 2]'], SA.DEFAULTS)['dataset_range'] == (1, 2)
+    c = apply_config(dict(SA.DEFAULTS), ['--dataset_range=[1, 2]', '--enable_thinking=true'], SA.DEFAULTS)
+    assert c['dataset_range'] == (1, 2) and c['enable_thinking'] is True
 
 
 @pytest.mark.slow
