@@ -17,7 +17,7 @@ import torch
 import train
 from configurator import cli, configure, knobs, resolve_device, split_argv
 from prm import score_prm
-from store import load_split
+from store import check_writable, load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -27,7 +27,7 @@ out_dir = 'out/demo'        # the run: trains on {out_dir}/train, writes {out_di
 eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
 text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
 text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the paper's EORM schedule; {} = exactly HSRM's
-prm_model = None            # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
+prm_model: str = None       # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
 prm_batch_size = 8          # candidates per PRM forward
 prm_dtype = 'bfloat16'      # 'bfloat16' | 'float16' | 'float32'
 device = 'auto'             # 'auto' | 'cpu' | 'cuda': text-verifier training and the PRM
@@ -53,6 +53,8 @@ def run(cfg, train_cfg):
     unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
         raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+    if cfg['prm_model']:  # its scores go beside the eval split: writable before any text verifier trains
+        check_writable('eval_dir', cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval'))
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
     for size in cfg['text_sizes']:  # every seed in one call: train.py trains them at once, one per core

@@ -31,8 +31,8 @@ import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import cheap_score, combo_score, count_params
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
-from tasks import number_key
+from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
+from tasks import check_unseen, number_key
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -185,7 +185,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
             with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
                 val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
-            model, _ = load_checkpoint(path, dev)
+            model, ck = load_checkpoint(path, dev)
+            check_unseen(problems, ck.get('groups'), path)  # a run trained before (or on other data) is checked too
             sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
             runs.append({'ckpt': path, 'seed': s, **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
             if s == cfg['seeds'][0]:  # the first seed's picks
@@ -427,8 +428,16 @@ def run(cfg):
     if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
         raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
                          f"with every K in 1..{n}, or extract more training problems")
-    held(cfg)  # every variant's train split holds the smallest K
+    n_held = held(cfg)  # every variant's train split holds the smallest K
+    ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['out_dir'], 'eval'))]  # states never read
+    for v, over in cfg['variants'].items():  # before training: no variant will score its own training groups
+        d = (over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
+        k = max(x for x in cfg['sizes'] if x <= n_held[v])  # the draws are nested: the largest K holds the others
+        tr, va = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
+        check_unseen(ev, {'train': [T.file_group(f) for f in tr], 'val': [T.file_group(f) for f in va]},
+                     f"variant {v!r} at K={k} (trained on {d})")
     pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any training
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'curve'))  # its runs, caches and report
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -457,5 +466,5 @@ def run(cfg):
 
 if __name__ == '__main__':
     # config files, then --key=value, override the knobs above; another stage's --key names that stage
-    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
+    config = configure(globals())
     cli(run, config, 'curve.py')

@@ -35,7 +35,7 @@ from model import (VERIFIERS, combo_fit, combo_score, count_params, input_length
 from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
-from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
+from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
 from tasks import check_unseen
 from train import split_problems
 
@@ -697,6 +697,7 @@ def run(cfg):
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
+    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # the table, the score caches: before work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])

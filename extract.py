@@ -31,7 +31,7 @@ from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, p
 from configurator import check_positive, cli, configure, knobs, resolve_device
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
-from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, load_checkpoint
+from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, check_writable, load_checkpoint
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems)
 
@@ -42,8 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 out_dir = 'out/demo'
 model = 'smollm2'  # 'smollm2' (embedded SmolLM2-135M-Instruct) | hub id (Qwen/Qwen3-1.7B) | local folder | x.gguf
 dataset = 'synth'  # 'synth' | 'words' | 'gsm8k' | 'math500' | 'aime' | 'olympiadbench'
-data_dir = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub via `datasets`
-data_path = None  # a JSONL file for `dataset` (overrides data_dir)
+data_dir: str = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub
+                      # via `datasets`
+data_path: str = None  # a JSONL file for `dataset` (overrides data_dir)
 exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
 word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
@@ -57,7 +58,8 @@ eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluatio
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
-candidates_file = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]} (read_candidates_file)
+candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]}
+                             # (read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
@@ -76,15 +78,19 @@ device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per machine:
                 # generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used is recorded with
                 # each split (weights_dtype): a resume in another is refused
-torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). Likely slower than eager on
-                       # GPU too (unmeasured: bench.py --only=gpu compares): it attends over the whole capacity every step,
-                       # keeps finished rows, and recompiles for the 2nd and 3rd batch shapes; slower on CPU
-prune_ckpt = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g. 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
+torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). On one H100 at
+                       # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
+                       # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
+                       # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
+prune_ckpt: str = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g.
+                        # 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
 prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
-prune_threshold = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for each checkpoint
-search = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept at each
-               # step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees, each greedy)
-search_ckpt = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
+prune_threshold: float = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for
+                               # each checkpoint
+search: str = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept
+                    # at each step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees,
+                    # each greedy)
+search_ckpt: str = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
 search_width = 4  # M: rows each survivor continues as (divides n_eval_samples); M = 1 samples exactly as search=None
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
@@ -334,12 +340,25 @@ def cpu_cores():
     return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
 
 
+def extracted(per_split, out_dir):
+    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
+    (finished: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
+    file being extracted again counts once it is written, not while it is worked on."""
+    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
+    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
+    before = {f: stamp(f) for f in paths}
+    whole = {f for s, ps in per_split.items() for f in finished(ps, lambda p, s=s: path(s, p))[0]}
+    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
+
+
 def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
     pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
-    One bar counts the files the processes write. `per_split`: {split: problems}. Returns when all are done;
+    One bar counts the problems extracted (extracted). `per_split`: {split: problems}. Returns when all are done;
     a failed process stops the others and its log's tail is the error."""
     argv = sys.argv[1:] if argv is None else argv
+    files, total = extracted(per_split, out_dir), sum(map(len, per_split.values()))  # before any process writes
     cores = cpu_cores()
     share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
     os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
@@ -352,13 +371,11 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
         with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
             jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
                                          env={**os.environ, 'OMP_NUM_THREADS': t}))
-    files = lambda: sum(len(glob.glob(os.path.join(out_dir, s, 'problems', '*.pt'))) for s in per_split)  # noqa: E731
-    total = sum(per_split.values())
-    bar = tqdm(total=total, initial=min(total, files()), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
+    bar = tqdm(total=total, initial=files(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
     try:  # until all are done or one has failed
         while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
             time.sleep(1)
-            bar.update(min(total, files()) - bar.n)
+            bar.update(files() - bar.n)
     finally:
         for j in jobs:
             if j.poll() is None:
@@ -391,6 +408,7 @@ if __name__ == '__main__':
                                                'conf_topk', 'search_width')), config, 'extract.py')
     if not isinstance(procs, int) or procs < 0:
         raise SystemExit(f"procs={procs!r} must be 0 (one per core) or a positive int; fix: --procs=0")
+    check_writable('out_dir', out_dir)  # before any work: the splits, their config.json and the process logs go there
     device = resolve_device(device)  # under torchrun: cuda:LOCAL_RANK
     config['device'] = device
     if device.startswith('cuda:'):
@@ -415,7 +433,7 @@ if __name__ == '__main__':
     n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, batch_size // n)) for s, _, n in splits)) if splits else 1
     weights = resolve_dtype(model, dtype, device)  # 'auto' on a CPU: measured once here, the processes take it
     if num_shards == 1 and n_procs > 1:
-        launch_procs(n_procs, {s: len(problems[s]) for s, _, _ in splits}, out_dir, threads,
+        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, threads,
                      sys.argv[1:] + [f'--dtype={weights}'])
         print(f'done: {out_dir}')
         raise SystemExit(0)

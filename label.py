@@ -25,7 +25,7 @@ from grading import grade, normalize_gold
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
-judge_model = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
+judge_model: str = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
 judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
@@ -152,8 +152,11 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         cache_path = os.path.join(split_dir, 'judge_cache.json')
         cache = {}
         if os.path.exists(cache_path):
-            with open(cache_path) as f:
-                cache = json.load(f)
+            try:
+                with open(cache_path, encoding='utf-8') as f:
+                    cache = json.load(f)
+            except ValueError as e:  # a cache only: the decisions are made again
+                print(f"{cache_path} does not load ({type(e).__name__}); judging its candidates again")
         todo = []  # (problem, candidate index, cache key, item)
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])
@@ -199,6 +202,8 @@ if __name__ == '__main__':
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
     from configurator import resolve_device
+    from store import check_writable
+    check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
     device = resolve_device(device)
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:

@@ -7,17 +7,21 @@ are given, each pick is graded (grading.grade). A verifier trained on another ge
 prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
 verifier is a seed of the config's own run (train.run_name; --ckpt for another). A question that does not fit its
 task (the dataset's or word family's template), or shares its numbers with its training or validation questions
-(tasks.check_unseen), is refused with the fix (--force=True answers it, marked forced); so is a sample_dir that holds
-another call's picks. The examples below ask questions of the evaluation part (config/demo.py trains on 0-399):
+(tasks.seen_groups), is refused (--force=True answers it, marked forced): alone, in one line with the fix and a
+question of its task it never saw; in a file or range, listed with why while the others are answered. The examples
+below ask questions of the level's held-out part (config/demo.py: synthetic level 2, trained on 0-399, tasks.py's
+evaluation part 1225-1898):
 
     python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
-    python sample.py config/demo.py --dataset_range="(1225,1234)"            # eval-part problems of the run's dataset, graded
-    python sample.py config/demo.py --question="..." --search=beam           # the verifier steers sampling (beam search)
+    python sample.py config/demo.py --dataset_range="(1225,1234)"            # held-out problems of the task, graded
+    python sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # the verifier steers sampling
 
 Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
-finish, extracted answer, verifier score, free scores; rows extract.py --mode=reencode reads) and config.json; a
-killed run resumes with the same settings. From Python (the CLI runs the same function):
+finish, extracted answer, verifier score, free scores; rows extract.py --mode=reencode reads) and config.json. A
+later call with the same checkpoint and settings adds its questions to the folder (earlier picks kept, a question
+answered before not asked again); other settings are refused; a killed call resumes where it stopped, seeded as it
+was. From Python (the CLI runs the same function):
 
     v, _ = load_verifier('out/demo/verifiers/hsrm_seed42/ckpt.pt'); gen, tok = generator.load_generator('smollm2')
     picks = best_of_n(gen, tok, v, ['Compute 7 + 7 - 2.'], n=8)   # picks[0]['answer'], ['score'], ['runner_up']
@@ -29,6 +33,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 import torch
@@ -44,55 +49,63 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, load_checkpoint, read_checkpoint
-from tasks import GENERATED, check_unseen, load_problems, new_problem, seen_groups, task_pattern
+from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint
+from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
+                   synth_space, task_pattern, word_boundary, word_problem, word_space)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run, {out_dir}/verifiers/{verifier_run}_seed*/.
-             # Of several, the one with the highest validation within-problem AUROC at its kept step (train.py's
-             # best_val), ties to the first in sorted path order
-verifier_run = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the config's own
-                     # (train.py's run name for the training knobs the config files set: train.run_name, less the seed)
-question = None  # one question, e.g. 'Compute 7 + 7 - 2.'
+ckpt: str = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run,
+                  # {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the one with the highest validation
+                  # within-problem AUROC at its kept step (train.py's best_val), ties to the first in sorted path order
+verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the
+                          # config's own (train.py's run name for the training knobs the config files set:
+                          # train.run_name, less the seed)
+question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
 force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
                # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
                # else it is refused
-questions_file = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
-dataset_range = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades the picks)
+questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
+dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
+                             # the picks)
 n_samples = 8  # N candidates per question
 vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation split (evaluate.py's)
-sample_dir = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
+sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
-model = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
-layers = None  # hidden_states indices kept while sampling
-dataset = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first) | 'gsm8k' | ...
-synth_level = None
-word_family = None
-word_split = None  # dataset_range: extract.py's word_split (the order of the family's questions, their grouping)
-system_prompt = None  # the benchmark datasets' system prompt
-enable_thinking = None
-temperature = None  # sampling settings: free to change (the verifier reads the states all the same)
-top_p = None
-max_new_tokens = None
-data_dir = None  # dataset_range: where the dataset is (extract.py's data_dir / data_path / synth_seed / exclude_ids)
-data_path = None
-synth_seed = None
-exclude_ids = None
-prune_ckpt = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written; None = off
+model: str = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
+layers: list = None  # hidden_states indices kept while sampling
+dataset: str = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first)
+                     # | 'gsm8k' | ...
+synth_level: int = None
+word_family: str = None
+word_split: str = None  # dataset_range: extract.py's word_split (the order of the family's questions, their grouping)
+system_prompt: str = None  # the benchmark datasets' system prompt
+enable_thinking: bool = None
+temperature: float = None  # sampling settings: free to change (the verifier reads the states all the same)
+top_p: float = None
+max_new_tokens: int = None
+data_dir: str = None  # dataset_range: where the dataset is (extract.py's data_dir / data_path / synth_seed /
+                      # exclude_ids)
+data_path: str = None
+synth_seed: int = None
+exclude_ids: list = None
+prune_ckpt: str = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written;
+                        # None = off
 prune_rule = 'relative'  # 'relative' | 'global'
-prune_threshold = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
-search = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width search_width
-search_ckpt = None  # the verifier that steers search; None = the one that picks
+prune_threshold: float = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
+search: str = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width
+                    # search_width
+search_ckpt: str = None  # the verifier that steers search; None = the one that picks
 search_width = 4  # M: rows each survivor continues as (divides n_samples)
 seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
              # extraction's seed, n and batch_size samples exactly its candidates
 batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype: the
-             # states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the training's is refused)
+dtype: str = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype:
+                   # the states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the
+                   # training's is refused)
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -344,6 +357,7 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     vn = min(v[2] for v in vals)
     vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
+    check_writable('out_dir', cache)
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
               for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
@@ -351,24 +365,32 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
 
 
 def questions_of(cfg, s):
-    """The problems asked: one question, a questions file's rows (ids unique, default their line number) or a
-    dataset range (tasks.load_problems), with the settings' prompt style."""
+    """(the problems asked, the ids given them here, not by the user): one question (id '0'), a questions file's rows
+    (ids unique, default their line number) or a dataset range (tasks.load_problems, their dataset ids), with the
+    settings' prompt style."""
     if cfg['question'] is not None:
         return [new_problem(str(cfg['question']), s['dataset'], 0, None, None, s['synth_level'], s['word_family'],
-                            s['word_split'])]
+                            s['word_split'])], {'0'}
     if cfg['dataset_range'] is not None:
         r = cfg['dataset_range']
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
+            lo = synth_boundary(s['synth_level'], s['synth_seed']) if s['dataset'] == 'synth' else (word_boundary(
+                s['word_family'], s['synth_seed'], s['word_split']) or 0) if s['dataset'] == 'words' else 0
             raise ValueError(f"dataset_range={r!r} must be (lo, hi), inclusive dataset indices; fix: "
-                             f"--dataset_range='(1225,1234)'")
+                             f"--dataset_range='({lo}, {lo + 9})' (the first of its task's held-out part)")
         return load_problems(s['dataset'], r[0], r[1], s['data_dir'], s['data_path'], s['synth_level'], s['synth_seed'],
-                             s['exclude_ids'], s['word_family'], s['word_split'])
-    path, out, seen = cfg['questions_file'], [], set()
+                             s['exclude_ids'], s['word_family'], s['word_split']), set()
+    path, out, seen, own = cfg['questions_file'], [], set(), set()
     bad = lambda k, what, fix: ValueError(f"questions_file={path!r} line {k + 1} {what}; fix: {fix}")  # noqa: E731
     if not os.path.isfile(path):
         raise ValueError(f"questions_file={path!r} not found; fix: a JSONL file, one {{\"question\": ...}} per line")
-    with open(path) as f:
-        for k, line in enumerate(f):
+    with open(path, 'rb') as f:
+        for k, raw in enumerate(f):
+            try:
+                line = raw.decode('utf-8')
+            except UnicodeDecodeError as e:
+                raise bad(k, f'is not UTF-8 text (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})',
+                          'save the file as UTF-8') from None
             if not line.strip():
                 continue
             try:
@@ -381,10 +403,49 @@ def questions_of(cfg, s):
             if i in seen:
                 raise bad(k, f'repeats id {i!r}', 'unique ids (or none: the line number)')
             seen.add(i)
+            own |= set() if 'id' in row else {i}
             out.append(new_problem(row['question'], s['dataset'], len(out), i, row.get('gold'), s['synth_level'],
                                    s['word_family'], s['word_split']))
     if not out:
         raise ValueError(f"questions_file={path!r} holds no question; fix: one {{\"question\": ...}} per line")
+    return out, own
+
+
+def unseen_example(s, groups):
+    """A question of the verifier's own task and range that it never trained on, for a fix to show: the first of the
+    task's held-out part (tasks.synth_boundary, word_boundary; a family split by arithmetic from its start) outside
+    the checkpoint's training groups. None for a benchmark."""
+    if s['dataset'] == 'synth':
+        start = synth_boundary(s['synth_level'], s['synth_seed'])
+        end = len(synth_space(s['synth_level'], s['synth_seed']))
+        ask = lambda i: synth_problem(i, s['synth_level'], s['synth_seed'])  # noqa: E731
+    elif s['dataset'] == 'words':
+        start = word_boundary(s['word_family'], s['synth_seed'], s['word_split']) or 0
+        end = len(word_space(s['word_family'], s['synth_seed'], s['word_split']))
+        ask = lambda i: word_problem(i, s['word_family'], s['synth_seed'], s['word_split'])  # noqa: E731
+    else:
+        return None
+    return next((p['question'] for p in map(ask, range(start, end)) if not seen_groups([p], groups or {})), None)
+
+
+def refusals(problems, s, ck, path, range_given, trained, example):
+    """{id: why} of the questions this verifier will not answer: one that does not fit the task it was trained on (its
+    dataset's or word family's template: asked under that task's worked example, it is another task; checked where
+    its training extraction is known: trained), or one of its training or validation groups (tasks.seen_groups: a
+    synthetic or word question, or a dataset range). example: a question it would answer (unseen_example)."""
+    out = {}
+    pat = task_pattern(s['dataset'], s['synth_level'], s['word_family'])[0] if trained else None
+    task = s['dataset'] + (f" level {s['synth_level']}" if s['dataset'] == 'synth' else
+                           f" family {s['word_family']}" if s['dataset'] == 'words' else '')
+    for p in problems:
+        if pat is not None and not pat.fullmatch(p['question'].strip()):
+            out[p['id']] = f"does not fit the task {path} was trained on ({task}, e.g. {example!r})"
+    if range_given or s['dataset'] in GENERATED:  # a benchmark question of one's own has no dataset id to match
+        if ck.get('groups') is None:
+            check_unseen(problems, None, path)  # a checkpoint from before groups were stored: warned, unchecked
+        for p, k, side in seen_groups(problems, ck.get('groups') or {}):
+            out.setdefault(p['id'], f"shares its numbers (group {k!r}) with {path}'s {side} problems"
+                                    + (f", e.g. ask {example!r}" if example else ''))
     return out
 
 
@@ -433,37 +494,60 @@ def atomic_write_json_lines(rows, path):
 
 
 
+# what may differ between the calls whose picks share a sample_dir: the questions asked (and whether forced), where
+# they came from, and records of the call; every other key (checkpoint, N, sampling settings, vote) is the folder's
+CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run', 'sample_dir',
+             'refused', 'done', 'vote_temp')
+
+
 def check_sample_dir(sample_dir, config):
-    """Refuse (ValueError naming the keys and the fix) a sample_dir whose picks.jsonl holds picks of another call (another
-    question, file, range, checkpoint or setting): they are never replaced. The same call resumes (resume)."""
+    """Refuse (ValueError naming the keys and the fix) a sample_dir whose picks were made with another checkpoint or
+    settings (anything but CALL_KEYS): new questions are added to a folder of the same settings, never mixed."""
     paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl')]
     if not all(os.path.exists(p) for p in paths) or not os.path.getsize(paths[1]):
         return
     old = json.load(open(paths[0]))
-    keys = sorted(k for k in set(old) | set(config) if k not in ('done', 'vote_temp') and old.get(k) != config.get(k))
+    keys = sorted(k for k in set(old) | set(config) if k not in CALL_KEYS and old.get(k) != config.get(k))
     if keys:
-        raise ValueError(f"sample_dir={sample_dir!r} holds the picks of another call (it differs in {', '.join(keys)}); fix: "
-                         f"--sample_dir=<a new dir> keeps both, or delete {sample_dir} to replace them")
+        raise ValueError(f"sample_dir={sample_dir!r} holds picks made with other settings (they differ in "
+                         f"{', '.join(keys)}); fix: --sample_dir=<a new dir> keeps both, or the same settings to add "
+                         f"questions to it")
 
 
-def resume(sample_dir, config, batches):
-    """(finished picks rows, their candidates rows): a batch counts as finished when sample_dir holds this config's
-    picks of all its questions (a killed run's torn or partial last batch is redone); another config starts over."""
-    paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl', 'candidates.jsonl')]
-    if not all(os.path.exists(p) for p in paths) or {**json.load(open(paths[0])), 'done': None} != {**config, 'done': None}:
-        return [], []
+def _rows(path):
+    out = []
+    for line in open(path) if os.path.exists(path) else ():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line torn by a kill
+            pass
+    return out
 
-    def read(p):
-        out = []
-        for line in open(p):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a line torn by the kill
-                pass
-        return out
-    have = {r['id'] for r in read(paths[1])}
-    done = {p['id'] for b in batches for p in b if all(q['id'] in have for q in b)}
-    return [r for r in read(paths[1]) if r['id'] in done], [r for r in read(paths[2]) if r['id'] in done]
+
+def answered(sample_dir):
+    """(pick rows, their candidate rows) that sample_dir holds whole: a pick counts when every pick of its batch is
+    there (a batch's candidates are written before its picks, its picks in one write: a killed call's torn batch is
+    asked again, seeded as it was), with the candidates of those picks."""
+    picks, cands = (_rows(os.path.join(sample_dir, f)) for f in ('picks.jsonl', 'candidates.jsonl'))
+    held = Counter(tuple(r['batch']) for r in picks if 'batch' in r)
+    whole = [r for r in picks if 'batch' not in r or held[tuple(r['batch'])] == r['batch'][1]]  # older picks: whole
+    ids = {r['id'] for r in whole}
+    return whole, [c for c in cands if c['id'] in ids]
+
+
+def new_ids(todo, taken, own):
+    """Give each question to ask an id no pick in the folder holds (taken): an id given here (own: a line number, '0'
+    for --question) moves past every id in use; one the user gave is refused with the fix."""
+    ids = set(taken) | {p['id'] for p in todo}
+    top = max([int(i) for i in ids if str(i).isdigit()], default=-1)
+    for p in todo:
+        if p['id'] in taken:
+            if p['id'] not in own:
+                raise ValueError(f"id {p['id']!r} ({p['question'][:60]!r}) is taken in this sample_dir by another "
+                                 f"question; fix: another id for it, or --sample_dir=<a new dir>")
+            top += 1
+            p['id'] = str(top)
+        taken = taken | {p['id']}
 
 
 def run(cfg):
@@ -494,50 +578,58 @@ def run(cfg):
         sp = cfg['prune_ckpt'] or cfg['search_ckpt']
         steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
                  'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
-    problems = questions_of(cfg, s)
-    pat, example = task_pattern(s['dataset'], s['synth_level'], s['word_family']) if verifier.trained_on else (None, None)
-    forced = {p['id'] for p in problems if pat is not None and not pat.fullmatch(p['question'].strip())}
-    if forced and not cfg['force']:  # asked under the worked example of a task it is not: a verifier of another task
-        p = next(p for p in problems if p['id'] in forced)
-        raise ValueError(f"{len(forced)} question(s) do not fit the task {path} was trained on ({s['dataset']}"
-                         f"{' level ' + str(s['synth_level']) if s['dataset'] == 'synth' else ' family ' + s['word_family']}"
-                         f", e.g. {example!r}), e.g. question {p['id']} ({p['question'][:60]!r}); fix: a question of that "
-                         f"form, a verifier trained on its task (--ckpt=...), or --force=True to answer anyway (marked "
-                         f"forced in picks.jsonl)")
-    if cfg['dataset_range'] is not None or s['dataset'] in GENERATED:  # a benchmark question of one's own has no dataset id
-        if cfg['force']:
-            forced |= {p['id'] for p, _, _ in seen_groups(problems, ck.get('groups') or {})}
-        else:  # never a question whose numbers it trained on
-            check_unseen(problems, ck.get('groups'), path, ', or --force=True to answer anyway (marked forced in picks.jsonl)')
+    problems, own = questions_of(cfg, s)
+    example = unseen_example(s, ck.get('groups'))
+    refused = refusals(problems, s, ck, path, cfg['dataset_range'] is not None, bool(verifier.trained_on), example)
+    forced = set(refused) if cfg['force'] else set()
+    if refused and not cfg['force'] and len(refused) == len(problems):  # nothing left to answer: one line, the fix
+        force = ', or --force=True to answer anyway (marked forced in picks.jsonl)'
+        unfit = [p for p in problems if refused[p['id']].startswith('does not fit')]
+        if not unfit:  # never a question whose numbers it trained on
+            check_unseen(problems, ck.get('groups'), path, force + (f"; a question it never saw: {example!r}"
+                                                                    if example else ''))
+        p = unfit[0]
+        raise ValueError(f"{len(unfit)} question(s) do not fit{refused[p['id']][len('does not fit'):]}, e.g. question "
+                         f"{p['id']} ({p['question'][:60]!r}); fix: a question of that form, a verifier trained on its "
+                         f"task (--ckpt=...){force}")
+    if refused and not cfg['force']:  # the others are answered; these are listed, with why
+        print(f"refused {len(refused)} of the {len(problems)} questions (--force=True answers them, marked forced):\n"
+              + '\n'.join(f"  [{p['id']}] {p['question'][:60]!r} {refused[p['id']]}"
+                          for p in problems if p['id'] in refused))
+        problems = [p for p in problems if p['id'] not in refused]
     n = cfg['n_samples']
     src = cfg['questions_file']
     config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
               'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
-              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None}
+              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
+              'refused': {} if cfg['force'] else refused}
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
-    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never replace picks
+    check_writable('sample_dir', sample_dir)  # before any work: the picks go there
+    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never mix settings
+    old, cands = answered(sample_dir)
+    by_text = {r['question'].strip(): r for r in old}
+    done = [by_text[p['question'].strip()] for p in problems if p['question'].strip() in by_text]
+    todo = [p for p in problems if p['question'].strip() not in by_text]  # one answered before is not asked again
+    new_ids(todo, {r['id'] for r in old}, own)
     temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
     weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')
     gen, tok = load_generator(s['model'], dev, weights)
     check_layers(gen, s['layers'])
     config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
-    batches = problem_batches(problems, n, cfg['batch_size'])
-    picks, cands = resume(sample_dir, config, batches)
-    done = {r['id'] for r in picks}
     atomic_write_json(config, os.path.join(sample_dir, 'config.json'))
-    for name, rows in (('picks', picks), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
+    for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
         atomic_write_json_lines(rows, os.path.join(sample_dir, f'{name}.jsonl'))
     print(f"{len(problems)} question{'s' * (len(problems) != 1)} ({len(done)} done already), best of {n} by {path}"
           + (f", weighted vote at T={temp:g}" if temp is not None else ''))
-    for r in picks:  # the finished ones, as they were printed then
+    picks = list(done)
+    for r in done:  # the finished ones, as they were printed then
         print(show(r, n))
-    bar = tqdm(total=len(problems) - len(done), desc='best-of-N', unit='question')
-    for batch in batches:
-        if all(p['id'] in done for p in batch):
-            continue
+    bar = tqdm(total=len(todo), desc='best-of-N', unit='question')
+    for batch in problem_batches(todo, n, cfg['batch_size']):
         got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
         for p in got:
-            if p['id'] in forced:  # answered with --force=True though it does not fit the verifier's task
+            p['batch'] = [batch[0]['id'], len(batch)]  # a pick counts once its whole batch is written (answered)
+            if p['id'] in forced:  # answered with --force=True though refused otherwise
                 p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
@@ -561,7 +653,6 @@ def run(cfg):
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
     # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
-    config = configure(globals(), argv, owners={'extract.py': EXTRACT, 'train.py': train.DEFAULTS,
-                                                'evaluate.py': evaluate.DEFAULTS})
+    config = configure(globals(), argv)
     config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
     cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')

@@ -35,7 +35,7 @@ from configurator import cli, configure, knobs, resolve_device, split_argv
 from grading import answers_equal
 from model import reads
 from scorers import group_confidences, has_confidences
-from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
+from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
 from tasks import check_unseen
 from train import split_problems
 
@@ -164,6 +164,7 @@ def run(cfg):
         raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} to "
                          f"the study's labelled splits and checkpoints (config/search_shop.py names them, its header the "
                          f"commands), or --prune=True for the pruning study on a finished run")
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # before any work
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -661,6 +662,7 @@ def prune_run(cfg):
     cfg = {**PRUNE_DEFAULTS, **cfg}
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = E.run_dirs(cfg)
+    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # before any work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])

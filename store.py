@@ -2,11 +2,17 @@
 The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
 half file), a split dir's problem files and labels loaded back (README "The pipeline"), and a verifier's checkpoint,
 everything needed to rebuild the exact model, loadable with weights_only=True.
+
+Each {split}/problems/{index:06d}.pt is one problem (its question, gold, prompt, layers) with its `candidates`: text,
+token ids, per-token log-probs / entropies / confidences, step positions, float16 step `states` [S, layers x d_gen]
+and, if extract.py's step_kinds asks, `states_mean` / `states_least` of the same shape, `think_end`, `finish`.
+load_split(dir) loads a split with its labels ({split}/labels.json, label.py's).
 """
 import glob
 import json
 import os
 import pickle
+import tempfile
 import zipfile
 
 import torch
@@ -31,6 +37,26 @@ def atomic_write_json(obj, path):
     with open(tmp, 'w') as f:
         json.dump(obj, f, indent=1, default=str)
     os.replace(tmp, path)
+
+
+def check_writable(key, *paths):
+    """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
+    made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
+    A stage calls it before its work, so a read-only place is named at the start, not after an hour. key: the knob (or
+    environment variable) that names the place."""
+    for path in paths:
+        p = os.path.abspath(path)
+        while not os.path.exists(p):
+            p = os.path.dirname(p)
+        fix = "HSRM_CACHE=<a folder you can write> before the command" if key == 'HSRM_CACHE' else \
+            f"--{key}=<a folder you can write>"
+        if not os.path.isdir(p):
+            raise SystemExit(f"{key}: {path} cannot be made, {p} is a file, not a folder; fix: {fix}")
+        try:
+            tempfile.TemporaryFile(dir=p).close()
+        except OSError as e:
+            raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
+                from None
 
 
 def problem_files(split_dir):
@@ -93,12 +119,22 @@ def load_problem(path, mmap=False, crc=None):
 
 
 def load_labels(split_dir):
-    """{problem key: [label dict per candidate]} from {split_dir}/labels.json."""
+    """{problem key: [label dict per candidate]} from {split_dir}/labels.json. A missing or damaged one (cut short, not
+    JSON, not label.py's) is one line naming it; label.py writes it again from the problem files."""
     path = os.path.join(split_dir, 'labels.json')
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} is missing; fix: run `python label.py <config>` on this extraction first")
-    with open(path) as f:
-        return json.load(f)['labels']
+    try:
+        with open(path, encoding='utf-8') as f:
+            labels = json.load(f)['labels']
+        if not isinstance(labels, dict):
+            raise TypeError(f"'labels' is a {type(labels).__name__}")
+        return labels
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:80]}); fix: relabel: python label.py <config> with out_dir "
+                         f"{os.path.dirname(os.path.abspath(split_dir))} (it writes labels.json again from the problem "
+                         f"files)") from None
 
 
 def load_split(split_dir, labels=True, files=None):
@@ -145,20 +181,36 @@ def save_checkpoint(path, model, meta):
 def read_checkpoint(path, mmap=False):
     """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
     short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
-    ckpt.pt does not load again)."""
+    ckpt.pt does not load again); a torch file that loads but is no checkpoint (a problem file, a pickled model) is
+    named as that."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
+    foreign = "; fix: the ckpt.pt of a run train.py wrote ({out_dir}/verifiers/<run>/ckpt.pt, python train.py <config>)"
     try:
         if not mmap:
             check_crc(path)
         ck = torch.load(path, map_location='cpu', weights_only=True, mmap=mmap)
-        if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
-            raise ValueError(f"not a checkpoint dict (keys {sorted(ck) if isinstance(ck, dict) else type(ck).__name__})")
-        return ck
-    except DAMAGED as e:  # torch's own text may advise an unsafe load: only its type is named
-        raise ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
-                         f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
-                         f"does not load is trained again)") from None
+    except pickle.UnpicklingError as e:
+        if 'Weights only load failed' in str(e):  # a whole torch file, holding Python objects: some other program's
+            raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds Python objects, not "
+                             f"tensors and plain values){foreign}") from None
+        raise _damaged(path, e) from None
+    except DAMAGED as e:
+        raise _damaged(path, e) from None
+    if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+        keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''
+        what = ('an extracted problem (extract.py)' if isinstance(ck, dict) and {'key', 'candidates'} <= set(ck) else
+                f'a dict of {keys}' if isinstance(ck, dict) else f'a {type(ck).__name__}')
+        raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds {what}){foreign}")
+    return ck
+
+
+def _damaged(path, e):
+    """The error of a ckpt.pt that does not load (torch's own text may advise an unsafe load: only its type is
+    named)."""
+    return ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
+                      f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
+                      f"does not load is trained again)")
 
 
 def load_checkpoint(path, device='cpu'):

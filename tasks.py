@@ -136,13 +136,23 @@ def number_key(problem):
 
 def seen_groups(problems, groups):
     """[(problem, its group, 'train' or 'val')] of the problems that share a group (group_key) with a problem a verifier
-    trained or validated on: groups = {'train': [keys], 'val': [keys]} as train.py stores them in ckpt.pt. A question
-    with no gold (sample.py's own) is matched by its numbers alone (a words key ends in =answer)."""
-    bare = lambda k: k.rsplit('=', 1)[0] if k.startswith('words-') else k  # noqa: E731
+    trained or validated on: groups = {'train': [keys], 'val': [keys]} as train.py stores them in ckpt.pt. A word
+    family's key is its numbers and answer under word_split='arithmetic', its numbers alone under 'numbers': where
+    either side is keyed on the numbers alone (a checkpoint of the 'numbers' split, a problem of it, or a question with
+    no gold: sample.py's own), the two are compared on the numbers, the stricter key, whatever split each came from."""
+    bare = lambda k: k.rsplit('=', 1)[0] if k.startswith('words-') else k  # noqa: E731  (a words key less its =answer)
     seen = {k: side for side in ('val', 'train') for k in groups.get(side, [])}
-    seen |= {bare(k): side for k, side in list(seen.items())}
-    keys = [(p, group_key(p) if p.get('gold') is not None else bare(group_key(p))) for p in problems]
-    return [(p, k, seen[k]) for p, k in keys if k in seen]
+    numbers = {bare(k): side for k, side in seen.items()}  # every stored key on its numbers
+    out = []
+    for p in problems:
+        k = group_key(p)
+        if k in seen:
+            out.append((p, k, seen[k]))
+        elif bare(k) in seen:  # a checkpoint keyed on the numbers alone: any answer
+            out.append((p, bare(k), seen[bare(k)]))
+        elif (bare(k) == k or p.get('gold') is None) and bare(k) in numbers:  # a problem keyed on its numbers alone
+            out.append((p, bare(k), numbers[bare(k)]))
+    return out
 
 
 def check_unseen(problems, groups, where, fix='', warned=set()):

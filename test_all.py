@@ -313,9 +313,9 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
     assert knobs(g) == {'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}  # lowercase, public, no module or function
     stage = tmp_path / 'stage.py'
 
-    def run(*argv, known=None):
+    def run(*argv):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
-        return g, configure(g, list(argv), known)
+        return g, configure(g, list(argv))
     g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
     assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
     assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
@@ -326,10 +326,11 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
     assert config['lr'] == 5.0 and config['name'] == 'two'
     cfg = tmp_path / 'c.py'
     cfg.write_text("lr = 3\nnmae = 'b'\n")
-    with pytest.raises(SystemExit, match="unknown key 'nmae'.*name"):  # a config file's unknown name is an error too,
-        run(str(cfg), known={'max_iters'})                               # against the keys of the stages it serves
-    g, config = run(str(cfg))  # without them (an early stage cannot know the later stages' keys) it is left alone
-    assert config['lr'] == 3.0 and 'nmae' not in config and 'nmae' not in g
+    with pytest.raises(SystemExit, match=rf"config error \({cfg}\): unknown key 'nmae'.*name"):  # no stage knows it
+        run(str(cfg))
+    cfg.write_text("lr = 3\nmax_iters = 7\n")
+    g, config = run(str(cfg))  # another stage's key (train.py's) is left to that stage
+    assert config['lr'] == 3.0 and 'max_iters' not in config and 'max_iters' not in g
     with pytest.raises(SystemExit, match="unknown key 'lrr'.*did you mean lr"):
         run('--lrr=3')
     with pytest.raises(SystemExit, match="lr='fast' is a str.*fix: --lr="):
@@ -346,9 +347,10 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
     import curve as CU
     import transfer as TR
     out = tmp_path / 'never'
-    for key in ('batch_size', 'n_train_samples'):
+    for key, fix in (('batch_size', 128), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
         r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
-        assert r.returncode != 0 and r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={extract.DEFAULTS[key]}'
+        assert r.returncode != 0
+        assert r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={fix}'
     with pytest.raises(ValueError, match=r"batch_problems=0 must be a positive int; fix: --batch_problems=8"):
         T.run({**T.DEFAULTS, 'out_dir': str(out), 'batch_problems': 0})
     with pytest.raises(ValueError, match=r"n_eval=0 must be a positive int; fix: --n_eval=8"):
@@ -363,6 +365,57 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
     r = _run('sample.py', 'config/demo.py', '--lr=1e-3')
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
     assert '--lr is not a knob of sample.py, it is train.py' in r.stderr and 'fix: set it there (python train.py' in r.stderr
+
+
+def _run_all(*cmds):
+    """Several stage commands at once (each pays its own imports): their CompletedProcess-like (returncode, stderr)."""
+    procs = [subprocess.Popen([sys.executable, *c], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in cmds]
+    errs = [p.communicate(timeout=600)[1].strip() for p in procs]
+    return [(p.returncode, e) for p, e in zip(procs, errs)]
+
+
+def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
+    """Issue 53: a config file key no stage knows is refused by every stage, naming the file, the key and the nearest
+    names (a key of another stage only is left to it); a knob whose default is None takes its declared type; a config
+    file that does not run is one line with its file and line: each before any folder is made."""
+    from configurator import apply_config, stage_knobs, STAGE_FILES
+    import baselines as B
+    import curve as C
+    import sample as SA
+    import transfer as XF
+    mods = dict(zip(STAGE_FILES, (extract, label, T, B, E, ST, XF, C, SA)))
+    for f, m in mods.items():  # the knobs read from the files are the stages' own; every None default declares its type
+        assert set(stage_knobs()[f]) == set(m.DEFAULTS), f
+        untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f][k]]
+        assert not untyped, (f, untyped)
+    out = tmp_path / 'never'
+    typo, ten, syntax = tmp_path / 'typo.py', tmp_path / 'ten.py', tmp_path / 'syntax.py'
+    typo.write_text(f"out_dir = '{out}'\nmax_iters = 5\nvote_tmps = [1.0]\n")  # max_iters: train.py's, fine elsewhere
+    ten.write_text(f"out_dir = '{out}'\nepochs = 'ten'\n")
+    syntax.write_text(f"out_dir = '{out}'\nlr = (1e-3,\n")
+    got = _run_all(('train.py', str(typo)), ('train.py', str(ten)))  # the CLI: one line, nothing made
+    assert got[0] == (1, f"config error ({typo}): unknown key 'vote_tmps'; did you mean vote_temps, vote?")
+    assert got[1] == (1, f"config error ({ten}): epochs='ten' is a str, but epochs takes an int or float (default "
+                         f"None); fix: epochs = <int or float> in {ten}, or leave it unset")
+    assert not out.exists()
+    for m in mods.values():  # every stage, as its configure() reads the files
+        with pytest.raises(SystemExit, match=rf"^config error \({typo}\): unknown key 'vote_tmps'; did you mean vote"):
+            apply_config(dict(m.DEFAULTS), [str(typo)], m.DEFAULTS)
+        with pytest.raises(SystemExit, match=rf"^config error \({syntax}, line 2\): '\(' was never closed: 'lr = \(1e"):
+            apply_config(dict(m.DEFAULTS), [str(syntax)], m.DEFAULTS)
+    for argv, match in ((['--epochs=2.5', '--verifier_layers=(-1,)', '--max_train_problems=[10, 20]'], None),
+                        (['--d_model=True'], "d_model=True is a bool, but d_model takes an int"),
+                        (['--residual=3'], "residual=3 is an int, but residual takes a str"),
+                        (['--train_dirs=out/x'], "train_dirs='out/x' is a str, but train_dirs takes a list")):
+        if match is None:
+            c = apply_config(dict(T.DEFAULTS), argv, T.DEFAULTS)
+            assert (c['epochs'], c['verifier_layers'], c['max_train_problems']) == (2.5, [-1], [10, 20])
+        else:
+            with pytest.raises(SystemExit, match=match):
+                apply_config(dict(T.DEFAULTS), argv, T.DEFAULTS)
+    c = apply_config(dict(SA.DEFAULTS), ['--dataset_range=[1, 2]', '--enable_thinking=true'], SA.DEFAULTS)
+    assert c['dataset_range'] == (1, 2) and c['enable_thinking'] is True
 
 
 @pytest.mark.slow
@@ -1494,28 +1547,37 @@ def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
 
 def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
     """Bug 9: a model that cannot be loaded (a mistyped hub id, a missing or empty folder) is one line naming
-    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line."""
+    it and the fix, for the generator, the judge, the PRM and a text tokenizer, and on the command line. Issue 53: a
+    generator name that is nowhere here, offline, is refused at once (no network retries) with the nearest embedded
+    or cached name."""
     import huggingface_hub.constants
     from model import text_tokenizer
     monkeypatch.setenv('HF_HUB_OFFLINE', '1')  # no network tried (read at import, so set in the module too)
     monkeypatch.setattr(huggingface_hub.constants, 'HF_HUB_OFFLINE', True)
     empty = tmp_path / 'empty'
     empty.mkdir()
+    nowhere = (' is no folder or file here and not in the Hugging Face cache, and the hub cannot be asked '
+               '(HF_HUB_OFFLINE is set)')
     for name in ('Qwen/Qwen3-1.7B-Instrcut', str(tmp_path / 'no_such_folder'), str(empty)):
         with pytest.raises(SystemExit) as e:
             load_generator(name)
         msg = str(e.value)
-        assert msg.startswith(f'model={name!r} cannot be loaded') and '\n' not in msg, msg
-        assert 'fix: a local folder' in msg and 'HF_HUB_OFFLINE=1' in msg
-    for load, key in ((label.load_judge, 'judge_model'), (lambda n: PR.load_prm(n, 'float32'), 'prm_model'),
-                      (text_tokenizer, 'text_tokenizer')):
+        assert '\n' not in msg and 'fix: ' in msg, msg
+        if name == str(empty):
+            assert msg.startswith(f'model={name!r} cannot be loaded') and 'HF_HUB_OFFLINE=1' in msg, msg
+        else:
+            assert msg.startswith(f'model={name!r}{nowhere}; fix: the embedded'), msg
+    with pytest.raises(SystemExit, match=f"^judge_model='nobody/model'{re.escape(nowhere)}; fix"):
+        label.load_judge('nobody/model')
+    for load, key in ((lambda n: PR.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
         with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
             load('nobody/model')
-    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=nobody/no-such-model', '--train_range=(0,0)',
+    r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=smolm2', '--train_range=(0,0)',
                         '--eval_range=None', f'--out_dir={tmp_path / "run"}'], cwd=REPO, capture_output=True, text=True,
                        timeout=300, env={**os.environ, 'HF_HUB_OFFLINE': '1'})
-    assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
-    assert r.stderr.strip().splitlines()[-1].startswith("model='nobody/no-such-model' cannot be loaded")
+    assert r.returncode == 1
+    assert r.stderr.strip() == f"model='smolm2'{nowhere}; did you mean smollm2? fix: --model=smollm2"
+    assert not os.path.exists(tmp_path / 'run')
 
 
 def test_resume_reextracts_damaged_files(tmp_path, capsys):
@@ -1536,9 +1598,12 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
             load()
         assert bad in str(e.value) and 'fix: re-run `python extract.py' in str(e.value), str(e.value)
     mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
+    count = extract.extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
+    assert count() == 2
     capsys.readouterr()
     _extract_tiny(out, problems, model, tok)
     assert '2 done already, 1 to go (1 of them damaged' in capsys.readouterr().out
+    assert count() == 3  # written again: counted
     assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
     after = torch.load(bad, weights_only=True)
     assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
@@ -2494,6 +2559,26 @@ def test_label_cli_writes_labels_and_config(tmp_path):
     assert os.path.exists(tmp_path / 'train' / 'labels.json') and not os.path.exists(tmp_path / 'eval')
 
 
+def test_a_damaged_labels_json_is_one_line_and_relabelling_mends_it(tmp_path, one_thread_eval):
+    """Issue 53: a labels.json cut short (or not label.py's) is one line naming it and the fix, relabelling, from every
+    stage that reads labels (before any run dir is made); label.py writes it again from the problem files, untouched."""
+    run = tmp_path / 'run'
+    write_split_eval(f'{run}/train', 12, 4, seed=1)
+    path = run / 'train' / 'labels.json'
+    whole, files = path.read_bytes(), {p: p.read_bytes() for p in (run / 'train' / 'problems').iterdir()}
+    want = rf"^{re.escape(str(path))} does not load, it is damaged or incomplete \(.*\); fix: relabel: python label.py"
+    for damaged in (whole[:len(whole) // 2], b'{"version": 1}', b'\xff' + whole):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=want):
+            load_split(f'{run}/train')
+    got = _run_all(('train.py', f'--out_dir={run}', '--seeds=None', '--max_iters=2'))
+    assert got[0][0] == 1 and len(got[0][1].splitlines()) == 1 and re.match('train.py: ' + want[1:], got[0][1]), got
+    assert not (run / 'verifiers').exists()
+    label_split(f'{run}/train')  # what label.py does: labels.json again, from the problem files
+    assert {p: p.read_bytes() for p in (run / 'train' / 'problems').iterdir()} == files
+    assert len(load_split(f'{run}/train')) == 12
+
+
 # -----------------------------------------------------------------------------
 # stage 2 with the embedded model (SmolLM2-135M-Instruct, a weak but real judge): one small batch
 # Qwen3's chat template, its generation-prompt end (Qwen/Qwen3-* tokenizer_config.json): with
@@ -2896,6 +2981,12 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
     open(ck, 'wb').write(bytes(len(whole)))
     T.run(cfg)  # the finished run's log says done, its ckpt.pt does not load: trained again
     assert load_checkpoint(ck)[1]['best_step'] >= 0
+    torch.save(torch.nn.Linear(2, 2), tmp_path / 'model.pt')  # issue 53: a torch file that is not a checkpoint says so
+    for foreign, holds in ((str(out / 'train' / 'problems' / '000000.pt'), r'an extracted problem \(extract.py\)'),
+                           (str(tmp_path / 'model.pt'), 'Python objects, not tensors and plain values')):
+        with pytest.raises(ValueError, match=rf"^{re.escape(foreign)} is a torch file but not a verifier checkpoint "
+                                             rf"\(it holds {holds}\); fix: the ckpt.pt of a run train.py wrote"):
+            load_checkpoint(foreign)
 
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
@@ -3948,6 +4039,63 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
 
 
+def _read_only(path, on=True):
+    """Make a folder read-only for this process (on) or writable again: its mode for a user; root writes through modes,
+    so the immutable flag (chattr) for root. False where neither can be done (root without chattr)."""
+    if os.geteuid() != 0:
+        os.chmod(path, 0o555 if on else 0o755)
+        return True
+    try:
+        return subprocess.run(['chattr', '+i' if on else '-i', str(path)], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_eval):
+    """Issue 53: every stage checks that it can write its outputs before its work starts: an out_dir, run dir or eval
+    dir under a file, or read-only, is one line naming the path and the fix, and nothing is written or lost."""
+    import curve as CU
+    import transfer as TR
+    run = tmp_path / 'run'
+    write_split_eval(f'{run}/train', 12, 4, seed=1)
+    write_split_eval(f'{run}/eval', 4, 4, seed=2, start=1000)
+    T.run({**T.DEFAULTS, **_cfg(max_iters=2, eval_interval=1), 'out_dir': str(run), 'seeds': None, 'seed': 1})
+    ck = f'{run}/verifiers/hsrm_seed1/ckpt.pt'
+    afile = tmp_path / 'a_file'
+    afile.write_text('')
+    under = f'{afile}/out'
+    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train', 'ckpts': [ck], 'n_eval': 4, 'plots': False}
+    (run / 'curve').write_text('')  # curve.py reads out_dir and writes out_dir/curve: a file there
+    for key, where, fn in (
+            ('out_dir', afile, lambda: E.run({**evaluate_at, 'out_dir': under})),
+            ('out_dir', afile, lambda: ST.prune_run({**evaluate_at, 'out_dir': under})),
+            ('run_dir', afile, lambda: T.run({**T.DEFAULTS, **_cfg(max_iters=2), 'out_dir': str(run), 'run_dir': under,
+                                              'seeds': None, 'seed': 2})),
+            ('eval_dir', afile, lambda: B.run({'out_dir': str(run), 'eval_dir': under, 'prm_model': 'x'}, T.DEFAULTS)),
+            ('out_dir', run / 'curve', lambda: CU.run({'out_dir': str(run), 'sizes': [10], 'seeds': [1]})),
+            ('out_dir', afile, lambda: TR.run({'out_dir': under, 'seeds': [1], 'folds': ['a'],
+                                               'families': {'a': str(run), 'b': str(run)}}))):
+        with pytest.raises(SystemExit, match=rf"^{key}: .* cannot be made, {re.escape(str(where))} is a file, not a "
+                                             rf"folder; fix: --{key}=<a folder you can write>$"):
+            fn()
+    os.remove(run / 'curve')
+    before = sorted(str(p) for p in run.rglob('*'))
+    cli = _run_all(('extract.py', f'--out_dir={under}', '--train_range=(0, 0)', '--eval_range=None'),)
+    assert cli == [(1, f'out_dir: {under} cannot be made, {afile} is a file, not a folder; fix: '
+                       f'--out_dir=<a folder you can write>')]
+    if _read_only(f'{run}/train'):  # label.py writes labels.json into the split, evaluate.py its table into out_dir
+        try:
+            labels = open(f'{run}/train/labels.json').read()
+            got = _run_all(('label.py', f'--out_dir={run}', "--splits=['train']"))
+            split = re.escape(f'{run}/train')
+            want = rf"out_dir: {split} cannot be written \({split}: .*\); fix: --out_dir=<a folder you can write>, "
+            assert got[0][0] == 1 and re.fullmatch(want + rf"or make {split} writable", got[0][1])
+            assert open(f'{run}/train/labels.json').read() == labels
+        finally:
+            _read_only(f'{run}/train', False)
+    assert sorted(str(p) for p in run.rglob('*')) == before
+
+
 def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
     """Issue 43: a checkpoint stores the group keys (tasks.group_key) of its training and validation problems;
     evaluate.py and steer.py's pruning study refuse, before writing anything, to score a split that shares a group with
@@ -3984,6 +4132,57 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
                                          r"train problems.*fix: score problems it never trained on"):
         TR.run({'out_dir': f'{tmp_path}/tr', 'families': fams, 'seeds': [1]})
     assert not os.path.exists(f'{tmp_path}/tr')
+
+
+def test_curve_never_scores_a_variants_training_groups(tmp_path, one_thread_eval):
+    """Issue 53: curve.py, behind every study on the results page, refuses before any training an eval split that shares
+    a group with the problems a variant trains or validates on at its largest K: out_dir's train split, or a variant's
+    own train_dirs; a checkpoint it finds finished is checked against its stored groups as evaluate.py checks it."""
+    import curve as C
+    out = tmp_path / 'cell'
+    write_split_eval(f'{out}/train', 20, 6, seed=3)
+    write_split_eval(f'{out}/other/train', 20, 6, seed=5, start=990)  # problems 1000..1009: the eval split's
+    write_split_eval(f'{out}/eval', 8, 6, seed=4, start=1000)
+    cfg = {**C.DEFAULTS, 'out_dir': str(out), 'sizes': [10, 20], 'seeds': [1], 'n_boot': 50, 'device': 'cpu',
+           'train_overrides': _cfg(max_iters=2, eval_interval=1), 'pairs': []}
+    with pytest.raises(ValueError, match=rf"^8 of the 8 problems to score share a group with variant 'other' at K=20 "
+                                         rf"\(trained on {re.escape(str(out))}/other/train\)'s (train|val) problems.*"
+                                         rf"fix: score problems it never trained on"):
+        C.run({**cfg, 'variants': {'hsrm': {}, 'other': {'train_dirs': [f'{out}/other/train']}}})
+    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
+    import shutil
+    shutil.rmtree(out / 'eval')
+    write_split_eval(f'{out}/eval', 4, 6, seed=4, start=18)  # problems 18..21: 18 and 19 are training ones
+    with pytest.raises(ValueError, match=rf"^2 of the 4 problems to score share a group with variant 'hsrm' at K=20 "
+                                         rf"\(trained on {re.escape(str(out))}/train\)'s (train|val) problems"):
+        C.run({**cfg, 'variants': {'hsrm': {}}})
+    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
+
+
+def test_either_word_split_is_matched_on_the_numbers():
+    """Issue 53: a checkpoint of word_split='numbers' stores keys without the answer; problems of the default split
+    ('arithmetic', keys with it) are matched against them on the numbers, and the other way round: the stricter key.
+    Two arithmetic-split sides keep their own key (numbers and answer): another arrangement is no training question."""
+    fam = 'travel'
+    num = tasks.load_problems('words', 0, 857, word_family=fam, word_split='numbers')  # the numbers split's train part
+    ari = tasks.load_problems('words', 0, len(tasks.word_space(fam, 1337)) - 1, word_family=fam)
+    asked = {p['question'] for p in num}
+    same = [p for p in ari if p['question'] in asked]  # the numbers split's training questions, under the default split
+    assert len(same) == 858
+    hits = tasks.seen_groups(same, {'train': [tasks.group_key(p) for p in num]})
+    assert len(hits) == 858 and all(k == tasks.group_key(p).rsplit('=', 1)[0] for p, k, _ in hits)
+    hits = tasks.seen_groups(num, {'train': [tasks.group_key(p) for p in same]})  # an arithmetic-split checkpoint
+    assert len(hits) == 858
+    by = {}
+    for p in ari:
+        by.setdefault(tasks.number_key(p), []).append(p)
+    a, b = next(g[:2] for g in by.values() if len({q['gold'] for q in g}) > 1 and g[0]['gold'] != g[1]['gold'])
+    assert not tasks.seen_groups([b], {'train': [tasks.group_key(a)]})  # arithmetic against arithmetic: +answer
+    b_num = next(p for p in tasks.load_problems('words', 0, len(ari) - 1, word_family=fam, word_split='numbers')
+                 if p['question'] == b['question'])
+    assert tasks.seen_groups([b_num], {'train': [tasks.group_key(a)]})  # a numbers-split problem: its numbers
+    with pytest.raises(ValueError, match=r"^1 of the 1 problems to score share a group with ck.pt's train problems"):
+        tasks.check_unseen([b], {'train': [tasks.group_key(b_num)]}, 'ck.pt')
 
 
 # ====================================================================================================
@@ -4262,6 +4461,15 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
             assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
     assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
+    # issue 53: a checkpoint of the study (one that steered search too) never scores its own training groups
+    before = open(tmp_path / 'out' / 'steer.md').read()
+    save_checkpoint(cks['hsrm_prefix_seed2'], load_checkpoint(cks['hsrm_prefix_seed2'])[0],
+                    {'groups': {'train': [tasks.group_key(p) for p in pool[:3]], 'val': []}})
+    ck2 = re.escape(cks['hsrm_prefix_seed2'])
+    with pytest.raises(ValueError, match=rf"^3 of the 12 problems to score share a group with {ck2}'s train problems"):
+        ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
+                'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'device': 'cpu'})
+    assert open(tmp_path / 'out' / 'steer.md').read() == before
 
 
 def test_steer_names_the_knobs_a_config_lacks(tmp_path):
@@ -4958,12 +5166,15 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
         SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
 
 
-def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path):
+def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path, capsys):
     """Issue 43: sample.py chooses among the seeds of the config's own run (training.run_name), never another run's
     beside it; a question that does not fit the verifier's task (its dataset's template), or shares its numbers with its
     training or validation questions (the groups its checkpoint stores), is refused in one line with the fix, and
-    --force=True answers it, marked forced in picks.jsonl; a second call into a sample_dir never replaces the first
-    one's picks."""
+    --force=True answers it, marked forced in picks.jsonl. Issue 53: the example a refusal shows is a question of the
+    verifier's own task it never saw; in a questions file the others are answered and the refused ones listed with
+    why; a later call adds its new questions to the same sample_dir (earlier picks kept, a question answered before
+    not asked again), one of other settings is refused; a line that is not UTF-8, a --ckpt that is no checkpoint and a
+    sample_dir that cannot be written are one line each, before any work."""
     import shutil
     import sample as SA
     out = sample_run[0]
@@ -4975,26 +5186,62 @@ def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(s
     try:
         assert SA.best_ckpt(f'{out}/verifiers/hsrm_seed*/ckpt.pt', 'hsrm') != f'{other}/ckpt.pt'
         assert SA.best_ckpt(f'{out}/verifiers/*/ckpt.pt') == f'{other}/ckpt.pt'  # what the old glob picked
-        cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(tmp_path / 's')}
-        word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
-        with pytest.raises(ValueError, match=r"1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on \(synth "
-                                             r"level 2, e.g. 'Compute 23 \+ 15 - 7.'\).*fix: .*--force=True to answer anyway"):
-            SA.run({**cfg, 'question': word})
-        with pytest.raises(ValueError, match=r"3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's (train|val) "
-                                             r"problems.*fix: .*--force=True to answer anyway"):
-            SA.run({**cfg, 'dataset_range': (0, 2)})
-        assert not os.path.exists(tmp_path / 's')  # refused before anything is written
-        got = SA.run({**cfg, 'question': word, 'force': True})
-        assert got[0]['forced'] and _jsonl(tmp_path / 's' / 'picks.jsonl')[0]['forced'] is True
-        conf = json.load(open(tmp_path / 's' / 'config.json'))
-        assert conf['ckpt'] != f'{other}/ckpt.pt' and conf['verifier_run'] is None
-        before = [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')]
-        with pytest.raises(ValueError, match=r"sample_dir=.* holds the picks of another call \(it differs in force, question\); "
-                                             r"fix: --sample_dir=<a new dir> keeps both"):
-            SA.run({**cfg, 'question': 'Compute 7 + 7 - 2.'})
-        assert [open(tmp_path / 's' / f).read() for f in ('picks.jsonl', 'candidates.jsonl', 'config.json')] == before
     finally:
         shutil.rmtree(other)
+    sd = tmp_path / 's'
+    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd)}
+    unseen = tasks.synth_problem(tasks.synth_boundary(2, 1337), 2, 1337)['question']  # the level's held-out part
+    assert unseen == 'Compute 7 + 7 - 2.'
+    word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
+    with pytest.raises(ValueError, match=rf"^1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on "
+                                         rf"\(synth level 2, e.g. {re.escape(repr(unseen))}\), e.g. question 0 .*fix: "
+                                         rf".*--force=True to answer anyway"):
+        SA.run({**cfg, 'question': word})
+    with pytest.raises(ValueError, match=r"^3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's "
+                                         r"(train|val) problems.*fix: .*--force=True to answer anyway.*; a question it "
+                                         rf"never saw: {re.escape(repr(unseen))}$"):
+        SA.run({**cfg, 'dataset_range': (0, 2)})
+    (tmp_path / 'bad.jsonl').write_bytes(b'{"question": "Compute 1 + 2 - 3."}\n{"question": "Compute 4 \xff 5."}\n')
+    with pytest.raises(ValueError, match=r"line 2 is not UTF-8 text \(byte 25: b'\\xff'\); fix: save the file as UTF"):
+        SA.run({**cfg, 'questions_file': str(tmp_path / 'bad.jsonl')})
+    with pytest.raises(ValueError, match=r"000000.pt is a torch file but not a verifier checkpoint \(it holds an "
+                                         r"extracted problem"):
+        SA.run({**cfg, 'question': unseen, 'ckpt': f'{out}/train/problems/000000.pt'})
+    (tmp_path / 'a_file').write_text('')
+    with pytest.raises(SystemExit, match=r"^sample_dir: .*a_file/s cannot be made, .*a_file is a file"):
+        SA.run({**cfg, 'question': unseen, 'sample_dir': str(tmp_path / 'a_file' / 's')})
+    assert not sd.exists()  # refused before anything is written
+    got = SA.run({**cfg, 'question': word, 'force': True})
+    assert got[0]['forced'] and _jsonl(sd / 'picks.jsonl')[0]['forced'] is True
+    conf = json.load(open(sd / 'config.json'))
+    assert conf['ckpt'] != f'{other}/ckpt.pt' and conf['verifier_run'] is None
+    first = [_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl')]
+    train_q = load_split(f'{out}/train', labels=False)[0]['question']  # a training question, refused; the rest answered
+    qs = [unseen, train_q, 'Compute 9 - 2 - 5.']
+    (tmp_path / 'q.jsonl').write_text(''.join(json.dumps({'question': q}) + '\n' for q in qs))
+    capsys.readouterr()
+    got = SA.run({**cfg, 'questions_file': str(tmp_path / 'q.jsonl')})  # into the same folder: added
+    printed = capsys.readouterr().out
+    assert f"refused 1 of the 3 questions (--force=True answers them, marked forced):\n  [1] {train_q!r} shares its " \
+           f"numbers (group 'synth:" in printed and f"e.g. ask {unseen!r}" in printed
+    assert '2 questions (0 done already)' in printed and [g['question'] for g in got] == [unseen, 'Compute 9 - 2 - 5.']
+    picks, cands = (_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl'))
+    assert picks[:1] == first[0] and cands[:2] == first[1] and len(picks) == 3 and len(cands) == 6  # the first kept
+    assert [p['id'] for p in picks] == ['0', '3', '2']  # line 0's id is the first call's: it takes the next free one
+    assert list(json.load(open(sd / 'config.json'))['refused']) == ['1']
+    got = SA.run({**cfg, 'question': 'Compute 9 - 2 - 5.'})  # answered before: its pick, nothing asked
+    assert got == [picks[2]] and _jsonl(sd / 'picks.jsonl') == picks
+    with open(tmp_path / 'q.jsonl', 'a') as f:  # a line added to the file: only it is asked
+        f.write(json.dumps({'question': 'Compute 5 + 4 - 7.'}) + '\n')
+    capsys.readouterr()
+    got = SA.run({**cfg, 'questions_file': str(tmp_path / 'q.jsonl')})
+    assert '3 questions (2 done already)' in capsys.readouterr().out and got[:2] == picks[1:]
+    picks, cands = (_jsonl(sd / f) for f in ('picks.jsonl', 'candidates.jsonl'))
+    assert len(picks) == 4 and len(cands) == 8 and picks[3]['question'] == 'Compute 5 + 4 - 7.' == got[2]['question']
+    with pytest.raises(ValueError, match=r"sample_dir=.* holds picks made with other settings \(they differ in "
+                                         r"n_samples\); fix: --sample_dir=<a new dir> keeps both"):
+        SA.run({**cfg, 'question': 'Compute 5 + 4 - 7.', 'n_samples': 4})
+    assert _jsonl(sd / 'picks.jsonl') == picks and _jsonl(sd / 'candidates.jsonl') == cands
 
 
 # ====================================================================================================

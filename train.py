@@ -30,18 +30,19 @@ from configurator import check_positive, cli, configure, knobs, one_thread, reso
 from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
                    combo_fit, count_params, cut_prefix, problem_columns, read_kinds, reads, residual_scorers, score_problems,
                    score_sorted, step_feature_matrix)
-from store import atomic_write_json, load_problem, load_split, read_checkpoint, save_checkpoint
+from store import atomic_write_json, check_writable, load_problem, load_split, read_checkpoint, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
-train_dirs = None           # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
-run_dir = None              # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
+train_dirs: list = None     # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
+run_dir: str = None         # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid' (model.VERIFIERS)
-d_model = None              # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by text_size)
-n_layer = None              # encoder layers; None = the kind's default (hsrm 2; deepset has none)
-n_head = None               # attention heads; None = the kind's default (hsrm 4)
+d_model: int = None         # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by
+                            # text_size)
+n_layer: int = None         # encoder layers; None = the kind's default (hsrm 2; deepset has none)
+n_head: int = None          # attention heads; None = the kind's default (hsrm 4)
 dropout = 0.1
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
 text_tokenizer = 'gpt2'     # text/hybrid: texts re-tokenized, the whole vocabulary, the same for every split:
@@ -50,13 +51,13 @@ text_tokenizer = 'gpt2'     # text/hybrid: texts re-tokenized, the whole vocabul
                             # vocabulary of those in the training completions (others -> UNK: weak on a transfer split)
 max_tokens = 512            # text/hybrid position table, the same for every split: a longer completion is read by
                             # its last max_tokens tokens (the final answer is at the end)
-verifier_layers = None      # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
+verifier_layers: list = None  # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
                             # step_features=True: no states, the step features alone (what the states add beyond them)
 step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS): 'boundary'
                             # (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its least likely
                             # token) | several joined with '+', side by side, e.g. 'boundary+least'
 input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
-max_steps = None            # then at most the last max_steps of them; None = all stored (extract.py stores the last
+max_steps: int = None       # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
 loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (model.LOSSES)
 lr = 1e-4
@@ -64,28 +65,28 @@ weight_decay = 0.01         # AdamW's default (the paper does not give one)
 lr_schedule = 'constant'    # 'constant' (paper's HSRM) | 'cosine' (with warmup_iters; the paper's EORM)
 warmup_iters = 0
 max_iters = 1000            # training steps (the paper: 1000) ...
-epochs = None               # ... or None: max_iters; a number: max_iters = ceil(epochs x training problems / batch_problems),
-                            # so the steps scale with the data (a learning curve over K); the kept step is still the best
-                            # validation one
+epochs: int | float = None  # ... or None: max_iters; a number: max_iters = ceil(epochs x training problems /
+                            # batch_problems), so the steps scale with the data (a learning curve over K); the kept
+                            # step is still the best validation one
 batch_problems = 8          # problems per batch, each with all (or n_train) of its candidates
-n_train = None              # candidates sampled per problem per batch; None = all
-n_candidates = None         # keep each problem's first n_candidates (sampled independently: a random n) for training and
-                            # validation alike, so K problems cost K x n_candidates: problems against samples at a fixed
-                            # budget (curve.py's cells); None = all extracted
+n_train: int = None         # candidates sampled per problem per batch; None = all
+n_candidates: int = None    # keep each problem's first n_candidates (sampled independently: a random n) for training
+                            # and validation alike, so K problems cost K x n_candidates: problems against samples at a
+                            # fixed budget (curve.py's cells); None = all extracted
 val_frac = 0.2              # problem-level validation split ...
 val_seed = 42               # ... and its seed (fixed across training seeds, as in the paper)
 eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
-max_train_problems = None   # K (pool-size ablation): use K problems of each split dir, a fixed nested draw by val_seed
-                            # (K=25 is inside K=50), split into train / validation by val_frac; None = all;
-                            # a list of K = one run per K (and per seed)
+max_train_problems: int | list = None  # K (pool-size ablation): use K problems of each split dir, a fixed nested
+                            # draw by val_seed (K=25 is inside K=50), split into train / validation by val_frac;
+                            # None = all; a list of K = one run per K (and per seed)
 balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
                             # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
                             # batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
-residual = None             # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
+residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
                             # free scorer, standardized, weighted by a ranking fit on the training problems: combo_fit;
                             # a base that does not bet on one scorer) | a name of
                             # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
@@ -536,6 +537,7 @@ def run(cfg, keep_both=KEEP_BOTH):
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
             if not finished(c, keep_both):
                 todo.append(c)
+    check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []
     for c in todo:
         tr, va = [], []

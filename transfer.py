@@ -30,7 +30,7 @@ import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
 from model import combo_fit, count_params
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files
+from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
@@ -250,6 +250,7 @@ def run(cfg):
         for name, _, dirs in fold_runs(cfg, held):
             check_unseen(ev, {'train': [T.file_group(f) for d in dirs for f in problem_files(d)]},
                          f"{name} (fold {held}, trained on {', '.join(dirs)})")
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # runs, caches, the report
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
@@ -271,5 +272,5 @@ def run(cfg):
 
 if __name__ == '__main__':
     # config files, then --key=value, override the knobs above; another stage's --key names that stage
-    config = configure(globals(), owners={'train.py': T.DEFAULTS, 'evaluate.py': E.DEFAULTS})
+    config = configure(globals())
     cli(run, config, 'transfer.py')
