@@ -2,7 +2,8 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, dtype, train, procs, search, sample, memory, gpu
+    python bench.py --only=extract   # one of: extract, dtype, int8, quality, train, procs, search, sample, memory, gpu
+    python bench.py --only=quality --dirs=out/dtype/float32/eval,out/demo/eval   # labelled extractions to compare
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to dev/bench_lab.py.
@@ -230,10 +231,8 @@ def bench_extract(profile=False):
     print(f"Model-matmul floor: the same FLOPs at the rate SmolLM2's own matmuls reach at 32 rows, {mm_streamed / 1e9:.0f} "
           f"GFLOP/s with every layer's weights streamed from memory as in the loop ({mm_cached / 1e9:.0f} GFLOP/s when each "
           f"layer shape's weight stays in cache): what the loop could reach with no work besides those matmuls.")
-    flags = open('/proc/cpuinfo').read() if os.path.exists('/proc/cpuinfo') else ''
-    print(f"bf16 extract tok/s: the same loop with bfloat16 weights (first case only); this CPU "
-          f"{'has' if 'avx512_bf16' in flags or 'amx_bf16' in flags else 'has no'} avx512_bf16 / amx_bf16. extract.py's "
-          f"dtype='auto' keeps float32 on CPU: the faster one where bf16 has no hardware path.")
+    print("bf16 extract tok/s: the same loop with bfloat16 weights (first case only); which one extract.py's "
+          "dtype='auto' takes is measured per machine (bench.py --only=dtype).")
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'bf16 extract tok/s',
                  'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
                  'generate+hidden MB', 'extract MB', 'steps/cand'])
@@ -244,63 +243,146 @@ def bench_extract(profile=False):
 # main job's settings, each dtype against its own floor
 
 
-def shape_rate(rows, dtype, d=576, inter=1536, q=576, kv=192, layers=30, vocab=49152, head_cut=4096, secs=0.3):
-    """FLOP/s of SmolLM2-135M's matmul shapes at `rows` rows and `dtype`, each shape timed alone (its weight in cache)
-    and weighted by how often one decoding step runs it. The lm_head is timed on its first head_cut vocabulary rows and
-    counted at full size: emulated bf16 runs the whole [49152, 576] head at about 0.1 GFLOP/s, 70 s a call at 128 rows."""
-    shapes = [(q, d, layers), (kv, d, 2 * layers), (d, q, layers), (inter, d, 2 * layers), (d, inter, layers),
-              (min(vocab, head_cut), d, 1)]
-    flop = secs_all = 0.0
-    for o, i, count in shapes:
-        w, x = torch.randn(o, i, dtype=dtype), torch.randn(rows, i, dtype=dtype)
-        torch.nn.functional.linear(x, w)
-        t, k = time.perf_counter(), 0
-        while k < 1 or time.perf_counter() - t < secs:
-            torch.nn.functional.linear(x, w)
-            k += 1
-        scale = vocab / o if o == min(vocab, head_cut) and count == 1 else 1.0
-        flop += 2 * rows * o * i * count * scale
-        secs_all += (time.perf_counter() - t) / k * count * scale
-    return flop / secs_all
+def shape_rate(rows, dtype, secs=0.3):
+    """FLOP/s of SmolLM2-135M's matmul shapes at `rows` rows and `dtype` (generator.step_seconds: each shape timed
+    alone, its weight in cache, weighted by how often one decoding step runs it; the LM head on its first 4,096
+    vocabulary rows, counted at full size: emulated bf16 runs the whole head at about 0.1 GFLOP/s)."""
+    shapes = generator.matmul_shapes(generator.smollm2_config())
+    return sum(2 * rows * o * i * c for o, i, c in shapes) / generator.step_seconds(shapes, rows, dtype, secs=secs)
 
 
-def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0):
+def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, repeats=2):
     """One batch of the main job (config/demo.py: 16 synthetic level-2 problems x 8 samples, its 128 rows, 64 new
-    tokens, T 0.8, top-p 0.95) through extract's loop with float32 and with bfloat16 weights, one process on one
-    thread as each of extract.py's processes runs. Each against its own floor: the batch's FLOPs (_floor_work) over
-    SmolLM2's matmul shapes' rate at that dtype (shape_rate), and per decoding step the weights and K/V cache read at
-    the copy bandwidth. A dtype whose floor alone is over `give_up` x float32's measured run is not run (the CPU
-    emulates it), and its floor says why."""
+    tokens, T 0.8, top-p 0.95) through extract's loop in each dtype generator.CPU_KEPT holds, one process on one
+    thread as each of extract.py's processes runs, the runs interleaved, the fastest of `repeats` counted. Each
+    against its own floor: the batch's FLOPs (_floor_work) over SmolLM2's matmul shapes' rate at that dtype
+    (shape_rate), and per decoding step the weights and K/V cache read at the copy bandwidth. A dtype whose floor
+    alone is over `give_up` x float32's measured run is not run (the CPU emulates it), and its floor says why. Then
+    what dtype='auto' picks on this machine (its cached measurement), against the fastest run here."""
     torch.set_num_threads(1)
     _, bw = machine_floor()
-    auto = str(generator.weight_dtype('auto', 'cpu')).removeprefix('torch.')
-    rows, runs = [], {}
-    for dt in ('float32', 'bfloat16'):
-        rate = shape_rate(n_problems * n_samples, getattr(torch, dt))
-        if dt == 'bfloat16':  # the same work as float32's run; its bytes halve with the weights and the cache
-            prefill, steps = runs['float32']['floor_work']
-            floor = prefill / rate + sum(max(f / rate, b / 2 / bw) for f, b in steps)
-            if floor > give_up * runs['float32']['seconds']:
-                rows.append([dt, f'{rate / 1e9:.1f}', 'not run', f'{floor:.0f}', '-',
-                             f"its floor alone is {floor / runs['float32']['seconds']:.0f}x float32's run"])
+    auto = generator.measured_cpu_dtype(generator.smollm2_config(), log=lambda line: None)
+    kinds = list(generator.CPU_KEPT)
+    rates = {dt: shape_rate(n_problems * n_samples, getattr(torch, dt)) for dt in kinds}
+    runs, skipped = {}, {}
+    for r in range(repeats):
+        for dt in kinds:
+            if dt in skipped:
                 continue
-        out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems), str(n_samples),
-                              str(max_new_tokens), 'synth'], capture_output=True, text=True, cwd=HERE,
-                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
-        if out.returncode:
-            raise RuntimeError(out.stderr[-2000:])
-        run = runs[dt] = json.loads(out.stdout.strip().splitlines()[-1])
+            if dt != 'float32' and r == 0:  # the same work as float32's run; its bytes shrink with the weights' size
+                prefill, steps = runs['float32']['floor_work']
+                shrink = getattr(torch, dt).itemsize / 4
+                floor = prefill / rates[dt] + sum(max(f / rates[dt], b * shrink / bw) for f, b in steps)
+                if floor > give_up * runs['float32']['seconds']:
+                    skipped[dt] = floor
+                    continue
+            out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems),
+                                  str(n_samples), str(max_new_tokens), 'synth'], capture_output=True, text=True,
+                                 cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+            if out.returncode:
+                raise RuntimeError(out.stderr[-2000:])
+            run = json.loads(out.stdout.strip().splitlines()[-1])
+            if dt not in runs or run['seconds'] < runs[dt]['seconds']:
+                runs[dt] = run
+    rows = []
+    for dt in kinds:
+        if dt in skipped:
+            rows.append([dt, f'{rates[dt] / 1e9:.1f}', 'not run', f'{skipped[dt]:.0f}', '-',
+                         f"its floor alone is {skipped[dt] / runs['float32']['seconds']:.0f}x float32's run", '-'])
+            continue
+        run = runs[dt]
         prefill, steps = run['floor_work']  # bytes at this run's dtype already
-        floor = prefill / rate + sum(max(f / rate, b / bw) for f, b in steps)
-        rows.append([dt, f'{rate / 1e9:.1f}', f"{run['seconds']:.1f}", f'{floor:.1f}',
-                     f"{n_problems * n_samples / run['seconds']:.1f}", f"{run['seconds'] / floor:.2f}x its floor"])
-    f32, b16 = runs['float32'], runs.get('bfloat16')
-    ratio = f"{f32['seconds'] / b16['seconds']:.2f}x" if b16 else 'bfloat16 not run'
-    print(f"float32 vs bfloat16 weights on the main job's batch ({n_problems} problems x {n_samples} samples, "
-          f"{max_new_tokens} new tokens, T 0.8, top-p 0.95), one process on one thread; copy bandwidth {bw / 1e9:.1f} GB/s. "
-          f"dtype='auto' (measured on this CPU) picks {auto}. "
-          f"Speed-up of bfloat16 (float32 seconds / bfloat16 seconds): {ratio}.")
-    table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs floor'])
+        floor = prefill / rates[dt] + sum(max(f / rates[dt], b / bw) for f, b in steps)
+        rows.append([dt + ' (auto)' * (dt == auto), f'{rates[dt] / 1e9:.1f}', f"{run['seconds']:.1f}", f'{floor:.1f}',
+                     f"{n_problems * n_samples / run['seconds']:.1f}", f"{run['seconds'] / floor:.2f}x",
+                     f"{runs['float32']['seconds'] / run['seconds']:.2f}x"])
+    best = min(runs, key=lambda d: runs[d]['seconds'])
+    print(f"Weights' dtype on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
+          f"tokens, T 0.8, top-p 0.95), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}, "
+          f"copy bandwidth {bw / 1e9:.1f} GB/s. int8 is not among them: no recipe kept the generator's quality "
+          f"(RESULTS.md). dtype='auto' picks {auto} here; the fastest run here is {best}"
+          + (f", {runs[auto]['seconds'] / runs[best]['seconds'] - 1:.0%} slower than it" if auto != best else '')
+          + '.')
+    table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs its floor', 'speed vs float32'])
+
+
+def sample_quality(per_problem, ref, n_boot=2000, seed=0):
+    """Per-sample accuracy and pass@N of each of per_problem {name: [[correct] per candidate] per problem} (the same
+    problems in the same order), each against `ref`'s: (value, paired difference and its 95% interval over
+    problems)."""
+    import numpy as np
+    from bestofn import boot_draws, ci
+    rows = []
+    for name, per in per_problem.items():
+        out = [name]
+        for f in (lambda c: float(np.mean(c)), lambda c: float(any(c))):
+            v, r = np.array([f(c) for c in per]), np.array([f(c) for c in per_problem[ref]])
+            idx = boot_draws(len(v), n_boot, seed)
+            lo, hi = ci(v[idx].mean(1) - r[idx].mean(1))
+            out += [f'{100 * v.mean():.1f}', '-' if name == ref else f'{100 * (v - r).mean():+.1f} '
+                    f'[{100 * lo:+.1f}, {100 * hi:+.1f}]']
+        rows.append(out)
+    return rows
+
+
+def bench_quality(dirs=None):
+    """Does a faster dtype keep the generator? Labelled extractions of the same problems with the same sampling
+    (extract.py + label.py, one per dtype; the first is the reference): per-sample accuracy and pass@N, each with
+    its paired difference to the reference. RESULTS.md "bfloat16 against float32 on the main job" has the commands."""
+    from store import load_split
+    dirs = dirs or ['out/dtype/float32/eval', 'out/demo/eval']
+    if not all(os.path.isfile(os.path.join(d, 'labels.json')) for d in dirs):
+        print(f"--dirs={','.join(dirs)}: not all extracted and labelled; fix: the commands in RESULTS.md")
+        return
+    splits = {d: load_split(d) for d in dirs}
+    keys = [p['key'] for p in splits[dirs[0]]]
+    for d, ps in splits.items():
+        if [p['key'] for p in ps] != keys:
+            raise SystemExit(f"{d} holds other problems than {dirs[0]}; fix: extract the same range into both")
+    per = {f"{d} ({json.load(open(os.path.join(d, 'config.json')))['weights_dtype']})":
+           [[c['correct'] for c in p['candidates']] for p in ps] for d, ps in splits.items()}
+    print(f"{len(keys)} problems; per-sample accuracy and pass@N (%), paired difference to {dirs[0]} [95% interval "
+          f"over problems]")
+    table(sample_quality(per, next(iter(per))), ['extraction', 'per-sample accuracy', 'Δ', 'pass@N', 'Δ'])
+
+
+def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
+    """int8 that keeps the generator? torch's dynamic int8 quantisation (quantize_dynamic: int8 weights per output
+    channel, activations per tensor at run time) on every Linear but the LM head, against float32 and bfloat16 on
+    the main job's first n_problems training problems x n_samples (its sampling, one thread, the same seeds): speed
+    and per-sample accuracy / pass@N with paired intervals. torch.ao.quantization announces its own removal (for
+    torchao); it is used here because it is in torch already, for a measurement, and kept out of dtype='auto'."""
+    import warnings
+
+    import capture as X
+    import extract
+    from grading import grade
+    torch.set_num_threads(1)
+    cfg = {**extract.DEFAULTS, 'max_new_tokens': max_new_tokens, 'temperature': 0.8, 'top_p': 0.95}
+    probs = tasks.load_problems('synth', 0, n_problems - 1, synth_level=2)
+    per, rows = {}, []
+    for kind in ('float32', 'bfloat16', 'int8'):
+        model, tok = generator.load_generator('smollm2', dtype='bfloat16' if kind == 'bfloat16' else 'float32')
+        if kind == 'int8':
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')
+                Q = torch.ao.quantization
+                spec = {name: Q.per_channel_dynamic_qconfig for name, m in model.named_modules()
+                        if isinstance(m, torch.nn.Linear) and m is not model.get_output_embeddings()}
+                model = Q.quantize_dynamic(model, spec, dtype=torch.qint8)
+        table_, t, per[kind], n_tok = X.step_table(tok), time.perf_counter(), [], 0
+        for batch in X.problem_batches(probs, n_samples, 128):
+            _, res = X.sample_problems(model, tok, batch, n_samples, cfg, table_)
+            per[kind] += [[grade(c['text'], p['gold'], 'synth', finish=c['finish'])['correct'] for c in cs]
+                          for p, cs in zip(batch, res)]
+            n_tok += sum(len(c['token_ids']) for cs in res for c in cs)
+        rows.append([kind, f'{n_tok / (time.perf_counter() - t):.0f}'])
+    q = sample_quality(per, 'float32')
+    print(f"int8 against float32 and bfloat16: the main job's training problems 0-{n_problems - 1} x {n_samples}, "
+          f"T 0.8, top-p 0.95, {max_new_tokens} new tokens, one thread, {generator.cpu_name()[0]}; paired "
+          f"differences to float32 [95% interval over problems]")
+    table([r + x[1:] for r, x in zip(rows, q)], ['weights', 'tokens/s', 'per-sample accuracy (%)', 'Δ', 'pass@N (%)',
+                                                  'Δ'])
 
 
 # -----------------------------------------------------------------------------
@@ -788,5 +870,6 @@ if __name__ == '__main__':
                 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
-                'memory': bench_memory, 'gpu': lambda: bench_gpu(device)}
+                'memory': bench_memory, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,
+                'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
