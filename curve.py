@@ -41,7 +41,8 @@ sizes = [80, 160, 320, 640, 1225]  # K: training + validation problems drawn fro
 variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (verifier_layers None would read every
             'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size; a variant
             'residual': {'residual': 'auto', 'verifier_layers': [-1]}}  # with 'train_dirs': [dir] trains on that other
-            # extraction of the same train split (e.g. 32 samples a problem) at each K it holds, on the same eval split
+            # extraction of the same train split (e.g. 32 samples a problem) at each K it holds, on the same eval split;
+            # 'sizes': [K, ...] gives a variant cells at those K only (a fixed-budget cell: config/samples_synth2.py)
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
 pairs = []                  # [(a, b), ...]: variant a - variant b at every size, paired over the same problems (e.g. a
                             # variant against its control); 'variant@K' on both sides: those two cells only (e.g. 240
@@ -148,15 +149,21 @@ def held(cfg):
 
 
 def variants_at(cfg, k):
-    """The variants with a cell at size k (their train split holds k problems), in cfg['variants'] order."""
+    """The variants with a cell at size k (their train split holds k problems, and k is among their own 'sizes'
+    where they name some), in cfg['variants'] order."""
     n_held = held(cfg)
-    return [v for v in cfg['variants'] if n_held[v] >= k]
+    return [v for v, over in cfg['variants'].items() if n_held[v] >= k and k in over.get('sizes', [k])]
+
+
+def train_keys(over):
+    """A variant's train.py overrides: all but 'sizes' (curve.py's own)."""
+    return {key: val for key, val in over.items() if key != 'sizes'}
 
 
 def train_size(cfg, k):
     """Train (or skip, when finished with the same config: train.run's rule) every variant with a cell at size k."""
     for v in variants_at(cfg, k):
-        over = cfg['variants'][v]
+        over = train_keys(cfg['variants'][v])
         T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': over.get('train_dirs'),
                'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
                'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
@@ -291,7 +298,9 @@ def pair_deltas(sizes_, cfg):
     unknown = sorted({v for ab in cells for v, _ in ab} - set(cfg['variants']))
     n_held = {} if unknown else held(cfg)
     mixed = [p for p, ((a, ka), (b, kb)) in zip(cfg['pairs'], cells) if (ka is None) != (kb is None)
-             or ka is not None and not ({ka, kb} <= set(cfg['sizes']) and n_held[a] >= ka and n_held[b] >= kb)]
+             or ka is not None and not ({ka, kb} <= set(cfg['sizes']) and n_held[a] >= ka and n_held[b] >= kb
+                                      and ka in cfg['variants'][a].get('sizes', [ka])
+                                      and kb in cfg['variants'][b].get('sizes', [kb]))]
     if unknown or mixed:
         raise ValueError(f"pairs={cfg['pairs']!r} name {unknown or mixed}: not variants {sorted(cfg['variants'])}, or "
                          f"cells whose K is missing, not in sizes {cfg['sizes']} or more than the variant's train split "
@@ -420,7 +429,10 @@ def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
     for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
-        check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
+        check_keys(train_keys(over), T.DEFAULTS, f'variants[{v!r}]')
+        if not set(over.get('sizes', cfg['sizes'])) <= set(cfg['sizes']):
+            raise ValueError(f"variants[{v!r}]['sizes']={over['sizes']!r} names a K not in sizes={cfg['sizes']!r}; "
+                             f"fix: add it to --sizes, or name only sizes' K")
     check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
         raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
@@ -432,7 +444,7 @@ def run(cfg):
     ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['out_dir'], 'eval'))]  # states never read
     for v, over in cfg['variants'].items():  # before training: no variant will score its own training groups
         d = (over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
-        k = max(x for x in cfg['sizes'] if x <= n_held[v])  # the draws are nested: the largest K holds the others
+        k = max(x for x in over.get('sizes', cfg['sizes']) if x <= n_held[v])  # nested draws: the largest K holds the rest
         tr, va = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
         check_unseen(ev, {'train': [T.file_group(f) for f in tr], 'val': [T.file_group(f) for f in va]},
                      f"variant {v!r} at K={k} (trained on {d})")

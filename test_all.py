@@ -4821,24 +4821,28 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     (the pairwise pool is the problems mixed among them), and curve.py pairs two cells, variant@K against variant@K,
     over the same eval problems and seeds; a cell pair that names no size, or one not run, is refused with the fix.
     A variant with its own train_dirs (another extraction of the same problems, more samples each) has a cell at each
-    K it holds, scored on the same eval split; a dir holding fewer problems than the smallest K is refused."""
+    K it holds, scored on the same eval split; a dir holding fewer problems than the smallest K is refused. A variant
+    naming its own sizes has cells at those K only (a pair naming another of its K, or a K not in sizes, is refused)."""
     import curve as C
     out, more = str(tmp_path / 'cells'), str(tmp_path / 'x12' / 'train')
     write_split_eval(f'{out}/train', 24, 6, seed=5)
     write_split_eval(f'{out}/eval', 12, 8, seed=6, start=1000)
     write_split_eval(more, 12, 12, seed=7)  # problems 0-11 again, 12 samples each
     cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [12, 24], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
-           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3}, 'x12': {'train_dirs': [more]}},
+           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3, 'sizes': [24]}, 'x12': {'train_dirs': [more]}},
            'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2},
            'pairs': [('n3@24', 'hsrm@12'), ('x12@12', 'hsrm@24'), ('x12', 'hsrm')]}
-    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')], [('x12@24', 'hsrm@12')]):
+    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')], [('x12@24', 'hsrm@12')], [('n3@12', 'hsrm@12')]):
         with pytest.raises(ValueError, match=r"pairs=.*fix: .*\('a@K1', 'b@K2'\)"):
             C.run({**cfg, 'pairs': bad})
     write_split_eval(f'{out}/x6', 6, 12, seed=8)
     with pytest.raises(ValueError, match=r"variants\['x12'\] reads .*6 problems, fewer than the smallest K 12.*fix"):
         C.run({**cfg, 'variants': {'x12': {'train_dirs': [f'{out}/x6']}}, 'pairs': []})
+    with pytest.raises(ValueError, match=r"variants\['n3'\]\['sizes'\]=\[30\] names a K not in sizes.*fix"):
+        C.run({**cfg, 'variants': {'n3': {'sizes': [30]}}, 'pairs': []})
     sizes, summ = C.run(cfg)
-    assert [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes] == [['hsrm', 'n3', 'x12'], ['hsrm', 'n3']]
+    assert [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes] == [['hsrm', 'x12'], ['hsrm', 'n3']]
+    assert not os.path.exists(f'{out}/curve/K12/n3')  # no run outside its own sizes
     ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
     assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
     log = json.load(open(f'{out}/curve/K12/x12/seed1/log.json'))
