@@ -10,8 +10,6 @@
 #                      same problems with a quarter of the samples
 # K counts training + validation problems (cut 80/20 by multiset); each cell 3 seeds, three validation draws.
 # After the main job (python extract.py config/demo.py && python label.py config/demo.py):
-#   mkdir -p out/samples_synth2 && ln -sfn $PWD/out/demo/train out/samples_synth2/train \
-#     && ln -sfn $PWD/out/demo/eval out/samples_synth2/eval
 #   for n in 32 64; do python extract.py config/samples_synth2.py --out_dir=out/samples_synth2_x$n --eval_range=None \
 #     --train_range="(0, $((8000 / n - 1)))" --n_train_samples=$n --seed=$((1337 + n / 32)) \
 #     && python label.py config/samples_synth2.py --out_dir=out/samples_synth2_x$n; done
