@@ -57,7 +57,7 @@ def run(cfg, train_cfg):
         check_writable('eval_dir', cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval'))
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     keep_both = f"--out_dir=<a new dir> --train_dirs=\"{data}\" (the same data, text runs in <a new dir>/verifiers/)"
-    for size in cfg['text_sizes']:  # every seed in one call: train.py trains them at once, one per core
+    for size in cfg['text_sizes']:  # every seed in one call: train.py trains them all at once
         train.run({**train_cfg, **cfg['text_train_overrides'], 'verifier': 'text', 'text_size': size,
                    'out_dir': cfg['out_dir'], 'device': cfg['device'],
                    'run_dir': os.path.join(cfg['out_dir'], 'verifiers', f'text_{size}_seed{{seed}}')}, keep_both)

@@ -3092,17 +3092,18 @@ def test_training_is_the_same_on_one_and_two_threads(tmp_path):
 
 def test_runs_trained_at_once_equal_runs_trained_one_after_another(tmp_path):
     """train.py's procs: seeds trained in forked processes, one thread each, give the checkpoints and logs of the same
-    seeds trained one after another (baselines.py trains its text seeds this way too, named through '{seed}')."""
+    seeds trained one after another (baselines.py trains its text seeds this way too, named through '{seed}'); the
+    default (procs=0) runs every seed at once, more processes than cores here."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=24, n_cands=6, signal=0.3)
     ck = {}
-    for procs in (1, 2):
+    for procs in (1, 0):
         out = str(tmp_path / f'p{procs}')
-        T.run({**T.DEFAULTS, **_cfg(max_iters=12, eval_interval=4), 'train_dirs': [split], 'out_dir': out, 'seeds': [1, 2],
-               'procs': procs, 'run_dir': os.path.join(out, 'v', 'hsrm_s{seed}')})
-        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True) for s in (1, 2)}
+        T.run({**T.DEFAULTS, **_cfg(max_iters=12, eval_interval=4), 'train_dirs': [split], 'out_dir': out,
+               'seeds': [1, 2, 3], 'procs': procs, 'run_dir': os.path.join(out, 'v', 'hsrm_s{seed}')})
+        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True) for s in (1, 2, 3)}
         assert json.load(open(os.path.join(out, 'v', 'hsrm_s2', 'config.json')))['seed'] == 2
-    for s in (1, 2):
-        a, b = ck[1][s], ck[2][s]
+    for s in (1, 2, 3):
+        a, b = ck[1][s], ck[0][s]
         assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k]) for k in a['state_dict'])
     assert not all(torch.equal(ck[1][1]['state_dict'][k], ck[1][2]['state_dict'][k]) for k in ck[1][1]['state_dict'])
     with pytest.raises(ValueError, match=r'procs=-1.*fix: --procs=0'):
