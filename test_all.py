@@ -2,6 +2,7 @@
 
     python -m pytest -q test_all.py
 """
+import copy
 import glob
 import importlib.util
 import inspect
@@ -5132,7 +5133,7 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
     """A verifier is refused, in one line naming the key, both values and the fix, when sample.py would sample with
     another generator, layer set, step rule or prompt (dataset style, worked example, system prompt, thinking) than
     its training split was extracted with (config.json, reached through the checkpoint's train_dirs), or with a
-    generator whose hidden size differs; the generator's name is checked before it is loaded."""
+    generator whose hidden size or weights' dtype differs; the generator's name is checked before it is loaded."""
     import sample as SA
     from transformers import AutoModelForCausalLM, LlamaConfig
     out, model, tok = sample_run
@@ -5169,6 +5170,13 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
             SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
     with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
         SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 1 + 2.', 'model': '/elsewhere/m'})
+    # the generator's weights in another dtype than the training split's: other states, refused with the fix; the
+    # CLI loads the training split's by default (its config.json's weights_dtype)
+    with pytest.raises(ValueError, match=r"trained on states of float32 weights.*bfloat16; fix: .*dtype='float32'"):
+        SA.check_match(SA.load_verifier(ckpt)[0], ok, copy.deepcopy(model).to(torch.bfloat16))
+    with pytest.raises(ValueError, match=r"float32 weights.*bfloat16; fix"):
+        SA.run({'out_dir': out, 'ckpt': ckpt, 'question': 'Compute 7 + 7 - 2.', 'dtype': 'bfloat16',
+                'sample_dir': f'{out}/bf16'})
 
 
 def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path, capsys):
