@@ -38,9 +38,10 @@ def knobs(g):
             and not isinstance(v, types.ModuleType)}
 
 
-# every stage file, in pipeline order: their knobs are the keys a config file may set (stage_knobs)
-STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'steer.py', 'transfer.py',
-               'curve.py', 'sample.py')
+# every stage file, in pipeline order, then sample.py and the studies: their knobs are the keys a config file may set
+# (stage_knobs)
+STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/steer.py',
+               'studies/transfer.py', 'studies/curve.py')
 _TYPES = {t.__name__: t for t in (int, float, str, bool, list, tuple, dict)}  # what a knob's annotation may name
 
 
@@ -170,14 +171,21 @@ def check_positive(cfg, defaults, keys):
             raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={fix}")
 
 
+def command(stage):
+    """How a stage file runs from the repo's root: 'python train.py', 'python -m studies.curve'."""
+    return f"python -m {stage[:-3].replace('/', '.')}" if '/' in stage else f'python {stage}'
+
+
 def _owner(key, source):
     """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do."""
-    me = os.path.basename(sys.argv[0]) if sys.argv[0].endswith('.py') else 'this stage'
+    here = os.path.dirname(os.path.abspath(__file__))
+    me = os.path.relpath(os.path.abspath(sys.argv[0]), here) if sys.argv[0].endswith('.py') else 'this stage'
     owners = [s for s, ks in stage_knobs().items() if key in ks and s != me]
     if owners:
         raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(owners)}'s; "
-                         f"fix: set it there (python {owners[0]} <config> --{key}=...), then run {me} on what it writes"
-                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners else ''))
+                         f"fix: set it there ({command(owners[0])} <config> --{key}=...), then run {me} on what it "
+                         f"writes" + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners
+                                      else ''))
 
 
 def read_config_file(path):

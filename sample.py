@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 import evaluate
 import extract
+import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
@@ -323,10 +324,10 @@ def own_run(files=()):
 
 
 def best_ckpt(pattern, run=None):
-    """Of the checkpoints matching pattern (run: only that run's seeds, evaluate.run_group), the one with the highest
+    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group), the one with the highest
     validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
     last), ties to the first in sorted order."""
-    paths = sorted(p for p in glob.glob(pattern) if run is None or evaluate.run_group(p) == run)
+    paths = sorted(p for p in glob.glob(pattern) if run is None or tables.run_group(p) == run)
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
                          f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
@@ -350,16 +351,16 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
         dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
         out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
-    vals = [evaluate.val_splitter(d, n, cfg)(*split) for d in dirs]
+    vals = [tables.val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
         raise ValueError(f"vote=True chooses the temperature on the validation problems of {path}'s labelled training "
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
-    vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
+    vals = [tables.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     check_writable('out_dir', cache)
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
-              for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
+              for x in tables.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
     return choose_temp(scores, pool, vn, cfg['vote_temps'], where=f'{path} on validation')
 

@@ -45,7 +45,8 @@ import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
 import scorers as SC  # noqa: E402
-import steer as ST  # noqa: E402
+import tables  # noqa: E402
+from studies import steer as ST  # noqa: E402
 
 
 # ====================================================================================================
@@ -269,30 +270,37 @@ def one_thread_eval():
 # ====================================================================================================
 
 
-STAGES = ('extract', 'label', 'train', 'baselines', 'evaluate')  # the main job, in order
-STUDIES = ('steer', 'transfer', 'curve', 'sample')                 # after it; none imports another
+# the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
+STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
 SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture', 'prm')
 
 
 def test_imports_follow_the_pipeline():
-    """A later stage may import an earlier one, never the reverse; a study imports no study; a shared module imports
-    no stage; no import circle. Every import of the repo's top-level files, those inside functions too (read with
-    ast: the imports only)."""
+    """A later stage may import an earlier one, never the reverse; a shared module imports no stage; nothing at the
+    top level imports a study (studies/); no import circle. Every import of the repo's files but the tests, those
+    inside functions too (read with ast: the imports only)."""
     import ast
-    own = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, '*.py'))}
-    assert own == set(STAGES + STUDIES + SHARED) | {'bench', 'test_all'}, own  # a new file gets its place here
+    own = {os.path.relpath(p, REPO)[:-3].replace(os.sep, '.') for p in glob.glob(os.path.join(REPO, '*.py'))
+           + glob.glob(os.path.join(REPO, 'studies', '*.py'))} - {'studies.__init__'}
+    own = {m for m in own if not m.split('.')[-1].startswith('test_')}  # the tests import what they test
+    top = {m for m in own if '.' not in m}
+    assert top == set(STAGES + SHARED), top  # a new file gets its place here
     deps = {}
     for m in own:
-        tree = ast.parse(open(os.path.join(REPO, m + '.py')).read())
-        names = {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
-        deps[m] = names & own - {m}
-    rank = {s: i for i, s in enumerate(STAGES)} | {s: len(STAGES) for s in STUDIES}
+        tree = ast.parse(open(os.path.join(REPO, m.replace('.', os.sep) + '.py')).read())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        names |= {f'{n.module}.{a.name}' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                  for a in n.names}  # from studies import curve
+        deps[m] = {x for x in names if x in own} - {m}
+    rank = {s: i for i, s in enumerate(STAGES)}
     for m, ds in deps.items():
         if m in rank:
             assert all(rank.get(d, -1) < rank[m] for d in ds), (m, sorted(d for d in ds if rank.get(d, -1) >= rank[m]))
         elif m in SHARED:
             assert not ds & set(rank), (m, sorted(ds & set(rank)))
+        if m in top:
+            assert ds <= top, (m, sorted(ds - top))
     done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
     while left:
         ready = [m for m, ds in left.items() if ds <= done]
@@ -344,8 +352,8 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
     a typo or a wrong type inside a dict knob of train.py's knobs (curve.py / transfer.py's variants and
     train_overrides), and another stage's knob on the command line (sample.py --lr) are one line naming the key and the
     fix, before anything is written."""
-    import curve as CU
-    import transfer as TR
+    from studies import curve as CU
+    from studies import transfer as TR
     out = tmp_path / 'never'
     for key, fix in (('batch_size', 128), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
         r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
@@ -381,10 +389,10 @@ def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
     file that does not run is one line with its file and line: each before any folder is made."""
     from configurator import apply_config, stage_knobs, STAGE_FILES
     import baselines as B
-    import curve as C
+    from studies import curve as C
     import sample as SA
-    import transfer as XF
-    mods = dict(zip(STAGE_FILES, (extract, label, T, B, E, ST, XF, C, SA)))
+    from studies import transfer as XF
+    mods = dict(zip(STAGE_FILES, (extract, label, T, B, E, SA, ST, XF, C)))
     for f, m in mods.items():  # the knobs read from the files are the stages' own; every None default declares its type
         assert set(stage_knobs()[f]) == set(m.DEFAULTS), f
         untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f][k]]
@@ -440,8 +448,8 @@ def test_every_config_file_applies_to_every_stage():
     import label
     import train as T
     import extract as X
-    import transfer as XF
-    import curve as C
+    from studies import transfer as XF
+    from studies import curve as C
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
     stages = (X, label, T, E, B, ST, XF, C)
@@ -3919,7 +3927,7 @@ def test_cli_and_bad_config(tmp_path):
 
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
-    return E.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+    return tables.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
                                    for i, v in enumerate(runs)])
 
 
@@ -3933,14 +3941,14 @@ def test_intervals_difference_with_itself_is_zero():
     ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'free_best_val', [rng.random(P) < 0.5])
     same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the reference
     same = _row('Same', 'free_best_val', runs)
-    E.add_intervals([maj, ver, same, same_au], 8, 500, 0)
+    tables.add_intervals([maj, ver, same, same_au], 8, 500, 0)
     assert ver['vs']['best_free_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
     assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
     assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
     assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
     assert 'auroc' not in maj['vs']['best_free_val']                     # a vote has no AUROC to compare
-    assert [E.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
-    assert [E.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
+    assert [tables.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert [tables.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
 
 
 def test_a_dominating_method_is_better_and_marked():
@@ -3950,12 +3958,12 @@ def test_a_dominating_method_is_better_and_marked():
     better = np.maximum(maj, rng.random(P) < 0.12)                      # never worse, better on a few problems
     level = rng.permutation(maj)                                         # as accurate, on other problems
     rows = [_row('Majority', 'vote', [maj]), _row('Better', 'cheap', [better]), _row('Level', 'cheap', [level])]
-    E.add_intervals(rows, 8, 2000, 0)
+    tables.add_intervals(rows, 8, 2000, 0)
     assert rows[1]['vs']['majority']['acc_ci'][0] > 0                   # paired: the difference excludes zero ...
     assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
     lo, hi = rows[2]['vs']['majority']['acc_ci']
     assert lo < 0 < hi
-    assert E.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not E.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
+    assert tables.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not tables.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
 
 
 @pytest.mark.slow
@@ -3979,7 +3987,7 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
     assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) |' in md
-    assert f"| HSRM (2 seeds) | {E.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
+    assert f"| HSRM (2 seeds) | {tables.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
     assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
@@ -3997,20 +4005,20 @@ def test_score_cache_follows_the_split_content(tmp_path):
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
     model = load_checkpoint(ck)[0]
-    first = E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
+    first = tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
     path = glob.glob(f'{cache}/*/*.json')[0]
     stamp = os.path.getmtime(path)
-    assert all(np.array_equal(a, b) for a, b in zip(E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert all(np.array_equal(a, b) for a, b in zip(tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
     assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
     write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
     probs = load_split(split)
-    new = E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
+    new = tables.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(new, score_problems(model, probs)))
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
     stamp = os.path.getmtime(path)
     cfg = json.load(open(f'{split}/config.json'))
     json.dump({**cfg, 'temperature': 0.5}, open(f'{split}/config.json', 'w'))  # same files, another generation config
-    E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
+    tables.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
     assert os.path.getmtime(path) != stamp
 
 
@@ -4023,19 +4031,19 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
     write_split_eval(split, 4, 6, seed=2)
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
-    first = E.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64, 'cpu')[0]
+    first = tables.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64, 'cpu')[0]
     assert os.path.exists(run / 'scores' / 'eval' / 'verifiers_hsrm_seed1.json')
     shutil.copytree(run, tmp_path / 'copy', copy_function=shutil.copy)  # new mtimes
     shutil.move(str(run), str(tmp_path / 'moved'))
-    monkeypatch.setattr(E, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
+    monkeypatch.setattr(tables, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
     for d in (tmp_path / 'copy', tmp_path / 'moved'):
         c = str(d / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
-        again = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'), str(d / 'scores'), 64, 'cpu')[0]
+        again = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'), str(d / 'scores'), 64, 'cpu')[0]
         assert all(np.array_equal(a, b) for a, b in zip(again, first))
     monkeypatch.undo()
     c = str(tmp_path / 'copy' / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
     save_checkpoint(c, build_verifier('hsrm', 16, dropout=0.0), {})  # retrained: other weights
-    new = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')), str(tmp_path / 'copy' / 'eval'),
+    new = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')), str(tmp_path / 'copy' / 'eval'),
                             str(tmp_path / 'copy' / 'scores'), 64, 'cpu')[0]
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
 
@@ -4055,8 +4063,8 @@ def _read_only(path, on=True):
 def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_eval):
     """Issue 53: every stage checks that it can write its outputs before its work starts: an out_dir, run dir or eval
     dir under a file, or read-only, is one line naming the path and the fix, and nothing is written or lost."""
-    import curve as CU
-    import transfer as TR
+    from studies import curve as CU
+    from studies import transfer as TR
     run = tmp_path / 'run'
     write_split_eval(f'{run}/train', 12, 4, seed=1)
     write_split_eval(f'{run}/eval', 4, 4, seed=2, start=1000)
@@ -4123,7 +4131,7 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     torch.save(c, ck)
     with pytest.warns(UserWarning, match='stores no training groups.*fix: retrain'):
         E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False, 'n_boot': 20})
-    import transfer as TR
+    from studies import transfer as TR
     fams = {}
     for i, name in enumerate('ab'):
         write_split_eval(f'{tmp_path}/{name}/train', 12, 8, seed=10 + i)
@@ -4139,7 +4147,7 @@ def test_curve_never_scores_a_variants_training_groups(tmp_path, one_thread_eval
     """Issue 53: curve.py, behind every study on the results page, refuses before any training an eval split that shares
     a group with the problems a variant trains or validates on at its largest K: out_dir's train split, or a variant's
     own train_dirs; a checkpoint it finds finished is checked against its stored groups as evaluate.py checks it."""
-    import curve as C
+    from studies import curve as C
     out = tmp_path / 'cell'
     write_split_eval(f'{out}/train', 20, 6, seed=3)
     write_split_eval(f'{out}/other/train', 20, 6, seed=5, start=990)  # problems 1000..1009: the eval split's
@@ -4373,7 +4381,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     hand from the scores, not read back), plain HSRM's and the best free selector's on validation; every checkpoint's vote
     temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
     measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
-    import steer as ST
+    from studies import steer as ST
     from store import problem_files, save_checkpoint
     pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
     write_split_eval(pool_dir, 12, 16, seed=1)
@@ -4478,12 +4486,12 @@ def test_steer_names_the_knobs_a_config_lacks(tmp_path):
     needs, not a default path the config never named; with some set, the line names the ones still missing; nothing
     is written."""
     out = str(tmp_path / 'steer')
-    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}'))
+    line = _last_line(_run('-m', 'studies.steer', 'config/demo.py', f'--out_dir={out}'))
     assert line.startswith("steer.py: the search study finds nothing at pool_dir='' (not set), train_dir='' (not set), "
                            "ckpts=[] (not set), search_dirs=[] (not set); fix: set --pool_dir, --train_dir, --ckpts, "
                            "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, line
     write_split_eval(str(tmp_path / 'pool'), 3, 4)
-    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
+    line = _last_line(_run('-m', 'studies.steer', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
                            f'--train_dir={tmp_path}/pool', f"--ckpts=['{tmp_path}/v/*/ckpt.pt']"))
     assert f"finds nothing at ckpts=['{tmp_path}/v/*/ckpt.pt'], search_dirs=[] (not set); fix: set --ckpts, " \
            "--search_dirs " in line
@@ -4636,7 +4644,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; each
     in-domain row's paired Δ against its zero-shot self equals a recomputation and is in transfer.md; a second run
     retrains nothing."""
-    import transfer as X
+    from studies import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path, shift=0.2)  # a weak signal: in domain and zero-shot rank differently
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
@@ -4682,7 +4690,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert all(f'| {k} (10) |' in md for k in fams)
     for f in folds:  # the in-domain table below the main one
         d = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')['vs']['zero_shot']
-        assert f"| {f['family']} | hsrm | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
+        assert f"| {f['family']} | hsrm | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
     stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
     X.run(cfg)
     assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
@@ -4690,7 +4698,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     cks = sorted(glob.glob(f"{cfg['out_dir']}/*/*/seed1/ckpt.pt"))
     data = [open(p, 'rb').read() for p in cks]
     changed = _cfg(max_iters=20, eval_interval=10, dropout=0.0)
-    line = _last_line(_run('transfer.py', f"--out_dir={cfg['out_dir']}", f'--families={fams}', '--seeds=[1]',
+    line = _last_line(_run('-m', 'studies.transfer', f"--out_dir={cfg['out_dir']}", f'--families={fams}', '--seeds=[1]',
                            f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
     assert line == f"transfer.py: {cfg['out_dir']}/fam0/hsrm/seed1 holds a finished run whose config differs " \
                    "(dropout 0.1 -> 0.0); fix: another --out_dir, or a new variant name in --variants (this one is 'hsrm') keeps both, " \
@@ -4731,7 +4739,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     free-scorer combo's weights are fit on the training families' train splits only (refit here; the pairwise
     loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
     the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
-    import transfer as X
+    from studies import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
     from bestofn import pool_metrics
     from model import cheap_score, combo_score
@@ -4757,7 +4765,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         assert best_au['auroc'] >= max(x['auroc'] for x in m.values())
         assert best_au['auroc'] == pytest.approx(max(r['auroc'] for r in scorers))
         assert f['best_free_val'] == kinds['free_best_val']['tied'] and f['best_free_test'] == best['tied']
-        assert all(f'| {held} (10) | {E.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
+        assert all(f'| {held} (10) | {tables.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
         for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (fitted on training problems)'):
             vs = rows[name]['vs']
             for ref in ('best_free_test', 'majority'):
@@ -4801,7 +4809,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
 def test_candidate_traits_describe_a_pick():
     """curve.candidate_traits: a looping candidate cut at max_new_tokens is unanswered, truncated, and has its
     repeated lines counted (blank lines ignored); a finished one with an answer has none of that."""
-    import curve as C
+    from studies import curve as C
     loop = {'text': 'He buys 3 pens.\n\nHe buys 3 pens.\nHe buys 3 pens.\nSo', 'correct': False, 'answer': None,
             'finish': 'length', 'token_ids': torch.zeros(128), 'step_pos': torch.zeros(4)}
     done = {'text': '3 x 2 = 6.\nThe answer is 6.', 'correct': True, 'answer': '6', 'finish': 'eos',
@@ -4824,7 +4832,7 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     A variant with its own train_dirs (another extraction of the same problems, more samples each) has a cell at each
     K it holds, scored on the same eval split; a dir holding fewer problems than the smallest K is refused. A variant
     naming its own sizes has cells at those K only (a pair naming another of its K, or a K not in sizes, is refused)."""
-    import curve as C
+    from studies import curve as C
     out, more = str(tmp_path / 'cells'), str(tmp_path / 'x12' / 'train')
     write_split_eval(f'{out}/train', 24, 6, seed=5)
     write_split_eval(f'{out}/eval', 12, 8, seed=6, start=1000)
@@ -4869,7 +4877,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     """curve.py: each size K trains its own verifiers (steps following the data), every row is read from the
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
     differences, the fit is a log-linear least squares; a second call reuses every run."""
-    import curve as C
+    from studies import curve as C
     from model import cheap_score, combo_score
     out = str(tmp_path / 'cell')
     write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
@@ -4976,13 +4984,13 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         C.run({**cfg, 'sizes': [40, 10]})
     # issue 35 on the command line: a size beyond the split names curve.py's own knob; a changed training knob keeps
     # every finished run (refused before anything trains, the fix in curve.py's knobs)
-    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 5000]'))
+    line = _last_line(_run('-m', 'studies.curve', f'--out_dir={out}', '--sizes=[10, 5000]'))
     assert line == f'curve.py: sizes=[10, 5000] but {out}/train has 40 problems; fix: --sizes="[...]" with every K in 1..40, ' \
                    'or extract more training problems'
     cks = sorted(glob.glob(f'{out}/curve/K*/*/seed*/ckpt.pt'))
     data = [open(p, 'rb').read() for p in cks]
     changed = {**cfg['train_overrides'], 'lr': 0.01}
-    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 20, 40]', '--seeds=[1, 2]',
+    line = _last_line(_run('-m', 'studies.curve', f'--out_dir={out}', '--sizes=[10, 20, 40]', '--seeds=[1, 2]',
                            f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
     assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs (lr 0.001 -> 0.01); fix: " \
                    "a new variant name in --variants (this one is 'hsrm') keeps both, --overwrite=True trains it again in place"

@@ -1,14 +1,14 @@
 """
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
-    python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, dtype, int8, quality, train, procs, search, sample, memory, gpu
-    python bench.py --only=quality --dirs=out/dtype/float32/eval,out/demo/eval   # labelled extractions to compare
+    python -m studies.bench                 # every section
+    python -m studies.bench --only=extract  # one of: extract, dtype, int8, quality, train, procs, search, sample, memory, gpu
+    python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval   # labelled extractions to compare
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
-moved to dev/bench_lab.py.
-    python bench.py --only=gpu       # the CUDA path (--device=cuda, the default where a GPU is visible; --device=cpu:
-                                     # tiny shapes, a smoke run); --device=cuda alone runs this section
+moved to studies/bench_lab.py.
+    python -m studies.bench --only=gpu      # the CUDA path (--device=cuda, the default where a GPU is visible;
+                                            # --device=cpu: tiny shapes, a smoke run); --device=cuda alone runs it
 """
 import json
 import os
@@ -24,7 +24,7 @@ import tasks
 import train as T
 from model import build_verifier, make_batch, verifier_flops
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
 
 
@@ -35,7 +35,7 @@ def table(rows, header):
 
 
 def run_sections(sections, only):
-    """Run the section named by --only (every section when None), each under its banner (dev/bench_lab.py too)."""
+    """Run the section named by --only (every section when None), each under its banner (studies/bench_lab.py too)."""
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():
@@ -195,7 +195,7 @@ def bench_extract(profile=False):
             for variant in variants + (('extract bf16',) if i == 0 else ()):  # bf16 weights: to pick the CPU default
                 if r and variant != 'extract':
                     continue
-                args = [sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
+                args = [sys.executable, '-m', 'studies.bench', '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
                 if profile and i == 0 and r == 0 and variant.startswith('extract'):
                     args.append('--profile')
                 out = subprocess.run(args, capture_output=True, text=True, cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
@@ -232,7 +232,7 @@ def bench_extract(profile=False):
           f"GFLOP/s with every layer's weights streamed from memory as in the loop ({mm_cached / 1e9:.0f} GFLOP/s when each "
           f"layer shape's weight stays in cache): what the loop could reach with no work besides those matmuls.")
     print("bf16 extract tok/s: the same loop with bfloat16 weights (first case only); which one extract.py's "
-          "dtype='auto' takes is measured per machine (bench.py --only=dtype).")
+          "dtype='auto' takes is measured per machine (python -m studies.bench --only=dtype).")
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'bf16 extract tok/s',
                  'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
                  'generate+hidden MB', 'extract MB', 'steps/cand'])
@@ -276,7 +276,7 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, rep
                 if floor > give_up * runs['float32']['seconds']:
                     skipped[dt] = floor
                     continue
-            out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems),
+            out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', f'extract {dt}', str(n_problems),
                                   str(n_samples), str(max_new_tokens), 'synth'], capture_output=True, text=True,
                                  cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
             if out.returncode:

@@ -3,7 +3,7 @@ bench.py's former sections that back no number in README.md or RESULTS.md, kept 
 label.py's grading throughput, training and scoring against the machine's floor, the verifier cost table's measured
 column, pruning's replay cost, and online pruning against the same run without it. Run from the repo root:
 
-    python dev/bench_lab.py --only=label|train|cost|prune|online
+    python -m studies.bench_lab --only=label|train|cost|prune|online
 """
 import json
 import os
@@ -15,13 +15,12 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))  # the repo's modules, bench.py's helpers
-import generator  # noqa: E402
-import grading  # noqa: E402
-import tasks  # noqa: E402
-import train as T  # noqa: E402
-from bench import DATA, HERE, machine_floor, run_sections, table  # noqa: E402
-from model import build_verifier, count_params, score_problems, verifier_flops  # noqa: E402
+import generator
+import grading
+import tasks
+import train as T
+from model import build_verifier, count_params, score_problems, verifier_flops
+from studies.bench import DATA, HERE, machine_floor, run_sections, table
 
 
 # -----------------------------------------------------------------------------
@@ -291,7 +290,7 @@ def demo_threshold(ckpt, rule):
         for run in r['runs'] if r.get('rule') == rule else []:
             if os.path.abspath(run.get('ckpt', '')) == os.path.abspath(ckpt):
                 return run['threshold']
-    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python steer.py <its config> --prune=True "
+    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python -m studies.steer <its config> --prune=True "
                      f"(chooses it on validation), or pass --prune_threshold=<x>")
 
 

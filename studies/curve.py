@@ -11,9 +11,9 @@ extraction of the same train split (its own `train_dirs`, e.g. 32 samples of few
 it has a cell at each K that extraction holds, scored on the same eval split beside the others.
 
     python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
-    python curve.py config/curve_synth2.py
-    python curve.py config/curve_synth2.py --sizes="[80, 160]" --threads=1 &   # parts train in parallel (runs are
-    python curve.py config/curve_synth2.py --sizes="[320]" --threads=1          # reused: the last call only reports)
+    python -m studies.curve config/curve_synth2.py
+    python -m studies.curve config/curve_synth2.py --sizes="[80, 160]" --threads=1 &   # parts train in parallel (runs are
+    python -m studies.curve config/curve_synth2.py --sizes="[320]" --threads=1          # reused: the last call only reports)
 
 Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {out_dir}/curve/K<k>/<variant>/seed<s>/.
 """
@@ -26,7 +26,8 @@ import torch
 from tqdm import tqdm
 
 import bestofn as B
-import evaluate as E
+import evaluate
+import tables
 import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
@@ -59,7 +60,7 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
 # -----------------------------------------------------------------------------
 # what a selector picks: the candidates it returns, described (why a verifier picks badly)
@@ -180,9 +181,9 @@ def evaluate_size(cfg, k, problems, pool, dev):
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
-    combo = E.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
-    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
-    free = E.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
+    combo = tables.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
+    rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
+    free = tables.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
                                           dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
@@ -194,13 +195,13 @@ def evaluate_size(cfg, k, problems, pool, dev):
                 val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
             model, ck = load_checkpoint(path, dev)
             check_unseen(problems, ck.get('groups'), path)  # a run trained before (or on other data) is checked too
-            sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+            sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
             runs.append({'ckpt': path, 'seed': s, **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
             if s == cfg['seeds'][0]:  # the first seed's picks
                 picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(E.make_row(v, 'verifier', runs, params=count_params(model),
+        rows.append(tables.make_row(v, 'verifier', runs, params=count_params(model),
                                val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
@@ -210,12 +211,12 @@ def evaluate_size(cfg, k, problems, pool, dev):
         name, norm = found.pop()
         score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
-        rows.append(E.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+        rows.append(tables.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
     for r in rows:  # the free references' own validation numbers, beside the variants'
         if r['type'] in ('free_best_val', 'free_best_val_auroc'):
             m, key = ('acc', 'val_acc') if r['type'] == 'free_best_val' else ('auroc', 'val_auroc')
             r['val'] = {m: float(np.mean([choice[key][t] for t in r['tied']]))}
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    tables.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
         if r['type'] == 'base':
@@ -319,11 +320,11 @@ def pair_deltas(sizes_, cfg):
 
 
 def _row_cells(r, n):
-    pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
+    pair = lambda d: f"{tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {tables.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
     val = r.get('val', {})
     vcell = ' / '.join(f'{100 * val[m]:.1f}' if m == 'acc' else f'{val[m]:.3f}' for m in ('acc', 'auroc') if m in val)
-    return [vcell, E.fmt_ci(r['acc'], r.get('acc_ci'), True), E.fmt_vs(r, 'best_free_val', 'acc', True),
-            E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), E.fmt_vs(r, 'best_free_val', 'auroc', False),
+    return [vcell, tables.fmt_ci(r['acc'], r.get('acc_ci'), True), tables.fmt_vs(r, 'best_free_val', 'acc', True),
+            tables.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), tables.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
@@ -366,15 +367,15 @@ def render(sizes_, summ, cfg, pairs_=()):
         r = max(vs_, key=lambda x: (x['val']['acc'], x['val']['auroc']))
         fv = next(x for x in s['rows'] if x['type'] == 'free_best_val')['val']['acc']
         out.append(f"| {s['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
-                   f"{E.fmt_vs(r, 'best_free_val', 'acc', True)} / {E.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
+                   f"{tables.fmt_vs(r, 'best_free_val', 'acc', True)} / {tables.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
     if steps:
         out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
-        out += [f"| {v} | {d['from']} -> {d['to']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
+        out += [f"| {v} | {d['from']} -> {d['to']} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
     rec = sizes_[-1]['recall']
     if rec['n_seen']:
-        pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}"  # noqa: E731
+        pair = lambda d: f"{tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}"  # noqa: E731
         ref = lambda part: f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}" if part in rec['ref'] else '-'  # noqa: E731
         out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} also has, in "
                 f"another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best free selector on "
@@ -386,8 +387,8 @@ def render(sizes_, summ, cfg, pairs_=()):
         out += ['', f"No evaluation question's numbers occur among the K = {sizes_[-1]['k']} training and validation problems."]
     if pairs_:
         out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
-        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
+        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
     return '\n'.join(out) + '\n'
 
 
@@ -468,7 +469,7 @@ def run(cfg):
     md = render(sizes_, summ, cfg, pairs_) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
                                       f"split, mean over problems and {cfg['n_subsets']} subsets; curve.TRAITS)\n\n"
                                       f"{traits_table(picks)}\n")
-    atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
+    atomic_write_json(tables.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))

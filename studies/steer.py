@@ -9,7 +9,7 @@ on validation; vote temperatures come from validation for every checkpoint. Inte
 problems and, on each side, over the runs (seeds), as evaluate.py's; by difficulty, a problem's solve rate is
 measured on difficulty_samples pool candidates that the by-difficulty best-of-N never scores.
 
-    python steer.py config/search_shop.py
+    python -m studies.steer config/search_shop.py
 
 The pruning study (prune=True, below the search code) is the steering policy without branching, replayed on a
 finished run's pools: each verifier rule with its threshold chosen on validation (or a calibration split) and
@@ -17,8 +17,8 @@ DeepConf's online stop, against no pruning, on the same pools. It reads the run 
 keys from the same config files and flags) and writes {out_dir}/prune.md, prune.json and prune.png (prune_on_<run>.*
 for another run's eval_dir).
 
-    python steer.py config/prune_synth3.py                    # the config sets prune = True
-    python steer.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
+    python -m studies.steer config/prune_synth3.py                    # the config sets prune = True
+    python -m studies.steer config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 """
 import glob
 import json
@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 import bestofn as B
-import evaluate as E
+import evaluate
+import tables
 from capture import PRUNE_RULES, prune_now
 from configurator import cli, configure, knobs, resolve_device, split_argv
 from grading import answers_equal
@@ -78,7 +79,7 @@ calib_dir = ''                       # '' = thresholds on train_dir's validation
 deepconf_warmup = 2                  # DeepConf online: the first this many candidates of each pool run in full and set
                                      # its threshold (their code: 16 of 256); must be < n_eval
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 PRUNE_DEFAULTS = {**EVAL_DEFAULTS, **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
 
 # -----------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def search_point(dirs, keys, dev, temps):
         if missing:
             raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as pool_dir")
         ps = [probs[k] for k in keys]
-        sc = E.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
+        sc = tables.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
         a, v = [], []
         for p, s in zip(ps, sc):
             fin = np.array([c['finish'] != 'pruned' for c in p['candidates']])
@@ -191,16 +192,16 @@ def run(cfg):
         a = os.path.abspath(path)
         if a not in scored:
             model = load_checkpoint(path, dev)[0]
-            sc = E.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            vs = E.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
+            sc = tables.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
+            vs = tables.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
             scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
     # the best free selector on validation (evaluate.free_rows: every free scorer, its weighted vote, the combo fitted
     # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
-    frows, choice = E.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
-                                E.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
+    frows, choice = tables.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
+                                tables.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
     best = ' / '.join(choice['free_best_val'])
     bon[f'free:{best}'] = next(r for r in frows if r['type'] == 'free_best_val')['per_problem']['acc_at']
     bon['majority'] = {n: np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
@@ -223,7 +224,7 @@ def run(cfg):
         c = json.load(open(os.path.join(d, 'config.json')))
         if not c.get('search') or not os.path.exists(os.path.join(d, 'labels.json')):
             continue
-        name = E.run_group(c['search_ckpt'])
+        name = tables.run_group(c['search_ckpt'])
         groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(d)
     nb, bs = cfg['n_boot'], cfg['boot_seed']
     rows = []
@@ -268,7 +269,7 @@ def run(cfg):
     md = render(res)
     os.makedirs(cfg['out_dir'], exist_ok=True)
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
-    atomic_write_json(E.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
+    atomic_write_json(tables.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
     with open(os.path.join(cfg['out_dir'], 'steer.md'), 'w') as f:
         f.write(md + plot(res, os.path.join(cfg['out_dir'], 'steer.png')))
     print(md)
@@ -290,14 +291,14 @@ def render(res):
            '| Best-of-N (pool) | ' + ' | '.join(f'N={n}' for n in ns) + ' |', '|---|' + '---:|' * len(ns),
            '| mean tokens per problem | ' + ' | '.join(f'{t:.0f}' for t in res['tokens']) + ' |']
     for k, c in res['curves'].items():
-        out.append(f'| {curve_name(k)} | ' + ' | '.join(E.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
-    d = lambda r, k: E.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
+        out.append(f'| {curve_name(k)} | ' + ' | '.join(tables.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
+    d = lambda r, k: tables.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
     out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% CI] '
             '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
             '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
-        out.append(f"| {r['method']} | {r['tokens']:.0f} | {E.fmt_ci(r['acc'], r['acc_ci'], True)} | "
-                   f"{E.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
+        out.append(f"| {r['method']} | {r['tokens']:.0f} | {tables.fmt_ci(r['acc'], r['acc_ci'], True)} | "
+                   f"{tables.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
                    f"{d(r, 'delta_plain')} | {d(r, 'delta_free')} | {d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
     out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) | '
@@ -305,7 +306,7 @@ def render(res):
     for r in res['rows']:
         cells = [r['by_difficulty'].get(b) for b in bnames]
         out.append(f"| {r['method']} | " + ' | '.join(
-            f"{E.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
+            f"{tables.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
             if c else '–' for c in cells) + ' |')
     out += ['', 'Best-of-N averages random N-subsets of the pool; tokens are the mean generated per problem (a search '
             "run's generated_tokens: every token the generator ran, abandoned branches included). Search rows average "
@@ -331,10 +332,10 @@ def plot(res, path):
         if k == 'oracle':
             continue
         acc, ci_ = np.array(c['acc']), c['acc_ci']
-        ax.errorbar(res['tokens'], 100 * acc, yerr=E.yerr(list(acc), ci_),
+        ax.errorbar(res['tokens'], 100 * acc, yerr=tables.yerr(list(acc), ci_),
                     marker='o', ms=3, capsize=2, label=curve_name(k))
     for r in res['rows']:
-        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=E.yerr([r['acc']], [r['acc_ci']]),
+        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=tables.yerr([r['acc']], [r['acc_ci']]),
                     marker='s' if r['search'] == 'beam' else '^', ms=6, capsize=2, ls='none', label=r['method'])
     ax.set_xscale('log')
     ax.set_xlabel('generated tokens per problem')
@@ -525,7 +526,7 @@ def prune_row(method, runs, **extra):
     """A table row: mean ± std over its runs (seeds) of each entry, and their per-problem values stacked."""
     r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
     for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
-        r[key], r[key + '_std'] = E.mean_std([x.get(key) for x in runs])
+        r[key], r[key + '_std'] = tables.mean_std([x.get(key) for x in runs])
     r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
     return r
 
@@ -544,7 +545,7 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
     pid = pool_problems(pool, n, k)
     groups = {}
     for path in paths:
-        groups.setdefault(E.run_group(path), []).append(path)
+        groups.setdefault(tables.run_group(path), []).append(path)
     for g, gpaths in sorted(groups.items()):
         runs = {r: [] for r in ['none'] + cfg['prune_rules']}
         for path in gpaths:
@@ -562,8 +563,8 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
                 break
             vp, vpool, vn = val
-            pre = E.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = E.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            pre = tables.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            vpre = tables.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = B.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
@@ -577,9 +578,9 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 pt = next(c for c in curve if c['threshold'] == th)
                 runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
                                               curve=curve))
-        label = E.PRETTY.get(g, g)
+        label = tables.PRETTY.get(g, g)
         if runs['none']:
-            au = [E.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            au = [tables.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
             out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
                                 f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
         for rule, rs in runs.items():
@@ -637,7 +638,7 @@ def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
             raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
                              f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
                              f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
-        calib = E.choice_split(calib_dir, n, cfg)
+        calib = tables.choice_split(calib_dir, n, cfg)
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
         raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
@@ -661,19 +662,19 @@ def prune_run(cfg):
     ({'rows', 'refs', 'curves', 'notes'} and the split it ran on)."""
     cfg = {**PRUNE_DEFAULTS, **cfg}
     out_dir, n = cfg['out_dir'], cfg['n_eval']
-    eval_dir, train_dir, suffix = E.run_dirs(cfg)
+    eval_dir, train_dir, suffix = tables.run_dirs(cfg)
     check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # before any work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
-    for path in E.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
+    for path in tables.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
         raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
                          f"twice; fix: run the study on a split sampled without pruning")
-    res = prune_section(E.checkpoint_paths(cfg), problems, pool, E.val_splitter(train_dir, n, cfg), n, cfg,
+    res = prune_section(tables.checkpoint_paths(cfg), problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     idx = B.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
     for r in res['rows'] + res['refs']:
@@ -693,13 +694,13 @@ def prune_run(cfg):
         f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
         f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
         f"pool, chosen where the verifier rules' thresholds are.",
-        "On the same pools: " + ', '.join(f"{r['method']} {E.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
+        "On the same pools: " + ', '.join(f"{r['method']} {tables.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
         + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
         "table; **bold** where the interval of Δ excludes 0."]
     res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems), 'n_eval': n}
     prefix = os.path.join(out_dir, 'prune' + suffix)
     md = render_prune(res) + (plot_prune(res, prefix + '.png') if cfg['plots'] else '')
-    atomic_write_json(E.for_json(res), prefix + '.json')
+    atomic_write_json(tables.for_json(res), prefix + '.json')
     with open(prefix + '.md', 'w') as f:
         f.write(md)
     print(md)
@@ -719,10 +720,10 @@ def render_prune(res):
         ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
                f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
         seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
-        d = '–' if r['rule'] == 'none' else E.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
-        out.append(f"| {r['method']}{seeds} | {ths} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
-                   f"{E.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {E.fmt(r['tokens'], r['tokens_std'], True)} | "
-                   f"{E.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
+        d = '–' if r['rule'] == 'none' else tables.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
+        out.append(f"| {r['method']}{seeds} | {ths} | {tables.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
+                   f"{tables.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {tables.fmt(r['tokens'], r['tokens_std'], True)} | "
+                   f"{tables.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
     out += [''] + [f'- {t}' for t in res['notes']]
     return '\n'.join(out) + '\n'
 
@@ -743,10 +744,10 @@ def plot_prune(res, path):
         for name, curve in res['curves'].items():
             ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
         for r in res['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
-            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=E.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=tables.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
                         color='k', ms=4, elinewidth=0.8, capsize=2,
                         label='chosen threshold / no pruning, 95% CI' if r is res['rows'][0] else None)
-        E.reference_lines([ax], res['refs'])
+        tables.reference_lines([ax], res['refs'])
         ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
                title=f"online pruning (simulated), {res['dataset']}")
     axes[1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))

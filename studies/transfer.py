@@ -10,11 +10,11 @@ user cannot choose it in advance), single pass, oracle; paired bootstrap interva
 for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants named in
 in_domain are also trained on F's own train split, for reference, each against its zero-shot self (paired). Runs and score caches are reused: a second call only reports.
 
-    python transfer.py config/transfer_words.py
-    python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
-    python transfer.py config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # folds train in parallel
-    python transfer.py config/transfer_words.py --folds="['bake', 'share']" --threads=1      # (runs are reused: a
-    python transfer.py config/transfer_words.py                                              # last call reports all)
+    python -m studies.transfer config/transfer_words.py
+    python -m studies.transfer config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
+    python -m studies.transfer config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # folds train in parallel
+    python -m studies.transfer config/transfer_words.py --folds="['bake', 'share']" --threads=1      # (runs are reused: a
+    python -m studies.transfer config/transfer_words.py                                              # last call reports all)
 
 Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for a call with folds); the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
 """
@@ -25,7 +25,8 @@ import torch
 from tqdm import tqdm
 
 import bestofn as B
-import evaluate as E
+import evaluate
+import tables
 import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
 from grading import answers_equal
@@ -54,7 +55,7 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
 # -----------------------------------------------------------------------------
 
@@ -122,16 +123,16 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
         model, ck = load_checkpoint(path, dev)
         check_unseen(problems, ck.get('groups'), path)
-        sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+        sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
             part = [p for p in vp if p['src'] == d]
-            vs += E.cached_scores(model, path, part, d, cache, 1024, dev)[0]
+            vs += tables.cached_scores(model, path, part, d, cache, 1024, dev)[0]
         temp = B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
         mt = B.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
         runs.append({'ckpt': path, 'seed': s, 'temp': temp, **mt})
-    return [E.make_row(name, 'verifier', runs, params=count_params(model)),
-            E.make_row(f'{name} + weighted vote', 'verifier_vote',
+    return [tables.make_row(name, 'verifier', runs, params=count_params(model)),
+            tables.make_row(f'{name} + weighted vote', 'verifier_vote',
                        [B.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
 
 
@@ -145,12 +146,12 @@ def evaluate_fold(cfg, held, dev):
     vp, vpool, vn = val_split(others, cfg, n)
     tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
-    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
+    rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
         rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
     orc = {n: np.array([B.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
-    rows.append(E.make_row(f'Oracle pass@{n}', 'oracle', [B.per_problem_run(orc, n=n)]))
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    rows.append(tables.make_row(f'Oracle pass@{n}', 'oracle', [B.per_problem_run(orc, n=n)]))
+    tables.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     # the optimistic references: the free selector best on the held-out family itself by best-of-N, the free scorer
     # best there by AUROC (no user can choose either in advance)
     top = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
@@ -209,15 +210,15 @@ def render(folds, summ, cfg):
     def vs(r, key, pct):  # the optimistic reference is not among evaluate.REFS: formatted here
         d = r.get('vs', {}).get('best_free_test', {})
         ref = r['type'] == ('free_best_test' if key == 'acc' else 'free_best_test_auroc')
-        return 'ref.' if ref else E.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+        return 'ref.' if ref else tables.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
     for f in folds:
         for r in f['rows']:
             if r['type'] not in keep:
                 continue
             test, test_au = vs(r, 'acc', True), vs(r, 'auroc', False)
-            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                       f"| {E.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {E.fmt_vs(r, 'majority', 'acc', True)} "
-                       f"| {E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {E.fmt_vs(r, 'best_free_val', 'auroc', False)} "
+            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {tables.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
+                       f"| {tables.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {tables.fmt_vs(r, 'majority', 'acc', True)} "
+                       f"| {tables.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {tables.fmt_vs(r, 'best_free_val', 'auroc', False)} "
                        f"| {test_au} |")
     if cfg['in_domain']:
         out += ['', 'In domain against the same variant zero-shot (same seeds and eval problems, paired):', '',
@@ -225,8 +226,8 @@ def render(folds, summ, cfg):
         for f in folds:
             for v in cfg['in_domain']:
                 d = next(r for r in f['rows'] if r['method'] == f'{v} (in domain)')['vs']['zero_shot']
-                out.append(f"| {f['family']} | {v} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
-                           f"| {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
+                out.append(f"| {f['family']} | {v} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
+                           f"| {tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
     out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best free on val | ≥ best free on test | Lowest AUROC '
             '| Folds with Bo-N below, beyond the interval: best free on val | best free on test | majority |',
             '|---|---:|---:|---:|---|---|---|']
@@ -262,7 +263,7 @@ def run(cfg):
         folds.append(evaluate_fold(cfg, held, dev))
     summ = summary(folds, cfg)
     md = render(folds, summ, cfg)
-    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
+    atomic_write_json(tables.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
                       os.path.join(cfg['out_dir'], f'transfer{part}.json'))
     with open(os.path.join(cfg['out_dir'], f'transfer{part}.md'), 'w') as f:
         f.write(md)
