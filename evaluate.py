@@ -5,7 +5,7 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the free scorers (scorers.py), the PRM's cached scores (baselines.py, prm.py), majority and verifier-weighted votes,
+adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 from bestofn import build_pool, choose_temp, oracle_sub, per_problem_run, scored_metrics
-from configurator import check_positive, cli, configure, knobs, resolve_device
-from model import count_params, input_lengths, reads, verifier_flops
-from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
-from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
+from configurator import check_positive, cli, configure, knobs
+from model import count_params, input_lengths, reads, resolve_device, verifier_flops
+from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
+from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, read_checkpoint
 from tables import (FREE_TIES, PRETTY, add_intervals, cached_scores, checkpoint_paths, fit_combo, fmt, fmt_ci, fmt_num,

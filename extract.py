@@ -28,9 +28,10 @@ from tqdm import tqdm
 
 from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
                      step_table, stored_kinds)
-from configurator import check_positive, cli, configure, knobs, resolve_device
+from configurator import check_positive, cli, configure, knobs
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
+from model import resolve_device
 from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, check_writable, load_checkpoint
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems)

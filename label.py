@@ -201,7 +201,7 @@ if __name__ == '__main__':
     if not found:
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
-    from configurator import resolve_device
+    from model import resolve_device
     from store import check_writable
     check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
     device = resolve_device(device)

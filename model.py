@@ -1,8 +1,9 @@
 """
 The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
-(batching, the step features, the residual's free scorers), scoring and prefix scores, and the losses (LOSSES).
-The on-disk format and checkpoints are store.py's; the per-problem metrics bestofn.py's; the steering policy that
-acts on prefix scores capture.py's.
+(batching, the step features, the residual's free score), scoring and prefix scores, and the losses (LOSSES); and
+what every stage runs with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are
+store.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
+prefix scores studies/policy.py's.
 """
 import functools
 import hashlib
@@ -15,11 +16,58 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from configurator import from_pretrained, one_thread
-from scorers import CHEAP_SCORERS, deepconf_mean
+from scorers import cheap_score, combo_score
 
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
+
+# -----------------------------------------------------------------------------
+# what every stage runs with besides its config: the device a knob names, a Hugging Face model a knob names, and
+# one CPU thread where results must not depend on the thread count
+
+
+def resolve_device(device, env=None, cuda=None):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
+    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
+    env, cuda: the environment and whether CUDA is available (default: this process's)."""
+    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
+    if device == 'auto':
+        device = 'cuda' if cuda else 'cpu'
+    if device.startswith('cuda') and not cuda:
+        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
+    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
+
+
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
+                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+
+
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one
+
 
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
@@ -456,59 +504,6 @@ def step_feature_matrix(c):
     hi = pos + 1
     return (csum[hi] - csum[lo]) / (hi - lo).clamp(min=1)[:, None].float()
 
-
-def residual_scorers():
-    """The free scorers a residual verifier can start from: scorers.py's cheap scorers and DeepConf's mean
-    token confidence (a trace's mean; a window longer than any trace here)."""
-    return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
-
-
-def cheap_score(c, name):
-    """Free scorer `name` (residual_scorers) of one candidate (or prefix); -inf (an empty trace) -> -1e9."""
-    s = float(residual_scorers()[name](c))
-    return s if np.isfinite(s) else -1e9
-
-
-def combo_score(c, norm):
-    """The 'combo' free scorer (train.py residual='combo'): every free scorer norm['names'], standardized by the
-    training candidates' norm['mean'] / norm['std'] (clipped at +-10: an empty trace's floor), weighted by
-    norm['weight'] (combo_fit, learned on the training problems)."""
-    z = [(cheap_score(c, k) - m) / s for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
-    return float(np.dot(np.clip(z, -10, 10), norm['weight']))
-
-
-def combo_fit(problems, l2=1e-3):
-    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
-    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
-    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
-    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
-    names = sorted(residual_scorers())
-    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
-    flat = np.concatenate(X)
-    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
-    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
-    diffs, wts = [], []
-    for p, x in zip(problems, X):
-        y = np.array([bool(c['correct']) for c in p['candidates']])
-        if y.any() and not y.all():
-            z = np.clip((x - mean) / std, -10, 10)
-            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
-            diffs.append(d)
-            wts.append(np.full(len(d), 1.0 / len(d)))
-    if not diffs:
-        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
-                         "weights; fix: more samples per problem, or --residual=auto")
-    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
-    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
-
-    def loss():
-        opt.zero_grad()
-        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
-        l.backward()
-        return l
-    opt.step(loss)
-    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 def batch_to(batch, device):
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}

@@ -45,10 +45,10 @@ import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_positive, cli, configure, knobs, resolve_device, split_argv
+from configurator import apply_config, check_positive, cli, configure, knobs, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import read_kinds, reads, score_problems
+from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
 from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,

@@ -34,17 +34,17 @@ import grading  # noqa: E402
 from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
 from label import label_split  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, combo_fit, count_params, listmle_loss,  # noqa: E402
+from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, count_params, listmle_loss,  # noqa: E402
                    make_batch, pairwise_loss, score_prefixes, score_problems)
 import model as model_mod  # noqa: E402
 from store import load_checkpoint, load_split, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
-import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
 import scorers as SC  # noqa: E402
+from scorers import combo_fit  # noqa: E402
 import tables  # noqa: E402
 from studies import steer as ST  # noqa: E402
 
@@ -165,7 +165,7 @@ def _tiny_prm_tokenizer():
     """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', PR.PRM_SEP]
+    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
     tok = Tokenizer(models.BPE(unk_token='<unk>'))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -272,13 +272,14 @@ def one_thread_eval():
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
 STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
-SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture', 'prm')
+SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture')
 
 
 def test_imports_follow_the_pipeline():
     """A later stage may import an earlier one, never the reverse; a shared module imports no stage; nothing at the
-    top level imports a study (studies/); no import circle. Every import of the repo's files but the tests, those
-    inside functions too (read with ast: the imports only)."""
+    top level imports a study (studies/); no import circle; configurator.py is configuration alone (the standard
+    library: no torch). Every import of the repo's files but the tests, those inside functions too (read with ast: the
+    imports only)."""
     import ast
     own = {os.path.relpath(p, REPO)[:-3].replace(os.sep, '.') for p in glob.glob(os.path.join(REPO, '*.py'))
            + glob.glob(os.path.join(REPO, 'studies', '*.py'))} - {'studies.__init__'}
@@ -293,6 +294,8 @@ def test_imports_follow_the_pipeline():
         names |= {f'{n.module}.{a.name}' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                   for a in n.names}  # from studies import curve
         deps[m] = {x for x in names if x in own} - {m}
+        if m == 'configurator':
+            assert {x.split('.')[0] for x in names} <= set(sys.stdlib_module_names), names
     rank = {s: i for i, s in enumerate(STAGES)}
     for m, ds in deps.items():
         if m in rank:
@@ -490,7 +493,7 @@ def test_think_configs_share_one_extraction():
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from configurator import resolve_device
+    from model import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
     assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
@@ -1577,7 +1580,7 @@ def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
             assert msg.startswith(f'model={name!r}{nowhere}; fix: the embedded'), msg
     with pytest.raises(SystemExit, match=f"^judge_model='nobody/model'{re.escape(nowhere)}; fix"):
         label.load_judge('nobody/model')
-    for load, key in ((lambda n: PR.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
+    for load, key in ((lambda n: B.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
         with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
             load('nobody/model')
     r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=smolm2', '--train_range=(0,0)',
@@ -3079,7 +3082,7 @@ def test_training_learns_synthetic_signal(tmp_path):
 
 def test_training_is_the_same_on_one_and_two_threads(tmp_path):
     """The same config and data give the same checkpoint whatever torch's thread count (training and its validation
-    scoring run on one thread: configurator.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
+    scoring run on one thread: model.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
     split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
     tr, va = T.split_problems(load_split(split), 0.25, 42)
@@ -3520,32 +3523,32 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
 
 
 # ====================================================================================================
-# prm.py: the off-the-shelf PRM
+# baselines.py: the off-the-shelf PRM
 # ====================================================================================================
 
 
 def test_prm_scoring_path(tiny_prm, tmp_path):
-    assert PR.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
-    assert PR.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and PR.split_steps('') == ['']
-    model, tok = PR.load_prm(tiny_prm, 'float32')
+    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
+    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
+    model, tok = B.load_prm(tiny_prm, 'float32')
     # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
     from safetensors.torch import load_file
     assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
     assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
     saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
     assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
-    text = PR.prm_text(tok, 'What is 2+3?', TEXTS[0])
-    assert PR.PRM_SYSTEM in text and text.count(PR.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
-    probs = PR.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
+    text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
+    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
+    probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
     assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
     # the scores are the positive-class probabilities at exactly the separator positions
     ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
     with torch.no_grad():
         ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
-    sep = tok.convert_tokens_to_ids(PR.PRM_SEP)
+    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
     assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
     # batched (right-padded) == one at a time
-    one = [PR.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
+    one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
     for a, b in zip(probs, one):
         assert a == pytest.approx(b, abs=1e-5)
     # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
@@ -3553,29 +3556,29 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
     tc = str(tmp_path / 'token_classification')
     Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
     tok.save_pretrained(tc)
-    m2, tok2 = PR.load_prm(tc, 'float32')
+    m2, tok2 = B.load_prm(tc, 'float32')
     assert type(m2).__name__ == 'Qwen2ForTokenClassification'
-    assert [len(p) for p in PR.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
+    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
     with pytest.raises(ValueError, match='prm_reduce'):
-        PR.prm_reduce([0.5], 'mean')
+        B.prm_reduce([0.5], 'mean')
 
 
 def test_prm_cache_is_resumable(tiny_prm, tmp_path):
     problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
     path = str(tmp_path / 'prm_scores.json')
-    PR.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
+    B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
     first = json.load(open(path))
     assert sorted(first['steps']) == ['000000', '000001'] and first['n_params'] > 0
-    cache = PR.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
+    cache = B.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
     assert sorted(cache['steps']) == ['000000', '000001', '000002']
     assert cache['steps']['000000'] == first['steps']['000000']
     for a, b in zip(cache['steps']['000002'], cache['steps']['000000']):  # same texts, same scores
         assert a == pytest.approx(b, abs=1e-5)
     with pytest.raises(ValueError, match='prm_model'):
-        PR.score_prm(problems, path, 'another/model')
+        B.score_prm(problems, path, 'another/model')
 
 
 def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
@@ -3584,13 +3587,13 @@ def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_e
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/eval', 3, 4, seed=2)
     problems = load_split(f'{out}/eval')
-    PR.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
+    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
-    model, tok = PR.load_prm(tiny_prm, 'float32')
+    model, tok = B.load_prm(tiny_prm, 'float32')
     flops = []
     for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
         for c in p['candidates']:
-            ids = tok(PR.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
+            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
             with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
                 model(input_ids=torch.tensor([ids]))
             flops.append(fc.get_total_flops())
@@ -3606,10 +3609,10 @@ def test_prm_7b_nominal_figures_match_its_config():
     with torch.device('meta'):
         m = Qwen2Model(cfg)
         m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
-    assert PR.prm_arch(m) == PR.PRM_7B_ARCH
+    assert B.prm_arch(m) == B.PRM_7B_ARCH
     # not run: its input estimated as question + completion, so a longer question costs more
-    short, long = (PR.prm_flops(PR.PRM_7B_ARCH, PR.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
-    assert long > short > 2 * 40 * PR.PRM_7B_ARCH['linear_params']
+    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
 
 
 # ====================================================================================================
@@ -4606,7 +4609,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     at step 0 (the free scorer's own AUROC), so the kept model can be the free scorer itself, and the kept checkpoint
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says so)."""
     from bestofn import pool_metrics
-    from model import cheap_score, residual_scorers
+    from scorers import cheap_score, residual_scorers
     from store import save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
@@ -4742,7 +4745,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     from studies import transfer as X
     from scorers import CHEAP_SCORERS, cheap_scores
     from bestofn import pool_metrics
-    from model import cheap_score, combo_score
+    from scorers import cheap_score, combo_score
     from store import problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
@@ -4878,7 +4881,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
     differences, the fit is a log-linear least squares; a second call reuses every run."""
     from studies import curve as C
-    from model import cheap_score, combo_score
+    from scorers import cheap_score, combo_score
     out = str(tmp_path / 'cell')
     write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)

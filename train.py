@@ -26,10 +26,11 @@ import torch
 from tqdm import tqdm
 
 from bestofn import pool_metrics
-from configurator import check_positive, cli, configure, knobs, one_thread, resolve_device
-from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
-                   combo_fit, count_params, cut_prefix, problem_columns, read_kinds, reads, residual_scorers, score_problems,
-                   score_sorted, step_feature_matrix)
+from configurator import check_positive, cli, configure, knobs
+from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+                   cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device, score_problems, score_sorted,
+                   step_feature_matrix)
+from scorers import cheap_score, combo_fit, residual_scorers
 from store import atomic_write_json, check_writable, load_problem, load_split, read_checkpoint, save_checkpoint
 from tasks import group_key
 
@@ -87,9 +88,9 @@ balance_dirs = True         # several train_dirs (task families): each batch dra
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
-                            # free scorer, standardized, weighted by a ranking fit on the training problems: combo_fit;
+                            # free scorer, standardized, weighted by a ranking fit on the training problems: scorers.combo_fit;
                             # a base that does not bet on one scorer) | a name of
-                            # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
+                            # scorers.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
@@ -233,7 +234,7 @@ def preflight(train_problems, val_problems, cfg):
 
 def residual_choice(train_problems, val_problems, name):
     """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    'auto' = the one of scorers.residual_scorers with the best mean within-problem AUROC on the validation problems:
     the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
     little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()

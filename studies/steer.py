@@ -32,9 +32,9 @@ import bestofn as B
 import evaluate
 import tables
 from capture import PRUNE_RULES, prune_now
-from configurator import cli, configure, knobs, resolve_device, split_argv
+from configurator import cli, configure, knobs, split_argv
 from grading import answers_equal
-from model import reads
+from model import reads, resolve_device
 from scorers import group_confidences, has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
 from tasks import check_unseen
