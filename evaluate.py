@@ -241,7 +241,8 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
         runs, arch, voted = [], None, False
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
-            a = (ck['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['layers'], ck['input_steps'])
+            a = (ck['spec']['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['spec']['layers'],
+                 ck['spec']['input_steps'])
             if arch is not None and a != arch:
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")

@@ -290,63 +290,70 @@ def check_kinds(c, kinds, where):
                          f"re-reads existing candidates), or a verifier with --step_read={'+'.join(stored)}")
 
 
-def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
-                   max_tokens=512, tokenizer=None, max_steps=None, step_features=False, feat_norm=None, residual=None,
-                   res_norm=None, step_read='boundary', **args):
-    """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
-    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'answer' | 'last' and max_steps (None
-    = no cap): which stored step states it reads (first_step); text inputs: vocab (sorted
-    generator token ids: the restricted vocabulary, vocab_size = len(vocab) + 2 for PAD/UNK) or
-    tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
-    vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
-    architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
-    step_read: which stored kind(s) of step state it reads (STEP_KINDS; 'boundary+mean' concatenates both).
-    step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
-    feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (scorers.py
-    CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
-    output layer starting at 0 (states/hsrm, deepset only); residual='combo': every free scorer combined (combo_score,
-    res_norm = {'names', 'mean', 'std', 'weight'}).
-    The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
+# A verifier's input spec: what it reads and how, each key with its default (model.spec). A checkpoint stores it whole
+# and the verifier is rebuilt from it (store.py); train.py passes its knobs of the same names. kind: VERIFIERS' key;
+# d_gen: the generator's hidden size (per layer); layers: the stored layers read (input dim = len(layers) * d_gen);
+# input_steps ('all' | 'answer' | 'last') and max_steps (None = no cap): the stored step states read (first_step);
+# step_read: the stored kind(s) of step state (STEP_KINDS; 'boundary+mean' concatenates both); text inputs: vocab
+# (sorted generator token ids, the restricted vocabulary: vocab_size = len(vocab) + 2 for PAD/UNK) or tokenizer (a
+# HF tokenizer name / dir, its whole vocabulary: vocab_size = its size + 2), or vocab_size alone (a model to count);
+# max_tokens: the text position table; step_features: each step state gets its step's confidence features
+# (step_feature_matrix, standardized by feat_norm = (mean [3], std [3]) of the training candidates); residual: a free
+# scorer's name (scorers.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
+# (the output layer starting at 0; states / hsrm, deepset only), or 'combo': every free scorer combined
+# (scorers.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
+SPEC = {'kind': None, 'd_gen': None, 'layers': [-1], 'input_steps': 'all', 'max_steps': None, 'step_read': 'boundary',
+        'vocab': None, 'vocab_size': None, 'tokenizer': None, 'max_tokens': 512, 'step_features': False,
+        'feat_norm': None, 'residual': None, 'res_norm': None}
+
+
+def build_verifier(kind, d_gen=None, **kw):
+    """Build a verifier of `kind` for the generator's hidden size d_gen: kw holds its input spec (SPEC's keys; the
+    others take SPEC's defaults) and its architecture (the other keys: d_model, n_layer, n_head, dropout; size for
+    'text'; None values = the kind's default). The spec is kept in model.spec, the architecture in model.args: a
+    checkpoint holds both."""
+    spec = {**SPEC, **{k: v for k, v in kw.items() if k in SPEC}, 'kind': kind, 'd_gen': d_gen}
+    args = {k: v for k, v in kw.items() if k not in SPEC}
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
-    if input_steps not in STEP_INPUTS:
-        raise ValueError(f"input_steps={input_steps!r}; fix: --input_steps=all (or {', '.join(STEP_INPUTS[1:])})")
+    if spec['input_steps'] not in STEP_INPUTS:
+        raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or {', '.join(STEP_INPUTS[1:])})")
+    max_steps = spec['max_steps']
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all stored)")
     cls, base, _ = VERIFIERS[kind]
-    layers, inputs = list(layers), {}
+    spec['layers'], spec['step_features'], inputs = list(spec['layers']), bool(spec['step_features']), {}
+    if spec['vocab'] is not None:
+        spec['vocab'] = list(spec['vocab'])
     if reads(kind, 'states'):
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
-        inputs['d_in'] = d_gen * len(layers) * len(read_kinds(step_read)) + (N_STEP_FEATURES if step_features else 0)
+        inputs['d_in'] = d_gen * len(spec['layers']) * len(read_kinds(spec['step_read'])) + \
+            (N_STEP_FEATURES if spec['step_features'] else 0)
         if not inputs['d_in']:
-            raise ValueError(f"verifier {kind!r} with layers={layers} and no step_features reads nothing; fix: "
+            raise ValueError(f"verifier {kind!r} with layers={spec['layers']} and no step_features reads nothing; fix: "
                              f"--verifier_layers=[-1], or --step_features=True for the features-only control")
-    if (step_features or residual) and (reads(kind, 'tokens') or not reads(kind, 'states')):
-        raise ValueError(f"step_features={step_features!r} / residual={residual!r} are options of the hidden-state "
-                         f"verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
+    if (spec['step_features'] or spec['residual']) and (reads(kind, 'tokens') or not reads(kind, 'states')):
+        raise ValueError(f"step_features={spec['step_features']!r} / residual={spec['residual']!r} are options of the "
+                         f"hidden-state verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
     if not reads(kind, 'tokens'):
-        tokenizer = None  # train.py's text_tokenizer default names GPT-2 for every kind
+        spec['tokenizer'] = None  # train.py's text_tokenizer default names GPT-2 for every kind
     else:
-        if vocab is not None:
-            vocab_size = len(vocab) + 2
-        elif tokenizer is not None and not vocab_size:
-            vocab_size = len(text_tokenizer(tokenizer)) + 2
-        if not vocab_size:
+        if spec['vocab'] is not None:
+            spec['vocab_size'] = len(spec['vocab']) + 2
+        elif spec['tokenizer'] is not None and not spec['vocab_size']:
+            spec['vocab_size'] = len(text_tokenizer(spec['tokenizer'])) + 2
+        if not spec['vocab_size']:
             raise ValueError(f"verifier {kind!r} needs vocab (build_vocab(train problems)), tokenizer or vocab_size")
-        inputs.update(vocab_size=vocab_size, max_tokens=max_tokens)
+        inputs.update(vocab_size=spec['vocab_size'], max_tokens=spec['max_tokens'])
     args = {**base, **{k: v for k, v in args.items() if v is not None}}
     try:
         model = cls(**inputs, **args)
     except TypeError as e:  # an architecture key this kind does not have
         raise ValueError(f"verifier {kind!r} ({cls.__name__}) does not take {sorted(args)}: {e}; fix: leave the "
                          f"keys it has no use for unset (None)") from None
-    model.kind, model.args = kind, args
-    model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps, max_steps=max_steps,
-                      vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
-                      max_tokens=max_tokens, tokenizer=tokenizer, step_features=bool(step_features),
-                      feat_norm=feat_norm, residual=residual, res_norm=res_norm, step_read=step_read)
-    if residual:
+    model.kind, model.args, model.spec = kind, args, spec
+    if spec['residual']:
         nn.init.zeros_(model.head[-1].weight)
         nn.init.zeros_(model.head[-1].bias)
     return model

@@ -17,7 +17,7 @@ import zipfile
 
 import torch
 
-from model import build_verifier, count_params
+from model import SPEC, build_verifier, count_params
 
 # -----------------------------------------------------------------------------
 # files: atomic writes and the extraction format
@@ -166,14 +166,9 @@ def load_split(split_dir, labels=True, files=None):
 
 
 def save_checkpoint(path, model, meta):
-    """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
-    s = model.spec
-    ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
-            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
-            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
-            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
-            'res_norm': s.get('res_norm'), 'step_read': s.get('step_read', 'boundary'),
-            'n_params': count_params(model),
+    """The model's input spec (model.SPEC's keys), architecture and weights, with meta: train_config (dict),
+    best_metric, best_step, ... (plain Python values)."""
+    ckpt = {'version': 2, 'spec': dict(model.spec), 'model_args': dict(model.args), 'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     atomic_save(ckpt, path)
 
@@ -197,11 +192,13 @@ def read_checkpoint(path, mmap=False):
         raise _damaged(path, e) from None
     except DAMAGED as e:
         raise _damaged(path, e) from None
-    if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+    if not isinstance(ck, dict) or not {'state_dict', 'model_args'} <= set(ck) or not {'spec', 'kind'} & set(ck):
         keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''
         what = ('an extracted problem (extract.py)' if isinstance(ck, dict) and {'key', 'candidates'} <= set(ck) else
                 f'a dict of {keys}' if isinstance(ck, dict) else f'a {type(ck).__name__}')
         raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds {what}){foreign}")
+    if 'spec' not in ck:  # version 1 held the spec's keys at its top level; one saved before a key existed lacks it:
+        ck['spec'] = {k: ck.get(k, d) for k, d in SPEC.items()}  # its default (max_steps None: every stored state)
     return ck
 
 
@@ -214,14 +211,8 @@ def _damaged(path, e):
 
 
 def load_checkpoint(path, device='cpu'):
-    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
-    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
+    """(model in eval mode, checkpoint dict), the model rebuilt from the input spec and architecture it holds."""
     ck = read_checkpoint(path)
-    model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
-                           input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
-                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
-                           residual=ck.get('residual'), res_norm=ck.get('res_norm'),
-                           step_read=ck.get('step_read', 'boundary'), **ck['model_args'])
+    model = build_verifier(**ck['spec'], **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck

@@ -2962,7 +2962,7 @@ def test_checkpoint_round_trip(tmp_path):
         p = str(tmp_path / f'{kind}.pt')
         save_checkpoint(p, m, {'train_config': {'seed': 1}, 'best_metric': 0.7, 'best_step': 10})
         ck = torch.load(p, weights_only=True)
-        assert ck['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
+        assert ck['spec']['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
         m2, _ = load_checkpoint(p)
         assert type(m2) is type(m) and count_params(m2) == count_params(m)
         for a, b in zip(score_problems(m, probs), score_problems(m2, probs)):
@@ -3002,7 +3002,7 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
-    read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
+    read every stored state as before (issue 52: a checkpoint of the version 1 layout loads through one shim); answer-only on such a split is refused with the fix; an old thinking-mode
     split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
@@ -3012,14 +3012,21 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     b = make_batch(probs[0]['candidates'], model.spec)
     for i, c in enumerate(probs[0]['candidates']):
         assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
-    p = str(tmp_path / 'ck.pt')
-    save_checkpoint(p, model, {})
-    ck = torch.load(p, weights_only=True)
-    del ck['max_steps']  # as the old save_checkpoint wrote it
-    torch.save(ck, p)
-    old, _ = load_checkpoint(p)
-    assert old.spec['max_steps'] is None
-    assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(model, probs)))
+    # issue 52: a checkpoint stores the spec whole (version 2); a version 1 held its keys at the top level, and one
+    # saved before max_steps (or step_read, step_features, residual) was a knob lacked them: each reads as before
+    capped, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3, max_steps=2))
+    for m, keys in ((model, ('kind', 'd_gen', 'layers', 'input_steps', 'vocab', 'vocab_size', 'max_tokens')),
+                    (capped, tuple(model_mod.SPEC))):
+        p = str(tmp_path / 'ck.pt')
+        save_checkpoint(p, m, {'best_step': 3})
+        ck = torch.load(p, weights_only=True)
+        assert ck['version'] == 2 and ck['spec'] == m.spec and set(ck['spec']) == set(model_mod.SPEC)
+        spec = ck.pop('spec')
+        torch.save({**ck, 'version': 1, **{k: spec[k] for k in keys}}, p)  # as the old save_checkpoint wrote it
+        old, ck = load_checkpoint(p)
+        assert old.spec == ck['spec'] == m.spec and ck['best_step'] == 3
+        assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(m, probs)))
+    assert capped.spec['max_steps'] == 2 and model.spec['max_steps'] is None
     with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
         T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
     split = tmp_path / 'old' / 'eval'
@@ -3244,7 +3251,7 @@ def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
     p = str(tmp_path / 'ck.pt')
     save_checkpoint(p, m, {})
     m2, ck = load_checkpoint(p)
-    assert ck['tokenizer'] == tiny_prm and all(np.array_equal(a, b) for a, b in zip(score_problems(m, probs),
+    assert ck['spec']['tokenizer'] == tiny_prm and all(np.array_equal(a, b) for a, b in zip(score_problems(m, probs),
                                                                                    score_problems(m2, probs)))
 
 
@@ -3262,7 +3269,7 @@ def test_cli_writes_run_and_resumes(tmp_path):
     for s in (1, 2):
         d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
-        assert ck['train_config']['seed'] == s and ck['d_gen'] == 32 and ck['layers'] == [-1, -2]
+        assert ck['train_config']['seed'] == s and ck['spec']['d_gen'] == 32 and ck['spec']['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0 and r.stdout.count('already finished') == 2
@@ -3446,7 +3453,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
            'input_steps': 'answer', 'max_steps': 2})
     path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
     model, ck = load_checkpoint(path)
-    assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
+    assert (ck['spec']['input_steps'], ck['spec']['max_steps']) == ('answer', 2)
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
     cfg = {'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2}
     res, prn = E.run(cfg), ST.prune_run(cfg)
@@ -3518,7 +3525,7 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
     p = str(tmp_path / 'ck.pt')
     save_checkpoint(p, m, {})
     m2, ck = load_checkpoint(p)
-    assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
+    assert (ck['spec']['tokenizer'], ck['spec']['max_tokens']) == ('gpt2', 512)
     assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)
 
 
@@ -4597,7 +4604,7 @@ def test_step_features_only_control_reads_no_states(tmp_path):
         torch.testing.assert_close(s1, s2)
         save_checkpoint(str(tmp_path / 'ck.pt'), v, {})
         v2, ck = load_checkpoint(str(tmp_path / 'ck.pt'))
-        assert ck['layers'] == [] and ck['step_features']
+        assert ck['spec']['layers'] == [] and ck['spec']['step_features']
         torch.testing.assert_close(v2(b), s1)
     with pytest.raises(ValueError, match='reads nothing.*fix'):
         T.build_model(probs, {**T.DEFAULTS, 'verifier_layers': []})
@@ -4794,9 +4801,9 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         assert w.grad.abs().max() < 1e-4 and np.abs(norm['weight']).max() > 0.05
         ck = load_checkpoint(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/ckpt.pt")[1]
         log = json.load(open(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/log.json"))
-        assert ck['residual'] == 'combo' and ck['res_norm']['names'] == norm['names']
+        assert ck['spec']['residual'] == 'combo' and ck['spec']['res_norm']['names'] == norm['names']
         vp = X.val_split(others, cfg, 8)[0]
-        vs_ = [np.array([combo_score(c, ck['res_norm']) for c in p['candidates']]) for p in vp]
+        vs_ = [np.array([combo_score(c, ck['spec']['res_norm']) for c in p['candidates']]) for p in vp]
         labels = [[float(c['correct']) for c in p['candidates']] for p in vp]
         assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(pool_metrics(vs_, labels)['auroc'])
     s = {x['variant']: x for x in summ}

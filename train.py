@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from bestofn import pool_metrics
 from configurator import check_positive, cli, configure, knobs
-from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+from model import (SPEC, LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device, score_problems, score_sorted,
                    step_feature_matrix)
 from scorers import cheap_score, combo_fit, residual_scorers
@@ -263,16 +263,15 @@ def build_model(train_problems, cfg, val_problems=()):
     if cfg['verifier'] == 'text':
         arch['size'] = cfg['text_size']
     tok = cfg['text_tokenizer']
-    vocab = build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None
-    extra = {}
+    spec = {k: cfg[k] for k in SPEC if k in cfg}  # input_steps, max_steps, step_read, max_tokens, step_features, ...
+    spec.update(layers=layers, tokenizer=tok,
+                vocab=build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None)
     if cfg['step_features']:
         f = torch.cat([step_feature_matrix(c) for p in train_problems for c in p['candidates']])
-        extra.update(step_features=True, feat_norm=(f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist()))
+        spec['feat_norm'] = (f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist())
     if cfg['residual']:
-        extra['residual'], extra['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
-    return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
-                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], step_read=cfg['step_read'],
-                          **arch, **extra)
+        spec['residual'], spec['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
+    return build_verifier(cfg['verifier'], d_gen, **spec, **arch)
 
 
 def get_batch(pool, state, cfg, rng):

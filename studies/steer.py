@@ -550,11 +550,12 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
         runs = {r: [] for r in ['none'] + cfg['prune_rules']}
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
-            if not reads(ck['kind'], 'states'):
+            if not reads(model.kind, 'states'):
                 out['notes'].append(f'{g}: not pruned (reads no hidden states)')
                 break
-            if reads(ck['kind'], 'tokens') and ck.get('tokenizer'):
-                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer={ck['tokenizer']!r})")
+            if reads(model.kind, 'tokens') and model.spec['tokenizer']:
+                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer="
+                                    f"{model.spec['tokenizer']!r})")
                 break
             tc = ck.get('train_config') or {}
             val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
