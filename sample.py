@@ -50,7 +50,7 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint
+from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint, run_name
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
 
@@ -316,11 +316,11 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
 
 
 def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (train.run_name, less its seed): the run
+    """The run name train.py gives the training knobs that config files set (store.run_name, less its seed): the run
     whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
     td, xd = train.DEFAULTS, extract.DEFAULTS
     tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
-    return re.sub(r'_seed0$', '', train.run_name({**tc, 'seed': 0}, xc['layers']))
+    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, td, xc['layers']))
 
 
 def best_ckpt(pattern, run=None):

@@ -1,7 +1,8 @@
 """
 The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
-half file), a split dir's problem files and labels loaded back (README "The pipeline"), and a verifier's checkpoint,
-everything needed to rebuild the exact model, loadable with weights_only=True.
+half file), a split dir's problem files and labels loaded back (README "The pipeline"), a verifier's checkpoint,
+everything needed to rebuild the exact model, loadable with weights_only=True, and a training run's folder: its name
+and whether it holds the run finished (train.py's bookkeeping).
 
 Each {split}/problems/{index:06d}.pt is one problem (its question, gold, prompt, layers) with its `candidates`: text,
 token ids, per-token log-probs / entropies / confidences, step positions, float16 step `states` [S, layers x d_gen]
@@ -17,7 +18,7 @@ import zipfile
 
 import torch
 
-from model import SPEC, build_verifier, count_params
+from model import SPEC, build_verifier, count_params, reads
 
 # -----------------------------------------------------------------------------
 # files: atomic writes and the extraction format
@@ -216,3 +217,77 @@ def load_checkpoint(path, device='cpu'):
     model = build_verifier(**ck['spec'], **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck
+
+
+# -----------------------------------------------------------------------------
+# run folders: a training run's name, and whether its folder holds it finished ({run_dir}/config.json, log.json,
+# ckpt.pt)
+
+
+# train.py's keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
+NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
+             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems', 'prefix_train',
+             'step_features', 'residual')
+
+
+def run_name(cfg, defaults, stored_layers=(-1,)):
+    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
+    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored); another
+    key is named where it differs from defaults (train.py's knobs)."""
+    tags, kind = [cfg['verifier']], cfg['verifier']
+    unused = {'text_size'} if kind != 'text' else set()
+    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
+    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
+    for k in NAME_KEYS:
+        v = cfg[k]
+        if k == 'verifier_layers':
+            v = list(v if v is not None else stored_layers)
+            if v != [-1]:
+                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
+        elif v != defaults[k] and k not in unused:
+            tags.append(f"{k}-{str(v).replace('/', '-')}")
+    return '_'.join(tags + [f"seed{cfg['seed']}"])
+
+
+# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
+# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
+# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
+# schedule and the seed included: a run is its data, its model and its steps.
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
+
+
+def run_diff(old, new, defaults):
+    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
+    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
+    run), and a key an older config.json lacks as its default (defaults: train.py's knobs) (val_cut: the problem-level cut it was trained on)."""
+    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
+    base = json.loads(json.dumps(defaults, default=str))
+    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+
+
+def finished(c, defaults, keep_both):
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
+    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
+    an unfinished one (interrupted, no done log.json) is trained again."""
+    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
+    if not (os.path.exists(logp) and os.path.exists(cfgp)):
+        return False
+    with open(logp) as f1, open(cfgp) as f2:
+        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)), defaults)
+    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
+    if done and not diff:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
+        print(f"{c['run_dir']} already finished with this config; skipping")
+        return True
+    if done and not c['overwrite']:
+        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
+                         f"both, --overwrite=True trains it again in place")
+    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
+                                      'training it again'))
+    return False

@@ -37,7 +37,7 @@ from label import label_split  # noqa: E402
 from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, count_params, listmle_loss,  # noqa: E402
                    make_batch, pairwise_loss, score_prefixes, score_problems)
 import model as model_mod  # noqa: E402
-from store import load_checkpoint, load_split, save_checkpoint  # noqa: E402
+from store import load_checkpoint, load_split, run_diff, run_name, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 import baselines as B  # noqa: E402
@@ -488,7 +488,7 @@ def test_think_configs_share_one_extraction():
     tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
                                              os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
     assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
-    assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
+    assert [run_name(c, T.DEFAULTS) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
 
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
@@ -3221,12 +3221,12 @@ def test_pool_size_draw_and_validation(tmp_path):
 
 def test_run_name_and_architecture_knobs():
     d = T.DEFAULTS
-    assert T.run_name({**d, 'verifier_layers': [-1]}, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
-    assert T.run_name(d, [-1]) == 'hsrm_seed42' and T.run_name(d, [-1, -2]) == 'hsrm_layers-1-2_seed42'
-    assert T.run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}) == 'hsrm_d_model-128_loss-bce_seed1'
-    assert T.run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}) == \
+    assert run_name({**d, 'verifier_layers': [-1]}, T.DEFAULTS, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
+    assert run_name(d, T.DEFAULTS, [-1]) == 'hsrm_seed42' and run_name(d, T.DEFAULTS, [-1, -2]) == 'hsrm_layers-1-2_seed42'
+    assert run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}, T.DEFAULTS) == 'hsrm_d_model-128_loss-bce_seed1'
+    assert run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}, T.DEFAULTS) == \
         'text_text_size-large_text_tokenizer-None_seed42'
-    assert T.run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
+    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}, T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
     assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
@@ -3265,7 +3265,7 @@ def test_cli_writes_run_and_resumes(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
-    assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
+    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}, T.DEFAULTS) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
         d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
@@ -3293,8 +3293,8 @@ def test_a_run_cut_before_grouped_validation_is_another_run():
     another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
     new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': T.VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
-    assert T.run_diff(new, new) == {}
+    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
+    assert run_diff(new, new, T.DEFAULTS) == {}
 
 
 def test_cli_changed_knob_keeps_finished_runs(tmp_path):
@@ -3410,7 +3410,7 @@ def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
     assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
     off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
     assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
-    assert T.run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
+    assert run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}, T.DEFAULTS) == 'hsrm_prefix_train-0.5_seed1'
     with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
         T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
 
@@ -4595,7 +4595,7 @@ def test_step_features_only_control_reads_no_states(tmp_path):
     cols = layer_columns(probs[0]['layers'], v.spec['layers'], v.spec['d_gen'], cands[0]['states'].shape[1], 'test')
     b = make_batch(cands, v.spec, cols)
     assert v.spec['layers'] == [] and b['states'].shape[-1] == 3
-    assert T.run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}) == \
+    assert run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}, T.DEFAULTS) == \
         'hsrm_nostates_step_features-True_seed1'
     v.eval()
     with torch.no_grad():

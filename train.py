@@ -14,7 +14,6 @@ anything trains, naming the keys (--overwrite=True trains it again in place).
 """
 import copy
 import functools
-import json
 import math
 import multiprocessing
 import os
@@ -27,11 +26,11 @@ from tqdm import tqdm
 
 from bestofn import pool_metrics
 from configurator import check_positive, cli, configure, knobs
-from model import (SPEC, LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+from model import (LOSSES, SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device, score_problems, score_sorted,
                    step_feature_matrix)
 from scorers import cheap_score, combo_fit, residual_scorers
-from store import atomic_write_json, check_writable, load_problem, load_split, read_checkpoint, save_checkpoint
+from store import atomic_write_json, check_writable, finished, load_problem, load_split, run_name, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -104,16 +103,14 @@ threads = 0                 # CPU threads for torch; 0 = torch's default (on a b
 procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same weights
                             # as one after another: training runs on one thread anyway): 0 = every run at once (up to 4 a
                             # core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one at a time
-overwrite = False           # a finished run here whose config differs (run_diff) is refused, naming the keys;
+overwrite = False           # a finished run here whose config differs (store.run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve, transfer) start from
 
 
-
-
 # -----------------------------------------------------------------------------
-# the data: the grouped train / validation split, loading and checking the split dirs
+# the data: the grouped train / validation split, loading the split dirs, the batches
 
 
 @functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
@@ -168,6 +165,10 @@ def is_mixed(p):
     return any(ls) and not all(ls)
 
 
+def _labels(problems):
+    return [[float(c['correct']) for c in p['candidates']] for p in problems]
+
+
 def load_train_data(dirs):
     """Problems of each split dir (labels attached, states checked), each tagged with its dir."""
     out = []
@@ -184,8 +185,42 @@ def load_train_data(dirs):
     return out
 
 
-def _labels(problems):
-    return [[float(c['correct']) for c in p['candidates']] for p in problems]
+def get_batch(pool, state, cfg, rng):
+    """The next batch: cfg['batch_problems'] problems of pool, epoch-wise shuffled (state holds the
+    epoch's order and cursor), with all or n_train random candidates of each.
+    -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
+    bp = cfg['batch_problems']
+    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs from each and one more from
+        idx = []           # the next batch_problems % n_dirs dirs in turn: every batch holds batch_problems
+        q, r = divmod(bp, len(state['dirs']))
+        turn = state.get('turn', 0)
+        for j, (d, members) in enumerate(state['dirs'].items()):
+            k = q + ((j - turn) % len(state['dirs']) < r)
+            st = state['per_dir'][d]
+            if st['cursor'] + k > len(st['order']):
+                st['order'], st['cursor'] = rng.permutation(members), 0
+            idx += list(st['order'][st['cursor']:st['cursor'] + k])
+            st['cursor'] += k
+        state['turn'] = (turn + r) % len(state['dirs'])
+    else:
+        if state['cursor'] + bp > len(state['order']):
+            state['order'], state['cursor'] = rng.permutation(len(pool)), 0
+        idx = state['order'][state['cursor']:state['cursor'] + bp]
+        state['cursor'] += bp
+    cands, pids = [], []
+    for j, pi in enumerate(idx):
+        cs = pool[pi]['candidates']
+        if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
+            cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
+        if cfg['prefix_train']:  # the candidate as it stood at a random earlier step boundary, same label
+            cs = [{**cut_prefix(c, int(rng.integers(len(c['step_pos'])))), 'correct': c['correct']}
+                  if len(c['step_pos']) > 1 and rng.random() < cfg['prefix_train'] else c for c in cs]
+        cands += cs
+        pids += [j] * len(cs)
+    return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
+
+# -----------------------------------------------------------------------------
+# the model: the knobs checked against the data, the verifier sized from it
 
 
 def check_names(cfg):
@@ -273,40 +308,8 @@ def build_model(train_problems, cfg, val_problems=()):
         spec['residual'], spec['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
     return build_verifier(cfg['verifier'], d_gen, **spec, **arch)
 
-
-def get_batch(pool, state, cfg, rng):
-    """The next batch: cfg['batch_problems'] problems of pool, epoch-wise shuffled (state holds the
-    epoch's order and cursor), with all or n_train random candidates of each.
-    -> (candidate dicts [M], labels float [M], problem ids [M] (0..batch_problems-1))."""
-    bp = cfg['batch_problems']
-    if state.get('dirs'):  # balanced: an epoch order per dir, batch_problems // n_dirs from each and one more from
-        idx = []           # the next batch_problems % n_dirs dirs in turn: every batch holds batch_problems
-        q, r = divmod(bp, len(state['dirs']))
-        turn = state.get('turn', 0)
-        for j, (d, members) in enumerate(state['dirs'].items()):
-            k = q + ((j - turn) % len(state['dirs']) < r)
-            st = state['per_dir'][d]
-            if st['cursor'] + k > len(st['order']):
-                st['order'], st['cursor'] = rng.permutation(members), 0
-            idx += list(st['order'][st['cursor']:st['cursor'] + k])
-            st['cursor'] += k
-        state['turn'] = (turn + r) % len(state['dirs'])
-    else:
-        if state['cursor'] + bp > len(state['order']):
-            state['order'], state['cursor'] = rng.permutation(len(pool)), 0
-        idx = state['order'][state['cursor']:state['cursor'] + bp]
-        state['cursor'] += bp
-    cands, pids = [], []
-    for j, pi in enumerate(idx):
-        cs = pool[pi]['candidates']
-        if cfg['n_train'] is not None and cfg['n_train'] < len(cs):
-            cs = [cs[i] for i in rng.choice(len(cs), cfg['n_train'], replace=False)]
-        if cfg['prefix_train']:  # the candidate as it stood at a random earlier step boundary, same label
-            cs = [{**cut_prefix(c, int(rng.integers(len(c['step_pos'])))), 'correct': c['correct']}
-                  if len(c['step_pos']) > 1 and rng.random() < cfg['prefix_train'] else c for c in cs]
-        cands += cs
-        pids += [j] * len(cs)
-    return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
+# -----------------------------------------------------------------------------
+# the loop: validation, the learning rate, the training of one verifier
 
 
 def dir_name(d):
@@ -374,37 +377,49 @@ def train(train_problems, val_problems, cfg):
     groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
-           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
-           'step_time_s': 0.0}
-    run_dir_ = cfg['run_dir']
+           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
+           'max_iters': cfg['max_iters'], 'step_time_s': 0.0}
     t0 = time.time()
     state = {'order': rng.permutation(len(pool)), 'cursor': 0}
     srcs = sorted({p.get('src') for p in pool if p.get('src')})
     if cfg['balance_dirs'] and len(srcs) > 1:
         state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
         state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
-    # the residual form starts as its cheap scorer: validated before the first step, it can be the one kept
-    bar = tqdm(range(-1 if cfg['residual'] else 0, cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}",
-               dynamic_ncols=True)
-    for it in bar:
-        if it < 0:
-            m = val_metrics(model, val_problems, cfg, dev)
-            m['iter'] = 0
+    bar = tqdm(total=cfg['max_iters'], desc=f"train {cfg['verifier']} seed {cfg['seed']}", dynamic_ncols=True)
+    for it in range(cfg['max_iters'] + 1):
+        # validate every eval_interval steps and after the last; the residual form before the first too (it starts as
+        # its cheap scorer, which can be the model kept). The best so far is kept, in ckpt.pt with what chose it
+        if it % cfg['eval_interval'] == 0 and (it or cfg['residual']) or it == cfg['max_iters']:
+            m = {**val_metrics(model, val_problems, cfg, dev), 'iter': it}
             log['val'].append(m)
-            best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
-            if run_dir_:
-                save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
-                                                                          'best_metric': best, 'best_step': 0, 'best_val': m,
-                                                                          'groups': groups})
-            tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
-            continue
+            if (m[metric] > best) if higher else (m[metric] < best):
+                best, best_step, bad_evals, best_state = m[metric], it, 0, copy.deepcopy(model.state_dict())
+                if cfg['run_dir']:
+                    save_checkpoint(os.path.join(cfg['run_dir'], 'ckpt.pt'), model, {
+                        'train_config': cfg, 'early_stop_metric': metric, 'best_metric': best, 'best_step': it,
+                        'best_val': m, 'groups': groups})
+            else:
+                bad_evals += 1
+            recent = [x for i, x in log['train_loss'] if i >= it - cfg['eval_interval']]
+            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
+            alone = f" (the cheap scorer {model.spec['residual']} alone)" if it == 0 else ''
+            tqdm.write(f"step {it}{alone}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
+                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
+                       f"at step {best_step}{per}")
+            if cfg['run_dir']:
+                atomic_write_json({**log, 'done': False}, os.path.join(cfg['run_dir'], 'log.json'))
+            if cfg['patience'] and bad_evals >= cfg['patience']:
+                tqdm.write(f"early stop at step {it}: no {metric} gain in {bad_evals} evals")
+                break
+        if it == cfg['max_iters']:
+            break
+        # one step on the next batch
         cands, labels, pids = get_batch(pool, state, cfg, rng)
         for g in opt.param_groups:
             g['lr'] = lr_at(it, cfg)
         model.train()
         t1 = time.time()
-        scores = score_sorted(model, cands, cols, cfg['chunk_candidates'], dev)
-        l = loss_fn(scores, labels.to(dev), pids.to(dev), gen)
+        l = loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev), labels.to(dev), pids.to(dev), gen)
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
@@ -414,110 +429,24 @@ def train(train_problems, val_problems, cfg):
             log['step_time_s'] += time.time() - t1
             log['train_loss'].append((it, l.item()))
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
-
-        if (it + 1) % cfg['eval_interval'] == 0 or it + 1 == cfg['max_iters']:
-            m = val_metrics(model, val_problems, cfg, dev)
-            m['iter'] = it + 1
-            log['val'].append(m)
-            v = m[metric]
-            if (v > best) if higher else (v < best):
-                best, best_step, bad_evals = v, it + 1, 0
-                best_state = copy.deepcopy(model.state_dict())
-                if run_dir_:
-                    save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
-                                    {'train_config': cfg, 'early_stop_metric': metric,
-                                     'best_metric': v, 'best_step': best_step, 'best_val': m, 'groups': groups})
-            else:
-                bad_evals += 1
-            recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
-            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
-            tqdm.write(f"step {it + 1}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
-                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
-                       f"at step {best_step}{per}")
-            if run_dir_:
-                atomic_write_json({**log, 'done': False}, os.path.join(run_dir_, 'log.json'))
-            if cfg['patience'] and bad_evals >= cfg['patience']:
-                tqdm.write(f"early stop at step {it + 1}: no {metric} gain in {bad_evals} evals")
-                break
+        bar.update()
+    bar.close()
     if best_state is None:
         raise ValueError(f"validation {metric} was never finite; fix: check labels / val split")
     model.load_state_dict(best_state)
     log.update(best_metric=best, best_step=best_step, time_s=time.time() - t0, done=True,
                best_val=next(m for m in log['val'] if m['iter'] == best_step))
-    if run_dir_:
-        atomic_write_json(log, os.path.join(run_dir_, 'log.json'))
+    if cfg['run_dir']:
+        atomic_write_json(log, os.path.join(cfg['run_dir'], 'log.json'))
     return model.eval(), log
 
 
-# keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
-NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems', 'prefix_train',
-             'step_features', 'residual')
-
-
-def run_name(cfg, stored_layers=(-1,)):
-    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
-    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored)."""
-    tags, kind = [cfg['verifier']], cfg['verifier']
-    unused = {'text_size'} if kind != 'text' else set()
-    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
-    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
-    for k in NAME_KEYS:
-        v = cfg[k]
-        if k == 'verifier_layers':
-            v = list(v if v is not None else stored_layers)
-            if v != [-1]:
-                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
-        elif v != DEFAULTS[k] and k not in unused:
-            tags.append(f"{k}-{str(v).replace('/', '-')}")
-    return '_'.join(tags + [f"seed{cfg['seed']}"])
-
-
-# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
-# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
-# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
-# schedule and the seed included: a run is its data, its model and its steps.
-NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
-
-
-def run_diff(old, new):
-    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
-    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
-    run), and a key an older config.json lacks as its default (val_cut: the problem-level cut it was trained on)."""
-    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
-    base = json.loads(json.dumps(DEFAULTS, default=str))
-    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
-    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
-            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+# -----------------------------------------------------------------------------
+# the run: every K and seed in its run dir (store.run_name; a finished one is skipped: store.finished), several
+# at once
 
 
 KEEP_BOTH = '--run_dir=<a new dir>'  # train.py's way to train a changed config beside a finished run
-
-
-def finished(c, keep_both=KEEP_BOTH):
-    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
-    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
-    an unfinished one (interrupted, no done log.json) is trained again."""
-    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
-    if not (os.path.exists(logp) and os.path.exists(cfgp)):
-        return False
-    with open(logp) as f1, open(cfgp) as f2:
-        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
-    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
-    if done and not diff:
-        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
-            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
-        except (ValueError, FileNotFoundError) as e:
-            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
-            return False
-        print(f"{c['run_dir']} already finished with this config; skipping")
-        return True
-    if done and not c['overwrite']:
-        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
-                         f"both, --overwrite=True trains it again in place")
-    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
-                                      'training it again'))
-    return False
 
 
 def run(cfg, keep_both=KEEP_BOTH):
@@ -532,11 +461,11 @@ def run(cfg, keep_both=KEEP_BOTH):
     for k in ks if isinstance(ks, list) else [ks]:
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
-            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
+            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, DEFAULTS, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping ('{seed}' in it: named by the caller)
                 c['run_dir'] = cfg['run_dir'].format(seed=s) if '{seed}' in cfg['run_dir'] else \
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-            if not finished(c, keep_both):
+            if not finished(c, DEFAULTS, keep_both):
                 todo.append(c)
     check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []
