@@ -38,8 +38,9 @@ def knobs(g):
 
 # every stage file, in pipeline order, then sample.py and the studies: their knobs are the keys a config file may set
 # (stage_knobs)
-STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/steer.py',
-               'studies/transfer.py', 'studies/curve.py')
+STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/policy.py',
+               'studies/steer.py', 'studies/transfer.py', 'studies/curve.py')
+STEERS = 'studies/policy.py'  # runs extract.py or sample.py under its knobs: python -m studies.policy extract.py ...
 _TYPES = {t.__name__: t for t in (int, float, str, bool, list, tuple, dict)}  # what a knob's annotation may name
 
 
@@ -179,6 +180,9 @@ def _owner(key, source):
     here = os.path.dirname(os.path.abspath(__file__))
     me = os.path.relpath(os.path.abspath(sys.argv[0]), here) if sys.argv[0].endswith('.py') else 'this stage'
     owners = [s for s, ks in stage_knobs().items() if key in ks and s != me]
+    if owners == [STEERS] and me in ('extract.py', 'sample.py'):
+        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {STEERS}'s, which steers its "
+                         f"sampling; fix: {command(STEERS)} {me} <config> --{key}=...")
     if owners:
         raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(owners)}'s; "
                          f"fix: set it there ({command(owners[0])} <config> --{key}=...), then run {me} on what it "

@@ -15,7 +15,8 @@ evaluation part 1225-1898):
     python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
     python sample.py config/demo.py --dataset_range="(1225,1234)"            # held-out problems of the task, graded
-    python sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # the verifier steers sampling
+    python -m studies.policy sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # steered
+                                         # (studies/policy.py hands run and best_of_n the verifier's policy)
 
 Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
 finish, extracted answer, verifier score, free scores; rows extract.py --mode=reencode reads) and config.json. A
@@ -50,7 +51,8 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint, run_name
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_writable, load_checkpoint, read_checkpoint,
+                   run_name, steering)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
 
@@ -92,14 +94,6 @@ data_dir: str = None  # dataset_range: where the dataset is (extract.py's data_d
 data_path: str = None
 synth_seed: int = None
 exclude_ids: list = None
-prune_ckpt: str = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written;
-                        # None = off
-prune_rule = 'relative'  # 'relative' | 'global'
-prune_threshold: float = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
-search: str = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width
-                    # search_width
-search_ckpt: str = None  # the verifier that steers search; None = the one that picks
-search_width = 4  # M: rows each survivor continues as (divides n_samples)
 seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
              # extraction's seed, n and batch_size samples exactly its candidates
 batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
@@ -276,31 +270,29 @@ def as_problem(q, i, s):
                        s['word_family'])
 
 
-def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128, steer=None):
+def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128,
+              steer=None):
     """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
     loaded generator (model, tok) and verifier (load_verifier; a store.load_checkpoint one too, unchecked against
     its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
     (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
     fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.
-    vote_temp: also the weighted vote at that temperature. steer: {'verifier', 'prune_rule', 'prune_threshold'} or
-    {'verifier', 'search', 'search_width'}: sample_with_capture's online pruning or search.
+    vote_temp: also the weighted vote at that temperature. steer: a steering policy for the sampling (online pruning
+    or search: studies/policy.py's Steering; its verifier is checked as the one that picks).
     -> a pick per question (choose()), with its candidates and the seconds its batch spent generating and verifying,
     shared out per question ('seconds': {'generate', 'verify'})."""
     s = resolve(settings or {}, getattr(verifier, 'trained_on', []))
     check_match(verifier, s, model)
-    steer = dict(steer or {})
-    if steer.get('verifier') is not None:
-        check_match(steer['verifier'], s, model, 'prune_ckpt / search_ckpt')
+    readers = [verifier] + ([steer.verifier] if steer is not None else [])
+    if steer is not None:
+        check_match(steer.verifier, s, model, 'prune_ckpt / search_ckpt')
     problems = [as_problem(q, i, s) for i, q in enumerate(questions)]
-    cfg = {**s, 'seed': seed, 'prune_rule': steer.get('prune_rule', 'relative'),
-           'prune_threshold': steer.get('prune_threshold'), 'search': steer.get('search'),
-           'search_width': steer.get('search_width', 4),
-           'step_kinds': stored_kinds({'boundary'} | {k for v in (verifier, steer.get('verifier')) if v is not None
-                                                      for k in read_kinds(v.spec.get('step_read', 'boundary'))})}
+    cfg = {**s, 'seed': seed,
+           'step_kinds': stored_kinds({'boundary'} | {k for v in readers for k in read_kinds(v.spec['step_read'])})}
     table, dev, picks = step_table(tok), next(verifier.parameters()).device, []
     for batch in problem_batches(problems, n, batch_size):
         t0 = time.perf_counter()
-        res = sample_problems(model, tok, batch, n, cfg, table, steer.get('verifier'))[1]
+        res = sample_problems(model, tok, batch, n, cfg, table, steer)[1]
         t1 = time.perf_counter()
         scores = score_problems(verifier, [{'key': p['id'], 'layers': list(s['layers']), 'candidates': cs}
                                            for p, cs in zip(batch, res)], device=dev, where='sampled candidates')
@@ -486,15 +478,6 @@ def show(pick, n):
     return '\n'.join(lines)
 
 
-def atomic_write_json_lines(rows, path):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        f.write(''.join(json.dumps(r) + '\n' for r in rows))
-    os.replace(tmp, path)
-
-
-
 # what may differ between the calls whose picks share a sample_dir: the questions asked (and whether forced), where
 # they came from, and records of the call; every other key (checkpoint, N, sampling settings, vote) is the folder's
 CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run', 'sample_dir',
@@ -507,7 +490,9 @@ def check_sample_dir(sample_dir, config):
     paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl')]
     if not all(os.path.exists(p) for p in paths) or not os.path.getsize(paths[1]):
         return
-    old = json.load(open(paths[0]))
+    # the steering policy as each records it (store.steering: a plain folder's old defaults are no policy)
+    old, config = ({**{k: v for k, v in c.items() if k not in STEERING}, **steering(c)}
+                   for c in (json.load(open(paths[0])), config))
     keys = sorted(k for k in set(old) | set(config) if k not in CALL_KEYS and old.get(k) != config.get(k))
     if keys:
         raise ValueError(f"sample_dir={sample_dir!r} holds picks made with other settings (they differ in "
@@ -551,34 +536,32 @@ def new_ids(todo, taken, own):
         taken = taken | {p['id']}
 
 
-def run(cfg):
-    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows."""
+def checkpoint(cfg):
+    """The checkpoint that picks: ckpt, else the best seed of verifier_run, the config's own run (best_ckpt)."""
+    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
+    return best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'),
+                     name)
+
+
+def run(cfg, steer=None):
+    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows. steer: a
+    steering policy for the sampling (studies/policy.py's command gives it), recorded in the folder's config.json."""
     cfg = {**EVAL, **DEFAULTS, **cfg}
     given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
-    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'search_width', 'max_new_tokens', 'eval_batch_size',
-                                               'n_subsets'))
-    if cfg['search'] and cfg['prune_ckpt']:
-        raise ValueError(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
-                         f"--prune_ckpt=None or --search=None")
+    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
-    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'), name)
+    path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
               f"trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
-    steer = {}
-    if cfg['prune_ckpt'] or cfg['search']:
-        sp = cfg['prune_ckpt'] or cfg['search_ckpt']
-        steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
-                 'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
     problems, own = questions_of(cfg, s)
     example = unseen_example(s, ck.get('groups'))
     refused = refusals(problems, s, ck, path, cfg['dataset_range'] is not None, bool(verifier.trained_on), example)
@@ -603,7 +586,7 @@ def run(cfg):
     config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
               'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
               'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
-              'refused': {} if cfg['force'] else refused}
+              'refused': {} if cfg['force'] else refused, **(steer.record if steer is not None else {})}
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
     check_writable('sample_dir', sample_dir)  # before any work: the picks go there
     check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never mix settings
@@ -651,9 +634,14 @@ def run(cfg):
     return picks
 
 
-if __name__ == '__main__':
-    argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
-    # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
-    config = configure(globals(), argv)
+def configured(argv):
+    """The config of a command line: config files, then --key=value, override the knobs above (another stage's --key,
+    --lr, names that stage); the vote's settings are evaluate.py's keys; verifier_run the config files' own run."""
+    argv, eval_cfg = split_argv(argv, DEFAULTS, EVAL)
+    config = configure(dict(DEFAULTS), argv)
     config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
-    cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')
+    return {**{k: eval_cfg[k] for k in EVAL}, **config}
+
+
+if __name__ == '__main__':
+    cli(run, configured(sys.argv[1:]), 'sample.py')

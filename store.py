@@ -40,6 +40,14 @@ def atomic_write_json(obj, path):
     os.replace(tmp, path)
 
 
+def atomic_write_json_lines(rows, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.write(''.join(json.dumps(r) + '\n' for r in rows))
+    os.replace(tmp, path)
+
+
 def check_writable(key, *paths):
     """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
     made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
@@ -58,6 +66,17 @@ def check_writable(key, *paths):
         except OSError as e:
             raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
                 from None
+
+
+# the keys a split's or a sample folder's config.json records of the steering policy its sampling ran under
+# (studies/policy.py's knobs); plain sampling records none of them (a folder written before the policy left the stages
+# holds their defaults, search and prune_ckpt None)
+STEERING = ('search', 'prune_ckpt', 'search_ckpt', 'search_width', 'prune_rule', 'prune_threshold')
+
+
+def steering(cfg):
+    """{key: value} of the steering policy config.json dict cfg records; {} where none steered its sampling."""
+    return {k: cfg.get(k) for k in STEERING} if cfg.get('search') or cfg.get('prune_ckpt') else {}
 
 
 def problem_files(split_dir):

@@ -475,6 +475,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
     import capture as X
     from store import load_checkpoint
+    from studies.policy import Steering, _Batch
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
@@ -485,11 +486,11 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     n_params = sum(p.numel() for p in model.parameters())
-    score, spent, vflops, rowsteps = X._Steer.score, [0.0], [0.0], [0]
+    score, spent, vflops, rowsteps = _Batch.score, [0.0], [0.0], [0]
 
-    def timed(self, ring, count, b, width):  # the verifier's scoring, inside the steered run; FLOPs per prefix read
+    def timed(self, ring, count, b, width, fring=None):  # the verifier's scoring in the steered run; FLOPs per prefix
         t = time.perf_counter()
-        out = score(self, ring, count, b, width)
+        out = score(self, ring, count, b, width, fring)
         spent[0] += time.perf_counter() - t
         vflops[0] += sum(verifier_flops(self.v, int(min(c, width)), 0) for c in count[b].tolist())
         return out
@@ -502,13 +503,13 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
         return out
     rows = []
     for how in (None, 'beam', 'dvts'):
-        X._Steer.score, model.forward = timed, counted
+        _Batch.score, model.forward = timed, counted
         spent[0] = vflops[0] = rowsteps[0] = 0
         t = time.perf_counter()
         res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
-                                    verifier=verifier if how else None, search=how, search_width=width)
+                                    steer=Steering(verifier, how, width=width) if how else None)
         secs = time.perf_counter() - t
-        X._Steer.score, model.forward = score, forward
+        _Batch.score, model.forward = score, forward
         gen = sum(X.generated_tokens(cs) for cs in res)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',
@@ -714,6 +715,7 @@ def bench_gpu(device=None):
     beam and one pruning run, decoding speed and peak memory at Qwen3-1.7B's shapes (random weights)."""
     import capture as X
     from model import build_verifier
+    from studies.policy import Steering
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     cuda = device.startswith('cuda')
     if cuda and not torch.cuda.is_available():
@@ -750,9 +752,9 @@ def bench_gpu(device=None):
     torch.manual_seed(1)
     v = build_verifier('hsrm', 64, layers=[-1], dropout=0.0).eval().to(device)
     rows = []
-    for name, kw in (('beam, N = 4, M = 2', dict(search='beam', search_width=2)),
-                     ('pruning, relative 0.05', dict(prune_rule='relative', prune_threshold=0.05))):
-        res = X.sample_with_capture(model, tok, prompts, 4, [-1], 40, 0.9, 0.95, seed=5, table=table_, verifier=v, **kw)
+    for name, steer in (('beam, N = 4, M = 2', Steering(v, 'beam', width=2)),
+                        ('pruning, relative 0.05', Steering(v, 'relative', 0.05))):
+        res = X.sample_with_capture(model, tok, prompts, 4, [-1], 40, 0.9, 0.95, seed=5, table=table_, steer=steer)
         flat = [(p, c) for p, cs in zip(prompts, res) for c in cs]
         ref = [X.reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table_)[0] for p, c in flat]
         es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])

@@ -300,6 +300,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
     import capture as X
     from store import load_checkpoint
+    from studies.policy import Steering, _Batch
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
     threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
@@ -310,7 +311,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     spent = [0.0]
-    step = X._Steer.step
+    step = _Batch.step
 
     def timed(self, *a):  # the verifier's scoring and the decisions, inside the pruned run
         t = time.perf_counter()
@@ -319,12 +320,12 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
         return out
     runs = {}
     for name, v in (('no pruning', None), (f'HSRM {rule} rule, threshold {threshold:.3g}', verifier)):
-        X._Steer.step = timed
+        _Batch.step = timed
         t = time.perf_counter()
         res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
-                                    verifier=v, prune_rule=rule, prune_threshold=threshold)
+                                    steer=Steering(v, rule, threshold) if v is not None else None)
         runs[name] = (res, time.perf_counter() - t)
-        X._Steer.step = step
+        _Batch.step = step
     (full, t0), (cut, t1) = runs.values()
     same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full) for c, f in zip(cs, fs))
     n_tok = [sum(len(c['token_ids']) for cs in r for c in cs) for r in (full, cut)]

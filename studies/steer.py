@@ -1,5 +1,5 @@
 """
-The verifier steering generation, measured: verifier-guided search (extract.py --search=beam|dvts) against
+The verifier steering generation, measured: verifier-guided search (studies/policy.py: --search=beam|dvts) against
 best-of-N on the same problems at equal generated tokens. Best-of-N curves (N = 1..32) come from a plain pool of
 the same problems (pool_dir); each search run is a split dir extracted with --search, labelled, whose problems
 record generated_tokens (every token the generator ran for the problem, abandoned branches included, shared
@@ -31,12 +31,12 @@ import torch
 import bestofn as B
 import evaluate
 import tables
-from capture import PRUNE_RULES, prune_now
 from configurator import cli, configure, knobs, split_argv
 from grading import answers_equal
 from model import reads, resolve_device
 from scorers import group_confidences, has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
+from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
 from tasks import check_unseen
 from train import split_problems
 
@@ -45,7 +45,7 @@ from train import split_problems
 # the search study reads the four below, which its config names (config/search_shop.py: the shop study)
 out_dir = 'out/search_shop'          # writes steer.* here
 pool_dir = ''                        # plain samples of the same problems (best-of-N), e.g. 32 per problem
-search_dirs = []                     # globs of labelled search split dirs (extract.py --search=...)
+search_dirs = []                     # globs of labelled search split dirs (studies/policy.py --search=...)
 ckpts = []                           # globs of plain HSRM's checkpoints, its best-of-N a reference for every row; a
                                      # search run is scored by the checkpoint that steered it (its config's search_ckpt),
                                      # and compared first with best-of-N picked by those same checkpoints
@@ -66,7 +66,7 @@ threads = 0
 # the pruning study: the run's keys (out_dir, eval_dir, train_dir, ckpts, n_eval, n_subsets, n_boot, vote_temps,
 # deepconf_window, deepconf_etas, ...) are evaluate.py's, read from the same config files and flags; its own:
 prune = False                        # True = the pruning study instead of search
-prune_rules = ['global', 'relative']  # verifier rules (capture.prune_now): 'global' score threshold | 'relative' margin
+prune_rules = ['global', 'relative']  # verifier rules (policy.prune_now): 'global' score threshold | 'relative' margin
                                      # behind the pool's current leader
 prune_tolerance = 0.01               # each rule's threshold is chosen on validation: the fewest tokens with validation
                                      # best-of-N at most this much below no pruning
@@ -349,48 +349,10 @@ def plot(res, path):
 
 
 # =============================================================================
-# the pruning study (prune=True): the steering policy without branching (capture.prune_now), simulated offline
-# and exactly on a finished run's pools. A pool's rows are sampled together from token 0 (as extract.py does),
-# so token index = time; a stopped row is never selected, does not vote, and costs the tokens up to its cut.
-# Every method is scored on the same pools (the first prune_subsets N-subsets).
-
-
-def replay_prune(prefix, step_pos, lengths, threshold, rule):
-    """capture.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
-    scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
-    step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
-    n = len(prefix)
-    ev = sorted((int(t), i, k) for i, sp in enumerate(step_pos) for k, t in enumerate(sp))
-    latest, active, tokens = np.full(n, np.nan), np.ones(n, dtype=bool), np.array(lengths, dtype=np.int64)
-    j = 0
-    while j < len(ev):
-        t, new = ev[j][0], np.zeros(n, dtype=bool)
-        while j < len(ev) and ev[j][0] == t:  # every row closing a step at token t decides together
-            _, i, k = ev[j]
-            if active[i]:
-                latest[i], new[i] = prefix[i][k], True
-            j += 1
-        if new.any():
-            stop = prune_now(latest, active, new, threshold, rule)
-            active &= ~stop
-            tokens[stop] = t + 1
-    return active, tokens
-
-
-def replay_deepconf(groups_, lows, lengths, window, threshold, warmup=0):
-    """DeepConf's online stopping on one pool (their _deepthink_online and logits processor): rows
-    [:warmup] run in full; every other row stops at the first token t where the mean confidence of the
-    full window ending at t is below threshold, costing t + 1 tokens (the EOS it is forced to emit).
-    A row votes (kept) when its lowest group confidence is >= threshold: warm-up rows too, and a row
-    shorter than the window is judged by its mean but never stopped (their code). groups_: per row its
-    sliding-window means; lows: its lowest group confidence. -> (kept, tokens)."""
-    tokens = np.array(lengths, dtype=np.int64)
-    for i in range(warmup, len(groups_)):
-        if lengths[i] >= window:
-            below = np.flatnonzero(groups_[i] < threshold)
-            if below.size:
-                tokens[i] = below[0] + window
-    return np.asarray(lows) >= threshold, tokens
+# the pruning study (prune=True): the steering policy without branching (policy.prune_now), simulated offline
+# and exactly on a finished run's pools (policy.replay_prune, replay_deepconf): a stopped row is never selected,
+# does not vote, and costs the tokens up to its cut. Every method is scored on the same pools (the first
+# prune_subsets N-subsets).
 
 
 def kept_metrics(kept, sel, labels, groups, weights, temp):
@@ -673,7 +635,7 @@ def prune_run(cfg):
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
-        raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
+        raise ValueError(f"{eval_dir} was sampled with online pruning (studies/policy.py prune_ckpt): a replay would prune it "
                          f"twice; fix: run the study on a split sampled without pruning")
     res = prune_section(tables.checkpoint_paths(cfg), problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
@@ -683,7 +645,7 @@ def prune_run(cfg):
     res['notes'][:0] = [
         f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
         f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-        f"cut. Verifier rules (capture.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
+        f"cut. Verifier rules (policy.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
         f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
         f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
         + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
