@@ -1,8 +1,8 @@
 """
 The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
-(batching, the step features, the residual's free score), scoring and prefix scores, and the losses (LOSSES); and
-what every stage runs with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are
-store.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
+(batching, the step features, the residual's free score), scoring and prefix scores; and what every stage runs
+with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are store.py's; the losses
+train.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
 prefix scores studies/policy.py's.
 """
 import functools
@@ -14,7 +14,6 @@ import warnings
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from scorers import cheap_score, combo_score
 
@@ -622,60 +621,3 @@ def score_prefixes(model, problems, batch_size=256, device='cpu', where='problem
             out[-1].append(s[i:i + S])
             i += S
     return out
-
-
-# -----------------------------------------------------------------------------
-# losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
-# belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
-# tensor, or None when the batch holds nothing to learn from.
-
-
-def pairwise_loss(scores, labels, problem_ids, generator=None):
-    """The paper's tie-safe ranking loss: per problem, mean over (correct i, incorrect j) pairs of
-    log(1 + exp(-(s_i - s_j))), then mean over problems that have both labels. Correct-correct and
-    wrong-wrong pairs cost nothing. None when no problem in the batch has a pair."""
-    labels = labels.bool()
-    same = problem_ids[:, None] == problem_ids[None, :]
-    pair = same & labels[:, None] & ~labels[None, :]  # [M,M] i correct, j incorrect, same problem
-    if not pair.any():
-        return None
-    pl = F.softplus(-(scores[:, None] - scores[None, :]))  # [M,M]
-    _, inv = torch.unique(problem_ids, return_inverse=True)
-    rows = torch.zeros(int(inv.max()) + 1, dtype=scores.dtype, device=scores.device)
-    per = rows.index_add(0, inv, (pl * pair).sum(1))
-    cnt = rows.index_add(0, inv, pair.sum(1).to(scores.dtype))
-    has = cnt > 0
-    return (per[has] / cnt[has]).mean()
-
-
-def bce_loss(scores, labels, problem_ids=None, generator=None):
-    """Pointwise: each candidate's score is a logit for P(correct); mean over candidates."""
-    return F.binary_cross_entropy_with_logits(scores, labels.float())
-
-
-def listmle_loss(scores, labels, problem_ids, generator=None):
-    """ListMLE per problem with a total order built from the labels: correct before incorrect, ties
-    broken uniformly at random (torch.Generator `generator`, seeded by the run). The loss is the
-    negative Plackett-Luce log-likelihood divided by the list length, averaged over problems that have
-    both labels (an all-tie list would only teach the random order). None when there is none."""
-    losses = []
-    for pid in torch.unique(problem_ids):
-        m = problem_ids == pid
-        s, l = scores[m], labels[m].float()
-        if l.min() == l.max():
-            continue
-        noise = torch.rand(len(s), generator=generator).to(s.device)
-        order = torch.argsort(l * 2 + noise, descending=True)  # labels dominate, noise breaks ties
-        so = s[order]
-        tail = torch.logcumsumexp(so.flip(0), 0).flip(0)  # log sum_{k >= i} exp(s_k)
-        losses.append((tail - so).mean())
-    return torch.stack(losses).mean() if losses else None
-
-
-# The registry. A loss is a function above and one line here: the function, and whether it learns
-# only from problems with both a correct and an incorrect candidate (train.py then trains on those only).
-LOSSES = {
-    'pairwise': (pairwise_loss, True),
-    'bce': (bce_loss, False),
-    'listmle': (listmle_loss, True),
-}

@@ -35,12 +35,13 @@ import grading  # noqa: E402
 from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
 from label import label_split  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, count_params, listmle_loss,  # noqa: E402
-                   make_batch, pairwise_loss, score_prefixes, score_problems)
+from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
+                   score_problems)
 import model as model_mod  # noqa: E402
 from store import load_checkpoint, load_split, run_diff, run_name, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
+from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402

@@ -22,11 +22,12 @@ from collections import Counter
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import pool_metrics
 from configurator import check_positive, cli, configure, knobs
-from model import (LOSSES, SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device, score_problems, score_sorted,
                    step_feature_matrix)
 from scorers import cheap_score, combo_fit, residual_scorers
@@ -59,7 +60,7 @@ step_read = 'boundary'      # which stored state of each step to read (extract.p
 input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
 max_steps: int = None       # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
-loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (model.LOSSES)
+loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (LOSSES below)
 lr = 1e-4
 weight_decay = 0.01         # AdamW's default (the paper does not give one)
 lr_schedule = 'constant'    # 'constant' (paper's HSRM) | 'cosine' (with warmup_iters; the paper's EORM)
@@ -307,6 +308,63 @@ def build_model(train_problems, cfg, val_problems=()):
     if cfg['residual']:
         spec['residual'], spec['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
     return build_verifier(cfg['verifier'], d_gen, **spec, **arch)
+
+# -----------------------------------------------------------------------------
+# losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
+# belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
+# tensor, or None when the batch holds nothing to learn from.
+
+
+def pairwise_loss(scores, labels, problem_ids, generator=None):
+    """The paper's tie-safe ranking loss: per problem, mean over (correct i, incorrect j) pairs of
+    log(1 + exp(-(s_i - s_j))), then mean over problems that have both labels. Correct-correct and
+    wrong-wrong pairs cost nothing. None when no problem in the batch has a pair."""
+    labels = labels.bool()
+    same = problem_ids[:, None] == problem_ids[None, :]
+    pair = same & labels[:, None] & ~labels[None, :]  # [M,M] i correct, j incorrect, same problem
+    if not pair.any():
+        return None
+    pl = F.softplus(-(scores[:, None] - scores[None, :]))  # [M,M]
+    _, inv = torch.unique(problem_ids, return_inverse=True)
+    rows = torch.zeros(int(inv.max()) + 1, dtype=scores.dtype, device=scores.device)
+    per = rows.index_add(0, inv, (pl * pair).sum(1))
+    cnt = rows.index_add(0, inv, pair.sum(1).to(scores.dtype))
+    has = cnt > 0
+    return (per[has] / cnt[has]).mean()
+
+
+def bce_loss(scores, labels, problem_ids=None, generator=None):
+    """Pointwise: each candidate's score is a logit for P(correct); mean over candidates."""
+    return F.binary_cross_entropy_with_logits(scores, labels.float())
+
+
+def listmle_loss(scores, labels, problem_ids, generator=None):
+    """ListMLE per problem with a total order built from the labels: correct before incorrect, ties
+    broken uniformly at random (torch.Generator `generator`, seeded by the run). The loss is the
+    negative Plackett-Luce log-likelihood divided by the list length, averaged over problems that have
+    both labels (an all-tie list would only teach the random order). None when there is none."""
+    losses = []
+    for pid in torch.unique(problem_ids):
+        m = problem_ids == pid
+        s, l = scores[m], labels[m].float()
+        if l.min() == l.max():
+            continue
+        noise = torch.rand(len(s), generator=generator).to(s.device)
+        order = torch.argsort(l * 2 + noise, descending=True)  # labels dominate, noise breaks ties
+        so = s[order]
+        tail = torch.logcumsumexp(so.flip(0), 0).flip(0)  # log sum_{k >= i} exp(s_k)
+        losses.append((tail - so).mean())
+    return torch.stack(losses).mean() if losses else None
+
+
+# The registry. A loss is a function above and one line here: the function, and whether it learns
+# only from problems with both a correct and an incorrect candidate (then training uses those only).
+LOSSES = {
+    'pairwise': (pairwise_loss, True),
+    'bce': (bce_loss, False),
+    'listmle': (listmle_loss, True),
+}
+
 
 # -----------------------------------------------------------------------------
 # the loop: validation, the learning rate, the training of one verifier
