@@ -30,7 +30,8 @@ from store import atomic_write_json, check_writable, load_split
 # with the overrides below.
 out_dir = 'out/demo'        # the run: trains on {out_dir}/train, writes {out_dir}/verifiers/text_{size}_seed{seed}/
 eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
-text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
+text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); []
+                                 # = none
 text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the paper's EORM schedule; {} = exactly HSRM's
 prm_model: str = None       # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
 prm_batch_size = 8          # candidates per PRM forward
@@ -81,7 +82,8 @@ def prm_arch(model):
     """PRM_7B_ARCH's figures of a loaded PRM."""
     cfg = model.config
     head_dim = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
-    return {'linear_params': sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear)),
+    return {'linear_params': sum(m.in_features * m.out_features for m in model.modules()
+                                 if isinstance(m, torch.nn.Linear)),
             'n_layer': cfg.num_hidden_layers, 'd_attn': cfg.num_attention_heads * head_dim,
             'n_params': sum(p.numel() for p in model.parameters())}
 
@@ -167,7 +169,8 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
     if not todo:
         return cache
     model, tokenizer = load_prm(prm_model, dtype, device)
-    cache['n_params'], cache['arch'], cache['device'] = sum(p.numel() for p in model.parameters()), prm_arch(model), str(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    cache['n_params'], cache['arch'], cache['device'] = n_params, prm_arch(model), str(device)
     t0, n = time.time(), 0
     for i, p in enumerate(tqdm(todo, desc='prm')):
         texts = [c['text'] for c in p['candidates']]
@@ -197,7 +200,8 @@ def run(cfg, train_cfg):
         raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")
     unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
-        raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+        raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py "
+                         "config keys")
     if cfg['prm_model']:  # its scores go beside the eval split: writable before any text verifier trains
         check_writable('eval_dir', cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval'))
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
@@ -209,7 +213,8 @@ def run(cfg, train_cfg):
     if cfg['prm_model']:
         eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
         path = os.path.join(eval_dir, 'prm_scores.json')
-        score_prm(load_split(eval_dir, labels=False), path, cfg['prm_model'], cfg['prm_batch_size'], cfg['prm_dtype'], dev)
+        score_prm(load_split(eval_dir, labels=False), path, cfg['prm_model'], cfg['prm_batch_size'], cfg['prm_dtype'],
+                  dev)
         print(f'PRM step scores of every candidate in {path}')
 
 

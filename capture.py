@@ -138,8 +138,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     steer = steer.start(layers, D, len(prompts), n_samples, kinds, device) if steer is not None else None
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
-        raise ValueError(f"search={steer.rule!r} with torch_compile=True: search copies and idles rows, which the static "
-                         f"compiled cache cannot; fix: torch_compile=False")
+        raise ValueError(f"search={steer.rule!r} with torch_compile=True: search copies and idles rows, which the "
+                         f"static compiled cache cannot; fix: torch_compile=False")
     attn = model.config._attn_implementation
     fast = attn == 'sdpa' and device.type == 'cpu' and not torch_compile  # decode_attention runs the decoding steps
     s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds,
@@ -148,10 +148,12 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
         raise ValueError(f"search={steer.rule!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
-    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add
+                                                                      # columns
     step = _decode_step(model, s.cache, layers, torch_compile)
     if fast:
-        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored
+                                                           # below
     done_all, t = {}, 0
     while True:
         done, keep, at_max, col, any_done, any_keep, n_kept, stats = _next_tokens(
@@ -159,7 +161,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         _capture(s, col, keep, at_max, n_kept, not max_steps, stats)
         stop, plan = None, []
         if steer and any_keep:  # rows closed a step: the verifier scores them, the policy stops / continues / branches
-            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1), s.fring)
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1),
+                                             s.fring)
             if searching:
                 s.wait = (s.wait | (keep & ~done)) & ~release
         ended = done | stop if stop is not None else done
@@ -174,7 +177,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if searching:
             b = _front(s)
             if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)],
+                                  1)
             if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
                 continue
         _feed(s, step, b, Lp + t, T, searching, torch_compile)
@@ -228,13 +232,15 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
-        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side (S doubles
+        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side (S
+                                                                # doubles
         # when every state is kept); slot S: discard
         ring_pos=z(B, S + 1),
         count=z(B),  # kept states so far
         ln=z(B),  # tokens drawn so far
         bnd=z(B),  # tokens before the latest boundary: what an end keeps
-        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut drops still ran
+        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut
+                   # drops still ran
         wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
         live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
         samp=z(B, dtype=torch.bool),  # rows that draw a token this step
@@ -244,7 +250,8 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         # the open step's token states so far (width 0 when that kind is not stored): their sum and count ('mean'),
         # the lowest log-prob and its token's state ('least')
         acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
-        least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device),
+        least_lp=torch.full((B,), float('inf'), device=device),
+        least_h=torch.zeros(B, D * ('least' in kinds), device=device),
         # each kept step's mean log-prob, entropy and confidence (model.step_feature_matrix), beside the ring: what a
         # step-feature verifier reads when it steers (width 0 otherwise)
         fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device)), Lp
@@ -261,7 +268,8 @@ def _decode_step(model, cache, layers, static):
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
     if not static:
         return forward
-    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
+                         else 'default')
 
 
 def _outcome(s, at_max, eos, table):
@@ -303,7 +311,8 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept, conf_topk
         r = (short & s.samp).nonzero().squeeze(1)
         s.nxt[r] = draw(*full_nucleus(torch.softmax(s.logits[r] / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
-        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
+        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(),
+                                                  (s.count + keep).max()]).tolist()
     stats = (s.logits.gather(1, s.nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
     return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
@@ -461,8 +470,8 @@ def stored_kinds(step_kinds):
     """extract.py's step_kinds in STEP_KINDS order, refusing an unknown kind or a list without 'boundary'."""
     kinds = list(step_kinds)
     if 'boundary' not in kinds or any(k not in STEP_KINDS for k in kinds) or len(set(kinds)) < len(kinds):
-        raise ValueError(f"step_kinds={kinds!r}: 'boundary' (always: the step count, the paper's read and steering use it) "
-                         f"plus any of {[k for k in STEP_KINDS if k != 'boundary']}, each once; fix: "
+        raise ValueError(f"step_kinds={kinds!r}: 'boundary' (always: the step count, the paper's read and steering use "
+                         f"it) plus any of {[k for k in STEP_KINDS if k != 'boundary']}, each once; fix: "
                          f"--step_kinds=['boundary'] (the paper) or --step_kinds=['boundary','mean','least']")
     return [k for k in STEP_KINDS if k in kinds]
 
@@ -496,13 +505,16 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     ids, mask = ids.to(device), mask.to(device)
     out = model.base_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
                            output_hidden_states=hidden_selection(model, layers), use_cache=False)
-    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at L - T_i - 1 + j
+    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at L - T_i -
+    # 1 + j
     row = torch.tensor([i for i, c in enumerate(completions) for _ in c], dtype=torch.long, device=device)
-    pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long, device=device)
+    pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long,
+                       device=device)
     tgt = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
     k = max(1, chunk // V)
     stats = torch.cat([torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k],
-                                               conf_topk)) for j in range(0, len(tgt), k)], 1).cpu() if len(tgt) else None
+                                               conf_topk)) for j in range(0, len(tgt), k)],
+                      1).cpu() if len(tgt) else None
     spos = [step_positions(c, table) for c in completions]
     at_row = torch.tensor([i for i, sp in enumerate(spos) for _ in sp], dtype=torch.long, device=device)
     at = torch.tensor([L - len(c) + p for c, sp in zip(completions, spos) for p in sp], dtype=torch.long, device=device)
@@ -551,7 +563,8 @@ def problem_batches(problems, n, batch_size):
 def batch_prompts(tok, batch, cfg):
     """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
     cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
-    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None, cfg['enable_thinking'])
+    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
+                         cfg['enable_thinking'])
             for p in batch]
 
 

@@ -148,7 +148,8 @@ def check_keys(d, defaults, source):
     """A dict knob that holds another stage's knobs (curve.py / transfer.py's variants and train_overrides: train.py's)
     checked as top-level keys are: an unknown key names the closest known ones, a value of the wrong type its type."""
     if not isinstance(d, dict):
-        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': [-1]}}")
+        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': "
+                         f"[-1]}}")
     for k, v in d.items():
         if k not in defaults:
             _unknown(k, defaults, source)

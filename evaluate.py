@@ -35,10 +35,13 @@ from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
-out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
+out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes
+                            # {out_dir}/results*
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
-train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free selector
-ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's verifiers/*/ckpt.pt)
+train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free
+                            # selector
+ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
+                            # verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
 n_subsets = 100             # random N-subsets per problem when the pool holds more than N
@@ -71,14 +74,16 @@ def render_markdown(res):
     n = res['n_eval']
     out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
            f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
-           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer'] else '') + '.',
+           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer']
+              else '') + '.',
            '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) '
            f'| Within-AUROC [95% CI] | Δ AUROC vs best free on val |', '|---|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
-        out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | {fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                   f"| {fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_free_val', 'acc', True)} "
-                   f"| {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {fmt_vs(r, 'best_free_val', 'auroc', False)} |")
+        out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | "
+                   f"{fmt_ci(r['acc'], r.get('acc_ci'), True)} | {fmt_vs(r, 'majority', 'acc', True)} | "
+                   f"{fmt_vs(r, 'best_free_val', 'acc', True)} | {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
+                   f"{fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
     ns = res['ns']
     if len(ns) > 1:
@@ -95,13 +100,14 @@ def render_markdown(res):
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     for c in res['cost']:
         t = f"{1e3 * c['seconds_per_candidate']:.3g} ms ({c['device']})" if c.get('seconds_per_candidate') else '–'
-        out.append(f"| {c['verifier']} | {fmt_num(c['params'], giga='B')} | {fmt_num(c['params'] * 2, 'B')} | {c['input']} "
-                   f"| {fmt_num(c['flops'])} | {t} | {c['extra_passes']} |")
+        out.append(f"| {c['verifier']} | {fmt_num(c['params'], giga='B')} | {fmt_num(c['params'] * 2, 'B')} | "
+                   f"{c['input']} | {fmt_num(c['flops'])} | {t} | {c['extra_passes']} |")
     return '\n'.join(out) + '\n'
 
 
 # the plots' reference rows by type: (colour, line style); the learned verifiers cycle VERIFIER_STYLES (colour, marker)
-REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'), 'free_best_val': ('tab:blue', '-')}
+REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'),
+              'free_best_val': ('tab:blue', '-')}
 VERIFIER_STYLES = [('tab:red', 'o'), ('tab:green', 's'), ('tab:purple', '^'), ('tab:orange', 'D'), ('tab:brown', 'v')]
 
 
@@ -174,8 +180,8 @@ def make_plots(res, prefix):
                 label=f'{len(free)} free selectors (0 verifier FLOPs)')
         for c, r in cost:
             color, marker = style.get(r['method'], ('tab:gray', 'o'))
-            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker, color=color,
-                        capsize=3, ms=6, label=r['method'])
+            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
+                        color=color, capsize=3, ms=6, label=r['method'])
             vote = by_name.get(f"{r['method']} + weighted vote")
             if vote:  # the same verifier's weighted vote: same cost, open marker
                 ax.plot([c['flops'] * 1.4], [100 * vote['acc']], marker, mfc='white', color=color, ms=6,
@@ -218,10 +224,12 @@ def prm_rows(eval_dir, problems, pool, ns, n, how):
     else:
         cands = [c for p in problems for c in p['candidates']]
         tpc = sum(len(c['token_ids']) for c in cands) / max(1, sum(len(c['text']) for c in cands))
-        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems for c in p['candidates']]
+        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems
+             for c in p['candidates']]
     cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
             'params': (prm or {}).get('n_params') or arch['n_params'],
-            'input': f"L tokens: system prompt + question + steps (mean {np.mean(L):.0f}{'' if exact else ', estimated'})",
+            'input': "L tokens: system prompt + question + steps (mean "
+                     f"{np.mean(L):.0f}{'' if exact else ', estimated'})",
             'flops': float(np.mean([prm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
             'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
@@ -272,7 +280,8 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
             gc = os.path.join(eval_dir, 'config.json')  # the extraction's cap (None: every step), then the verifier's
             stored = (json.load(open(gc)) if os.path.exists(gc) else {}).get('max_steps', 100)
             cap = min([x for x in (stored, spec.get('max_steps')) if x], default=None)
-            inputs.append(f"S {f'≤ {cap}' if cap else '(every step)'} hidden states (mean {np.mean([S for S, _ in lengths]):.1f} read)")
+            inputs.append(f"S {f'≤ {cap}' if cap else '(every step)'} hidden states (mean "
+                          f"{np.mean([S for S, _ in lengths]):.1f} read)")
         if reads(kind, 'tokens'):
             full = [len(c['token_ids']) for p in problems for c in p['candidates']] if not spec.get('tokenizer') else \
                 [T for _, T in lengths]  # re-tokenized lengths are computed after the cut: count the cut below
@@ -280,8 +289,9 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
             inputs.append(f"T text tokens (mean {np.mean([T for _, T in lengths]):.0f} read, position table "
                           f"{spec['max_tokens']}" + (f", {cut} longer candidates read their last {spec['max_tokens']}"
                                                      if cut else '') + ')')
-        cost.append({'verifier': label, 'params': runs[0]['params'], 'flops': float(np.mean([r['flops'] for r in runs])),
-                     'input': ' + '.join(inputs), 'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
+        cost.append({'verifier': label, 'params': runs[0]['params'],
+                     'flops': float(np.mean([r['flops'] for r in runs])), 'input': ' + '.join(inputs),
+                     'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
                      'device': runs[0]['device'], 'acc': rows[-2 if voted else -1]['acc'],
                      'extra_passes': 'text re-encoding' if reads(kind, 'tokens') else '0'})
     return rows, cost, sorted(trained_on)
@@ -300,24 +310,27 @@ def split_config(split_dir):
 def table_notes(cfg, sizes, n, train_dir, val):
     """The notes on how the table's pools, votes and validation choices are made."""
     notes = ["Best-of-N: the top-scored candidate's correctness; tied top scores count as the mean correctness of the "
-             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
-             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
-             f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
-             "Votes group the extracted answers by equivalence (grading.py's answers_equal); candidates without an answer "
-             "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
+             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and "
+                                   "N-scaling "
+             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets "
+             f"for every method, oracle pass@N included)." if sizes[-1] > n else ''),
+             "Votes group the extracted answers by equivalence (grading.py's answers_equal); candidates without an "
+             "answer do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM "
+             "probabilities."]
     if val:
         notes.append(f"Validation choices use the val split of {train_dir} ({len(val[0])} problems, val_frac "
                      f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{val[2]}, cut by group "
-                     f"(tasks.group_key: no validation question shares its numbers with a training one): the weighted-vote "
-                     f"temperature T of each run and of each free scorer (softmax(score / T) summed per answer group, T from "
-                     f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
-                     f"problems), and the best free selector: among majority vote, every free scorer (cheap, DeepConf, the "
-                     f"combo fitted on the training problems), each one's weighted vote and DeepConf's votes, the best "
-                     f"validation best-of-N (its AUROC side: the free scorer with the best validation AUROC); tied "
-                     f"selectors count as their {FREE_TIES} (a uniform pick among them). 'On test' picks on the "
-                     f"evaluation split: optimistic, as in the paper.")
+                     "(tasks.group_key: no validation question shares its numbers with a training one): the "
+                     "weighted-vote temperature T of each run and of each free scorer (softmax(score / T) summed per "
+                     f"answer group, T from {cfg['vote_temps']}; a run trained with max_train_problems=K picks T on "
+                     "its own validation problems), and the best free selector: among majority vote, every free "
+                     "scorer (cheap, DeepConf, the combo fitted on the training problems), each one's weighted vote "
+                     "and DeepConf's votes, the best validation best-of-N (its AUROC side: the free scorer with the "
+                     f"best validation AUROC); tied selectors count as their {FREE_TIES} (a uniform pick among them). "
+                     f"'On test' picks on the evaluation split: optimistic, as in the paper.")
     else:
-        notes.append(f'No labelled {train_dir}: no validation split, so no best-free-on-validation row and no weighted votes.')
+        notes.append(f'No labelled {train_dir}: no validation split, so no best-free-on-validation row and no weighted '
+                     'votes.')
     return notes
 
 
@@ -327,9 +340,9 @@ def interval_notes(cfg, rows):
     return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
             'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
             'json).',
-            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
-            f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
-            f"paired difference against majority vote and against the best free selector chosen on validation"
+            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems "
+            "with replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. "
+            f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
             + (f" ({best_val})" if best_val else " (none: no validation split)")
             + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
 
@@ -349,7 +362,8 @@ def write_results(res, prefix, plots):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
-    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
+    check_positive(cfg, DEFAULTS,
+                   ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
@@ -366,7 +380,8 @@ def run(cfg):
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
-        raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
+        raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: "
+                         f"--n_eval={sizes[0]}")
     ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
     pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
@@ -378,13 +393,13 @@ def run(cfg):
     combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val else None
     rows, choice = free_rows(problems, pool, ns, n, val, cfg, combo)
     if has_confidences(problems):
-        notes.append(f"DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = mean "
-                     f"over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, its mean); "
-                     f"votes are weighted by the confidence named, over the top-eta fraction of candidates with an answer "
-                     f"(eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
+        notes.append("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
+                     f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
+                     "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
+                     f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
     else:
-        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they were "
-                     "stored); fix: re-extract with the current extract.py.")
+        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
+                     "were stored); fix: re-extract with the current extract.py.")
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
     vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
@@ -392,11 +407,12 @@ def run(cfg):
     stopped = sum(int(q['stopped'].sum()) for q in pool)
     if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
         gc = split_config(eval_dir)
-        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} rule, threshold "
-                     f"{gc.get('prune_threshold')}): {stopped} of {sum(len(q['labels']) for q in pool)} candidates were stopped "
-                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per candidate "
-                     f"generated). A stopped candidate is never selected, has no answer (no vote) and counts as wrong in "
-                     f"single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
+        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
+                     f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
+                     f"{sum(len(q['labels']) for q in pool)} candidates were stopped "
+                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
+                     "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
+                     "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
     orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
     add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
@@ -405,9 +421,10 @@ def run(cfg):
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
 
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
-           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0],
-           'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
-           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
+           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems),
+           'pool_size': sizes[0], 'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on,
+           'rows': rows, 'cost': [pcost] + vcost, 'notes': notes,
+           'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
     return res
 

@@ -34,8 +34,8 @@ from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fi
 from model import resolve_device
 from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
                    steering)
-from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
-                   load_problems)
+from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
+                   check_word_ranges, load_problems)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -47,12 +47,15 @@ dataset = 'synth'  # 'synth' | 'words' | 'gsm8k' | 'math500' | 'aime' | 'olympia
 data_dir: str = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub
                       # via `datasets`
 data_path: str = None  # a JSONL file for `dataset` (overrides data_dir)
-exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
+exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g.
+                  # OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
-word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
-word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any disjoint ranges;
-                           # a question's numbers may recur in another arrangement) | 'numbers' (grouped by the numbers alone, as the
-                           # synthetic levels: train ranges below tasks.word_boundary, eval ranges at or above it; other questions per index)
+word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' |
+                      # 'share' (WORD_FAMILIES)
+word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any
+                           # disjoint ranges; a question's numbers may recur in another arrangement) | 'numbers'
+                           # (grouped by the numbers alone, as the synthetic levels: train ranges below
+                           # tasks.word_boundary, eval ranges at or above it; other questions per index)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
@@ -65,30 +68,32 @@ candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id,
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
-step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the step's last
-                           # token) plus 'mean' (the mean of the step's token states) and / or 'least' (the state at its least likely
-                           # token); each kind adds S x len(layers) x d_gen x 2 bytes per candidate; train.py's step_read picks
+step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the
+                           # step's last token) plus 'mean' (the mean of the step's token states) and / or 'least' (the
+                           # state at its least likely token); each kind adds S x len(layers) x d_gen x 2 bytes per
+                           # candidate; train.py's step_read picks
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples;
-                 # the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size); reencode: at most this many
+batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch =
+                 # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size);
+                 # reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per machine:
-                # generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used is recorded with
-                # each split (weights_dtype): a resume in another is refused
+dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
+                # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
+                # is recorded with each split (weights_dtype): a resume in another is refused
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). On one H100 at
                        # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
                        # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
                        # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU (never
-           # slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone);
-           # on CPU each counts on 1 / procs of the available RAM
+procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU
+           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are
+           # seeded alone); on CPU each counts on 1 / procs of the available RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -126,9 +131,10 @@ def read_candidates_file(path):
         with open('pool.jsonl', 'w') as f:
             for lo, hi, n in ((0, 499, 64), (500, 1318, 8)):
                 problems = load_problems('gsm8k', lo, hi)
-                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False), add_special_tokens=False).input_ids}
-                           for p in problems]
-                outs = llm.generate(prompts, SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337))
+                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False),
+                                                    add_special_tokens=False).input_ids} for p in problems]
+                params = SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337)
+                outs = llm.generate(prompts, params)
                 for p, o in zip(problems, outs):
                     for c in o.outputs:
                         f.write(json.dumps({'index': p['index'], 'text': c.text, 'token_ids': list(c.token_ids),
@@ -148,12 +154,13 @@ def read_candidates_file(path):
                 raise SystemExit(f"candidates_file={path!r} line {n} is not JSON ({e}); fix: one JSON object per line")
             if not isinstance(row, dict) or 'text' not in row or ('index' not in row and 'id' not in row):
                 raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has "
-                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate a "
-                                 f"line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
+                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate "
+                                 f"a line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
             ids = row.get('token_ids')
             if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) and t >= 0 for t in ids)):
                 raise SystemExit(f"candidates_file={path!r} line {n}: token_ids must be a list of non-negative ints; "
-                                 f"fix: write the sampler's ids as they are, or leave token_ids out (text is tokenized)")
+                                 "fix: write the sampler's ids as they are, or leave token_ids out (text is "
+                                 "tokenized)")
             if row.get('finish', 'eos') not in FINISHES:
                 raise SystemExit(f"candidates_file={path!r} line {n}: finish={row['finish']!r}; fix: one of {FINISHES} "
                                  f"(vLLM's finish_reason 'stop' is 'eos')")
@@ -168,12 +175,14 @@ def pool_ids(pool, tok, model, path):
     eos, V = set(eos_ids(model, tok)), model.get_output_embeddings().weight.shape[0]
     for rows in pool.values():
         for r in rows:
-            ids = list(r['token_ids']) if r.get('token_ids') is not None else tok(r['text'], add_special_tokens=False).input_ids
+            ids = list(r['token_ids']) if r.get('token_ids') is not None \
+                else tok(r['text'], add_special_tokens=False).input_ids
             while ids and ids[-1] in eos:
                 ids.pop()
             if any(t >= V for t in ids):
-                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the model's "
-                                 f"vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or leave them out")
+                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the "
+                                 f"model's vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or "
+                                 "leave them out")
             r['ids'] = ids
     return pool
 
@@ -215,9 +224,9 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
         fix = (f"--batch_size={bs} (fits every split)" if bs else
                f"one problem's {n} samples run in one batch: fewer of them (--n_{split}_samples), a shorter "
                f"--max_new_tokens, or a device with more memory")
-        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} positions "
-                         f"needs {_gib(need)} (its KV cache {_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), "
-                         f"{where}; fix: {fix}")
+        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} "
+                         f"positions needs {_gib(need)} (its KV cache "
+                         f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
     return room
 
 
@@ -236,8 +245,8 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     todo = [b for b in batches if not all(path(p) in done for p in b)]
     n_todo = mine - len(done)
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {mine}, "
-          f"{len(done)} done already, {n_todo} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, "
-          f"{n} samples each")
+          f"{len(done)} done already, {n_todo} to "
+          f"go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, {n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
     for batch in todo:
         if pool is None:
@@ -264,7 +273,8 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
                 continue
             key = f"{p['index']:06d}"
             extra = {'generated_tokens': generated_tokens(cands)} if steer is not None and steer.sync else {}
-            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands, **extra},
+            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands,
+                         **extra},
                         path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)
             bar.update(1)
@@ -293,7 +303,8 @@ def finished(problems, path):
             raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
                              f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
                              f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
-                             f"exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data it was extracted from")
+                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
+                             "it was extracted from")
         done.add(path(p))
     return done, damaged
 
@@ -306,15 +317,18 @@ def check_resume(split_dir, cfg):
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
         if old.get('enable_thinking') and 'think_extract' in old:  # written before </think> positions were stored
-            raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
-                             f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
+            raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) "
+                             "made before the </think> position was stored; fix: a new --out_dir, or delete "
+                             f"{split_dir}")
         keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule',
                 'max_steps', 'conf_topk', *(STEERING if steering(old) or steering(cfg) else ()), 'exclude_ids']
-        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'word_split', 'synth_seed']}.get(
+        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'],
+                 'words': ['word_family', 'word_split', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
-        norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
+        norm = lambda k, v: (sorted(map(str, v)) if k == 'exclude_ids'  # noqa: E731
+                             else json.loads(json.dumps(v, default=str)))
         old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
         if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
@@ -325,7 +339,8 @@ def check_resume(split_dir, cfg):
                 name = {'n_samples': f"n_{cfg['split']}_samples", 'weights_dtype': 'dtype'}.get(k, k)
                 raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}="
                                  f"{cfg.get(k)!r}; "
-                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
+                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
+                                 f"{split_dir}")
 
 
 def cpu_cores():
@@ -380,7 +395,8 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None, command=None):
     failed = [i for i, j in enumerate(jobs) if j.returncode != 0]
     if failed:
         tail = open(logs[failed[0]]).read()[-3000:]
-        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last lines:\n{tail}")
+        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last "
+                         f"lines:\n{tail}")
 
 def run(config, steer=None, command=None):
     """The CLI (config: the knobs above, as set): every split extracted into {out_dir}/{split}/, each check before any
@@ -396,7 +412,8 @@ def run(config, steer=None, command=None):
     if c['mode'] not in ('sample', 'reencode'):
         raise SystemExit(f"mode={c['mode']!r} is unknown; fix: one of sample, reencode")
     if c['max_steps'] is not None and (not isinstance(c['max_steps'], int) or c['max_steps'] < 1):
-        raise SystemExit(f"max_steps={c['max_steps']!r} must be a positive int or None (every step); fix: --max_steps=100")
+        raise SystemExit(f"max_steps={c['max_steps']!r} must be a positive int or None (every step); fix: "
+                         "--max_steps=100")
     if c['mode'] == 'reencode' and not c['candidates_file']:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     try:
@@ -432,7 +449,8 @@ def run(config, steer=None, command=None):
     n_procs = c['procs'] or (1 if device.startswith('cuda') else len(cpu_cores()))
     n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, c['batch_size'] // n)) for s, _, n in splits)) \
         if splits else 1
-    weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take it
+    weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take
+                                                             # it
     if c['num_shards'] == 1 and n_procs > 1:
         launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, c['threads'],
                      sys.argv[1:] + [f'--dtype={weights}'], command)

@@ -49,8 +49,9 @@ def from_pretrained(cls, key, name, **kw):
         where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
                  f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
         raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
-                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
-                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+                         "folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in "
+                         "the Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is "
+                         "tried") from None
 
 
 def one_thread(fn):
@@ -273,8 +274,8 @@ def read_kinds(step_read):
     kinds = str(step_read).split('+')
     bad = [k for k in kinds if k not in STEP_KINDS]
     if bad or len(set(kinds)) < len(kinds):
-        raise ValueError(f"step_read={step_read!r}: kinds are {', '.join(STEP_KINDS)}, each at most once, joined with '+'; "
-                         f"fix: --step_read=boundary (the paper), or e.g. --step_read=boundary+least")
+        raise ValueError(f"step_read={step_read!r}: kinds are {', '.join(STEP_KINDS)}, each at most once, joined with "
+                         f"'+'; fix: --step_read=boundary (the paper), or e.g. --step_read=boundary+least")
     return kinds
 
 
@@ -285,8 +286,9 @@ def check_kinds(c, kinds, where):
         stored = [k for k, key in STEP_KINDS.items() if key in c]
         raise ValueError(f"{where}: the verifier reads step_read={'+'.join(kinds)!r} but the extraction stored "
                          f"{'+'.join(stored)!r} (no {', '.join(missing)}); fix: re-extract with "
-                         f"--step_kinds={[k for k in STEP_KINDS if k in stored or k in missing]} (extract.py; mode='reencode' "
-                         f"re-reads existing candidates), or a verifier with --step_read={'+'.join(stored)}")
+                         f"--step_kinds={[k for k in STEP_KINDS if k in stored or k in missing]} (extract.py; "
+                         "mode='reencode' re-reads existing candidates), or a verifier with "
+                         f"--step_read={'+'.join(stored)}")
 
 
 # A verifier's input spec: what it reads and how, each key with its default (model.spec). A checkpoint stores it whole
@@ -316,10 +318,12 @@ def build_verifier(kind, d_gen=None, **kw):
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
     if spec['input_steps'] not in STEP_INPUTS:
-        raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or {', '.join(STEP_INPUTS[1:])})")
+        raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or "
+                         f"{', '.join(STEP_INPUTS[1:])})")
     max_steps = spec['max_steps']
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all stored)")
+        raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all "
+                         "stored)")
     cls, base, _ = VERIFIERS[kind]
     spec['layers'], spec['step_features'], inputs = list(spec['layers']), bool(spec['step_features']), {}
     if spec['vocab'] is not None:
@@ -472,11 +476,14 @@ def make_batch(candidates, spec, cols=None):
     if reads(spec['kind'], 'states'):
         kinds = read_kinds(spec.get('step_read', 'boundary'))  # stored: checked once per split (problem_columns)
         # [S, D] per kind (its columns), side by side in step_read's order (float16 until padded when one kind)
-        read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]  # noqa: E731
-        st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1) for c in candidates]
+        at = cols if cols is not None else slice(None)
+        read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, at]  # noqa: E731
+        st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1)
+              for c in candidates]
         if spec.get('step_features'):
             mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
-            st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
+            st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1)
+                  for s, c in zip(st, candidates)]
         if spec.get('residual') == 'combo':
             batch['cheap'] = torch.tensor([combo_score(c, spec['res_norm']) for c in candidates], dtype=torch.float32)
         elif spec.get('residual'):
@@ -604,11 +611,11 @@ def cut_prefix(c, k):
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists
     (per candidate) of float arrays [S], entry k = score of the prefix cut after stored step k, read as
-    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All prefixes of all
-    problems are batched together, length-sorted (score_sorted)."""
+    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All
+    prefixes of all problems are batched together, length-sorted (score_sorted)."""
     if model.spec.get('tokenizer'):
-        raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need the "
-                         f"prefix text, which is not stored; fix: prune with a hidden-state verifier (e.g. hsrm)")
+        raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need "
+                         f"the prefix text, which is not stored; fix: prune with a hidden-state verifier (e.g. hsrm)")
     model.eval().to(device)
     cols = problem_columns(problems, model.spec, where)
     pre = [cut_prefix(c, k) for p in problems for c in p['candidates'] for k in range(len(c['step_pos']))]

@@ -51,8 +51,8 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_writable, load_checkpoint, read_checkpoint,
-                   run_name, steering)
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_writable, load_checkpoint,
+                   read_checkpoint, run_name, steering)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
 
@@ -66,14 +66,14 @@ verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max
                           # config's own (train.py's run name for the training knobs the config files set:
                           # train.run_name, less the seed)
 question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
-force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
-               # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
-               # else it is refused
+force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template)
+               # or shares its numbers with its training questions (tasks.check_unseen), marked forced: true in
+               # picks.jsonl; else it is refused
 questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
 dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
                              # the picks)
 n_samples = 8  # N candidates per question
-vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation split (evaluate.py's)
+vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation (evaluate.py's)
 sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
@@ -113,8 +113,8 @@ EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
 CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
 # ... these are free, or fixed by the extraction
-SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed', 'word_split',
-                      'exclude_ids')
+SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed',
+                      'word_split', 'exclude_ids')
 
 # -----------------------------------------------------------------------------
 # what a verifier was trained on, and refusing one that would read something else
@@ -173,9 +173,10 @@ def check_match(verifier, s, gen=None, key='ckpt'):
                          f"verifier trained on this generator's states")
     for t in trained:
         if t.get('step_rule', STEP_RULE) != STEP_RULE:
-            raise ValueError(f"{key}={where!r} was trained on steps cut by step_rule={t['step_rule']!r} ({t['where']}), "
-                             f"this code's rule (capture.STEP_RULE) is {STEP_RULE!r}; fix: re-extract and retrain under "
-                             f"{STEP_RULE!r}, or run the code version whose rule is {t['step_rule']!r}")
+            raise ValueError(f"{key}={where!r} was trained on steps cut by step_rule={t['step_rule']!r} "
+                             f"({t['where']}), this code's rule (capture.STEP_RULE) is {STEP_RULE!r}; fix: re-extract "
+                             f"and retrain under {STEP_RULE!r}, or run the code version whose rule is "
+                             f"{t['step_rule']!r}")
         if gen is not None and t.get('num_hidden_layers') not in (None, gen.config.num_hidden_layers):
             raise ValueError(f"{key}={where!r} was trained on {t['model']!r} with {t['num_hidden_layers']} layers "
                              f"({t['where']}), this generator has {gen.config.num_hidden_layers}; fix: "
@@ -199,8 +200,8 @@ def check_match(verifier, s, gen=None, key='ckpt'):
             ok = not had or any(_same(k, h, s[k]) for h in had)
         if not ok:
             was = ' / '.join(dict.fromkeys(repr(h) for h in had))
-            raise ValueError(f"{k}={s[k]!r}, but {key}={where!r} was trained on {k}={was} ({trained[0]['where']}); fix: "
-                             f"--{k}={had[0]!r} (or leave {k} unset), or a verifier trained with {k}={s[k]!r}")
+            raise ValueError(f"{k}={s[k]!r}, but {key}={where!r} was trained on {k}={was} ({trained[0]['where']}); "
+                             f"fix: --{k}={had[0]!r} (or leave {k} unset), or a verifier trained with {k}={s[k]!r}")
 
 
 # -----------------------------------------------------------------------------
@@ -340,7 +341,8 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
     if out and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == 'verifiers' \
             and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own splits and caches
-        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
+        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d
+                for d in dirs]
         out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
     vals = [tables.val_splitter(d, n, cfg)(*split) for d in dirs]
@@ -452,9 +454,9 @@ def rows_of(pick, indexed):
     at = {'id': pick['id'], **({'index': pick['index']} if indexed else {})}
     cands = []
     for j, c in enumerate(pick['candidates']):
-        cands.append({**at, 'candidate': j, 'text': c['text'], 'token_ids': c['token_ids'].tolist(), 'finish': c['finish'],
-                      'answer': c['answer'], 'score': _num(c['score']), 'pick': j == pick['candidate'],
-                      'free': {k: _num(v) for k, v in c['free'].items()},
+        cands.append({**at, 'candidate': j, 'text': c['text'], 'token_ids': c['token_ids'].tolist(),
+                      'finish': c['finish'], 'answer': c['answer'], 'score': _num(c['score']),
+                      'pick': j == pick['candidate'], 'free': {k: _num(v) for k, v in c['free'].items()},
                       **{k: c[k] for k in ('correct', 'row', 'parent', 'inherited') if k in c}})
     return {**at, **{k: v for k, v in pick.items() if k not in ('candidates', 'id', 'index')}}, cands
 
@@ -465,8 +467,8 @@ def show(pick, n):
     tied = f" (tied with {pick['tied'] - 1} more)" if pick['tied'] > 1 else ''
     agree = f", {pick['agree']} of {n} give this answer" if pick['answer'] is not None else ''
     lines = [f"[{pick['id']}] {pick['question']}",
-             f"  pick: {pick['answer'] or '(no answer)'}   score {pick['score']:.3f}, candidate {pick['candidate']} of {n}"
-             f"{tied}{agree}{ok.get(pick.get('correct'), '')}"]
+             f"  pick: {pick['answer'] or '(no answer)'}   score {pick['score']:.3f}, candidate {pick['candidate']} of "
+             f"{n}{tied}{agree}{ok.get(pick.get('correct'), '')}"]
     if pick['runner_up']:
         lines.append('  runner-up answers: ' + ', '.join(f"{r['answer']} (score {r['score']:.3f}, {r['count']} of {n})"
                                                         for r in pick['runner_up'][:4]))
@@ -551,15 +553,15 @@ def run(cfg, steer=None):
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
-    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
+    check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
     if not verifier.trained_on:
-        print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
-              f"trained on are unchecked; settings not given are extract.py's defaults")
+        print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
+              f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
     problems, own = questions_of(cfg, s)
@@ -617,7 +619,7 @@ def run(cfg, steer=None):
                 p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
-            with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first: a pick names finished rows
+            with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first (picks name them)
                 f.write(''.join(json.dumps(r) + '\n' for r in rows))
         picks += [r for r, _ in new]
         for p in got:
@@ -627,7 +629,8 @@ def run(cfg, steer=None):
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))
     graded = [r for r in picks if 'correct' in r]
     if graded:
-        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k]) for r in graded)  # noqa: E731
+        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k])  # noqa: E731
+                            for r in graded)
         print(f"graded {len(graded)} of {len(picks)}: the pick is correct on {acc('correct')}"
               + (f", the weighted vote on {acc('vote')}" if temp is not None else ''))
     print(f"wrote {sample_dir}/picks.jsonl and candidates.jsonl")

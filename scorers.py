@@ -124,7 +124,8 @@ def deepconf_scores(problems, name, window=2048, tail=2048):
     if name not in DEEPCONF_SCORERS:
         raise ValueError(f"DeepConf scorer {name!r} is not one of {sorted(DEEPCONF_SCORERS)}")
     if window < 1 or tail < 1:
-        raise ValueError(f"deepconf_window={window}, deepconf_tail={tail}: both count tokens; fix: --deepconf_window=2048")
+        raise ValueError(f"deepconf_window={window}, deepconf_tail={tail}: both count tokens; fix: "
+                         "--deepconf_window=2048")
     f = DEEPCONF_SCORERS[name]
     return [np.array([f(c, window, tail) for c in p['candidates']], dtype=np.float64) for p in problems]
 
@@ -173,8 +174,8 @@ def combo_fit(problems, l2=1e-3):
             diffs.append(d)
             wts.append(np.full(len(d), 1.0 / len(d)))
     if not diffs:
-        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
-                         "weights; fix: more samples per problem, or --residual=auto")
+        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn "
+                         "its weights; fix: more samples per problem, or --residual=auto")
     D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
     w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')

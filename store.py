@@ -83,13 +83,16 @@ def problem_files(split_dir):
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
     if not files:
         raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
-                                f"fix: run `python extract.py <config>` with out_dir pointing at {os.path.dirname(split_dir) or split_dir}")
+                                "fix: run `python extract.py <config>` with out_dir pointing at "
+                                f"{os.path.dirname(split_dir) or split_dir}")
     return files
 
 
-# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file: KeyError;
-# garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one that loads
-DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError, zipfile.BadZipFile)
+# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file:
+# KeyError; garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one
+# that loads
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError,
+           zipfile.BadZipFile)
 
 
 def check_crc(path):
@@ -105,8 +108,8 @@ def check_problem(d):
     """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
     states [S, width] (one width; a stored mean / least kind the same shape), step_pos [S], token_ids [T] and per-token
     statistics [T]."""
-    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
-            or not d['candidates']:
+    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) \
+            or not isinstance(d['candidates'], list) or not d['candidates']:
         raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
     widths = set()
     for i, c in enumerate(d['candidates']):
@@ -124,8 +127,8 @@ def check_problem(d):
 
 def load_problem(path, mmap=False, crc=None):
     """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
-    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
-    garbage) is an error naming it; extract.py's resume extracts it again."""
+    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full
+    disk, garbage) is an error naming it; extract.py's resume extracts it again."""
     try:
         if not mmap if crc is None else crc:
             check_crc(path)
@@ -134,8 +137,8 @@ def load_problem(path, mmap=False, crc=None):
         return d
     except DAMAGED as e:
         raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
-                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py <config>` "
-                         f"with the same out_dir: it extracts a damaged file again") from None
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py "
+                         f"<config>` with the same out_dir: it extracts a damaged file again") from None
 
 
 def load_labels(split_dir):
@@ -170,7 +173,8 @@ def load_split(split_dir, labels=True, files=None):
             ls = lab.get(p['key'])
             if ls is None or len(ls) != len(p['candidates']):
                 raise ValueError(f"labels.json in {split_dir} has {0 if ls is None else len(ls)} labels for problem "
-                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on {split_dir}")
+                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on "
+                                 f"{split_dir}")
             for i, (c, l) in enumerate(zip(p['candidates'], ls)):
                 if not isinstance(l.get('correct'), bool):
                     raise ValueError(f"labels.json in {split_dir}: problem {p['key']} candidate {i} has correct="
@@ -245,8 +249,8 @@ def load_checkpoint(path, device='cpu'):
 
 # train.py's keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems', 'prefix_train',
-             'step_features', 'residual')
+             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems',
+             'prefix_train', 'step_features', 'residual')
 
 
 def run_name(cfg, defaults, stored_layers=(-1,)):
@@ -269,19 +273,21 @@ def run_name(cfg, defaults, stored_layers=(-1,)):
 
 
 # keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
-# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
-# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
-# schedule and the seed included: a run is its data, its model and its steps.
+# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device,
+# chunk_candidates, eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts,
+# the training schedule and the seed included: a run is its data, its model and its steps.
 NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
 
 
 def run_diff(old, new, defaults):
     """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
     them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
-    run), and a key an older config.json lacks as its default (defaults: train.py's knobs) (val_cut: the problem-level cut it was trained on)."""
+    run), and a key an older config.json lacks as its default (defaults: train.py's knobs) (val_cut: the problem-level
+    cut it was trained on)."""
     real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
     base = json.loads(json.dumps(defaults, default=str))
-    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
+    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old
+                                                                                                # cut
     return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
             if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
 
@@ -294,7 +300,8 @@ def finished(c, defaults, keep_both):
     if not (os.path.exists(logp) and os.path.exists(cfgp)):
         return False
     with open(logp) as f1, open(cfgp) as f2:
-        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)), defaults)
+        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)),
+                                                         defaults)
     keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
     if done and not diff:
         try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again

@@ -16,8 +16,8 @@ import zipfile
 import numpy as np
 import torch
 
-from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, per_problem_run, scored_metrics,
-                     vote_sub)
+from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, per_problem_run,
+                     scored_metrics, vote_sub)
 from model import VERIFIERS, score_prefixes, score_problems
 from scorers import (CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, combo_fit, combo_score, deepconf_scores,
                      has_confidences)
@@ -66,9 +66,12 @@ def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, 
     """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
     cached in {cache_dir}/{split}/{run}.json, split and run named relative to the dir holding cache_dir (a copied or
     moved run keeps its caches), valid while the checkpoint's and the split's contents (fingerprint, split_stamp) are
-    unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
-    rel = lambda d: slug(os.path.relpath(os.path.abspath(d), os.path.dirname(os.path.abspath(cache_dir)))).replace('..', 'up')  # noqa: E731
-    path = os.path.join(cache_dir, rel(split_dir), rel(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
+    unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem),
+    {run}.prefixes.json."""
+    rel = lambda d: slug(os.path.relpath(os.path.abspath(d),  # noqa: E731
+                                         os.path.dirname(os.path.abspath(cache_dir)))).replace('..', 'up')
+    path = os.path.join(cache_dir, rel(split_dir),
+                        rel(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
     stamp, split = fingerprint(ckpt_path), split_stamp(split_dir)
     conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
     if os.path.exists(path):
@@ -93,11 +96,13 @@ def run_dirs(cfg):
     eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
     train_dir = cfg['train_dir'] or os.path.join(cfg['out_dir'], 'train')
     transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(cfg['out_dir'], 'eval'))
-    return eval_dir, train_dir, f"_on_{slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else ''
+    suffix = f"_on_{slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else ''
+    return eval_dir, train_dir, suffix
 
 
 def checkpoint_paths(cfg):
-    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the run."""
+    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the
+    run."""
     paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
                    glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt')))
     if cfg['ckpts'] and not paths:
@@ -115,7 +120,8 @@ def val_splitter(train_dir, n, cfg):
         if not os.path.exists(os.path.join(train_dir, 'labels.json')):
             return None
         if (frac, seed, k) not in splits:
-            splits[frac, seed, k] = choice_split(train_dir, n, cfg, split_problems(problem_files(train_dir), frac, seed, k)[1])
+            splits[frac, seed, k] = choice_split(train_dir, n, cfg,
+                                                 split_problems(problem_files(train_dir), frac, seed, k)[1])
         return splits[frac, seed, k]
     return val_split
 
@@ -135,7 +141,8 @@ PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style t
 
 
 DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',
-                   'deepconf_bottom10': 'DeepConf bottom-10% group confidence', 'deepconf_lowest': 'DeepConf lowest group confidence'}
+                   'deepconf_bottom10': 'DeepConf bottom-10% group confidence',
+                   'deepconf_lowest': 'DeepConf lowest group confidence'}
 
 
 CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
@@ -162,7 +169,8 @@ def make_row(method, kind, runs, params=None, **extra):
     row['acc_at_std'] = {n: mean_std([r['acc_at'][n] for r in runs])[1] for n in ns}
     if all(pp):
         row['per_problem'] = {'acc_at': {n: np.stack([p['acc_at'][n] for p in pp]) for n in ns},
-                              'auroc': np.stack([p['auroc'] for p in pp]) if all(p['auroc'] is not None for p in pp) else None}
+                              'auroc': np.stack([p['auroc'] for p in pp]) if all(p['auroc'] is not None for p in pp)
+                              else None}
     return row
 
 
@@ -181,7 +189,8 @@ def add_intervals(rows, n, n_boot, seed):
         return
     idx = boot_draws(rows[0]['per_problem']['acc_at'][n].shape[1], n_boot, seed)
     b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
-                 'auroc': None if r['per_problem']['auroc'] is None else boot_means(r['per_problem']['auroc'], idx, seed)}
+                 'auroc': None if r['per_problem']['auroc'] is None
+                 else boot_means(r['per_problem']['auroc'], idx, seed)}
          for r in rows}
     find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
     refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
@@ -193,7 +202,8 @@ def add_intervals(rows, n, n_boot, seed):
             if ra is not None:
                 r['vs'][name] = {'acc': r['acc'] - ra['acc'], 'acc_ci': ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])}
             if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
-                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'], auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
+                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'],
+                                                    auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
 
 
 def for_json(obj):
@@ -207,7 +217,8 @@ def for_json(obj):
 # the free side: every free selector, and the best of them chosen on validation (the reference)
 
 
-FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors count as their mean (a uniform pick among them)
+FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors count as their mean (a uniform pick among
+                    # them)
 
 
 def free_scores(problems, cfg, combo=None):
@@ -228,10 +239,12 @@ def free_selectors(problems, pool, ns, n, scores, temps, cfg):
         {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}, n=n))}
     for name, sc in scores.items():
         kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
-        m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}', n=n)
+        m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}',
+                           n=n)
         out[name] = (kind, m)
         if temps.get(name) is not None:
-            out[f'{name} + weighted vote'] = ('free_vote', per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
+            out[f'{name} + weighted vote'] = ('free_vote',
+                                              per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
     conf = {k: scores[k] for k in DEEPCONF_SCORERS if k in scores}
     if conf:
         votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
@@ -279,13 +292,15 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
     None (no weighted votes, no validation reference). combo: scorers.combo_fit's weights from training problems
     (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
     single = np.array([q['labels'].mean() for q in pool])
-    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [per_problem_run({k: single for k in ns}, n=n)])]
+    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single',
+                     [per_problem_run({k: single for k in ns}, n=n)])]
     combo = combo if has_confidences(problems) else None  # it weighs DeepConf's mean confidence: an old split has none
     scores, temps, choice = free_scores(problems, cfg, combo), {}, {}
     if val is not None:
         vp, vpool, vn = val
         vscores = free_scores(vp, cfg, combo)
-        temps = {k: choose_temp(v, vpool, vn, cfg['vote_temps'], where=f'free scorer {k} (validation)') for k, v in vscores.items()}
+        temps = {k: choose_temp(v, vpool, vn, cfg['vote_temps'], where=f'free scorer {k} (validation)')
+                 for k, v in vscores.items()}
         vsel = {k: m for k, (_, m) in free_selectors(vp, vpool, [vn], vn, vscores, temps, cfg).items()}
         choice = {'val_acc': {k: m['acc'] for k, m in vsel.items()},
                   'val_auroc': {k: m['auroc'] for k, m in vsel.items() if 'auroc' in m}}
@@ -293,7 +308,8 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
     pretty = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
               'majority vote': 'Majority vote (extracted answers)'}
     for k, (kind, m) in sel.items():
-        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
+        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' \
+            else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
         extra = {'weights': dict(zip(combo['names'], combo['weight']))} if k == 'combo' else {}
         rows.append(make_row(name, kind, [m], scorer=k, temp=m.get('temp'), **extra))
     scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
@@ -302,8 +318,10 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
     if val is not None:
         picks = {'free_best_val': _best({k: vsel[k] for k in sel}, 'acc', ties=True),
                  'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True), **picks}
-    title = {'free_best_val': 'Best free selector on validation', 'free_best_val_auroc': 'Best free scorer on validation by AUROC',
-             'free_best_test': 'Best free selector on test (optimistic)', 'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
+    title = {'free_best_val': 'Best free selector on validation',
+             'free_best_val_auroc': 'Best free scorer on validation by AUROC',
+             'free_best_test': 'Best free selector on test (optimistic)',
+             'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
     for kind, names in picks.items():
         run = sel[names[0]][1] if len(names) == 1 else _mean_run([sel[k][1] for k in names], n)
         tie = f" (tie: mean of {' / '.join(names)})" if len(names) > 1 else f': {names[0]}'
@@ -354,7 +372,8 @@ def yerr(vals, intervals):
     """matplotlib yerr [2, k] in points from values and their [lo, hi] intervals (None: no bars)."""
     if any(c is None for c in intervals):
         return None
-    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)], [c[1] - v for v, c in zip(vals, intervals)]]))
+    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)],
+                                         [c[1] - v for v, c in zip(vals, intervals)]]))
 
 
 def reference_lines(axes, refs):

