@@ -177,8 +177,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if searching:
             b = _front(s)
             if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)],
-                                  1)
+                new = torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)
+                draws = torch.cat([draws, new], 1)
             if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
                 continue
         _feed(s, step, b, Lp + t, T, searching, torch_compile)
@@ -232,9 +232,8 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
-        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side (S
-                                                                # doubles
-        # when every state is kept); slot S: discard
+        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side
+        # (S doubles when every state is kept); slot S: discard
         ring_pos=z(B, S + 1),
         count=z(B),  # kept states so far
         ln=z(B),  # tokens drawn so far
@@ -505,16 +504,16 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     ids, mask = ids.to(device), mask.to(device)
     out = model.base_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
                            output_hidden_states=hidden_selection(model, layers), use_cache=False)
-    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at L - T_i -
-    # 1 + j
+    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at
+    # L - T_i - 1 + j
     row = torch.tensor([i for i, c in enumerate(completions) for _ in c], dtype=torch.long, device=device)
     pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long,
                        device=device)
     tgt = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
     k = max(1, chunk // V)
-    stats = torch.cat([torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k],
-                                               conf_topk)) for j in range(0, len(tgt), k)],
-                      1).cpu() if len(tgt) else None
+    chunks = [torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k], conf_topk))
+              for j in range(0, len(tgt), k)]
+    stats = torch.cat(chunks, 1).cpu() if len(tgt) else None
     spos = [step_positions(c, table) for c in completions]
     at_row = torch.tensor([i for i, sp in enumerate(spos) for _ in sp], dtype=torch.long, device=device)
     at = torch.tensor([L - len(c) + p for c, sp in zip(completions, spos) for p in sp], dtype=torch.long, device=device)

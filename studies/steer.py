@@ -310,10 +310,9 @@ def render(res):
         out.append(f'| {curve_name(k)} | ' + ' | '.join(tables.fmt_ci(a, i, True)
                                                         for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
     d = lambda r, k: tables.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
-    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% '
-                'CI] '
-            '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
-            '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |',
+    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] '
+                '| Weighted vote (%) [95% CI] | Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) '
+                '| Δ vs plain HSRM Bo-N (pts) | Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |',
             '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         out.append(f"| {r['method']} | {r['tokens']:.0f} | {tables.fmt_ci(r['acc'], r['acc_ci'], True)} | "
@@ -321,9 +320,9 @@ def render(res):
                    f"{d(r, 'delta_equal_tokens')} | {d(r, 'delta_plain')} | {d(r, 'delta_free')} | "
                    f"{d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
-    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) '
-                '| '
-            + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |', '|---|' + '---:|' * len(bnames)]
+    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] '
+                '(search vs Bo-N, %) | ' + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |',
+            '|---|' + '---:|' * len(bnames)]
     for r in res['rows']:
         cells = [r['by_difficulty'].get(b) for b in bnames]
         out.append(f"| {r['method']} | " + ' | '.join(
