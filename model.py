@@ -586,7 +586,7 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 
 
 # -----------------------------------------------------------------------------
-# prefixes: the verifier's score of a candidate after each of its steps, what capture.policy acts on. The states of
+# prefixes: the verifier's score of a candidate after each of its steps, what the steering policy acts on. The states of
 # a prefix are the same whether or not the candidate would have gone on (causal LM), so scoring prefixes of finished
 # candidates replays online pruning exactly (unless extraction kept only the last max_steps states of a long one).
 

@@ -296,6 +296,8 @@ def test_imports_follow_the_pipeline():
         names |= {f'{n.module}.{a.name}' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                   for a in n.names}  # from studies import curve
         deps[m] = {x for x in names if x in own} - {m}
+        stale = names & {x.split('.')[1] for x in own if x.startswith('studies.')}  # a study by its old top-level name
+        assert not stale, (m, sorted(stale))
         if m == 'configurator':
             assert {x.split('.')[0] for x in names} <= set(sys.stdlib_module_names), names
     rank = {s: i for i, s in enumerate(STAGES)}

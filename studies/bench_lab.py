@@ -231,7 +231,7 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     what online pruning needs) at the paper's shapes, each against its floor; the prefix scores'
     cost next to the generator's own (gen_params: 2 FLOPs per parameter per token, Qwen3-1.7B by
     default); and how many pools per second the offline replays simulate."""
-    import steer as ST
+    from studies.policy import replay_deepconf, replay_prune
     from model import score_prefixes
     from scorers import group_confidences
     torch.manual_seed(seed)
@@ -270,10 +270,10 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     gc = [group_confidences(rng.random(n_tokens), window) for _ in range(n_cands)]
     lows = np.array([g.min() for g in gc])
     rows = []
-    for name, fn in (('verifier rule (capture.prune_now at each step boundary)',
-                      lambda: ST.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
+    for name, fn in (('verifier rule (policy.prune_now at each step boundary)',
+                      lambda: replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
                      (f'DeepConf online (window {window})',
-                      lambda: ST.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
+                      lambda: replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
         k, t = 0, time.perf_counter()
         while time.perf_counter() - t < 1.0:
             fn()

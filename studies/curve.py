@@ -178,9 +178,9 @@ def train_size(cfg, k):
 
 
 def evaluate_size(cfg, k, problems, pool, dev):
-    """Rows at size k: every free selector (evaluate.free_rows: votes, scorers, their weighted votes, the combo
+    """Rows at size k: every free selector (tables.free_rows: votes, scorers, their weighted votes, the combo
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
-    each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_vs)."""
+    each residual variant's own base scorer; intervals and Δ (tables.add_intervals, paired_vs)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
     tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
@@ -365,7 +365,7 @@ def render(sizes_, summ, cfg, pairs_=()):
     out += ['', f"Best free selector on the eval split itself (optimistic, at the largest K): {ref['scorer']}, "
             f"Bo{n} {100 * ref['acc']:.1f}; best free scorer there by AUROC: {rau['scorer']}, {rau['auroc']:.3f}. The "
             "best free selector on each K's validation split is chosen among every free selector "
-            f"(evaluate.free_rows), ties counted as their mean.", '',
+            f"(tables.free_rows), ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
             'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC) |',
             '|---|---|---|---|']

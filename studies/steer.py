@@ -207,7 +207,7 @@ def run(cfg):
                                           where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
-    # the best free selector on validation (evaluate.free_rows: every free scorer, its weighted vote, the combo fitted
+    # the best free selector on validation (tables.free_rows: every free scorer, its weighted vote, the combo fitted
     # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
     frows, choice = tables.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,

@@ -2,7 +2,7 @@
 Leave-one-family-out transfer: does a verifier hold up on a task family it never saw? For each family F of
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
-then score F's eval split zero-shot beside every free selector on the same pool (evaluate.free_rows: cheap and
+then score F's eval split zero-shot beside every free selector on the same pool (tables.free_rows: cheap and
 DeepConf scorers, the free-scorer combo (scorers.combo_fit: every free scorer standardized, weights learned on the
 training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
@@ -145,7 +145,7 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
 
 
 def evaluate_fold(cfg, held, dev):
-    """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
+    """The fold's rows on the held-out family's eval split, with intervals (tables.add_intervals)."""
     n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
     problems = load_split(eval_dir)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
@@ -219,7 +219,7 @@ def render(folds, summ, cfg):
     keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
             'verifier', 'verifier_vote', 'oracle', 'single')
 
-    def vs(r, key, pct):  # the optimistic reference is not among evaluate.REFS: formatted here
+    def vs(r, key, pct):  # the optimistic reference is not among tables.REFS: formatted here
         d = r.get('vs', {}).get('best_free_test', {})
         ref = r['type'] == ('free_best_test' if key == 'acc' else 'free_best_test_auroc')
         return 'ref.' if ref else tables.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
