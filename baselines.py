@@ -4,20 +4,25 @@ cheap scorers and DeepConf's confidences, are in scorers.py: they cost nothing a
 - EORM-style text-only verifiers (GPT-2's tokenizer, 512 positions: small 13.80M, large 53.22M; the paper
   says 2.6M / 53.4M): trained by train.py's `train` (as train.py runs it) with verifier='text' on the same problems,
   split, loss and early stopping as HSRM, reading every split through the same tokenizer and position table;
-- an off-the-shelf PRM (Qwen2.5-Math-PRM-7B, prm.py), scored once per candidate and cached.
+- an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached: its input format, loading,
+  per-step scores, the candidate score from them and its cost in FLOPs are below, where evaluate.py reads them too.
 
     python baselines.py config/gsm8k_1p7b.py                                  # text verifiers
     python baselines.py config/gsm8k_1p7b.py --text_sizes="['large']" --text_tokenizer=gpt2 --max_tokens=512
     python baselines.py config/gsm8k_1p7b.py --prm_model=Qwen/Qwen2.5-Math-PRM-7B --device=cuda
 """
+import json
+import math
 import os
+import time
 
+import numpy as np
 import torch
 
 import train
-from configurator import cli, configure, knobs, resolve_device, split_argv
-from prm import score_prm
-from store import check_writable, load_split
+from configurator import cli, configure, knobs, split_argv
+from model import from_pretrained, resolve_device
+from store import atomic_write_json, check_writable, load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config
@@ -25,7 +30,8 @@ from store import check_writable, load_split
 # with the overrides below.
 out_dir = 'out/demo'        # the run: trains on {out_dir}/train, writes {out_dir}/verifiers/text_{size}_seed{seed}/
 eval_dir = ''               # split the PRM scores; '' = {out_dir}/eval (cache: {eval_dir}/prm_scores.json)
-text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); [] = none
+text_sizes = ['small', 'large']  # EORM-style text verifiers: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4); []
+                                 # = none
 text_train_overrides = {'lr_schedule': 'cosine', 'warmup_iters': 100}  # the paper's EORM schedule; {} = exactly HSRM's
 prm_model: str = None       # None = no PRM; 'Qwen/Qwen2.5-Math-PRM-7B' (hub name or local dir; needs a GPU in practice)
 prm_batch_size = 8          # candidates per PRM forward
@@ -34,6 +40,148 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda': text-verifier training an
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict
+
+# -----------------------------------------------------------------------------
+# off-the-shelf PRM (Qwen2.5-Math-PRM-7B usage, from its model card): system prompt, the question as
+# the user turn, the steps joined by <extra_0> (and one after the last) as the assistant turn, chat
+# template; the model gives 2-class logits per token; the positive-class probability at each
+# <extra_0> is that step's score.
+
+PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+PRM_SEP = '<extra_0>'
+
+
+def split_steps(text):
+    """Steps of a completion: blank-line separated chunks (stripped, empties dropped); >= 1 step."""
+    steps = [s.strip() for s in text.split('\n\n') if s.strip()]
+    return steps or [text.strip()]
+
+
+def prm_text(tokenizer, question, completion):
+    messages = [{'role': 'system', 'content': PRM_SYSTEM}, {'role': 'user', 'content': question},
+                {'role': 'assistant', 'content': PRM_SEP.join(split_steps(completion)) + PRM_SEP}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+
+
+def prm_input_ids(tokenizer, question, texts):
+    """The PRM's input token ids for each completion in texts (system prompt, question, steps)."""
+    return [tokenizer(prm_text(tokenizer, question, t), add_special_tokens=False)['input_ids'] for t in texts]
+
+
+# PRM cost, counted as model.py counts the verifiers' FLOPs (2 per multiply-add of every matmul, attention
+# included; embedding lookups, norms, softmax and the rotary outer product count 0): one forward over its
+# whole input of L tokens (system prompt, question, steps) is 2 L W + 4 L^2 d_attn per layer, W = the weights
+# of every nn.Linear (attention, MLP, score head), d_attn = heads x head dim; the causal mask does not halve
+# it (torch's FLOP counter counts the full L x L products, as for HSRM's encoder). Qwen2.5-Math-PRM-7B from
+# its config.json (hidden 3584, FFN 18944, 28 layers, 28 heads of 128 with 4 KV heads, vocab 152064, score
+# head 3584 -> 3584 -> 2; no LM head): the nominal figures when it has not run here.
+PRM_7B_ARCH = {'linear_params': 6_538_140_672, 'n_layer': 28, 'd_attn': 3584, 'n_params': 7_083_474_946}
+
+
+def prm_arch(model):
+    """PRM_7B_ARCH's figures of a loaded PRM."""
+    cfg = model.config
+    head_dim = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
+    return {'linear_params': sum(m.in_features * m.out_features for m in model.modules()
+                                 if isinstance(m, torch.nn.Linear)),
+            'n_layer': cfg.num_hidden_layers, 'd_attn': cfg.num_attention_heads * head_dim,
+            'n_params': sum(p.numel() for p in model.parameters())}
+
+
+def prm_flops(arch, n_tokens):
+    """Forward FLOPs of the PRM (arch: PRM_7B_ARCH's keys) on one input of n_tokens tokens."""
+    return 2 * n_tokens * arch['linear_params'] + 4 * arch['n_layer'] * n_tokens ** 2 * arch['d_attn']
+
+
+def prm_tokens_estimate(question, completion, n_tokens, tokens_per_char):
+    """PRM input tokens without its tokenizer: the completion's n_tokens (generator tokens), the system
+    prompt and question at tokens_per_char, one separator per step and 15 ChatML tokens (3 turns of
+    <|im_start|> role \\n ... <|im_end|> \\n)."""
+    return n_tokens + round(tokens_per_char * len(PRM_SYSTEM + question)) + len(split_steps(completion)) + 15
+
+
+def load_prm(name, dtype='bfloat16', device='cpu'):
+    """(model, tokenizer). The hub PRM is a Qwen2ForProcessRewardModel behind trust_remote_code (its
+    config's auto_map); a local token-classification checkpoint with a 2-class head (no auto_map)
+    loads through AutoModelForTokenClassification. Both return logits [B, T, 2] first."""
+    from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification, AutoTokenizer
+    if dtype not in ('bfloat16', 'float16', 'float32'):
+        raise ValueError(f"prm_dtype={dtype!r}; fix: --prm_dtype=bfloat16 (or float16, float32)")
+    cfg = from_pretrained(AutoConfig, 'prm_model', name, trust_remote_code=True)
+    cls = AutoModel if 'AutoModel' in (getattr(cfg, 'auto_map', None) or {}) else AutoModelForTokenClassification
+    model = from_pretrained(cls, 'prm_model', name, dtype=getattr(torch, dtype), trust_remote_code=True,
+                            device_map=device).eval()
+    tokenizer = from_pretrained(AutoTokenizer, 'prm_model', name, trust_remote_code=True)
+    if tokenizer.convert_tokens_to_ids(PRM_SEP) in (None, tokenizer.unk_token_id):
+        raise ValueError(f"prm_model={name!r}: its tokenizer has no {PRM_SEP} token, so it is not a "
+                         f"Qwen2.5-Math-PRM-style model; fix: --prm_model=Qwen/Qwen2.5-Math-PRM-7B")
+    return model, tokenizer
+
+
+@torch.no_grad()
+def prm_step_probs(model, tokenizer, question, texts, batch_size=8, device='cpu'):
+    """Per-step positive-class probabilities for each completion in texts: list of float lists.
+    Right padding with an attention mask: a causal model's real positions never see the pads."""
+    sep = tokenizer.convert_tokens_to_ids(PRM_SEP)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = prm_input_ids(tokenizer, question, texts)
+    out = [None] * len(ids)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths share a batch
+    for b in range(0, len(order), batch_size):
+        idx = order[b:b + batch_size]
+        L = max(len(ids[i]) for i in idx)
+        x = torch.full((len(idx), L), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), L), dtype=torch.long)
+        for r, i in enumerate(idx):
+            x[r, :len(ids[i])] = torch.tensor(ids[i])
+            mask[r, :len(ids[i])] = 1
+        logits = model(input_ids=x.to(device), attention_mask=mask.to(device))[0]  # [B, L, 2]
+        prob = torch.softmax(logits.float(), -1)[..., 1].cpu()
+        for r, i in enumerate(idx):
+            at = (x[r] == sep) & (mask[r] == 1)
+            out[i] = prob[r][at].tolist()
+    return out
+
+
+def prm_reduce(step_probs, how='last'):
+    """Candidate score from its step scores: 'last' (the paper's main results), 'min' or 'prod'."""
+    if how not in ('last', 'min', 'prod'):
+        raise ValueError(f"prm_reduce={how!r}; fix: --prm_reduce=last (or min, prod)")
+    if not step_probs:  # the separator was cut off (should not happen: nothing is truncated)
+        return -math.inf
+    return float(step_probs[-1] if how == 'last' else min(step_probs) if how == 'min' else np.prod(step_probs))
+
+
+def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', device='cpu', save_every=16):
+    """Score every candidate of problems with the PRM, resumably: per-step probabilities go to
+    cache_path ({'model', 'steps': {problem key: [[p per step] per candidate]}, 'tokens': {problem key:
+    [input tokens per candidate]}, 'arch': prm_arch}), rewritten atomically every save_every problems.
+    Returns the cache dict."""
+    from tqdm import tqdm
+    cache = {'version': 1, 'model': prm_model, 'steps': {}}
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache = json.load(f)
+        if cache.get('model') != prm_model:
+            raise ValueError(f"{cache_path} holds scores of prm_model={cache.get('model')!r}, not {prm_model!r}; "
+                             f"fix: delete it or set --prm_model={cache.get('model')!r}")
+    todo = [p for p in problems if len(cache['steps'].get(p['key'], [])) != len(p['candidates'])]
+    if not todo:
+        return cache
+    model, tokenizer = load_prm(prm_model, dtype, device)
+    n_params = sum(p.numel() for p in model.parameters())
+    cache['n_params'], cache['arch'], cache['device'] = n_params, prm_arch(model), str(device)
+    t0, n = time.time(), 0
+    for i, p in enumerate(tqdm(todo, desc='prm')):
+        texts = [c['text'] for c in p['candidates']]
+        cache['steps'][p['key']] = prm_step_probs(model, tokenizer, p['question'], texts, batch_size, device)
+        cache.setdefault('tokens', {})[p['key']] = [len(x) for x in prm_input_ids(tokenizer, p['question'], texts)]
+        n += len(p['candidates'])
+        if (i + 1) % save_every == 0 or i + 1 == len(todo):
+            cache['seconds_per_candidate'] = (time.time() - t0) / n
+            atomic_write_json(cache, cache_path)
+    return cache
+
 
 # -----------------------------------------------------------------------------
 # the run
@@ -52,7 +200,8 @@ def run(cfg, train_cfg):
         raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")
     unknown = [k for k in cfg['text_train_overrides'] if k not in train.DEFAULTS]
     if unknown:
-        raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py config keys")
+        raise ValueError(f"text_train_overrides has keys {unknown} that train.py does not know; fix: use train.py "
+                         "config keys")
     if cfg['prm_model']:  # its scores go beside the eval split: writable before any text verifier trains
         check_writable('eval_dir', cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval'))
     data = train_cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
@@ -64,7 +213,8 @@ def run(cfg, train_cfg):
     if cfg['prm_model']:
         eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
         path = os.path.join(eval_dir, 'prm_scores.json')
-        score_prm(load_split(eval_dir, labels=False), path, cfg['prm_model'], cfg['prm_batch_size'], cfg['prm_dtype'], dev)
+        score_prm(load_split(eval_dir, labels=False), path, cfg['prm_model'], cfg['prm_batch_size'], cfg['prm_dtype'],
+                  dev)
         print(f'PRM step scores of every candidate in {path}')
 
 

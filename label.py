@@ -27,7 +27,8 @@ out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
 judge_model: str = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
-judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned ones)
+judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned
+                            # ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
 truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong; 'grade'
 sympy_timeout = 2.0  # seconds per Math-Verify comparison; the worker process is killed past it
@@ -137,7 +138,8 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
     for path in tqdm(problem_files(split_dir), desc=f'label {os.path.basename(split_dir.rstrip("/"))}', leave=False):
-        d = load_problem(path, mmap=True, crc=True)  # mmap: the hidden states are never read (but a damaged file is named)
+        d = load_problem(path, mmap=True, crc=True)  # mmap: the hidden states are never read (but a damaged file is
+                                                     # named)
         p = dict(key=d['key'], dataset=d['dataset'], question=d['question'], gold=d['gold'],
                  texts=[c['text'] for c in d['candidates']])
         problems.append(p)
@@ -148,7 +150,8 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         truncated[p['key']] = sum(grade(*a, truncated_policy='grade')['correct'] for a, r in zip(args, labels[p['key']])
                                   if r['stage'].endswith('/truncated'))  # cached: what the policy turned to wrong
     if judge_model is not None:
-        name, model, tok = judge_model if isinstance(judge_model, tuple) else (judge_model, *load_judge(judge_model, device))
+        name, model, tok = judge_model if isinstance(judge_model, tuple) \
+            else (judge_model, *load_judge(judge_model, device))
         cache_path = os.path.join(split_dir, 'judge_cache.json')
         cache = {}
         if os.path.exists(cache_path):
@@ -161,7 +164,8 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
         for p in problems:
             gold = normalize_gold(p['gold'], p['dataset'])
             for j, (t, r) in enumerate(zip(p['texts'], labels[p['key']])):
-                if r['stage'] != 'pruned' and (judge_scope == 'all' or not r['correct']):  # pruned: partial, stays wrong
+                if r['stage'] != 'pruned' and (judge_scope == 'all' or not r['correct']):  # pruned: partial, stays
+                                                                                           # wrong
                     item = (p['question'], t, gold)
                     key = hashlib.sha256(json.dumps([JUDGE_PROMPT, name, judge_max_tokens, p['question'], t, gold])
                                          .encode()).hexdigest()
@@ -201,7 +205,7 @@ if __name__ == '__main__':
     if not found:
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
-    from configurator import resolve_device
+    from model import resolve_device
     from store import check_writable
     check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
     device = resolve_device(device)

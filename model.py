@@ -1,8 +1,9 @@
 """
 The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
-(batching, the step features, the residual's free scorers), scoring and prefix scores, and the losses (LOSSES).
-The on-disk format and checkpoints are store.py's; the per-problem metrics bestofn.py's; the steering policy that
-acts on prefix scores capture.py's.
+(batching, the step features, the residual's free score), scoring and prefix scores; and what every stage runs
+with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are store.py's; the losses
+train.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
+prefix scores studies/policy.py's.
 """
 import functools
 import hashlib
@@ -13,13 +14,60 @@ import warnings
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from configurator import from_pretrained, one_thread
-from scorers import CHEAP_SCORERS, deepconf_mean
+from scorers import cheap_score, combo_score
 
 # the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
 warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
+
+# -----------------------------------------------------------------------------
+# what every stage runs with besides its config: the device a knob names, a Hugging Face model a knob names, and
+# one CPU thread where results must not depend on the thread count
+
+
+def resolve_device(device, env=None, cuda=None):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
+    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
+    env, cuda: the environment and whether CUDA is available (default: this process's)."""
+    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
+    if device == 'auto':
+        device = 'cuda' if cuda else 'cpu'
+    if device.startswith('cuda') and not cuda:
+        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
+    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
+
+
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         "folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in "
+                         "the Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is "
+                         "tried") from None
+
+
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one
+
 
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
@@ -226,8 +274,8 @@ def read_kinds(step_read):
     kinds = str(step_read).split('+')
     bad = [k for k in kinds if k not in STEP_KINDS]
     if bad or len(set(kinds)) < len(kinds):
-        raise ValueError(f"step_read={step_read!r}: kinds are {', '.join(STEP_KINDS)}, each at most once, joined with '+'; "
-                         f"fix: --step_read=boundary (the paper), or e.g. --step_read=boundary+least")
+        raise ValueError(f"step_read={step_read!r}: kinds are {', '.join(STEP_KINDS)}, each at most once, joined with "
+                         f"'+'; fix: --step_read=boundary (the paper), or e.g. --step_read=boundary+least")
     return kinds
 
 
@@ -238,67 +286,77 @@ def check_kinds(c, kinds, where):
         stored = [k for k, key in STEP_KINDS.items() if key in c]
         raise ValueError(f"{where}: the verifier reads step_read={'+'.join(kinds)!r} but the extraction stored "
                          f"{'+'.join(stored)!r} (no {', '.join(missing)}); fix: re-extract with "
-                         f"--step_kinds={[k for k in STEP_KINDS if k in stored or k in missing]} (extract.py; mode='reencode' "
-                         f"re-reads existing candidates), or a verifier with --step_read={'+'.join(stored)}")
+                         f"--step_kinds={[k for k in STEP_KINDS if k in stored or k in missing]} (extract.py; "
+                         "mode='reencode' re-reads existing candidates), or a verifier with "
+                         f"--step_read={'+'.join(stored)}")
 
 
-def build_verifier(kind, d_gen=None, vocab_size=None, layers=(-1,), input_steps='all', vocab=None,
-                   max_tokens=512, tokenizer=None, max_steps=None, step_features=False, feat_norm=None, residual=None,
-                   res_norm=None, step_read='boundary', **args):
-    """Build a verifier. d_gen: the generator's hidden size (per layer); layers: which stored layers it
-    reads (input dim = len(layers) * d_gen); input_steps 'all' | 'answer' | 'last' and max_steps (None
-    = no cap): which stored step states it reads (first_step); text inputs: vocab (sorted
-    generator token ids: the restricted vocabulary, vocab_size = len(vocab) + 2 for PAD/UNK) or
-    tokenizer (a HF tokenizer name/dir whose whole vocabulary is used; vocab_size = its size + 2), or
-    vocab_size alone to build a model for counting; max_tokens: the text position table size. args:
-    architecture (d_model, n_layer, n_head, dropout; size for 'text'); None values = the kind's default.
-    step_read: which stored kind(s) of step state it reads (STEP_KINDS; 'boundary+mean' concatenates both).
-    step_features: each step state gets its step's confidence features (step_feature_matrix(); standardized by
-    feat_norm = (mean [3], std [3]) of the training candidates); residual: a cheap scorer's name (scorers.py
-    CHEAP_SCORERS, or 'deepconf_mean': residual_scorers) whose score, standardized by res_norm = (mean, std), the model's output is added to, the
-    output layer starting at 0 (states/hsrm, deepset only); residual='combo': every free scorer combined (combo_score,
-    res_norm = {'names', 'mean', 'std', 'weight'}).
-    The input choices are kept in model.spec, the architecture in model.args: a checkpoint holds both."""
+# A verifier's input spec: what it reads and how, each key with its default (model.spec). A checkpoint stores it whole
+# and the verifier is rebuilt from it (store.py); train.py passes its knobs of the same names. kind: VERIFIERS' key;
+# d_gen: the generator's hidden size (per layer); layers: the stored layers read (input dim = len(layers) * d_gen);
+# input_steps ('all' | 'answer' | 'last') and max_steps (None = no cap): the stored step states read (first_step);
+# step_read: the stored kind(s) of step state (STEP_KINDS; 'boundary+mean' concatenates both); text inputs: vocab
+# (sorted generator token ids, the restricted vocabulary: vocab_size = len(vocab) + 2 for PAD/UNK) or tokenizer (a
+# HF tokenizer name / dir, its whole vocabulary: vocab_size = its size + 2), or vocab_size alone (a model to count);
+# max_tokens: the text position table; step_features: each step state gets its step's confidence features
+# (step_feature_matrix, standardized by feat_norm = (mean [3], std [3]) of the training candidates); residual: a free
+# scorer's name (scorers.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
+# (the output layer starting at 0; states / hsrm, deepset only), or 'combo': every free scorer combined
+# (scorers.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
+SPEC = {'kind': None, 'd_gen': None, 'layers': [-1], 'input_steps': 'all', 'max_steps': None, 'step_read': 'boundary',
+        'vocab': None, 'vocab_size': None, 'tokenizer': None, 'max_tokens': 512, 'step_features': False,
+        'feat_norm': None, 'residual': None, 'res_norm': None}
+
+
+def build_verifier(kind, d_gen=None, **kw):
+    """Build a verifier of `kind` for the generator's hidden size d_gen: kw holds its input spec (SPEC's keys; the
+    others take SPEC's defaults) and its architecture (the other keys: d_model, n_layer, n_head, dropout; size for
+    'text'; None values = the kind's default). The spec is kept in model.spec, the architecture in model.args: a
+    checkpoint holds both."""
+    spec = {**SPEC, **{k: v for k, v in kw.items() if k in SPEC}, 'kind': kind, 'd_gen': d_gen}
+    args = {k: v for k, v in kw.items() if k not in SPEC}
     if kind not in VERIFIERS:
         raise ValueError(f"verifier={kind!r} is not one of {KINDS}; fix: --verifier=hsrm")
-    if input_steps not in STEP_INPUTS:
-        raise ValueError(f"input_steps={input_steps!r}; fix: --input_steps=all (or {', '.join(STEP_INPUTS[1:])})")
+    if spec['input_steps'] not in STEP_INPUTS:
+        raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or "
+                         f"{', '.join(STEP_INPUTS[1:])})")
+    max_steps = spec['max_steps']
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all stored)")
+        raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all "
+                         "stored)")
     cls, base, _ = VERIFIERS[kind]
-    layers, inputs = list(layers), {}
+    spec['layers'], spec['step_features'], inputs = list(spec['layers']), bool(spec['step_features']), {}
+    if spec['vocab'] is not None:
+        spec['vocab'] = list(spec['vocab'])
     if reads(kind, 'states'):
         if not d_gen:
             raise ValueError(f"verifier {kind!r} reads hidden states and needs d_gen (the generator's hidden size)")
-        inputs['d_in'] = d_gen * len(layers) * len(read_kinds(step_read)) + (N_STEP_FEATURES if step_features else 0)
+        inputs['d_in'] = d_gen * len(spec['layers']) * len(read_kinds(spec['step_read'])) + \
+            (N_STEP_FEATURES if spec['step_features'] else 0)
         if not inputs['d_in']:
-            raise ValueError(f"verifier {kind!r} with layers={layers} and no step_features reads nothing; fix: "
+            raise ValueError(f"verifier {kind!r} with layers={spec['layers']} and no step_features reads nothing; fix: "
                              f"--verifier_layers=[-1], or --step_features=True for the features-only control")
-    if (step_features or residual) and (reads(kind, 'tokens') or not reads(kind, 'states')):
-        raise ValueError(f"step_features={step_features!r} / residual={residual!r} are options of the hidden-state "
-                         f"verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
+    if (spec['step_features'] or spec['residual']) and (reads(kind, 'tokens') or not reads(kind, 'states')):
+        raise ValueError(f"step_features={spec['step_features']!r} / residual={spec['residual']!r} are options of the "
+                         f"hidden-state verifiers; verifier={kind!r} reads text; fix: --verifier=hsrm (or deepset)")
     if not reads(kind, 'tokens'):
-        tokenizer = None  # train.py's text_tokenizer default names GPT-2 for every kind
+        spec['tokenizer'] = None  # train.py's text_tokenizer default names GPT-2 for every kind
     else:
-        if vocab is not None:
-            vocab_size = len(vocab) + 2
-        elif tokenizer is not None and not vocab_size:
-            vocab_size = len(text_tokenizer(tokenizer)) + 2
-        if not vocab_size:
+        if spec['vocab'] is not None:
+            spec['vocab_size'] = len(spec['vocab']) + 2
+        elif spec['tokenizer'] is not None and not spec['vocab_size']:
+            spec['vocab_size'] = len(text_tokenizer(spec['tokenizer'])) + 2
+        if not spec['vocab_size']:
             raise ValueError(f"verifier {kind!r} needs vocab (build_vocab(train problems)), tokenizer or vocab_size")
-        inputs.update(vocab_size=vocab_size, max_tokens=max_tokens)
+        inputs.update(vocab_size=spec['vocab_size'], max_tokens=spec['max_tokens'])
     args = {**base, **{k: v for k, v in args.items() if v is not None}}
     try:
         model = cls(**inputs, **args)
     except TypeError as e:  # an architecture key this kind does not have
         raise ValueError(f"verifier {kind!r} ({cls.__name__}) does not take {sorted(args)}: {e}; fix: leave the "
                          f"keys it has no use for unset (None)") from None
-    model.kind, model.args = kind, args
-    model.spec = dict(kind=kind, d_gen=d_gen, layers=layers, input_steps=input_steps, max_steps=max_steps,
-                      vocab=list(vocab) if vocab is not None else None, vocab_size=vocab_size,
-                      max_tokens=max_tokens, tokenizer=tokenizer, step_features=bool(step_features),
-                      feat_norm=feat_norm, residual=residual, res_norm=res_norm, step_read=step_read)
-    if residual:
+    model.kind, model.args, model.spec = kind, args, spec
+    if spec['residual']:
         nn.init.zeros_(model.head[-1].weight)
         nn.init.zeros_(model.head[-1].bias)
     return model
@@ -418,11 +476,14 @@ def make_batch(candidates, spec, cols=None):
     if reads(spec['kind'], 'states'):
         kinds = read_kinds(spec.get('step_read', 'boundary'))  # stored: checked once per split (problem_columns)
         # [S, D] per kind (its columns), side by side in step_read's order (float16 until padded when one kind)
-        read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, cols if cols is not None else slice(None)]  # noqa: E731
-        st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1) for c in candidates]
+        at = cols if cols is not None else slice(None)
+        read = lambda c, k: c[STEP_KINDS[k]][first_step(c, spec):][:, at]  # noqa: E731
+        st = [read(c, kinds[0]) if len(kinds) == 1 else torch.cat([read(c, k).float() for k in kinds], 1)
+              for c in candidates]
         if spec.get('step_features'):
             mu, sd = (torch.tensor(x, dtype=torch.float32) for x in spec['feat_norm'])
-            st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1) for s, c in zip(st, candidates)]
+            st = [torch.cat([s.float(), (step_feature_matrix(c)[first_step(c, spec):] - mu) / sd], 1)
+                  for s, c in zip(st, candidates)]
         if spec.get('residual') == 'combo':
             batch['cheap'] = torch.tensor([combo_score(c, spec['res_norm']) for c in candidates], dtype=torch.float32)
         elif spec.get('residual'):
@@ -456,59 +517,6 @@ def step_feature_matrix(c):
     hi = pos + 1
     return (csum[hi] - csum[lo]) / (hi - lo).clamp(min=1)[:, None].float()
 
-
-def residual_scorers():
-    """The free scorers a residual verifier can start from: scorers.py's cheap scorers and DeepConf's mean
-    token confidence (a trace's mean; a window longer than any trace here)."""
-    return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
-
-
-def cheap_score(c, name):
-    """Free scorer `name` (residual_scorers) of one candidate (or prefix); -inf (an empty trace) -> -1e9."""
-    s = float(residual_scorers()[name](c))
-    return s if np.isfinite(s) else -1e9
-
-
-def combo_score(c, norm):
-    """The 'combo' free scorer (train.py residual='combo'): every free scorer norm['names'], standardized by the
-    training candidates' norm['mean'] / norm['std'] (clipped at +-10: an empty trace's floor), weighted by
-    norm['weight'] (combo_fit, learned on the training problems)."""
-    z = [(cheap_score(c, k) - m) / s for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
-    return float(np.dot(np.clip(z, -10, 10), norm['weight']))
-
-
-def combo_fit(problems, l2=1e-3):
-    """res_norm of the 'combo' free scorer (model.combo_score) from training problems: each free scorer's mean and
-    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
-    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
-    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
-    names = sorted(residual_scorers())
-    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
-    flat = np.concatenate(X)
-    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
-    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
-    diffs, wts = [], []
-    for p, x in zip(problems, X):
-        y = np.array([bool(c['correct']) for c in p['candidates']])
-        if y.any() and not y.all():
-            z = np.clip((x - mean) / std, -10, 10)
-            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
-            diffs.append(d)
-            wts.append(np.full(len(d), 1.0 / len(d)))
-    if not diffs:
-        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn its "
-                         "weights; fix: more samples per problem, or --residual=auto")
-    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
-    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
-
-    def loss():
-        opt.zero_grad()
-        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
-        l.backward()
-        return l
-    opt.step(loss)
-    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}
 
 def batch_to(batch, device):
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
@@ -578,7 +586,7 @@ def score_problems(model, problems, batch_size=256, device='cpu', where='problem
 
 
 # -----------------------------------------------------------------------------
-# prefixes: the verifier's score of a candidate after each of its steps, what capture.policy acts on. The states of
+# prefixes: the verifier's score of a candidate after each of its steps, what the steering policy acts on. The states of
 # a prefix are the same whether or not the candidate would have gone on (causal LM), so scoring prefixes of finished
 # candidates replays online pruning exactly (unless extraction kept only the last max_steps states of a long one).
 
@@ -603,11 +611,11 @@ def cut_prefix(c, k):
 def score_prefixes(model, problems, batch_size=256, device='cpu', where='problems'):
     """The verifier's score of every candidate after each of its steps: list (per problem) of lists
     (per candidate) of float arrays [S], entry k = score of the prefix cut after stored step k, read as
-    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All prefixes of all
-    problems are batched together, length-sorted (score_sorted)."""
+    first_step reads it (the last entry is the candidate's full score). A candidate with no step has an empty array. All
+    prefixes of all problems are batched together, length-sorted (score_sorted)."""
     if model.spec.get('tokenizer'):
-        raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need the "
-                         f"prefix text, which is not stored; fix: prune with a hidden-state verifier (e.g. hsrm)")
+        raise ValueError(f"{where}: prefix scores of a text verifier with tokenizer={model.spec['tokenizer']!r} need "
+                         f"the prefix text, which is not stored; fix: prune with a hidden-state verifier (e.g. hsrm)")
     model.eval().to(device)
     cols = problem_columns(problems, model.spec, where)
     pre = [cut_prefix(c, k) for p in problems for c in p['candidates'] for k in range(len(c['step_pos']))]
@@ -620,60 +628,3 @@ def score_prefixes(model, problems, batch_size=256, device='cpu', where='problem
             out[-1].append(s[i:i + S])
             i += S
     return out
-
-
-# -----------------------------------------------------------------------------
-# losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
-# belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
-# tensor, or None when the batch holds nothing to learn from.
-
-
-def pairwise_loss(scores, labels, problem_ids, generator=None):
-    """The paper's tie-safe ranking loss: per problem, mean over (correct i, incorrect j) pairs of
-    log(1 + exp(-(s_i - s_j))), then mean over problems that have both labels. Correct-correct and
-    wrong-wrong pairs cost nothing. None when no problem in the batch has a pair."""
-    labels = labels.bool()
-    same = problem_ids[:, None] == problem_ids[None, :]
-    pair = same & labels[:, None] & ~labels[None, :]  # [M,M] i correct, j incorrect, same problem
-    if not pair.any():
-        return None
-    pl = F.softplus(-(scores[:, None] - scores[None, :]))  # [M,M]
-    _, inv = torch.unique(problem_ids, return_inverse=True)
-    rows = torch.zeros(int(inv.max()) + 1, dtype=scores.dtype, device=scores.device)
-    per = rows.index_add(0, inv, (pl * pair).sum(1))
-    cnt = rows.index_add(0, inv, pair.sum(1).to(scores.dtype))
-    has = cnt > 0
-    return (per[has] / cnt[has]).mean()
-
-
-def bce_loss(scores, labels, problem_ids=None, generator=None):
-    """Pointwise: each candidate's score is a logit for P(correct); mean over candidates."""
-    return F.binary_cross_entropy_with_logits(scores, labels.float())
-
-
-def listmle_loss(scores, labels, problem_ids, generator=None):
-    """ListMLE per problem with a total order built from the labels: correct before incorrect, ties
-    broken uniformly at random (torch.Generator `generator`, seeded by the run). The loss is the
-    negative Plackett-Luce log-likelihood divided by the list length, averaged over problems that have
-    both labels (an all-tie list would only teach the random order). None when there is none."""
-    losses = []
-    for pid in torch.unique(problem_ids):
-        m = problem_ids == pid
-        s, l = scores[m], labels[m].float()
-        if l.min() == l.max():
-            continue
-        noise = torch.rand(len(s), generator=generator).to(s.device)
-        order = torch.argsort(l * 2 + noise, descending=True)  # labels dominate, noise breaks ties
-        so = s[order]
-        tail = torch.logcumsumexp(so.flip(0), 0).flip(0)  # log sum_{k >= i} exp(s_k)
-        losses.append((tail - so).mean())
-    return torch.stack(losses).mean() if losses else None
-
-
-# The registry. A loss is a function above and one line here: the function, and whether it learns
-# only from problems with both a correct and an incorrect candidate (train.py then trains on those only).
-LOSSES = {
-    'pairwise': (pairwise_loss, True),
-    'bce': (bce_loss, False),
-    'listmle': (listmle_loss, True),
-}

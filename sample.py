@@ -15,7 +15,8 @@ evaluation part 1225-1898):
     python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
     python sample.py config/demo.py --dataset_range="(1225,1234)"            # held-out problems of the task, graded
-    python sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # the verifier steers sampling
+    python -m studies.policy sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # steered
+                                         # (studies/policy.py hands run and best_of_n the verifier's policy)
 
 Writes {sample_dir}/picks.jsonl (a row per question), candidates.jsonl (a row per candidate: text, token_ids,
 finish, extracted answer, verifier score, free scores; rows extract.py --mode=reencode reads) and config.json. A
@@ -41,15 +42,17 @@ from tqdm import tqdm
 
 import evaluate
 import extract
+import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_positive, cli, configure, knobs, resolve_device, split_argv
+from configurator import apply_config, check_positive, cli, configure, knobs, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import read_kinds, reads, score_problems
+from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import atomic_write_json, check_writable, load_checkpoint, read_checkpoint
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_writable, load_checkpoint,
+                   read_checkpoint, run_name, steering)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
 
@@ -63,14 +66,14 @@ verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max
                           # config's own (train.py's run name for the training knobs the config files set:
                           # train.run_name, less the seed)
 question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
-force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template) or
-               # shares its numbers with its training questions (tasks.check_unseen), marked forced: true in picks.jsonl;
-               # else it is refused
+force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template)
+               # or shares its numbers with its training questions (tasks.check_unseen), marked forced: true in
+               # picks.jsonl; else it is refused
 questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
 dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
                              # the picks)
 n_samples = 8  # N candidates per question
-vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation split (evaluate.py's)
+vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation (evaluate.py's)
 sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
@@ -91,14 +94,6 @@ data_dir: str = None  # dataset_range: where the dataset is (extract.py's data_d
 data_path: str = None
 synth_seed: int = None
 exclude_ids: list = None
-prune_ckpt: str = None  # online pruning (extract.py's): a hidden-state verifier that stops rows as they are written;
-                        # None = off
-prune_rule = 'relative'  # 'relative' | 'global'
-prune_threshold: float = None  # the rule's threshold (steer.py --prune=True prints the one chosen on validation)
-search: str = None  # None | 'beam' | 'dvts': the verifier steers sampling (extract.py's search), N rows, width
-                    # search_width
-search_ckpt: str = None  # the verifier that steers search; None = the one that picks
-search_width = 4  # M: rows each survivor continues as (divides n_samples)
 seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
              # extraction's seed, n and batch_size samples exactly its candidates
 batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
@@ -118,8 +113,8 @@ EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
 CHECKED = ('model', 'layers', 'dataset', 'synth_level', 'word_family', 'system_prompt', 'enable_thinking', 'max_steps')
 # ... these are free, or fixed by the extraction
-SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed', 'word_split',
-                      'exclude_ids')
+SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'data_dir', 'data_path', 'synth_seed',
+                      'word_split', 'exclude_ids')
 
 # -----------------------------------------------------------------------------
 # what a verifier was trained on, and refusing one that would read something else
@@ -178,9 +173,10 @@ def check_match(verifier, s, gen=None, key='ckpt'):
                          f"verifier trained on this generator's states")
     for t in trained:
         if t.get('step_rule', STEP_RULE) != STEP_RULE:
-            raise ValueError(f"{key}={where!r} was trained on steps cut by step_rule={t['step_rule']!r} ({t['where']}), "
-                             f"this code's rule (capture.STEP_RULE) is {STEP_RULE!r}; fix: re-extract and retrain under "
-                             f"{STEP_RULE!r}, or run the code version whose rule is {t['step_rule']!r}")
+            raise ValueError(f"{key}={where!r} was trained on steps cut by step_rule={t['step_rule']!r} "
+                             f"({t['where']}), this code's rule (capture.STEP_RULE) is {STEP_RULE!r}; fix: re-extract "
+                             f"and retrain under {STEP_RULE!r}, or run the code version whose rule is "
+                             f"{t['step_rule']!r}")
         if gen is not None and t.get('num_hidden_layers') not in (None, gen.config.num_hidden_layers):
             raise ValueError(f"{key}={where!r} was trained on {t['model']!r} with {t['num_hidden_layers']} layers "
                              f"({t['where']}), this generator has {gen.config.num_hidden_layers}; fix: "
@@ -204,8 +200,8 @@ def check_match(verifier, s, gen=None, key='ckpt'):
             ok = not had or any(_same(k, h, s[k]) for h in had)
         if not ok:
             was = ' / '.join(dict.fromkeys(repr(h) for h in had))
-            raise ValueError(f"{k}={s[k]!r}, but {key}={where!r} was trained on {k}={was} ({trained[0]['where']}); fix: "
-                             f"--{k}={had[0]!r} (or leave {k} unset), or a verifier trained with {k}={s[k]!r}")
+            raise ValueError(f"{k}={s[k]!r}, but {key}={where!r} was trained on {k}={was} ({trained[0]['where']}); "
+                             f"fix: --{k}={had[0]!r} (or leave {k} unset), or a verifier trained with {k}={s[k]!r}")
 
 
 # -----------------------------------------------------------------------------
@@ -275,31 +271,29 @@ def as_problem(q, i, s):
                        s['word_family'])
 
 
-def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128, steer=None):
+def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128,
+              steer=None):
     """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
     loaded generator (model, tok) and verifier (load_verifier; a store.load_checkpoint one too, unchecked against
     its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
     (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
     fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.
-    vote_temp: also the weighted vote at that temperature. steer: {'verifier', 'prune_rule', 'prune_threshold'} or
-    {'verifier', 'search', 'search_width'}: sample_with_capture's online pruning or search.
+    vote_temp: also the weighted vote at that temperature. steer: a steering policy for the sampling (online pruning
+    or search: studies/policy.py's Steering; its verifier is checked as the one that picks).
     -> a pick per question (choose()), with its candidates and the seconds its batch spent generating and verifying,
     shared out per question ('seconds': {'generate', 'verify'})."""
     s = resolve(settings or {}, getattr(verifier, 'trained_on', []))
     check_match(verifier, s, model)
-    steer = dict(steer or {})
-    if steer.get('verifier') is not None:
-        check_match(steer['verifier'], s, model, 'prune_ckpt / search_ckpt')
+    readers = [verifier] + ([steer.verifier] if steer is not None else [])
+    if steer is not None:
+        check_match(steer.verifier, s, model, 'prune_ckpt / search_ckpt')
     problems = [as_problem(q, i, s) for i, q in enumerate(questions)]
-    cfg = {**s, 'seed': seed, 'prune_rule': steer.get('prune_rule', 'relative'),
-           'prune_threshold': steer.get('prune_threshold'), 'search': steer.get('search'),
-           'search_width': steer.get('search_width', 4),
-           'step_kinds': stored_kinds({'boundary'} | {k for v in (verifier, steer.get('verifier')) if v is not None
-                                                      for k in read_kinds(v.spec.get('step_read', 'boundary'))})}
+    cfg = {**s, 'seed': seed,
+           'step_kinds': stored_kinds({'boundary'} | {k for v in readers for k in read_kinds(v.spec['step_read'])})}
     table, dev, picks = step_table(tok), next(verifier.parameters()).device, []
     for batch in problem_batches(problems, n, batch_size):
         t0 = time.perf_counter()
-        res = sample_problems(model, tok, batch, n, cfg, table, steer.get('verifier'))[1]
+        res = sample_problems(model, tok, batch, n, cfg, table, steer)[1]
         t1 = time.perf_counter()
         scores = score_problems(verifier, [{'key': p['id'], 'layers': list(s['layers']), 'candidates': cs}
                                            for p, cs in zip(batch, res)], device=dev, where='sampled candidates')
@@ -315,18 +309,18 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
 
 
 def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (train.run_name, less its seed): the run
+    """The run name train.py gives the training knobs that config files set (store.run_name, less its seed): the run
     whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
     td, xd = train.DEFAULTS, extract.DEFAULTS
     tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
-    return re.sub(r'_seed0$', '', train.run_name({**tc, 'seed': 0}, xc['layers']))
+    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, td, xc['layers']))
 
 
 def best_ckpt(pattern, run=None):
-    """Of the checkpoints matching pattern (run: only that run's seeds, evaluate.run_group), the one with the highest
+    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group), the one with the highest
     validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
     last), ties to the first in sorted order."""
-    paths = sorted(p for p in glob.glob(pattern) if run is None or evaluate.run_group(p) == run)
+    paths = sorted(p for p in glob.glob(pattern) if run is None or tables.run_group(p) == run)
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
                          f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
@@ -347,19 +341,20 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
     if out and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == 'verifiers' \
             and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own splits and caches
-        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d for d in dirs]
+        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d
+                for d in dirs]
         out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
-    vals = [evaluate.val_splitter(d, n, cfg)(*split) for d in dirs]
+    vals = [tables.val_splitter(d, n, cfg)(*split) for d in dirs]
     if not dirs or any(v is None for v in vals):
         raise ValueError(f"vote=True chooses the temperature on the validation problems of {path}'s labelled training "
                          f"split ({dirs or 'unknown'}); fix: label it (python label.py <its config>), or --vote=False")
     vn = min(v[2] for v in vals)
-    vals = [evaluate.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
+    vals = [tables.val_splitter(d, vn, cfg)(*split) if v[2] != vn else v for d, v in zip(dirs, vals)]
     cache = os.path.join(out or os.path.dirname(dirs[0]), 'scores')  # evaluate.py's score cache
     check_writable('out_dir', cache)
     scores = [x for d, (vp, _, _) in zip(dirs, vals)
-              for x in evaluate.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
+              for x in tables.cached_scores(verifier, path, vp, d, cache, cfg['eval_batch_size'], device)[0]]
     pool = [q for _, vpool, _ in vals for q in vpool]
     return choose_temp(scores, pool, vn, cfg['vote_temps'], where=f'{path} on validation')
 
@@ -459,9 +454,9 @@ def rows_of(pick, indexed):
     at = {'id': pick['id'], **({'index': pick['index']} if indexed else {})}
     cands = []
     for j, c in enumerate(pick['candidates']):
-        cands.append({**at, 'candidate': j, 'text': c['text'], 'token_ids': c['token_ids'].tolist(), 'finish': c['finish'],
-                      'answer': c['answer'], 'score': _num(c['score']), 'pick': j == pick['candidate'],
-                      'free': {k: _num(v) for k, v in c['free'].items()},
+        cands.append({**at, 'candidate': j, 'text': c['text'], 'token_ids': c['token_ids'].tolist(),
+                      'finish': c['finish'], 'answer': c['answer'], 'score': _num(c['score']),
+                      'pick': j == pick['candidate'], 'free': {k: _num(v) for k, v in c['free'].items()},
                       **{k: c[k] for k in ('correct', 'row', 'parent', 'inherited') if k in c}})
     return {**at, **{k: v for k, v in pick.items() if k not in ('candidates', 'id', 'index')}}, cands
 
@@ -472,8 +467,8 @@ def show(pick, n):
     tied = f" (tied with {pick['tied'] - 1} more)" if pick['tied'] > 1 else ''
     agree = f", {pick['agree']} of {n} give this answer" if pick['answer'] is not None else ''
     lines = [f"[{pick['id']}] {pick['question']}",
-             f"  pick: {pick['answer'] or '(no answer)'}   score {pick['score']:.3f}, candidate {pick['candidate']} of {n}"
-             f"{tied}{agree}{ok.get(pick.get('correct'), '')}"]
+             f"  pick: {pick['answer'] or '(no answer)'}   score {pick['score']:.3f}, candidate {pick['candidate']} of "
+             f"{n}{tied}{agree}{ok.get(pick.get('correct'), '')}"]
     if pick['runner_up']:
         lines.append('  runner-up answers: ' + ', '.join(f"{r['answer']} (score {r['score']:.3f}, {r['count']} of {n})"
                                                         for r in pick['runner_up'][:4]))
@@ -483,15 +478,6 @@ def show(pick, n):
                      f"  weighted vote (T={v['temp']:g}): {v['answer']}, {100 * v['weight']:.0f}% of the weight"
                      f"{ok.get(v.get('correct'), '')}")
     return '\n'.join(lines)
-
-
-def atomic_write_json_lines(rows, path):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        f.write(''.join(json.dumps(r) + '\n' for r in rows))
-    os.replace(tmp, path)
-
 
 
 # what may differ between the calls whose picks share a sample_dir: the questions asked (and whether forced), where
@@ -506,7 +492,9 @@ def check_sample_dir(sample_dir, config):
     paths = [os.path.join(sample_dir, f) for f in ('config.json', 'picks.jsonl')]
     if not all(os.path.exists(p) for p in paths) or not os.path.getsize(paths[1]):
         return
-    old = json.load(open(paths[0]))
+    # the steering policy as each records it (store.steering: a plain folder's old defaults are no policy)
+    old, config = ({**{k: v for k, v in c.items() if k not in STEERING}, **steering(c)}
+                   for c in (json.load(open(paths[0])), config))
     keys = sorted(k for k in set(old) | set(config) if k not in CALL_KEYS and old.get(k) != config.get(k))
     if keys:
         raise ValueError(f"sample_dir={sample_dir!r} holds picks made with other settings (they differ in "
@@ -550,34 +538,32 @@ def new_ids(todo, taken, own):
         taken = taken | {p['id']}
 
 
-def run(cfg):
-    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows."""
+def checkpoint(cfg):
+    """The checkpoint that picks: ckpt, else the best seed of verifier_run, the config's own run (best_ckpt)."""
+    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
+    return best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'),
+                     name)
+
+
+def run(cfg, steer=None):
+    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows. steer: a
+    steering policy for the sampling (studies/policy.py's command gives it), recorded in the folder's config.json."""
     cfg = {**EVAL, **DEFAULTS, **cfg}
     given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
-    check_positive(cfg, {**EVAL, **DEFAULTS}, ('n_samples', 'batch_size', 'search_width', 'max_new_tokens', 'eval_batch_size',
-                                               'n_subsets'))
-    if cfg['search'] and cfg['prune_ckpt']:
-        raise ValueError(f"search={cfg['search']!r} and prune_ckpt={cfg['prune_ckpt']!r}: one verifier steers; fix: "
-                         f"--prune_ckpt=None or --search=None")
+    check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
-    path = best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'), name)
+    path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
     if not verifier.trained_on:
-        print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it was "
-              f"trained on are unchecked; settings not given are extract.py's defaults")
+        print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
+              f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
-    steer = {}
-    if cfg['prune_ckpt'] or cfg['search']:
-        sp = cfg['prune_ckpt'] or cfg['search_ckpt']
-        steer = {'verifier': load_verifier(sp, dev)[0] if sp else verifier, 'prune_rule': cfg['prune_rule'],
-                 'prune_threshold': cfg['prune_threshold'], 'search': cfg['search'], 'search_width': cfg['search_width']}
     problems, own = questions_of(cfg, s)
     example = unseen_example(s, ck.get('groups'))
     refused = refusals(problems, s, ck, path, cfg['dataset_range'] is not None, bool(verifier.trained_on), example)
@@ -602,7 +588,7 @@ def run(cfg):
     config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
               'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
               'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
-              'refused': {} if cfg['force'] else refused}
+              'refused': {} if cfg['force'] else refused, **(steer.record if steer is not None else {})}
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
     check_writable('sample_dir', sample_dir)  # before any work: the picks go there
     check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never mix settings
@@ -633,7 +619,7 @@ def run(cfg):
                 p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
-            with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first: a pick names finished rows
+            with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first (picks name them)
                 f.write(''.join(json.dumps(r) + '\n' for r in rows))
         picks += [r for r, _ in new]
         for p in got:
@@ -643,16 +629,22 @@ def run(cfg):
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))
     graded = [r for r in picks if 'correct' in r]
     if graded:
-        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k]) for r in graded)  # noqa: E731
+        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k])  # noqa: E731
+                            for r in graded)
         print(f"graded {len(graded)} of {len(picks)}: the pick is correct on {acc('correct')}"
               + (f", the weighted vote on {acc('vote')}" if temp is not None else ''))
     print(f"wrote {sample_dir}/picks.jsonl and candidates.jsonl")
     return picks
 
 
-if __name__ == '__main__':
-    argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL)  # the vote's settings are evaluate.py's keys
-    # config files, then --key=value, override the knobs above; another stage's --key (--lr) names that stage
-    config = configure(globals(), argv)
+def configured(argv):
+    """The config of a command line: config files, then --key=value, override the knobs above (another stage's --key,
+    --lr, names that stage); the vote's settings are evaluate.py's keys; verifier_run the config files' own run."""
+    argv, eval_cfg = split_argv(argv, DEFAULTS, EVAL)
+    config = configure(dict(DEFAULTS), argv)
     config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
-    cli(run, {**{k: eval_cfg[k] for k in EVAL}, **config}, 'sample.py')
+    return {**{k: eval_cfg[k] for k in EVAL}, **config}
+
+
+if __name__ == '__main__':
+    cli(run, configured(sys.argv[1:]), 'sample.py')

@@ -1,9 +1,8 @@
 """
 The free scorers: what the generator's own per-token statistics say about a candidate, at no cost. The
 cheap scorers (log-prob, entropy, length) and DeepConf's confidence measures are baselines in evaluate.py
-and steer.py, and the residual verifier and the step features (model.py) start from them, so they sit
-below every stage in a file of their own: in model.py they would push it well past 800 lines, and in
-baselines.py (which imports model.py and train.py) they made an import circle.
+and the studies, and the residual verifier and the step features (model.py) start from them, so they sit
+below every stage in a file of their own, with their combination fitted on training problems (the combo).
 """
 import math
 
@@ -125,6 +124,66 @@ def deepconf_scores(problems, name, window=2048, tail=2048):
     if name not in DEEPCONF_SCORERS:
         raise ValueError(f"DeepConf scorer {name!r} is not one of {sorted(DEEPCONF_SCORERS)}")
     if window < 1 or tail < 1:
-        raise ValueError(f"deepconf_window={window}, deepconf_tail={tail}: both count tokens; fix: --deepconf_window=2048")
+        raise ValueError(f"deepconf_window={window}, deepconf_tail={tail}: both count tokens; fix: "
+                         "--deepconf_window=2048")
     f = DEEPCONF_SCORERS[name]
     return [np.array([f(c, window, tail) for c in p['candidates']], dtype=np.float64) for p in problems]
+
+
+# -----------------------------------------------------------------------------
+# every free scorer at once: what a residual verifier starts from (model.py, train.py residual=...), and their
+# combination, standardized and weighted by a ranking fit on training problems (residual='combo')
+
+
+def residual_scorers():
+    """The free scorers a residual verifier can start from: the cheap scorers above and DeepConf's mean
+    token confidence (a trace's mean; a window longer than any trace here)."""
+    return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
+
+
+def cheap_score(c, name):
+    """Free scorer `name` (residual_scorers) of one candidate (or prefix); -inf (an empty trace) -> -1e9."""
+    s = float(residual_scorers()[name](c))
+    return s if np.isfinite(s) else -1e9
+
+
+def combo_score(c, norm):
+    """The 'combo' free scorer (train.py residual='combo'): every free scorer norm['names'], standardized by the
+    training candidates' norm['mean'] / norm['std'] (clipped at +-10: an empty trace's floor), weighted by
+    norm['weight'] (combo_fit, learned on the training problems)."""
+    z = [(cheap_score(c, k) - m) / s for k, m, s in zip(norm['names'], norm['mean'], norm['std'])]
+    return float(np.dot(np.clip(z, -10, 10), norm['weight']))
+
+
+def combo_fit(problems, l2=1e-3):
+    """res_norm of the 'combo' free scorer (combo_score) from training problems: each free scorer's mean and
+    std over their candidates, and weights minimizing a pairwise logistic loss over each problem's (correct, wrong)
+    pairs (a within-problem ranking, as best-of-N uses; every mixed problem weighs the same) plus l2 * |w|^2.
+    Full-batch L-BFGS from 0: deterministic, nothing drawn."""
+    names = sorted(residual_scorers())
+    X = [np.array([[cheap_score(c, k) for k in names] for c in p['candidates']]) for p in problems]
+    flat = np.concatenate(X)
+    mean = [float(x[x > -1e9].mean()) if (x > -1e9).any() else 0.0 for x in flat.T]
+    std = [float(x[x > -1e9].std()) or 1.0 if (x > -1e9).any() else 1.0 for x in flat.T]
+    diffs, wts = [], []
+    for p, x in zip(problems, X):
+        y = np.array([bool(c['correct']) for c in p['candidates']])
+        if y.any() and not y.all():
+            z = np.clip((x - mean) / std, -10, 10)
+            d = (z[y][:, None] - z[~y][None]).reshape(-1, len(names))
+            diffs.append(d)
+            wts.append(np.full(len(d), 1.0 / len(d)))
+    if not diffs:
+        raise ValueError("residual='combo' needs training problems with both a correct and a wrong candidate to learn "
+                         "its weights; fix: more samples per problem, or --residual=auto")
+    D, W = torch.tensor(np.concatenate(diffs)), torch.tensor(np.concatenate(wts) / len(diffs))
+    w = torch.zeros(len(names), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w], max_iter=200, line_search_fn='strong_wolfe')
+
+    def loss():
+        opt.zero_grad()
+        l = (W * torch.nn.functional.softplus(-D @ w)).sum() + l2 * (w ** 2).sum()
+        l.backward()
+        return l
+    opt.step(loss)
+    return {'names': names, 'mean': mean, 'std': std, 'weight': w.detach().tolist()}

@@ -1,7 +1,8 @@
 """
 The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
-half file), a split dir's problem files and labels loaded back (README "The pipeline"), and a verifier's checkpoint,
-everything needed to rebuild the exact model, loadable with weights_only=True.
+half file), a split dir's problem files and labels loaded back (README "The pipeline"), a verifier's checkpoint,
+everything needed to rebuild the exact model, loadable with weights_only=True, and a training run's folder: its name
+and whether it holds the run finished (train.py's bookkeeping).
 
 Each {split}/problems/{index:06d}.pt is one problem (its question, gold, prompt, layers) with its `candidates`: text,
 token ids, per-token log-probs / entropies / confidences, step positions, float16 step `states` [S, layers x d_gen]
@@ -17,7 +18,7 @@ import zipfile
 
 import torch
 
-from model import build_verifier, count_params
+from model import SPEC, build_verifier, count_params, reads
 
 # -----------------------------------------------------------------------------
 # files: atomic writes and the extraction format
@@ -36,6 +37,14 @@ def atomic_write_json(obj, path):
     tmp = f'{path}.tmp{os.getpid()}'
     with open(tmp, 'w') as f:
         json.dump(obj, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def atomic_write_json_lines(rows, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.write(''.join(json.dumps(r) + '\n' for r in rows))
     os.replace(tmp, path)
 
 
@@ -59,17 +68,31 @@ def check_writable(key, *paths):
                 from None
 
 
+# the keys a split's or a sample folder's config.json records of the steering policy its sampling ran under
+# (studies/policy.py's knobs); plain sampling records none of them (a folder written before the policy left the stages
+# holds their defaults, search and prune_ckpt None)
+STEERING = ('search', 'prune_ckpt', 'search_ckpt', 'search_width', 'prune_rule', 'prune_threshold')
+
+
+def steering(cfg):
+    """{key: value} of the steering policy config.json dict cfg records; {} where none steered its sampling."""
+    return {k: cfg.get(k) for k in STEERING} if cfg.get('search') or cfg.get('prune_ckpt') else {}
+
+
 def problem_files(split_dir):
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
     if not files:
         raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
-                                f"fix: run `python extract.py <config>` with out_dir pointing at {os.path.dirname(split_dir) or split_dir}")
+                                "fix: run `python extract.py <config>` with out_dir pointing at "
+                                f"{os.path.dirname(split_dir) or split_dir}")
     return files
 
 
-# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file: KeyError;
-# garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one that loads
-DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError, zipfile.BadZipFile)
+# what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file:
+# KeyError; garbage in its pickle: UnicodeDecodeError, a ValueError), and what check_problem / check_crc raise on one
+# that loads
+DAMAGED = (RuntimeError, EOFError, IndexError, pickle.UnpicklingError, OSError, KeyError, ValueError,
+           zipfile.BadZipFile)
 
 
 def check_crc(path):
@@ -85,8 +108,8 @@ def check_problem(d):
     """Raise ValueError unless d has the structure of an extracted problem (extract.py): keys, and per candidate its
     states [S, width] (one width; a stored mean / least kind the same shape), step_pos [S], token_ids [T] and per-token
     statistics [T]."""
-    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) or not isinstance(d['candidates'], list) \
-            or not d['candidates']:
+    if not isinstance(d, dict) or not {'key', 'question', 'candidates'} <= set(d) \
+            or not isinstance(d['candidates'], list) or not d['candidates']:
         raise ValueError(f"not a problem dict (keys {sorted(d) if isinstance(d, dict) else type(d).__name__})")
     widths = set()
     for i, c in enumerate(d['candidates']):
@@ -104,8 +127,8 @@ def check_problem(d):
 
 def load_problem(path, mmap=False, crc=None):
     """One extracted problem file (mmap=True: tensors are read only when touched), its bytes checked against their CRCs
-    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full disk,
-    garbage) is an error naming it; extract.py's resume extracts it again."""
+    (crc; None: unless mmap) and its structure (check_problem). A file that does not load (an interrupted copy, a full
+    disk, garbage) is an error naming it; extract.py's resume extracts it again."""
     try:
         if not mmap if crc is None else crc:
             check_crc(path)
@@ -114,8 +137,8 @@ def load_problem(path, mmap=False, crc=None):
         return d
     except DAMAGED as e:
         raise SystemExit(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}: "
-                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py <config>` "
-                         f"with the same out_dir: it extracts a damaged file again") from None
+                         f"{(str(e) or 'end of file').splitlines()[0][:120]}); fix: re-run `python extract.py "
+                         f"<config>` with the same out_dir: it extracts a damaged file again") from None
 
 
 def load_labels(split_dir):
@@ -150,7 +173,8 @@ def load_split(split_dir, labels=True, files=None):
             ls = lab.get(p['key'])
             if ls is None or len(ls) != len(p['candidates']):
                 raise ValueError(f"labels.json in {split_dir} has {0 if ls is None else len(ls)} labels for problem "
-                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on {split_dir}")
+                                 f"{p['key']} but it has {len(p['candidates'])} candidates; fix: re-run label.py on "
+                                 f"{split_dir}")
             for i, (c, l) in enumerate(zip(p['candidates'], ls)):
                 if not isinstance(l.get('correct'), bool):
                     raise ValueError(f"labels.json in {split_dir}: problem {p['key']} candidate {i} has correct="
@@ -166,14 +190,9 @@ def load_split(split_dir, labels=True, files=None):
 
 
 def save_checkpoint(path, model, meta):
-    """meta: train_config (dict), best_metric, best_step, ... (plain Python values)."""
-    s = model.spec
-    ckpt = {'version': 1, 'kind': model.kind, 'model_args': dict(model.args), 'd_gen': s['d_gen'],
-            'layers': list(s['layers']), 'input_steps': s['input_steps'], 'max_steps': s['max_steps'], 'vocab': s['vocab'],
-            'vocab_size': s['vocab_size'], 'max_tokens': s['max_tokens'], 'tokenizer': s['tokenizer'],
-            'step_features': s.get('step_features', False), 'feat_norm': s.get('feat_norm'), 'residual': s.get('residual'),
-            'res_norm': s.get('res_norm'), 'step_read': s.get('step_read', 'boundary'),
-            'n_params': count_params(model),
+    """The model's input spec (model.SPEC's keys), architecture and weights, with meta: train_config (dict),
+    best_metric, best_step, ... (plain Python values)."""
+    ckpt = {'version': 2, 'spec': dict(model.spec), 'model_args': dict(model.args), 'n_params': count_params(model),
             **meta, 'state_dict': {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     atomic_save(ckpt, path)
 
@@ -197,11 +216,13 @@ def read_checkpoint(path, mmap=False):
         raise _damaged(path, e) from None
     except DAMAGED as e:
         raise _damaged(path, e) from None
-    if not isinstance(ck, dict) or not {'kind', 'state_dict', 'model_args'} <= set(ck):
+    if not isinstance(ck, dict) or not {'state_dict', 'model_args'} <= set(ck) or not {'spec', 'kind'} & set(ck):
         keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''
         what = ('an extracted problem (extract.py)' if isinstance(ck, dict) and {'key', 'candidates'} <= set(ck) else
                 f'a dict of {keys}' if isinstance(ck, dict) else f'a {type(ck).__name__}')
         raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds {what}){foreign}")
+    if 'spec' not in ck:  # version 1 held the spec's keys at its top level; one saved before a key existed lacks it:
+        ck['spec'] = {k: ck.get(k, d) for k, d in SPEC.items()}  # its default (max_steps None: every stored state)
     return ck
 
 
@@ -214,14 +235,85 @@ def _damaged(path, e):
 
 
 def load_checkpoint(path, device='cpu'):
-    """(model in eval mode, checkpoint dict). Rebuilds the architecture and input spec from what the file
-    holds (a checkpoint without max_steps, from before it was a knob, read every stored state)."""
+    """(model in eval mode, checkpoint dict), the model rebuilt from the input spec and architecture it holds."""
     ck = read_checkpoint(path)
-    model = build_verifier(ck['kind'], d_gen=ck['d_gen'], vocab_size=ck['vocab_size'], layers=ck['layers'],
-                           input_steps=ck['input_steps'], vocab=ck['vocab'], max_tokens=ck['max_tokens'],
-                           tokenizer=ck.get('tokenizer'), max_steps=ck.get('max_steps'),
-                           step_features=ck.get('step_features', False), feat_norm=ck.get('feat_norm'),
-                           residual=ck.get('residual'), res_norm=ck.get('res_norm'),
-                           step_read=ck.get('step_read', 'boundary'), **ck['model_args'])
+    model = build_verifier(**ck['spec'], **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck
+
+
+# -----------------------------------------------------------------------------
+# run folders: a training run's name, and whether its folder holds it finished ({run_dir}/config.json, log.json,
+# ckpt.pt)
+
+
+# train.py's keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
+NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
+             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems',
+             'prefix_train', 'step_features', 'residual')
+
+
+def run_name(cfg, defaults, stored_layers=(-1,)):
+    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
+    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored); another
+    key is named where it differs from defaults (train.py's knobs)."""
+    tags, kind = [cfg['verifier']], cfg['verifier']
+    unused = {'text_size'} if kind != 'text' else set()
+    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
+    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
+    for k in NAME_KEYS:
+        v = cfg[k]
+        if k == 'verifier_layers':
+            v = list(v if v is not None else stored_layers)
+            if v != [-1]:
+                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
+        elif v != defaults[k] and k not in unused:
+            tags.append(f"{k}-{str(v).replace('/', '-')}")
+    return '_'.join(tags + [f"seed{cfg['seed']}"])
+
+
+# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
+# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device,
+# chunk_candidates, eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts,
+# the training schedule and the seed included: a run is its data, its model and its steps.
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
+
+
+def run_diff(old, new, defaults):
+    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
+    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
+    run), and a key an older config.json lacks as its default (defaults: train.py's knobs) (val_cut: the problem-level
+    cut it was trained on)."""
+    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
+    base = json.loads(json.dumps(defaults, default=str))
+    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old
+                                                                                                # cut
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
+            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+
+
+def finished(c, defaults, keep_both):
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
+    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
+    an unfinished one (interrupted, no done log.json) is trained again."""
+    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
+    if not (os.path.exists(logp) and os.path.exists(cfgp)):
+        return False
+    with open(logp) as f1, open(cfgp) as f2:
+        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)),
+                                                         defaults)
+    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
+    if done and not diff:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
+        print(f"{c['run_dir']} already finished with this config; skipping")
+        return True
+    if done and not c['overwrite']:
+        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
+                         f"both, --overwrite=True trains it again in place")
+    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
+                                      'training it again'))
+    return False

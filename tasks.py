@@ -11,8 +11,9 @@ The tasks: the problems extract.py samples solutions for, and the prompt each is
 - gsm8k, math500, aime, olympiadbench: JSONL files under data_dir (DATASETS), else the Hugging Face hub.
 
 load_problems(dataset, lo, hi, ...) gives the problems with indices lo..hi as dicts {index, id, dataset, question,
-gold, meta}; group_key(problem) what splits must keep together; build_prompt(tok, problem, ...) the chat prompt (a generated task shows a worked example of its own as
-the previous turn instead of a system prompt). No knobs: extract.py's knobs choose the task.
+gold, meta}; group_key(problem) what splits must keep together; build_prompt(tok, problem, ...) the chat prompt (a
+generated task shows a worked example of its own as the previous turn instead of a system prompt). No knobs:
+extract.py's knobs choose the task.
 """
 import functools
 import itertools
@@ -28,8 +29,10 @@ MATH_SYSTEM = 'Please reason step by step, and put your final answer within \\bo
 DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallback (path, config, split))
     'gsm8k': ('gsm8k/test.jsonl', 'question', 'answer', ('openai/gsm8k', 'main', 'test')),
     'math500': ('math500/test.jsonl', 'problem', 'answer', ('HuggingFaceH4/MATH-500', None, 'test')),
-    'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer', ('AI-MO/aimo-validation-aime', None, 'train')),
-    'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer', ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
+    'aime': ('aime/aimo-validation-aime.jsonl', ('question', 'problem'), 'answer',
+             ('AI-MO/aimo-validation-aime', None, 'train')),
+    'olympiadbench': ('olympiadbench/test.jsonl', 'question', 'final_answer',
+                      ('Hothan/OlympiadBench', 'OE_TO_maths_en_COMP', 'train')),
 }
 PROMPT_TOKENS = {'gsm8k': 256, 'math500': 1024, 'aime': 512, 'olympiadbench': 1408}  # the longest prompt (MATH_SYSTEM,
 # chat template) rounded up: 219 / 944 / 449 / 1332 tokens by SmolLM2's tokenizer (finer than Qwen3's). The paper
@@ -113,7 +116,8 @@ def _check_parts(where, b, n, train_range, eval_range):
     for key, r, (lo, hi) in (('train_range', train_range, (0, b - 1)), ('eval_range', eval_range, (b, n - 1))):
         if r is not None and not lo <= r[0] <= r[1] <= hi:
             raise SystemExit(f"{key}={tuple(r)} on {where} (no evaluation question shares its numbers with a training "
-                             f"question), indices 0..{b - 1} training, {b}..{n - 1} evaluation; fix: {key} within ({lo}, {hi})")
+                             f"question), indices 0..{b - 1} training, {b}..{n - 1} evaluation; fix: {key} within "
+                             f"({lo}, {hi})")
 
 
 def group_key(problem):
@@ -162,16 +166,17 @@ def check_unseen(problems, groups, where, fix='', warned=set()):
     if groups is None:
         if where not in warned:
             warned.add(where)
-            warnings.warn(f"{where} stores no training groups (saved before checkpoints did), so the problems it scores are "
-                          f"not checked against its training problems; fix: retrain it (python train.py <config>)")
+            warnings.warn(f"{where} stores no training groups (saved before checkpoints did), so the problems it "
+                          "scores are not checked against its training problems; fix: retrain it (python train.py "
+                          "<config>)")
         return
     hits = seen_groups(problems, groups)
     if hits:
         (p, k, side), n = hits[0], len(hits)
         raise ValueError(f"{n} of the {len(problems)} problems to score share a group with {where}'s {side} problems, "
-                         f"e.g. {p['id']} ({p['question'][:60]!r}): group {k!r}; fix: score problems it never trained on "
-                         f"(the eval split of its own config, or a range outside its train_range), or a verifier trained "
-                         f"without them{fix}")
+                         f"e.g. {p['id']} ({p['question'][:60]!r}): group {k!r}; fix: score problems it never trained "
+                         "on (the eval split of its own config, or a range outside its train_range), or a verifier "
+                         f"trained without them{fix}")
 
 
 def synth_problem(index, level, seed):
@@ -209,8 +214,9 @@ def check_disjoint(train, evaluation):
     if shared:
         (e, t), n = shared[0], len(shared)
         raise SystemExit(f"{n} evaluation problem(s) share numbers with a training problem, e.g. eval {e['id']} "
-                         f"({e['question'][:60]!r}) and train {t['id']} ({t['question'][:60]!r}): group {group_key(e)!r}; "
-                         f"fix: train_range and eval_range from parts of the task that share no group (tasks.group_key)")
+                         f"({e['question'][:60]!r}) and train {t['id']} ({t['question'][:60]!r}): group "
+                         f"{group_key(e)!r}; fix: train_range and eval_range from parts of the task that share no "
+                         "group (tasks.group_key)")
 
 
 # -----------------------------------------------------------------------------
@@ -219,11 +225,11 @@ def check_disjoint(train, evaluation):
 # GSM8K-style word-problem families (transfer experiments): each a template with its own operations and number of
 # steps, names and objects drawn per question. A family's questions are enumerated once, one per arithmetic (the
 # numbers and operations of its worked solution: word_arithmetic), and shuffled by the seed, as synth_space, so
-# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p) filter,
-# the question, the worked solution lines -> answer). The worked example shown before a question is the family's
+# disjoint index ranges never share their arithmetic (not only their text). Each entry: (parameter ranges, a valid(p)
+# filter, the question, the worked solution lines -> answer). The worked example shown before a question is the family's
 # own template at EXAMPLE parameters, whose arithmetic is never in its space (word_space leaves it out).
-_NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'), ('Grace', 'she'),
-          ('Hugo', 'he')]
+_NAMES = [('Ava', 'she'), ('Ben', 'he'), ('Chloe', 'she'), ('Dan', 'he'), ('Emma', 'she'), ('Finn', 'he'),
+          ('Grace', 'she'), ('Hugo', 'he')]
 
 
 def _shop(p, name, pr, items):
@@ -238,21 +244,24 @@ def _shop(p, name, pr, items):
 def _travel(p, name, pr, items):
     a, b, c = p
     (vehicle,) = items
-    q = f'{name} rides a {vehicle} {a} km each day for {b} days and then {c} km more. How many km does {pr} ride in all?'
+    q = (f'{name} rides a {vehicle} {a} km each day for {b} days and then {c} km more. '
+         f'How many km does {pr} ride in all?')
     return q, [f'The {b} days are {a} * {b} = {a * b} km.', f'In all {a * b} + {c} = {a * b + c} km.'], a * b + c
 
 
 def _bake(p, name, pr, items):
     a, b, c = p
     (thing,) = items
-    q = f'{name} bakes {a} trays with {b} {thing} on each tray and packs them in boxes of {c}. How many boxes does {pr} fill?'
+    q = (f'{name} bakes {a} trays with {b} {thing} on each tray and packs them in boxes of {c}. '
+         f'How many boxes does {pr} fill?')
     return q, [f'There are {a} * {b} = {a * b} {thing}.', f'They fill {a * b} / {c} = {a * b // c} boxes.'], a * b // c
 
 
 def _share(p, name, pr, items):
     a, b, c = p
     (thing,) = items
-    q = f'{name} has {a} {thing}. {pr.capitalize()} gives away {b} and then finds {c} more. How many {thing} does {name} have now?'
+    q = (f'{name} has {a} {thing}. {pr.capitalize()} gives away {b} and then finds {c} more. '
+         f'How many {thing} does {name} have now?')
     return q, [f'After giving away {pr} has {a} - {b} = {a - b} {thing}.',
                f'After finding more {pr} has {a - b} + {c} = {a - b + c} {thing}.'], a - b + c
 
@@ -353,8 +362,8 @@ def word_problem(index, family, seed, split='arithmetic'):
     params, name, item = space[index]
     q, sol, ans = word_solution(family, params, name, item)
     meta = {'family': family, 'solution': f'{sol}\n#### {ans}'} | ({'split': split} if split != 'arithmetic' else {})
-    return {'index': index, 'id': f'words-{family}-{index}' if split == 'arithmetic' else f'words-{family}-{split}-{index}',
-            'dataset': 'words', 'question': q, 'gold': str(ans), 'meta': meta}
+    return {'index': index, 'id': f'words-{family}-{index}' if split == 'arithmetic'
+            else f'words-{family}-{split}-{index}', 'dataset': 'words', 'question': q, 'gold': str(ans), 'meta': meta}
 
 # -----------------------------------------------------------------------------
 # benchmark datasets (and every task's loader)
@@ -362,8 +371,9 @@ def word_problem(index, family, seed, split='arithmetic'):
 
 def _read_jsonl(path, key, value):
     if not os.path.isfile(path):
-        raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the folder/file "
-                         f"holding the dataset JSONL, or leave both unset to use Hugging Face `datasets` (needs network)")
+        raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the "
+                         "folder/file holding the dataset JSONL, or leave both unset to use Hugging Face `datasets` "
+                         "(needs network)")
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -384,13 +394,14 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         try:
             import datasets
         except ImportError:
-            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path needs `pip install datasets` and network; "
-                             f"fix: pass --data_dir=<folder with {rel}>")
+            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path needs `pip install datasets` and "
+                             f"network; fix: pass --data_dir=<folder with {rel}>")
         rows = [dict(r) for r in datasets.load_dataset(hf[0], hf[1], split=hf[2])]
     else:
         rows = _read_jsonl(path, 'data_path' if data_path else 'data_dir', data_path or data_dir)
     if hi >= len(rows) or lo < 0 or lo > hi:
-        raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, {len(rows) - 1}]")
+        raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, "
+                         f"{len(rows) - 1}]")
     qkeys = (qkeys,) if isinstance(qkeys, str) else qkeys
     out = []
     for i in range(lo, hi + 1):
@@ -414,16 +425,19 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
     return out
 
 
-def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, word_family='shop', word_split='arithmetic'):
+def new_problem(question, dataset, index=0, id=None, gold=None, synth_level=2, word_family='shop',
+                word_split='arithmetic'):
     """A question from outside the data (sample.py), as a problem of `dataset`: asked in its prompt style
     (build_prompt: a generated task's worked example of level synth_level or family word_family, a benchmark's
-    system prompt) and graded as its answers are (gold None: no gold known); grouped (group_key) by word_split's rule."""
+    system prompt) and graded as its answers are (gold None: no gold known); grouped (group_key) by word_split's
+    rule."""
     if dataset not in GENERATED + tuple(DATASETS):
         raise SystemExit(f"dataset={dataset!r} is unknown; fix: one of {', '.join(GENERATED + tuple(DATASETS))}")
     if not str(question).strip():
         raise SystemExit(f"question {index} ({id!r}) is empty; fix: a question with text")
     if dataset == 'synth' and synth_level not in SYNTH_LEVELS:
-        raise SystemExit(f"synth_level={synth_level!r} is not supported; fix: one of {', '.join(map(str, SYNTH_LEVELS))}")
+        raise SystemExit(f"synth_level={synth_level!r} is not supported; fix: one of "
+                         f"{', '.join(map(str, SYNTH_LEVELS))}")
     if dataset == 'words' and word_family not in WORD_FAMILIES:
         raise SystemExit(f"word_family={word_family!r} is unknown; fix: one of {', '.join(WORD_FAMILIES)}")
     meta = {'level': synth_level} if dataset == 'synth' else {'family': word_family} if dataset == 'words' else {}
@@ -460,11 +474,13 @@ def build_prompt(tok, problem, system_prompt, enable_thinking, warn=[True]):
     msgs = [{'role': 'system', 'content': system_prompt}] if system_prompt else []
     if problem['dataset'] in GENERATED:
         fam = problem['meta'].get('family')
-        ex_q, ex_a = synth_example(problem['meta']['level']) if fam is None else word_solution(fam, WORD_FAMILIES[fam][4])[:2]
+        ex_q, ex_a = synth_example(problem['meta']['level']) if fam is None \
+            else word_solution(fam, WORD_FAMILIES[fam][4])[:2]
         msgs += [{'role': 'user', 'content': ex_q}, {'role': 'assistant', 'content': ex_a}]
     msgs.append({'role': 'user', 'content': problem['question']})
     if getattr(tok, 'chat_template', None):
-        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
+        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=enable_thinking)
     if warn[0]:
         warnings.warn('the tokenizer has no chat template: using a plain "Question:/Answer:" prompt; '
                       'fix: pass an instruct model, or accept the plain prompt')

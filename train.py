@@ -14,7 +14,6 @@ anything trains, naming the keys (--overwrite=True trains it again in place).
 """
 import copy
 import functools
-import json
 import math
 import multiprocessing
 import os
@@ -23,14 +22,16 @@ from collections import Counter
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import pool_metrics
-from configurator import check_positive, cli, configure, knobs, one_thread, resolve_device
-from model import (LOSSES, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, cheap_score, check_states,
-                   combo_fit, count_params, cut_prefix, problem_columns, read_kinds, reads, residual_scorers, score_problems,
-                   score_sorted, step_feature_matrix)
-from store import atomic_write_json, check_writable, load_problem, load_split, read_checkpoint, save_checkpoint
+from configurator import check_positive, cli, configure, knobs
+from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
+                   count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
+                   score_problems, score_sorted, step_feature_matrix)
+from scorers import cheap_score, combo_fit, residual_scorers
+from store import atomic_write_json, check_writable, finished, load_problem, load_split, run_name, save_checkpoint
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -53,13 +54,14 @@ max_tokens = 512            # text/hybrid position table, the same for every spl
                             # its last max_tokens tokens (the final answer is at the end)
 verifier_layers: list = None  # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
                             # step_features=True: no states, the step features alone (what the states add beyond them)
-step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS): 'boundary'
-                            # (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its least likely
-                            # token) | several joined with '+', side by side, e.g. 'boundary+least'
-input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step only)
+step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS):
+                            # 'boundary' (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its
+                            # least likely token) | several joined with '+', side by side, e.g. 'boundary+least'
+input_steps = 'all'         # step states read: 'all' | 'answer' (after </think>: thinking mode) | 'last' (final step
+                            # only)
 max_steps: int = None       # then at most the last max_steps of them; None = all stored (extract.py stores the last
                             # 100 by default: the paper's S <= 100; config/think_full.py stores every step)
-loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (model.LOSSES)
+loss = 'pairwise'           # 'pairwise' (paper, tie-safe) | 'bce' | 'listmle' (LOSSES below)
 lr = 1e-4
 weight_decay = 0.01         # AdamW's default (the paper does not give one)
 lr_schedule = 'constant'    # 'constant' (paper's HSRM) | 'cosine' (with warmup_iters; the paper's EORM)
@@ -81,38 +83,40 @@ patience = 0                # stop after this many evals without improvement; 0 
 max_train_problems: int | list = None  # K (pool-size ablation): use K problems of each split dir, a fixed nested
                             # draw by val_seed (K=25 is inside K=50), split into train / validation by val_frac;
                             # None = all; a list of K = one run per K (and per seed)
-balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs) problems
-                            # from every dir and the remainder from the dirs in turn (a smaller dir cycles sooner), so a
-                            # batch holds batch_problems as in domain; validation is also reported per dir
+balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs)
+                            # problems from every dir and the remainder from the dirs in turn (a smaller dir cycles
+                            # sooner), so a batch holds batch_problems as in domain; validation is also reported per dir
 step_features = False       # True: each step state also gets its step's mean log-prob, entropy and DeepConf confidence
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
-                            # free scorer, standardized, weighted by a ranking fit on the training problems: combo_fit;
-                            # a base that does not bet on one scorer) | a name of
-                            # model.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
+                            # free scorer, standardized, weighted by a ranking fit on the training problems:
+                            # scorers.combo_fit; a base that does not bet on one scorer) | a name of
+                            # scorers.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
-                            # validated at step 0 too, so where the states add nothing the kept model is the cheap scorer
+                            # validated at step 0 too, so where the states add nothing the kept model is the cheap
+                            # scorer
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
-                            # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 = off
+                            # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 =
+                            # off
 seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
 seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same weights
-                            # as one after another: training runs on one thread anyway): 0 = every run at once (up to 4 a
-                            # core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one at a time
-overwrite = False           # a finished run here whose config differs (run_diff) is refused, naming the keys;
+procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same
+                            # weights as one after another: training runs on one thread anyway): 0 = every run at once
+                            # (up to 4 a core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one
+                            # at a time
+overwrite = False           # a finished run here whose config differs (store.run_diff) is refused, naming the keys;
                             # True = train it again in place. A finished run with the same config is always kept
 # -----------------------------------------------------------------------------
-DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve, transfer) start from
-
-
+DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve,
+                             # transfer) start from
 
 
 # -----------------------------------------------------------------------------
-# the data: the grouped train / validation split, loading and checking the split dirs
+# the data: the grouped train / validation split, loading the split dirs, the batches
 
 
 @functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
@@ -121,7 +125,8 @@ def file_group(path):
     return group_key(load_problem(path, mmap=True))
 
 
-VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is another run
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
+                                        # another run
 
 
 def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
@@ -152,8 +157,8 @@ def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
         val.add(uniq[g])
         count += size[uniq[g]]
     if len(val) == len(uniq):
-        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no training "
-                         f"group; fix: extract more problems or lower --val_frac")
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no "
+                         f"training group; fix: extract more problems or lower --val_frac")
     return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
 
 
@@ -167,6 +172,10 @@ def is_mixed(p):
     return any(ls) and not all(ls)
 
 
+def _labels(problems):
+    return [[float(c['correct']) for c in p['candidates']] for p in problems]
+
+
 def load_train_data(dirs):
     """Problems of each split dir (labels attached, states checked), each tagged with its dir."""
     out = []
@@ -175,103 +184,12 @@ def load_train_data(dirs):
         check_states(probs, d)
         cut = sum(c.get('finish') == 'pruned' for p in probs for c in p['candidates'])
         if cut:  # a stopped candidate's label says nothing about where it was going
-            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on an "
-                             f"unpruned extraction (extract.py prunes only the eval split)")
+            raise ValueError(f"{d} holds {cut} candidates stopped by online pruning (finish='pruned'); fix: train on "
+                             f"an unpruned extraction (extract.py prunes only the eval split)")
         for p in probs:
             p['src'] = d
         out.append(probs)
     return out
-
-
-def _labels(problems):
-    return [[float(c['correct']) for c in p['candidates']] for p in problems]
-
-
-def check_names(cfg):
-    """Every knob that names one of a few options holds one of them: checked before any data loads."""
-    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
-                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
-        if cfg[key] not in ok:
-            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
-    read_kinds(cfg['step_read'])
-    if not isinstance(cfg['procs'], int) or isinstance(cfg['procs'], bool) or cfg['procs'] < 0:
-        raise ValueError(f"procs={cfg['procs']!r} must be 0 (every run at once) or a positive int; fix: --procs=0")
-    check_positive(cfg, DEFAULTS, ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
-
-
-def preflight(train_problems, val_problems, cfg):
-    """Every check that can fail before training starts; returns the training problems the loss
-    learns from (those with both labels, for a loss that needs them)."""
-    check_names(cfg)
-    for key in ('max_steps', 'max_tokens'):
-        v = cfg[key]
-        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
-                             f"--{key}={100 if key == 'max_steps' else 512}")
-    if not 0 <= cfg['prefix_train'] <= 1:
-        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 (0 = off)")
-    if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
-        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a prefix's text is "
-                         f"not stored; fix: --prefix_train=0 or --text_tokenizer=None")
-    if not train_problems or not val_problems:
-        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
-                         f"least one; fix: check train_dirs and val_frac")
-    needs_both = LOSSES[cfg['loss']][1]
-    # problems with one label only give a ranking loss nothing (the paper omits them)
-    pool = [p for p in train_problems if is_mixed(p)] if needs_both else train_problems
-    if not pool:
-        n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
-        raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
-                         f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
-                         f"loss has nothing to learn; fix: more samples per problem, more/harder problems, or --loss=bce")
-    if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
-        raise ValueError(f"none of the {len(val_problems)} validation problems has both a correct and an incorrect "
-                         f"candidate, so within-problem AUROC is undefined; fix: --early_stop_metric=acc (or loss), "
-                         f"or a larger --val_frac")
-    return pool
-
-
-def residual_choice(train_problems, val_problems, name):
-    """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of model.residual_scorers with the best mean within-problem AUROC on the validation problems:
-    the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
-    little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
-    fs = residual_scorers()
-    scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
-    if name == 'combo':
-        return name, combo_fit(train_problems)
-    if name == 'auto':
-        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), _labels(val_problems))['auroc']))
-    elif name not in fs:
-        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, or "
-                         f"one of {sorted(fs)})")
-    s = np.concatenate(scores(train_problems, name))
-    s = s[s > -1e9]
-    return name, (float(s.mean()), float(s.std()) or 1.0)
-
-
-def build_model(train_problems, cfg, val_problems=()):
-    """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
-    the states; with text_tokenizer=None the text vocabulary from the training completions; step feature and
-    residual standardization from the training candidates)."""
-    p0 = train_problems[0]
-    stored = list(p0['layers'])
-    layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
-    d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
-    arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
-    if cfg['verifier'] == 'text':
-        arch['size'] = cfg['text_size']
-    tok = cfg['text_tokenizer']
-    vocab = build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None
-    extra = {}
-    if cfg['step_features']:
-        f = torch.cat([step_feature_matrix(c) for p in train_problems for c in p['candidates']])
-        extra.update(step_features=True, feat_norm=(f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist()))
-    if cfg['residual']:
-        extra['residual'], extra['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
-    return build_verifier(cfg['verifier'], d_gen=d_gen, layers=layers, input_steps=cfg['input_steps'], vocab=vocab,
-                          tokenizer=tok, max_tokens=cfg['max_tokens'], max_steps=cfg['max_steps'], step_read=cfg['step_read'],
-                          **arch, **extra)
 
 
 def get_batch(pool, state, cfg, rng):
@@ -307,6 +225,159 @@ def get_batch(pool, state, cfg, rng):
         cands += cs
         pids += [j] * len(cs)
     return cands, torch.tensor([float(c['correct']) for c in cands]), torch.tensor(pids)
+
+# -----------------------------------------------------------------------------
+# the model: the knobs checked against the data, the verifier sized from it
+
+
+def check_names(cfg):
+    """Every knob that names one of a few options holds one of them: checked before any data loads."""
+    for key, ok in (('loss', LOSSES), ('verifier', VERIFIERS), ('early_stop_metric', ('auroc', 'acc', 'loss')),
+                    ('lr_schedule', ('constant', 'cosine')), ('input_steps', STEP_INPUTS), ('text_size', TEXT_SIZES)):
+        if cfg[key] not in ok:
+            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={list(ok)[0]}")
+    read_kinds(cfg['step_read'])
+    if not isinstance(cfg['procs'], int) or isinstance(cfg['procs'], bool) or cfg['procs'] < 0:
+        raise ValueError(f"procs={cfg['procs']!r} must be 0 (every run at once) or a positive int; fix: --procs=0")
+    check_positive(cfg, DEFAULTS,
+                   ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
+
+
+def preflight(train_problems, val_problems, cfg):
+    """Every check that can fail before training starts; returns the training problems the loss
+    learns from (those with both labels, for a loss that needs them)."""
+    check_names(cfg)
+    for key in ('max_steps', 'max_tokens'):
+        v = cfg[key]
+        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
+                             f"--{key}={100 if key == 'max_steps' else 512}")
+    if not 0 <= cfg['prefix_train'] <= 1:
+        raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 "
+                         "(0 = off)")
+    if cfg['prefix_train'] and cfg['text_tokenizer'] and reads(cfg['verifier'], 'tokens'):
+        raise ValueError(f"prefix_train={cfg['prefix_train']} with text_tokenizer={cfg['text_tokenizer']!r}: a "
+                         f"prefix's text is not stored; fix: --prefix_train=0 or --text_tokenizer=None")
+    if not train_problems or not val_problems:
+        raise ValueError(f"{len(train_problems)} training / {len(val_problems)} validation problems; both need at "
+                         f"least one; fix: check train_dirs and val_frac")
+    needs_both = LOSSES[cfg['loss']][1]
+    # problems with one label only give a ranking loss nothing (the paper omits them)
+    pool = [p for p in train_problems if is_mixed(p)] if needs_both else train_problems
+    if not pool:
+        n_ok = sum(all(c['correct'] for c in p['candidates']) for p in train_problems)
+        raise ValueError(f"none of the {len(train_problems)} training problems has both a correct and an incorrect "
+                         f"candidate ({n_ok} all correct, {len(train_problems) - n_ok} all wrong): the {cfg['loss']} "
+                         "loss has nothing to learn; fix: more samples per problem, more/harder problems, or "
+                         "--loss=bce")
+    if cfg['early_stop_metric'] == 'auroc' and not any(is_mixed(p) for p in val_problems):
+        raise ValueError(f"none of the {len(val_problems)} validation problems has both a correct and an incorrect "
+                         f"candidate, so within-problem AUROC is undefined; fix: --early_stop_metric=acc (or loss), "
+                         f"or a larger --val_frac")
+    return pool
+
+
+def residual_choice(train_problems, val_problems, name):
+    """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
+    'auto' = the one of scorers.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
+    little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
+    fs = residual_scorers()
+    scores = lambda ps, k: [np.array([cheap_score(c, k) for c in p['candidates']]) for p in ps]  # noqa: E731
+    if name == 'combo':
+        return name, combo_fit(train_problems)
+    if name == 'auto':
+        labels = _labels(val_problems)
+        name = max(fs, key=lambda k: np.nan_to_num(pool_metrics(scores(val_problems, k), labels)['auroc']))
+    elif name not in fs:
+        raise ValueError(f"residual={name!r} is not 'auto', 'combo' or a free scorer; fix: --residual=auto (or combo, "
+                         f"or one of {sorted(fs)})")
+    s = np.concatenate(scores(train_problems, name))
+    s = s[s > -1e9]
+    return name, (float(s.mean()), float(s.std()) or 1.0)
+
+
+def build_model(train_problems, cfg, val_problems=()):
+    """The verifier cfg asks for, its input sized from the training data (d_gen and stored layers from
+    the states; with text_tokenizer=None the text vocabulary from the training completions; step feature and
+    residual standardization from the training candidates)."""
+    p0 = train_problems[0]
+    stored = list(p0['layers'])
+    layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
+    d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
+    arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
+    if cfg['verifier'] == 'text':
+        arch['size'] = cfg['text_size']
+    tok = cfg['text_tokenizer']
+    spec = {k: cfg[k] for k in SPEC if k in cfg}  # input_steps, max_steps, step_read, max_tokens, step_features, ...
+    spec.update(layers=layers, tokenizer=tok,
+                vocab=build_vocab(train_problems) if reads(cfg['verifier'], 'tokens') and tok is None else None)
+    if cfg['step_features']:
+        f = torch.cat([step_feature_matrix(c) for p in train_problems for c in p['candidates']])
+        spec['feat_norm'] = (f.mean(0).tolist(), f.std(0).clamp(min=1e-6).tolist())
+    if cfg['residual']:
+        spec['residual'], spec['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
+    return build_verifier(cfg['verifier'], d_gen, **spec, **arch)
+
+# -----------------------------------------------------------------------------
+# losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
+# belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
+# tensor, or None when the batch holds nothing to learn from.
+
+
+def pairwise_loss(scores, labels, problem_ids, generator=None):
+    """The paper's tie-safe ranking loss: per problem, mean over (correct i, incorrect j) pairs of
+    log(1 + exp(-(s_i - s_j))), then mean over problems that have both labels. Correct-correct and
+    wrong-wrong pairs cost nothing. None when no problem in the batch has a pair."""
+    labels = labels.bool()
+    same = problem_ids[:, None] == problem_ids[None, :]
+    pair = same & labels[:, None] & ~labels[None, :]  # [M,M] i correct, j incorrect, same problem
+    if not pair.any():
+        return None
+    pl = F.softplus(-(scores[:, None] - scores[None, :]))  # [M,M]
+    _, inv = torch.unique(problem_ids, return_inverse=True)
+    rows = torch.zeros(int(inv.max()) + 1, dtype=scores.dtype, device=scores.device)
+    per = rows.index_add(0, inv, (pl * pair).sum(1))
+    cnt = rows.index_add(0, inv, pair.sum(1).to(scores.dtype))
+    has = cnt > 0
+    return (per[has] / cnt[has]).mean()
+
+
+def bce_loss(scores, labels, problem_ids=None, generator=None):
+    """Pointwise: each candidate's score is a logit for P(correct); mean over candidates."""
+    return F.binary_cross_entropy_with_logits(scores, labels.float())
+
+
+def listmle_loss(scores, labels, problem_ids, generator=None):
+    """ListMLE per problem with a total order built from the labels: correct before incorrect, ties
+    broken uniformly at random (torch.Generator `generator`, seeded by the run). The loss is the
+    negative Plackett-Luce log-likelihood divided by the list length, averaged over problems that have
+    both labels (an all-tie list would only teach the random order). None when there is none."""
+    losses = []
+    for pid in torch.unique(problem_ids):
+        m = problem_ids == pid
+        s, l = scores[m], labels[m].float()
+        if l.min() == l.max():
+            continue
+        noise = torch.rand(len(s), generator=generator).to(s.device)
+        order = torch.argsort(l * 2 + noise, descending=True)  # labels dominate, noise breaks ties
+        so = s[order]
+        tail = torch.logcumsumexp(so.flip(0), 0).flip(0)  # log sum_{k >= i} exp(s_k)
+        losses.append((tail - so).mean())
+    return torch.stack(losses).mean() if losses else None
+
+
+# The registry. A loss is a function above and one line here: the function, and whether it learns
+# only from problems with both a correct and an incorrect candidate (then training uses those only).
+LOSSES = {
+    'pairwise': (pairwise_loss, True),
+    'bce': (bce_loss, False),
+    'listmle': (listmle_loss, True),
+}
+
+
+# -----------------------------------------------------------------------------
+# the loop: validation, the learning rate, the training of one verifier
 
 
 def dir_name(d):
@@ -354,7 +425,8 @@ def train(train_problems, val_problems, cfg):
     pool = preflight(train_problems, val_problems, cfg)
     if cfg['epochs'] is not None:  # steps from the data: every K sees its training problems equally often
         if not cfg['epochs'] > 0:
-            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters steps")
+            raise ValueError(f"epochs={cfg['epochs']!r} must be > 0; fix: --epochs=20, or --epochs=None for max_iters "
+                             "steps")
         cfg['max_iters'] = max(1, math.ceil(cfg['epochs'] * len(pool) / cfg['batch_problems']))
     torch.manual_seed(cfg['seed'])
     rng = np.random.default_rng(cfg['seed'])       # batches and candidate subsets
@@ -371,40 +443,53 @@ def train(train_problems, val_problems, cfg):
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
     # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
-    groups = {'train': sorted({group_key(p) for p in train_problems}), 'val': sorted({group_key(p) for p in val_problems})}
+    groups = {'train': sorted({group_key(p) for p in train_problems}),
+              'val': sorted({group_key(p) for p in val_problems})}
     log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
-           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0, 'max_iters': cfg['max_iters'],
-           'step_time_s': 0.0}
-    run_dir_ = cfg['run_dir']
+           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
+           'max_iters': cfg['max_iters'], 'step_time_s': 0.0}
     t0 = time.time()
     state = {'order': rng.permutation(len(pool)), 'cursor': 0}
     srcs = sorted({p.get('src') for p in pool if p.get('src')})
     if cfg['balance_dirs'] and len(srcs) > 1:
         state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
         state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
-    # the residual form starts as its cheap scorer: validated before the first step, it can be the one kept
-    bar = tqdm(range(-1 if cfg['residual'] else 0, cfg['max_iters']), desc=f"train {cfg['verifier']} seed {cfg['seed']}",
-               dynamic_ncols=True)
-    for it in bar:
-        if it < 0:
-            m = val_metrics(model, val_problems, cfg, dev)
-            m['iter'] = 0
+    bar = tqdm(total=cfg['max_iters'], desc=f"train {cfg['verifier']} seed {cfg['seed']}", dynamic_ncols=True)
+    for it in range(cfg['max_iters'] + 1):
+        # validate every eval_interval steps and after the last; the residual form before the first too (it starts as
+        # its cheap scorer, which can be the model kept). The best so far is kept, in ckpt.pt with what chose it
+        if it % cfg['eval_interval'] == 0 and (it or cfg['residual']) or it == cfg['max_iters']:
+            m = {**val_metrics(model, val_problems, cfg, dev), 'iter': it}
             log['val'].append(m)
-            best, best_step, best_state = m[metric], 0, copy.deepcopy(model.state_dict())
-            if run_dir_:
-                save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model, {'train_config': cfg, 'early_stop_metric': metric,
-                                                                          'best_metric': best, 'best_step': 0, 'best_val': m,
-                                                                          'groups': groups})
-            tqdm.write(f"step 0 (the cheap scorer {model.spec['residual']} alone): val auroc {m['auroc']:.4f} acc {m['acc']:.4f}")
-            continue
+            if (m[metric] > best) if higher else (m[metric] < best):
+                best, best_step, bad_evals, best_state = m[metric], it, 0, copy.deepcopy(model.state_dict())
+                if cfg['run_dir']:
+                    save_checkpoint(os.path.join(cfg['run_dir'], 'ckpt.pt'), model, {
+                        'train_config': cfg, 'early_stop_metric': metric, 'best_metric': best, 'best_step': it,
+                        'best_val': m, 'groups': groups})
+            else:
+                bad_evals += 1
+            recent = [x for i, x in log['train_loss'] if i >= it - cfg['eval_interval']]
+            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
+            alone = f" (the cheap scorer {model.spec['residual']} alone)" if it == 0 else ''
+            tqdm.write(f"step {it}{alone}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
+                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
+                       f"at step {best_step}{per}")
+            if cfg['run_dir']:
+                atomic_write_json({**log, 'done': False}, os.path.join(cfg['run_dir'], 'log.json'))
+            if cfg['patience'] and bad_evals >= cfg['patience']:
+                tqdm.write(f"early stop at step {it}: no {metric} gain in {bad_evals} evals")
+                break
+        if it == cfg['max_iters']:
+            break
+        # one step on the next batch
         cands, labels, pids = get_batch(pool, state, cfg, rng)
         for g in opt.param_groups:
             g['lr'] = lr_at(it, cfg)
         model.train()
         t1 = time.time()
-        scores = score_sorted(model, cands, cols, cfg['chunk_candidates'], dev)
-        l = loss_fn(scores, labels.to(dev), pids.to(dev), gen)
+        l = loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev), labels.to(dev), pids.to(dev), gen)
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
@@ -414,110 +499,24 @@ def train(train_problems, val_problems, cfg):
             log['step_time_s'] += time.time() - t1
             log['train_loss'].append((it, l.item()))
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
-
-        if (it + 1) % cfg['eval_interval'] == 0 or it + 1 == cfg['max_iters']:
-            m = val_metrics(model, val_problems, cfg, dev)
-            m['iter'] = it + 1
-            log['val'].append(m)
-            v = m[metric]
-            if (v > best) if higher else (v < best):
-                best, best_step, bad_evals = v, it + 1, 0
-                best_state = copy.deepcopy(model.state_dict())
-                if run_dir_:
-                    save_checkpoint(os.path.join(run_dir_, 'ckpt.pt'), model,
-                                    {'train_config': cfg, 'early_stop_metric': metric,
-                                     'best_metric': v, 'best_step': best_step, 'best_val': m, 'groups': groups})
-            else:
-                bad_evals += 1
-            recent = [x for i, x in log['train_loss'] if i > it - cfg['eval_interval']]
-            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
-            tqdm.write(f"step {it + 1}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
-                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
-                       f"at step {best_step}{per}")
-            if run_dir_:
-                atomic_write_json({**log, 'done': False}, os.path.join(run_dir_, 'log.json'))
-            if cfg['patience'] and bad_evals >= cfg['patience']:
-                tqdm.write(f"early stop at step {it + 1}: no {metric} gain in {bad_evals} evals")
-                break
+        bar.update()
+    bar.close()
     if best_state is None:
         raise ValueError(f"validation {metric} was never finite; fix: check labels / val split")
     model.load_state_dict(best_state)
     log.update(best_metric=best, best_step=best_step, time_s=time.time() - t0, done=True,
                best_val=next(m for m in log['val'] if m['iter'] == best_step))
-    if run_dir_:
-        atomic_write_json(log, os.path.join(run_dir_, 'log.json'))
+    if cfg['run_dir']:
+        atomic_write_json(log, os.path.join(cfg['run_dir'], 'log.json'))
     return model.eval(), log
 
 
-# keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
-NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems', 'prefix_train',
-             'step_features', 'residual')
-
-
-def run_name(cfg, stored_layers=(-1,)):
-    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
-    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored)."""
-    tags, kind = [cfg['verifier']], cfg['verifier']
-    unused = {'text_size'} if kind != 'text' else set()
-    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
-    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
-    for k in NAME_KEYS:
-        v = cfg[k]
-        if k == 'verifier_layers':
-            v = list(v if v is not None else stored_layers)
-            if v != [-1]:
-                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
-        elif v != DEFAULTS[k] and k not in unused:
-            tags.append(f"{k}-{str(v).replace('/', '-')}")
-    return '_'.join(tags + [f"seed{cfg['seed']}"])
-
-
-# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
-# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device, chunk_candidates,
-# eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts, the training
-# schedule and the seed included: a run is its data, its model and its steps.
-NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
-
-
-def run_diff(old, new):
-    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
-    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
-    run), and a key an older config.json lacks as its default (val_cut: the problem-level cut it was trained on)."""
-    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
-    base = json.loads(json.dumps(DEFAULTS, default=str))
-    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old cut
-    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
-            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+# -----------------------------------------------------------------------------
+# the run: every K and seed in its run dir (store.run_name; a finished one is skipped: store.finished), several
+# at once
 
 
 KEEP_BOTH = '--run_dir=<a new dir>'  # train.py's way to train a changed config beside a finished run
-
-
-def finished(c, keep_both=KEEP_BOTH):
-    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
-    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
-    an unfinished one (interrupted, no done log.json) is trained again."""
-    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
-    if not (os.path.exists(logp) and os.path.exists(cfgp)):
-        return False
-    with open(logp) as f1, open(cfgp) as f2:
-        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)))
-    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
-    if done and not diff:
-        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
-            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
-        except (ValueError, FileNotFoundError) as e:
-            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
-            return False
-        print(f"{c['run_dir']} already finished with this config; skipping")
-        return True
-    if done and not c['overwrite']:
-        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
-                         f"both, --overwrite=True trains it again in place")
-    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
-                                      'training it again'))
-    return False
 
 
 def run(cfg, keep_both=KEEP_BOTH):
@@ -532,11 +531,11 @@ def run(cfg, keep_both=KEEP_BOTH):
     for k in ks if isinstance(ks, list) else [ks]:
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
-            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
+            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, DEFAULTS, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping ('{seed}' in it: named by the caller)
                 c['run_dir'] = cfg['run_dir'].format(seed=s) if '{seed}' in cfg['run_dir'] else \
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-            if not finished(c, keep_both):
+            if not finished(c, DEFAULTS, keep_both):
                 todo.append(c)
     check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []
@@ -549,9 +548,9 @@ def run(cfg, keep_both=KEEP_BOTH):
         jobs.append((tr, va, c))
     for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
         bv = log['best_val']
-        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} (val acc "
-              f"{bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; {log['n_train_problems']} train / "
-              f"{log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
+        print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
+              f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; "
+              f"{log['n_train_problems']} train / {log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
 
 
 _JOBS = []  # train_all's runs, read by the forked processes (inherited, never pickled)

@@ -5,10 +5,10 @@
 # then cut 80/20 by group into train / validation), so K = 1250 trains on 1,000 problems. Its training range holds
 # config/words.py's shop evaluation questions (1000-1143): never score its verifiers on out/words_shop/eval.
 #   python extract.py config/curve_shop.py && python label.py config/curve_shop.py
-#   python curve.py config/curve_shop.py --threads=1
+#   python -m studies.curve config/curve_shop.py --threads=1
 # two more validation draws on the same extraction (as for config/curve_synth2.py), without the two controls:
 #   for v in 43 44; do mkdir -p out/curve_shop_v$v && ln -sfn $PWD/out/curve_shop/train out/curve_shop_v$v/train \
-#     && ln -sfn $PWD/out/curve_shop/eval out/curve_shop_v$v/eval && python curve.py config/curve_shop.py \
+#     && ln -sfn $PWD/out/curve_shop/eval out/curve_shop_v$v/eval && python -m studies.curve config/curve_shop.py \
 #     --out_dir=out/curve_shop_v$v --val_seed=$v --threads=1 --variants="{'hsrm': {'verifier_layers': [-1]}, \
 #     'residual': {'residual': 'auto', 'verifier_layers': [-1]}, 'hsrm_stepfeat': {'verifier_layers': [-1], \
 #     'step_features': True}}"; done

@@ -3,7 +3,7 @@
 # the one chosen on validation. Reads config/curve_shop.py's extraction and reuses its runs (the same run dirs):
 #   mkdir -p out/curve_shop_variants && for d in train eval curve; do ln -sfn $PWD/out/curve_shop/$d \
 #     out/curve_shop_variants/$d; done
-#   python curve.py config/curve_shop.py config/curve_shop_variants.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/curve_shop_variants.py --threads=1
 out_dir = 'out/curve_shop_variants'
 sizes = [1250]
 variants = {'hsrm': {'verifier_layers': [-1]},

@@ -25,4 +25,4 @@ eval_interval = 25
 seeds = [42, 123, 456]
 text_sizes = ['small']  # the 53M text verifier is a GPU job
 n_scaling = [1, 2, 4, 8]  # best-of-N vs N within the pools of 8 (random N-subsets)
-# the pruning study on this run (a minute more): python steer.py config/demo.py --prune=True
+# the pruning study on this run (a minute more): python -m studies.steer config/demo.py --prune=True

@@ -9,10 +9,10 @@
 # must beat: the step features alone (stepfeat_only, a verifier that reads no states).
 #   python extract.py config/curve_shop.py config/layers_shop.py
 #   python label.py config/curve_shop.py config/layers_shop.py
-#   python curve.py config/curve_shop.py config/layers_shop.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/layers_shop.py --threads=1
 # two more validation draws on the same extraction (val_seed draws the validation cut; the candidates are shared):
 #   for v in 43 44; do mkdir -p out/layers_shop_v$v && ln -sfn $PWD/out/layers_shop/train out/layers_shop_v$v/train \
-#     && ln -sfn $PWD/out/layers_shop/eval out/layers_shop_v$v/eval && python curve.py config/curve_shop.py \
+#     && ln -sfn $PWD/out/layers_shop/eval out/layers_shop_v$v/eval && python -m studies.curve config/curve_shop.py \
 #     config/layers_shop.py --out_dir=out/layers_shop_v$v --val_seed=$v --threads=1; done
 out_dir = 'out/layers_shop'
 dataset = 'words'

@@ -4,11 +4,11 @@
 # cut: the family has no more), and the first 300 of its evaluation part, 858-1157 x 8.
 #   python extract.py config/curve_shop.py config/layers_travel.py
 #   python label.py config/curve_shop.py config/layers_travel.py
-#   python curve.py config/curve_shop.py config/layers_travel.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/layers_travel.py --threads=1
 # two more validation draws on the same extraction:
 #   for v in 43 44; do mkdir -p out/layers_travel_v$v && ln -sfn $PWD/out/layers_travel/train \
 #     out/layers_travel_v$v/train && ln -sfn $PWD/out/layers_travel/eval out/layers_travel_v$v/eval \
-#     && python curve.py config/curve_shop.py config/layers_travel.py --out_dir=out/layers_travel_v$v --val_seed=$v \
+#     && python -m studies.curve config/curve_shop.py config/layers_travel.py --out_dir=out/layers_travel_v$v --val_seed=$v \
 #     --threads=1; done
 out_dir = 'out/layers_travel'
 dataset = 'words'

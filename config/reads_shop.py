@@ -5,10 +5,10 @@
 # after the 80/20 grouped cut) each read alone, each with the step features, and the features-only control, against
 # the best free selector on validation; paired intervals between variants on the same candidates.
 #   python extract.py config/curve_shop.py config/reads_shop.py && python label.py config/curve_shop.py config/reads_shop.py
-#   python curve.py config/curve_shop.py config/reads_shop.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/reads_shop.py --threads=1
 # two more validation draws on the same extraction (val_seed draws the validation cut), run 2026-11-26:
 #   for v in 43 44; do mkdir -p out/reads_shop_v$v && ln -sfn $PWD/out/reads_shop/train out/reads_shop_v$v/train \
-#     && ln -sfn $PWD/out/reads_shop/eval out/reads_shop_v$v/eval && python curve.py config/curve_shop.py \
+#     && ln -sfn $PWD/out/reads_shop/eval out/reads_shop_v$v/eval && python -m studies.curve config/curve_shop.py \
 #     config/reads_shop.py --out_dir=out/reads_shop_v$v --val_seed=$v --threads=1; done
 # (run 2026-11-26 from a standalone copy of these settings; the resolved configs are the same)
 out_dir = 'out/reads_shop'

@@ -8,11 +8,11 @@
 # commands below) samples exactly what a fresh run into an empty dir would.
 #   python extract.py config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py
 #   python label.py config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py
-#   python curve.py config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py --threads=1
 # two more validation draws on the same extraction:
 #   for v in 43 44; do mkdir -p out/reads_shop_1000_v$v && ln -sfn $PWD/out/reads_shop_1000/train \
 #     out/reads_shop_1000_v$v/train && ln -sfn $PWD/out/reads_shop_1000/eval out/reads_shop_1000_v$v/eval \
-#     && python curve.py config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py \
+#     && python -m studies.curve config/curve_shop.py config/reads_shop.py config/reads_shop_1000.py \
 #     --out_dir=out/reads_shop_1000_v$v --val_seed=$v --threads=1; done
 out_dir = 'out/reads_shop_1000'
 train_range = (0, 999)

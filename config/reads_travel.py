@@ -6,10 +6,10 @@
 # its validation's pick with step features, and the features-only control.
 #   python extract.py config/curve_shop.py config/reads_travel.py --train_range=None   # the eval split first
 #   python extract.py config/curve_shop.py config/reads_travel.py && python label.py config/curve_shop.py config/reads_travel.py
-#   python curve.py config/curve_shop.py config/reads_travel.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/reads_travel.py --threads=1
 # two more validation draws on the same extraction (val_seed draws the validation cut):
 #   for v in 43 44; do mkdir -p out/reads_travel_v$v && ln -sfn $PWD/out/reads_travel/train out/reads_travel_v$v/train \
-#     && ln -sfn $PWD/out/reads_travel/eval out/reads_travel_v$v/eval && python curve.py config/curve_shop.py \
+#     && ln -sfn $PWD/out/reads_travel/eval out/reads_travel_v$v/eval && python -m studies.curve config/curve_shop.py \
 #     config/reads_travel.py --out_dir=out/reads_travel_v$v --val_seed=$v --threads=1; done
 out_dir = 'out/reads_travel'
 dataset = 'words'  # as config/curve_shop.py: named here too, so this file read alone is a words config

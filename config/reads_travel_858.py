@@ -10,11 +10,11 @@
 # the commands below: 378 more problems, 19 minutes on 2 cores) samples exactly what a fresh run into an empty dir would.
 #   python extract.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py
 #   python label.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py
-#   python curve.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/reads_travel.py config/reads_travel_858.py --threads=1
 # two more validation draws on the same extraction:
 #   for v in 43 44; do mkdir -p out/reads_travel_858_v$v && ln -sfn $PWD/out/reads_travel_858/train \
 #     out/reads_travel_858_v$v/train && ln -sfn $PWD/out/reads_travel_858/eval out/reads_travel_858_v$v/eval \
-#     && python curve.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py \
+#     && python -m studies.curve config/curve_shop.py config/reads_travel.py config/reads_travel_858.py \
 #     --out_dir=out/reads_travel_858_v$v --val_seed=$v --threads=1; done
 out_dir = 'out/reads_travel_858'
 train_range = (0, 857)

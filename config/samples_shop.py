@@ -5,7 +5,7 @@
 # candidates) and 240 x 8 = 480 x 4 (1,920): the question below 8 samples; 8 to 64 at 8,000: config/samples_synth2.py.
 #   mkdir -p out/samples_shop && ln -sfn $PWD/out/reads_shop/train out/samples_shop/train \
 #     && ln -sfn $PWD/out/reads_shop/eval out/samples_shop/eval
-#   python curve.py config/curve_shop.py config/samples_shop.py --threads=1
+#   python -m studies.curve config/curve_shop.py config/samples_shop.py --threads=1
 out_dir = 'out/samples_shop'
 dataset = 'words'  # as config/curve_shop.py: named here too, so this file read alone is a words config
 train_range = (0, 479)  # config/reads_shop.py's splits (this study extracts nothing of its own)

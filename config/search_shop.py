@@ -5,11 +5,11 @@
 #   python label.py config/words.py --out_dir=out/words_shop
 #   python train.py config/words.py --out_dir=out/words_shop; python train.py config/words.py --out_dir=out/words_shop --prefix_train=0.5
 #   for s in 42 123 456; do for n in 4 8; do for v in hsrm hsrm_prefix_train-0.5; do d=out/search_shop/${v}_beam_n${n}_seed$s
-#     python extract.py config/search_shop.py --search=beam --n_eval_samples=$n --seed=$s --out_dir=$d \
+#     python -m studies.policy extract.py config/search_shop.py --search=beam --n_eval_samples=$n --seed=$s --out_dir=$d \
 #       --search_ckpt=out/words_shop/verifiers/${v}_seed$s/ckpt.pt && python label.py config/search_shop.py --out_dir=$d
 #   done; done; done
 #   (DVTS: --search=dvts; N = 16: --n_eval_samples=16)
-#   python steer.py config/search_shop.py
+#   python -m studies.steer config/search_shop.py
 out_dir = 'out/search_shop'
 model = 'smollm2'
 dataset = 'words'

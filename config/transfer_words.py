@@ -1,8 +1,8 @@
 # Leave-one-family-out transfer over config/words.py's four word-problem families, each extracted once (as its
 # header says: shop 640 problems x 8 and eval 48 x 32, the others 320 x 8 and eval 144 x 8) and reused by every fold:
-#   python transfer.py config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # two cores: two parts
-#   python transfer.py config/transfer_words.py --folds="['bake', 'share']" --threads=1; wait
-#   python transfer.py config/transfer_words.py                                              # reuses them: the report
+#   python -m studies.transfer config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # two cores: two parts
+#   python -m studies.transfer config/transfer_words.py --folds="['bake', 'share']" --threads=1; wait
+#   python -m studies.transfer config/transfer_words.py                                              # reuses them: the report
 out_dir = 'out/transfer_words'
 families = {'shop': 'out/words_shop', 'travel': 'out/words_travel', 'bake': 'out/words_bake', 'share': 'out/words_share'}
 variants = {

@@ -2,21 +2,23 @@
 Leave-one-family-out transfer: does a verifier hold up on a task family it never saw? For each family F of
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
-then score F's eval split zero-shot beside every free selector on the same pool (evaluate.free_rows: cheap and
-DeepConf scorers, the free-scorer combo (model.combo_fit: every free scorer standardized, weights learned on the
+then score F's eval split zero-shot beside every free selector on the same pool (tables.free_rows: cheap and
+DeepConf scorers, the free-scorer combo (scorers.combo_fit: every free scorer standardized, weights learned on the
 training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
 user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (bestofn.py's, the same draws
-for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants named in
-in_domain are also trained on F's own train split, for reference, each against its zero-shot self (paired). Runs and score caches are reused: a second call only reports.
+for every method of a fold), every row also against majority vote and the optimistic best free selector. The variants
+named in in_domain are also trained on F's own train split, for reference, each against its zero-shot self (paired).
+Runs and score caches are reused: a second call only reports.
 
-    python transfer.py config/transfer_words.py
-    python transfer.py config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
-    python transfer.py config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &   # folds train in parallel
-    python transfer.py config/transfer_words.py --folds="['bake', 'share']" --threads=1      # (runs are reused: a
-    python transfer.py config/transfer_words.py                                              # last call reports all)
+    python -m studies.transfer config/transfer_words.py
+    python -m studies.transfer config/transfer_words.py --variants="{'hsrm': {}}" --seeds="[42]"
+    python -m studies.transfer config/transfer_words.py --folds="['shop', 'travel']" --threads=1 &  # in parallel
+    python -m studies.transfer config/transfer_words.py --folds="['bake', 'share']" --threads=1     # (runs reused:
+    python -m studies.transfer config/transfer_words.py                                             # a last reports)
 
-Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for a call with folds); the runs in {out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
+Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for a call with folds); the runs in
+{out_dir}/<family>/<variant>[_in_domain]/seed<s>/.
 """
 import os
 
@@ -25,18 +27,21 @@ import torch
 from tqdm import tqdm
 
 import bestofn as B
-import evaluate as E
+import evaluate
+import tables
 import train as T
-from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
+from configurator import check_keys, check_positive, cli, configure, knobs
 from grading import answers_equal
-from model import combo_fit, count_params
+from model import count_params, resolve_device
+from scorers import combo_fit
 from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/transfer'
-families = {}               # name -> cell dir with labelled train/ and eval/ splits, e.g. {'shop': 'out/words_shop', ...}
+families = {}               # name -> cell dir with labelled train/ and eval/ splits, e.g. {'shop': 'out/words_shop',
+                            # ...}
 folds = []                  # the held-out families this call runs, e.g. ['shop']; [] = every family (the report)
 variants = {'hsrm': {}}     # name -> train.py overrides, e.g. {'hsrm_conf': {'step_features': True},
                             # 'hsrm_residual': {'residual': 'auto'}, 'hsrm_combo': {'residual': 'combo'}}
@@ -48,13 +53,14 @@ n_subsets = 100
 subset_seed = 0
 n_boot = 2000               # paired bootstrap draws over the held-out problems (and seeds)
 boot_seed = 0
-val_frac = 0.2              # the training families' validation split (as train.py draws it) chooses the best cheap scorer
+val_frac = 0.2              # the training families' validation split (as train.py draws it) chooses the best cheap
+                            # scorer
 val_seed = 42               # and the weighted-vote temperatures
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
 # -----------------------------------------------------------------------------
 
@@ -68,7 +74,8 @@ def check_families(fams, cfg):
         for s in ('train', 'eval'):
             if not os.path.exists(os.path.join(d, s, 'labels.json')):
                 raise ValueError(f"families[{name!r}]={d!r} has no labelled {s} split ({d}/{s}/labels.json); fix: "
-                                 f"python extract.py <its config> --out_dir={d} && python label.py <its config> --out_dir={d}")
+                                 f"python extract.py <its config> --out_dir={d} && python label.py <its config> "
+                                 f"--out_dir={d}")
     unknown = [f for f in cfg['folds'] if f not in fams]
     if unknown:
         raise ValueError(f"folds={cfg['folds']!r} names {unknown}, not among families {list(fams)}; "
@@ -97,13 +104,14 @@ def train_fold(cfg, held):
         v = name.replace(' (in domain)', '')
         over = cfg['variants'][v]
         c = {**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': run_dir, 'train_dirs': dirs, 'run_dir': run_dir,
-             'seeds': list(cfg['seeds']), 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
-             'overwrite': cfg['overwrite']}
+             'seeds': list(cfg['seeds']), 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'],
+             'device': cfg['device'], 'overwrite': cfg['overwrite']}
         T.run(c, keep_both=f"another --out_dir, or a new variant name in --variants (this one is {v!r})")
 
 
 def val_split(dirs, cfg, n):
-    """The validation problems of these train dirs (each split as train.py splits it) as one pool: (problems, pool, n)."""
+    """The validation problems of these train dirs (each split as train.py splits it) as one pool: (problems, pool,
+    n)."""
     probs = []
     for d in dirs:
         files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
@@ -122,35 +130,37 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
         model, ck = load_checkpoint(path, dev)
         check_unseen(problems, ck.get('groups'), path)
-        sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+        sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
             part = [p for p in vp if p['src'] == d]
-            vs += E.cached_scores(model, path, part, d, cache, 1024, dev)[0]
+            vs += tables.cached_scores(model, path, part, d, cache, 1024, dev)[0]
         temp = B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
-        mt = B.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}', n=cfg['n_eval'])
+        mt = B.scored_metrics(sc, pool, [cfg['n_eval']], temp, vote=True, where=f'{path} on {eval_dir}',
+                              n=cfg['n_eval'])
         runs.append({'ckpt': path, 'seed': s, 'temp': temp, **mt})
-    return [E.make_row(name, 'verifier', runs, params=count_params(model)),
-            E.make_row(f'{name} + weighted vote', 'verifier_vote',
+    return [tables.make_row(name, 'verifier', runs, params=count_params(model)),
+            tables.make_row(f'{name} + weighted vote', 'verifier_vote',
                        [B.per_problem_run(r['per_problem']['vote_at'], n=cfg['n_eval']) for r in runs])]
 
 
 def evaluate_fold(cfg, held, dev):
-    """The fold's rows on the held-out family's eval split, with intervals (evaluate.add_intervals)."""
+    """The fold's rows on the held-out family's eval split, with intervals (tables.add_intervals)."""
     n, eval_dir = cfg['n_eval'], os.path.join(cfg['families'][held], 'eval')
     problems = load_split(eval_dir)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     others = [os.path.join(d, 'train') for f, d in cfg['families'].items() if f != held]
     # the free side, chosen on the training families' validation split; the combo's weights from their train splits
     vp, vpool, vn = val_split(others, cfg, n)
-    tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+    tr = [p for d in others
+          for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
-    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
+    rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
         rows += verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev)
     orc = {n: np.array([B.oracle_sub(q['labels'], q['subsets'][n]) for q in pool])}
-    rows.append(E.make_row(f'Oracle pass@{n}', 'oracle', [B.per_problem_run(orc, n=n)]))
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    rows.append(tables.make_row(f'Oracle pass@{n}', 'oracle', [B.per_problem_run(orc, n=n)]))
+    tables.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     # the optimistic references: the free selector best on the held-out family itself by best-of-N, the free scorer
     # best there by AUROC (no user can choose either in advance)
     top = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
@@ -184,7 +194,8 @@ def summary(folds, cfg):
                 ci = r['vs'].get(ref, {}).get('acc_ci')
                 fams += [f['family']] if ci and ci[1] < 0 else []
         out.append({'variant': v, 'auroc_at_least_best_free_val': ok, 'auroc_at_least_best_free_test': ok_test,
-                    'folds': len(folds), 'min_auroc': float(np.min(low)), 'bo_n_below_best_free_val': worse['best_free_val'],
+                    'folds': len(folds), 'min_auroc': float(np.min(low)),
+                    'bo_n_below_best_free_val': worse['best_free_val'],
                     'bo_n_below_best_free_test': worse['best_free_test'], 'bo_n_below_majority': worse['majority']})
     return out
 
@@ -196,45 +207,51 @@ def render(folds, summ, cfg):
            f"{len(cfg['seeds'])} seeds each; `(in domain)`: trained on the family's own train split. The best free "
            f"selector on val is chosen on the training families' validation split among every free selector (majority "
            f"vote, cheap and DeepConf scorers, the combo, each one's weighted vote, DeepConf's votes; ties counted as "
-           f"their mean), the AUROC column against the free scorer best there by AUROC; the best free on test is chosen "
-           f"the same way on the held-out family itself (optimistic: no user can choose it in advance); the free-scorer "
-           f"combo's weights are learned on the training families' train splits. Δ are paired differences with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and "
-           f"seeds), **bold** where the interval excludes 0.", '',
-           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on test (pts) '
-           f'| Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs best free on test |',
+           "their mean), the AUROC column against the free scorer best there by AUROC; the best free on test is "
+           "chosen the same way on the held-out family itself (optimistic: no user can choose it in advance); the "
+           "free-scorer combo's weights are learned on the training families' train splits. Δ are paired differences "
+           f"with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and seeds), **bold** where the interval "
+           "excludes 0.", '',
+           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on test '
+           '(pts) | Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs best free '
+           'on test |',
            '|---|---|---:|---:|---:|---:|---:|---:|---:|']
     keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
             'verifier', 'verifier_vote', 'oracle', 'single')
 
-    def vs(r, key, pct):  # the optimistic reference is not among evaluate.REFS: formatted here
+    def vs(r, key, pct):  # the optimistic reference is not among tables.REFS: formatted here
         d = r.get('vs', {}).get('best_free_test', {})
         ref = r['type'] == ('free_best_test' if key == 'acc' else 'free_best_test_auroc')
-        return 'ref.' if ref else E.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+        return 'ref.' if ref else tables.fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
     for f in folds:
         for r in f['rows']:
             if r['type'] not in keep:
                 continue
             test, test_au = vs(r, 'acc', True), vs(r, 'auroc', False)
-            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} "
-                       f"| {E.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | {E.fmt_vs(r, 'majority', 'acc', True)} "
-                       f"| {E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | {E.fmt_vs(r, 'best_free_val', 'auroc', False)} "
-                       f"| {test_au} |")
+            out.append(f"| {f['family']} ({f['n_problems']}) | {r['method']} | "
+                       f"{tables.fmt_ci(r['acc'], r.get('acc_ci'), True)} | "
+                       f"{tables.fmt_vs(r, 'best_free_val', 'acc', True)} | {test} | "
+                       f"{tables.fmt_vs(r, 'majority', 'acc', True)} | "
+                       f"{tables.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
+                       f"{tables.fmt_vs(r, 'best_free_val', 'auroc', False)} | {test_au} |")
     if cfg['in_domain']:
         out += ['', 'In domain against the same variant zero-shot (same seeds and eval problems, paired):', '',
-                f'| Held out | Variant | Δ Bo{n} in domain − zero-shot (pts) | Δ AUROC in domain − zero-shot |', '|---|---|---:|---:|']
+                f'| Held out | Variant | Δ Bo{n} in domain − zero-shot (pts) | Δ AUROC in domain − zero-shot |',
+                '|---|---|---:|---:|']
         for f in folds:
             for v in cfg['in_domain']:
                 d = next(r for r in f['rows'] if r['method'] == f'{v} (in domain)')['vs']['zero_shot']
-                out.append(f"| {f['family']} | {v} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
-                           f"| {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
+                out.append(f"| {f['family']} | {v} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} "
+                           f"| {tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
     out += ['', '| Variant (zero-shot) | Folds with AUROC ≥ best free on val | ≥ best free on test | Lowest AUROC '
             '| Folds with Bo-N below, beyond the interval: best free on val | best free on test | majority |',
             '|---|---:|---:|---:|---|---|---|']
     for s in summ:
         out.append(f"| {s['variant']} | {s['auroc_at_least_best_free_val']} / {s['folds']} | "
                    f"{s['auroc_at_least_best_free_test']} / {s['folds']} | {s['min_auroc']:.3f} "
-                   f"| {', '.join(s['bo_n_below_best_free_val']) or 'none'} | {', '.join(s['bo_n_below_best_free_test']) or 'none'} "
-                   f"| {', '.join(s['bo_n_below_majority']) or 'none'} |")
+                   f"| {', '.join(s['bo_n_below_best_free_val']) or 'none'} | "
+                   f"{', '.join(s['bo_n_below_best_free_test']) or 'none'} | "
+                   f"{', '.join(s['bo_n_below_majority']) or 'none'} |")
     return '\n'.join(out) + '\n'
 
 
@@ -262,7 +279,7 @@ def run(cfg):
         folds.append(evaluate_fold(cfg, held, dev))
     summ = summary(folds, cfg)
     md = render(folds, summ, cfg)
-    atomic_write_json(E.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
+    atomic_write_json(tables.for_json({'config': cfg, 'folds': folds, 'summary': summ}),
                       os.path.join(cfg['out_dir'], f'transfer{part}.json'))
     with open(os.path.join(cfg['out_dir'], f'transfer{part}.md'), 'w') as f:
         f.write(md)

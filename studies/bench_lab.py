@@ -3,7 +3,7 @@ bench.py's former sections that back no number in README.md or RESULTS.md, kept 
 label.py's grading throughput, training and scoring against the machine's floor, the verifier cost table's measured
 column, pruning's replay cost, and online pruning against the same run without it. Run from the repo root:
 
-    python dev/bench_lab.py --only=label|train|cost|prune|online
+    python -m studies.bench_lab --only=label|train|cost|prune|online
 """
 import json
 import os
@@ -15,13 +15,12 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))  # the repo's modules, bench.py's helpers
-import generator  # noqa: E402
-import grading  # noqa: E402
-import tasks  # noqa: E402
-import train as T  # noqa: E402
-from bench import DATA, HERE, machine_floor, run_sections, table  # noqa: E402
-from model import build_verifier, count_params, score_problems, verifier_flops  # noqa: E402
+import generator
+import grading
+import tasks
+import train as T
+from model import build_verifier, count_params, score_problems, verifier_flops
+from studies.bench import DATA, HERE, machine_floor, run_sections, table
 
 
 # -----------------------------------------------------------------------------
@@ -48,17 +47,20 @@ def _label_pools(kind, n_problems, n_cands, rng):
             for _ in range(n_cands):
                 ans = gold.strip() if rng.random() < 0.6 else rng.choice(wrong)
                 cands.append((body + rng.choice([f'\nThe answer is {ans}.', f'\nSo the final answer is ${ans}$.',
-                                                  f'\n\\boxed{{{ans}}}', f'\n#### {ans}', f' {ans}']), r['answer'], 'gsm8k'))
+                                                  f'\n\\boxed{{{ans}}}', f'\n#### {ans}', f' {ans}']), r['answer'],
+                              'gsm8k'))
     else:
         rs = _rows('math500/test.jsonl')
         for i, r in enumerate(rs[:n_problems]):
             body = r['solution'].rsplit('\\boxed', 1)[0]
             g = r['answer']
-            forms = [g, g.replace('\\frac', '\\dfrac'), g.replace(' ', ''), f'\\left({g}\\right)' if ',' not in g else g]
+            forms = [g, g.replace('\\frac', '\\dfrac'), g.replace(' ', ''), f'\\left({g}\\right)' if ',' not in g
+                     else g]
             wrong = [rs[(i + k) % len(rs)]['answer'] for k in (7, 13, 101)]
             for _ in range(n_cands):
                 ans = rng.choice(forms) if rng.random() < 0.6 else rng.choice(wrong)
-                cands.append((body + rng.choice([f'\\boxed{{{ans}}}.', f' The final answer is ${ans}$. I hope it is correct.',
+                cands.append((body + rng.choice([f'\\boxed{{{ans}}}.',
+                                                 f' The final answer is ${ans}$. I hope it is correct.',
                                                   f' Therefore the answer is ${ans}$.']), g, 'math500'))
     return cands
 
@@ -162,8 +164,8 @@ def bench_training(train_steps=6, score_problems_n=40, threads=None):
     table(rows, ['what', 'measured', 'floor', 'slower by', 'vs target'])
     per = flops(cands, False) / len(cands)
     print(f"floor = max(FLOPs / {gf:.0f} GFLOP/s, bytes / {bw:.1f} GB/s); FLOPs from model.verifier_flops (matmuls, "
-          f"attention included): HSRM at {n_tok / len(cands):.1f} steps mean needs {per / 1e6:.0f} MFLOP per candidate, "
-          f"so 10,000 cand/s needs {per * 1e4 / 1e9:.0f} GFLOP/s")
+          f"attention included): HSRM at {n_tok / len(cands):.1f} steps mean needs {per / 1e6:.0f} MFLOP per "
+          f"candidate, so 10,000 cand/s needs {per * 1e4 / 1e9:.0f} GFLOP/s")
     print(f"bench took {time.time() - t_all:.0f}s")
 
 
@@ -203,7 +205,8 @@ def bench_eval(d_gen=2048, n_steps=20, n_tokens=300, n_problems=2, n_cands=8, re
             score_problems(model, pool, batch_size, device)
             times.append(time.perf_counter() - t0)
         n = count_params(model)
-        rows.append({'verifier': name, 'params': n, 'fp16_mb': 2 * n / 1e6, 'flops': verifier_flops(model, n_steps, n_tokens),
+        rows.append({'verifier': name, 'params': n, 'fp16_mb': 2 * n / 1e6,
+                     'flops': verifier_flops(model, n_steps, n_tokens),
                      'ms_per_candidate': 1e3 * float(np.median(times)) / (n_problems * n_cands),
                      'device': f'{device} ({torch.get_num_threads()} threads)' if device == 'cpu' else device})
     return rows
@@ -213,7 +216,8 @@ def bench_cost(n_steps=20, n_tokens=300):
     rows = bench_eval(n_steps=n_steps, n_tokens=n_tokens)
     table([(r['verifier'], f"{r['params'] / 1e6:.2f}M", f"{r['fp16_mb']:.1f}", f"{r['flops']:.3g}",
             f"{r['ms_per_candidate']:.3f} ({r['device']})") for r in rows],
-          [f'Verifier (S={n_steps} steps, T={n_tokens} tokens)', 'Params', 'fp16 MB', 'FLOPs / candidate', 'ms / candidate'])
+          [f'Verifier (S={n_steps} steps, T={n_tokens} tokens)', 'Params', 'fp16 MB', 'FLOPs / candidate',
+           'ms / candidate'])
 
 
 # ====================================================================================================
@@ -227,7 +231,7 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     what online pruning needs) at the paper's shapes, each against its floor; the prefix scores'
     cost next to the generator's own (gen_params: 2 FLOPs per parameter per token, Qwen3-1.7B by
     default); and how many pools per second the offline replays simulate."""
-    import steer as ST
+    from studies.policy import replay_deepconf, replay_prune
     from model import score_prefixes
     from scorers import group_confidences
     torch.manual_seed(seed)
@@ -250,23 +254,26 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
             fn(model, pool)
             ts.append(time.perf_counter() - t)
         dt, floor = float(np.median(ts)), max(fl / gf, by / bw)
-        rows.append((name, f'{fl / n / 1e6:.0f}', f'{dt / n * 1e3:.2f}', f'{floor / n * 1e3:.2f}', f'{dt / floor:.1f}x'))
-    table(rows, [f'HSRM, d_gen {d_gen}, S={n_steps} steps', 'MFLOP / candidate', 'ms / candidate', 'floor ms', 'slower by'])
+        rows.append((name, f'{fl / n / 1e6:.0f}', f'{dt / n * 1e3:.2f}', f'{floor / n * 1e3:.2f}',
+                     f'{dt / floor:.1f}x'))
+    table(rows, [f'HSRM, d_gen {d_gen}, S={n_steps} steps', 'MFLOP / candidate', 'ms / candidate', 'floor ms',
+                 'slower by'])
     gen = 2 * gen_params * n_tokens
     print(f"prefix scores cost {f_pre / f_full:.1f}x the final score's FLOPs; per candidate that is "
-          f"{f_pre / n / gen:.2e} of the generator's {gen / 1e9:.0f} GFLOP for {n_tokens} tokens at {gen_params / 1e9:.1f}B "
-          f"parameters: scoring every prefix is free next to generating")
+          f"{f_pre / n / gen:.2e} of the generator's {gen / 1e9:.0f} GFLOP for {n_tokens} tokens at "
+          f"{gen_params / 1e9:.1f}B parameters: scoring every prefix is free next to generating")
     # replays: random prefix scores / confidences on pools of n_cands rows with n_steps steps and n_tokens tokens
     rng = np.random.default_rng(seed)
     pre = [rng.standard_normal(n_steps) for _ in range(n_cands)]
-    sp = [np.sort(rng.choice(n_tokens - 1, n_steps - 1, replace=False)).tolist() + [n_tokens - 1] for _ in range(n_cands)]
+    sp = [np.sort(rng.choice(n_tokens - 1, n_steps - 1, replace=False)).tolist() + [n_tokens - 1]
+          for _ in range(n_cands)]
     gc = [group_confidences(rng.random(n_tokens), window) for _ in range(n_cands)]
     lows = np.array([g.min() for g in gc])
     rows = []
-    for name, fn in (('verifier rule (capture.prune_now at each step boundary)',
-                      lambda: ST.replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
+    for name, fn in (('verifier rule (policy.prune_now at each step boundary)',
+                      lambda: replay_prune(pre, sp, [n_tokens] * n_cands, 0.0, 'global')),
                      (f'DeepConf online (window {window})',
-                      lambda: ST.replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
+                      lambda: replay_deepconf(gc, lows, [n_tokens] * n_cands, window, float(np.median(lows)), 2))):
         k, t = 0, time.perf_counter()
         while time.perf_counter() - t < 1.0:
             fn()
@@ -291,8 +298,8 @@ def demo_threshold(ckpt, rule):
         for run in r['runs'] if r.get('rule') == rule else []:
             if os.path.abspath(run.get('ckpt', '')) == os.path.abspath(ckpt):
                 return run['threshold']
-    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python steer.py <its config> --prune=True "
-                     f"(chooses it on validation), or pass --prune_threshold=<x>")
+    raise SystemExit(f"no {rule}-rule threshold for {ckpt} in {path}; fix: python -m studies.steer <its config> "
+                     f"--prune=True (chooses it on validation), or pass --prune_threshold=<x>")
 
 
 def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16, n_samples=8, max_new_tokens=64):
@@ -301,6 +308,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     steer.py's pruning study) vs without, same seed. Tokens, wall-clock and the verifier's share of the pruned run."""
     import capture as X
     from store import load_checkpoint
+    from studies.policy import Steering, _Batch
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: run the main job (README) first, or pass --prune_ckpt=<ckpt.pt>")
     threshold = demo_threshold(ckpt, rule) if threshold is None else float(threshold)
@@ -311,7 +319,7 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     spent = [0.0]
-    step = X._Steer.step
+    step = _Batch.step
 
     def timed(self, *a):  # the verifier's scoring and the decisions, inside the pruned run
         t = time.perf_counter()
@@ -320,14 +328,15 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
         return out
     runs = {}
     for name, v in (('no pruning', None), (f'HSRM {rule} rule, threshold {threshold:.3g}', verifier)):
-        X._Steer.step = timed
+        _Batch.step = timed
         t = time.perf_counter()
-        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
-                                    verifier=v, prune_rule=rule, prune_threshold=threshold)
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0,
+                                    table=table_, steer=Steering(v, rule, threshold) if v is not None else None)
         runs[name] = (res, time.perf_counter() - t)
-        X._Steer.step = step
+        _Batch.step = step
     (full, t0), (cut, t1) = runs.values()
-    same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full) for c, f in zip(cs, fs))
+    same = sum(torch.equal(c['token_ids'], f['token_ids'][:len(c['token_ids'])]) for cs, fs in zip(cut, full)
+               for c, f in zip(cs, fs))
     n_tok = [sum(len(c['token_ids']) for cs in r for c in cs) for r in (full, cut)]
     stopped = sum(c['finish'] == 'pruned' for cs in cut for c in cs)
     print(f"{n_problems} problems x {n_samples}, max_new {max_new_tokens}, checkpoint {os.path.relpath(ckpt, HERE)}; "
@@ -342,6 +351,8 @@ if __name__ == '__main__':
     flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
     only = flag('only')
     sections = {'label': bench_labeling, 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
-                'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')), ('rule', flag('prune_rule')),
-                                                                    ('threshold', flag('prune_threshold'))) if v is not None})}
+                'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')),
+                                                                    ('rule', flag('prune_rule')),
+                                                                    ('threshold', flag('prune_threshold')))
+                                                  if v is not None})}
     run_sections(sections, only)

@@ -1,14 +1,14 @@
 """
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
-    python bench.py                  # every section
-    python bench.py --only=extract   # one of: extract, dtype, int8, quality, train, procs, search, sample, memory, gpu
-    python bench.py --only=quality --dirs=out/dtype/float32/eval,out/demo/eval   # labelled extractions to compare
+    python -m studies.bench                 # every section
+    python -m studies.bench --only=extract  # or: dtype, int8, quality, train, procs, search, sample, memory, gpu
+    python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
-moved to dev/bench_lab.py.
-    python bench.py --only=gpu       # the CUDA path (--device=cuda, the default where a GPU is visible; --device=cpu:
-                                     # tiny shapes, a smoke run); --device=cuda alone runs this section
+moved to studies/bench_lab.py.
+    python -m studies.bench --only=gpu      # the CUDA path (--device=cuda, the default where a GPU is visible;
+                                            # --device=cpu: tiny shapes, a smoke run); --device=cuda alone runs it
 """
 import json
 import os
@@ -24,7 +24,7 @@ import tasks
 import train as T
 from model import build_verifier, make_batch, verifier_flops
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
 
 
@@ -35,7 +35,7 @@ def table(rows, header):
 
 
 def run_sections(sections, only):
-    """Run the section named by --only (every section when None), each under its banner (dev/bench_lab.py too)."""
+    """Run the section named by --only (every section when None), each under its banner (studies/bench_lab.py too)."""
     if only not in (None, *sections):
         raise SystemExit(f"--only={only!r} is unknown; fix: one of {', '.join(sections)}")
     for name, fn in sections.items():
@@ -94,11 +94,13 @@ REPEATS = 3  # runs of the extract variant per case, the fastest counting: this 
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import capture as X
     torch.set_num_threads(1)
-    dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16', 'extract float32': 'float32'}.get(variant, 'auto')
+    dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16',
+             'extract float32': 'float32'}.get(variant, 'auto')
     model, tok = generator.load_generator('smollm2', dtype=dtype)
     probs = (tasks.load_problems('gsm8k', 0, n_problems - 1, DATA) if dataset == 'gsm8k'
              else tasks.load_problems('synth', 0, n_problems - 1, synth_level=2))
-    prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False) for p in probs]
+    prompts = [tasks.build_prompt(tok, p, 'Please reason step by step.' if dataset == 'gsm8k' else None, False)
+               for p in probs]
     table = X.step_table(tok)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     torch.manual_seed(0)
@@ -107,15 +109,17 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         prof.__enter__()
     t = time.perf_counter()
     if variant.startswith('extract'):
-        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0, table=table)
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, temperature, top_p, seed=0,
+                                    table=table)
         n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
         n_steps = sum(len(c['step_pos']) for cs in res for c in cs)
         floor_work = _floor_work(model, tok, prompts, res)
     else:
         enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False)
-        out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0, max_new_tokens=max_new_tokens,
-                             num_return_sequences=n_samples, pad_token_id=tok.pad_token_id,
-                             output_hidden_states=variant == 'generate+hidden', return_dict_in_generate=True)
+        out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
+                             max_new_tokens=max_new_tokens, num_return_sequences=n_samples,
+                             pad_token_id=tok.pad_token_id, output_hidden_states=variant == 'generate+hidden',
+                             return_dict_in_generate=True)
         new = out.sequences[:, enc.input_ids.shape[1]:]
         eos = torch.tensor(sorted({tok.eos_token_id, model.generation_config.eos_token_id} - {None}))
         ended = torch.isin(new, eos)
@@ -128,8 +132,8 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         prof.__exit__(None, None, None)
         _profile_table(prof, dt, profile)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024, 'steps': n_steps,
-                      'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
+    print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024,
+                      'steps': n_steps, 'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
 
 
 def _floor_work(model, tok, prompts, res):
@@ -158,11 +162,13 @@ def _floor_work(model, tok, prompts, res):
 
 # where the profiled ops come from, for the profile table
 OP_SOURCES = {'aten::mm': 'the model\'s matmuls', 'aten::addmm': 'the model\'s matmuls', 'aten::bmm': 'attention',
-              'aten::_scaled_dot_product_flash_attention_for_cpu': 'attention', 'aten::cat': 'KV cache growth / concatenation',
-              'aten::sort': 'top-p sort', 'aten::topk': 'top-p prefilter / confidence top-k', 'aten::_softmax': 'softmax',
-              'aten::_log_softmax': 'log-softmax', 'aten::copy_': 'copies (cache writes, casts)', 'aten::mul': 'elementwise',
-              'aten::multinomial': 'sampling', 'aten::cumsum': 'top-p cumsum', 'aten::index_put_': 'state ring / cache writes',
-              'aten::index': 'row selection / table lookups', 'aten::embedding': 'embedding'}
+              'aten::_scaled_dot_product_flash_attention_for_cpu': 'attention',
+              'aten::cat': 'KV cache growth / concatenation', 'aten::sort': 'top-p sort',
+              'aten::topk': 'top-p prefilter / confidence top-k', 'aten::_softmax': 'softmax',
+              'aten::_log_softmax': 'log-softmax', 'aten::copy_': 'copies (cache writes, casts)',
+              'aten::mul': 'elementwise', 'aten::multinomial': 'sampling', 'aten::cumsum': 'top-p cumsum',
+              'aten::index_put_': 'state ring / cache writes', 'aten::index': 'row selection / table lookups',
+              'aten::embedding': 'embedding'}
 
 
 def _profile_table(prof, wall, top=12):
@@ -171,10 +177,11 @@ def _profile_table(prof, wall, top=12):
     total = sum(e.self_cpu_time_total for e in ev)
     rows = [[e.key, e.count, f'{e.self_cpu_time_total / 1e6:.2f}', f'{100 * e.self_cpu_time_total / total:.1f}%',
              OP_SOURCES.get(e.key, '')] for e in ev[:top]]
-    rows.append(['(all other ops)', sum(e.count for e in ev[top:]), f'{sum(e.self_cpu_time_total for e in ev[top:]) / 1e6:.2f}',
+    rows.append(['(all other ops)', sum(e.count for e in ev[top:]),
+                 f'{sum(e.self_cpu_time_total for e in ev[top:]) / 1e6:.2f}',
                  f'{100 * sum(e.self_cpu_time_total for e in ev[top:]) / total:.1f}%', ''])
-    print(f'profile: {total / 1e6:.2f} s of op self time in {wall:.2f} s wall ({100 * total / 1e6 / wall:.0f}%; the rest is Python '
-          f'between ops)')
+    print(f'profile: {total / 1e6:.2f} s of op self time in {wall:.2f} s wall ({100 * total / 1e6 / wall:.0f}%; the '
+          f'rest is Python between ops)')
     table(rows, ['op', 'calls', 'self s', 'share of op time', 'where it comes from'])
 
 
@@ -195,10 +202,12 @@ def bench_extract(profile=False):
             for variant in variants + (('extract bf16',) if i == 0 else ()):  # bf16 weights: to pick the CPU default
                 if r and variant != 'extract':
                     continue
-                args = [sys.executable, __file__, '--worker', variant, str(n_problems), str(n_samples), str(mnt), dataset]
+                args = [sys.executable, '-m', 'studies.bench', '--worker', variant, str(n_problems), str(n_samples),
+                        str(mnt), dataset]
                 if profile and i == 0 and r == 0 and variant.startswith('extract'):
                     args.append('--profile')
-                out = subprocess.run(args, capture_output=True, text=True, cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                out = subprocess.run(args, capture_output=True, text=True, cwd=HERE,
+                                     env={**os.environ, 'OMP_NUM_THREADS': '1'})
                 if out.returncode:
                     raise RuntimeError(out.stderr[-2000:])
                 if '--profile' in args:
@@ -223,16 +232,17 @@ def bench_extract(profile=False):
                      f"{e['steps'] / max(1, n_problems * n_samples):.1f}"])
     print(f'\nExtraction (SmolLM2-135M, CPU, 1 thread; extract: fastest of {REPEATS} runs; '
           f'machine: {flops / 1e9:.0f} GFLOP/s fp32 matmul, {bw / 1e9:.1f} GB/s '
-          f'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill FLOPs / '
-          f'matmul rate + per decoding step max(FLOPs / matmul rate, bytes / bandwidth), over the rows alive in the '
+          'copy; T=0.8, top-p 0.95). tok/s = finished-candidate tokens (up to EOS) per second; floor = prefill FLOPs '
+          f'/ matmul rate + per decoding step max(FLOPs / matmul rate, bytes / bandwidth), over the rows alive in the '
           f'extract run. FLOPs count all of them: 2 x matmul weights per token (prefill: lm_head at the last prompt '
           f'token only) + attention (QK^T, AV: 4 x layers x heads x head_dim x each row\'s real context, per token); '
           f'bytes = fp32 weights + the live rows\' K/V cache. MB = peak RSS growth.')
-    print(f"Model-matmul floor: the same FLOPs at the rate SmolLM2's own matmuls reach at 32 rows, {mm_streamed / 1e9:.0f} "
-          f"GFLOP/s with every layer's weights streamed from memory as in the loop ({mm_cached / 1e9:.0f} GFLOP/s when each "
-          f"layer shape's weight stays in cache): what the loop could reach with no work besides those matmuls.")
+    print("Model-matmul floor: the same FLOPs at the rate SmolLM2's own matmuls reach at 32 rows, "
+          f"{mm_streamed / 1e9:.0f} GFLOP/s with every layer's weights streamed from memory as in the loop "
+          f"({mm_cached / 1e9:.0f} GFLOP/s when each layer shape's weight stays in cache): what the loop could reach "
+          "with no work besides those matmuls.")
     print("bf16 extract tok/s: the same loop with bfloat16 weights (first case only); which one extract.py's "
-          "dtype='auto' takes is measured per machine (bench.py --only=dtype).")
+          "dtype='auto' takes is measured per machine (python -m studies.bench --only=dtype).")
     table(rows, ['work (problems x N)', 'max_new', 'generate tok/s', 'extract tok/s', 'bf16 extract tok/s',
                  'extract/generate', 'extract / floor', 'extract / model-matmul floor', 'generate MB',
                  'generate+hidden MB', 'extract MB', 'steps/cand'])
@@ -276,7 +286,7 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, rep
                 if floor > give_up * runs['float32']['seconds']:
                     skipped[dt] = floor
                     continue
-            out = subprocess.run([sys.executable, __file__, '--worker', f'extract {dt}', str(n_problems),
+            out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', f'extract {dt}', str(n_problems),
                                   str(n_samples), str(max_new_tokens), 'synth'], capture_output=True, text=True,
                                  cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
             if out.returncode:
@@ -402,11 +412,13 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
         cands = []
         for j in range(n_cands):
             S, T_ = 4 + j % 3, 40 + 3 * j
-            cands.append({'states': torch.randn(S, d_gen, generator=g).half(), 'token_ids': torch.randint(10, 5000, (T_,), generator=g),
-                          'text': ' '.join(f'w{k}' for k in range(T_)), 'step_pos': torch.arange(1, S + 1) * T_ // S - 1,
-                          'logprobs': -torch.rand(T_, generator=g), 'entropies': torch.rand(T_, generator=g),
-                          'finish': 'eos', 'correct': j % 2 == 0})
-        probs.append({'key': f'{i:06d}', 'index': i, 'dataset': 'gsm8k', 'id': str(i), 'question': str(i), 'layers': [-1], 'candidates': cands})
+            cands.append({'states': torch.randn(S, d_gen, generator=g).half(),
+                          'token_ids': torch.randint(10, 5000, (T_,), generator=g),
+                          'text': ' '.join(f'w{k}' for k in range(T_)),
+                          'step_pos': torch.arange(1, S + 1) * T_ // S - 1, 'logprobs': -torch.rand(T_, generator=g),
+                          'entropies': torch.rand(T_, generator=g), 'finish': 'eos', 'correct': j % 2 == 0})
+        probs.append({'key': f'{i:06d}', 'index': i, 'dataset': 'gsm8k', 'id': str(i), 'question': str(i),
+                      'layers': [-1], 'candidates': cands})
     tr, va = probs[:48], probs[48:]
     rows, n_threads = [], torch.get_num_threads()
     for verifier in ('hsrm', 'text'):
@@ -448,15 +460,15 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
                 opt.step()
             opt_s[fused] = (time.perf_counter() - t) / 10
         n_par = sum(p.numel() for p in model.parameters())
-        rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}", f"{rate[f'{n_threads} threads']:.1f}",
-                     f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x", f"{step_s[False] / step_s[True]:.2f}x",
-                     f'{1e3 * opt_s[False]:.1f}',
+        rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}",
+                     f"{rate[f'{n_threads} threads']:.1f}", f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x",
+                     f"{step_s[False] / step_s[True]:.2f}x", f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
           f"({generator.cpu_name()[0]}); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
-    table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads', 'threads / one',
-                 'one step: bf16 autocast speed / float32, one thread',
+    table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads',
+                 'threads / one', 'one step: bf16 autocast speed / float32, one thread',
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 
@@ -475,6 +487,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
     import capture as X
     from store import load_checkpoint
+    from studies.policy import Steering, _Batch
     if not os.path.exists(ckpt):
         raise SystemExit(f"{ckpt} not found; fix: python train.py config/words.py --out_dir=out/words_shop (after its "
                          f"extraction, see config/search_shop.py), or pass --search_ckpt=<ckpt.pt>")
@@ -485,11 +498,11 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     prompts = [tasks.build_prompt(tok, p, None, False) for p in probs]
     table_ = X.step_table(tok)
     n_params = sum(p.numel() for p in model.parameters())
-    score, spent, vflops, rowsteps = X._Steer.score, [0.0], [0.0], [0]
+    score, spent, vflops, rowsteps = _Batch.score, [0.0], [0.0], [0]
 
-    def timed(self, ring, count, b, width):  # the verifier's scoring, inside the steered run; FLOPs per prefix read
+    def timed(self, ring, count, b, width, fring=None):  # the verifier's scoring in the steered run; FLOPs per prefix
         t = time.perf_counter()
-        out = score(self, ring, count, b, width)
+        out = score(self, ring, count, b, width, fring)
         spent[0] += time.perf_counter() - t
         vflops[0] += sum(verifier_flops(self.v, int(min(c, width)), 0) for c in count[b].tolist())
         return out
@@ -502,13 +515,13 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
         return out
     rows = []
     for how in (None, 'beam', 'dvts'):
-        X._Steer.score, model.forward = timed, counted
+        _Batch.score, model.forward = timed, counted
         spent[0] = vflops[0] = rowsteps[0] = 0
         t = time.perf_counter()
-        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0, table=table_,
-                                    verifier=verifier if how else None, search=how, search_width=width)
+        res = X.sample_with_capture(model, tok, prompts, n_samples, [-1], max_new_tokens, 0.8, 0.95, seed=0,
+                                    table=table_, steer=Steering(verifier, how, width=width) if how else None)
         secs = time.perf_counter() - t
-        X._Steer.score, model.forward = score, forward
+        _Batch.score, model.forward = score, forward
         gen = sum(X.generated_tokens(cs) for cs in res)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',
@@ -517,10 +530,11 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
     base = float(rows[0][3])
     for r in rows:
         r.insert(4, f'{float(r[3]) / base:.2f}')
-    print(f"{n_problems} shop problems x N = {n_samples}, M = {width}, max_new {max_new_tokens}, one thread, checkpoint "
-          f"{os.path.relpath(ckpt, HERE)}; generator {n_params / 1e6:.0f}M parameters")
-    table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain', 'generated tokens / decode forwards (1 = all counted)', 'verifier time',
-                 'verifier / generator FLOPs', 'branches'])
+    print(f"{n_problems} shop problems x N = {n_samples}, M = {width}, max_new {max_new_tokens}, one thread, "
+          f"checkpoint {os.path.relpath(ckpt, HERE)}; generator {n_params / 1e6:.0f}M parameters")
+    table(rows, ['run', 'generated tokens', 'seconds', 'ms / token', 'vs plain',
+                 'generated tokens / decode forwards (1 = all counted)', 'verifier time', 'verifier / generator FLOPs',
+                 'branches'])
 
 # -----------------------------------------------------------------------------
 # using a trained verifier (sample.py): what scoring a question's N candidates adds to generating them. The
@@ -537,7 +551,8 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
     try:
         path = SA.best_ckpt(ckpt or os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))
     except ValueError:
-        raise SystemExit("no checkpoint of the demo run; fix: run the main job (README) first, or pass --ckpt=<ckpt.pt>")
+        raise SystemExit("no checkpoint of the demo run; fix: run the main job (README) first, or pass "
+                         "--ckpt=<ckpt.pt>")
     torch.set_num_threads(1)
     verifier = SA.load_verifier(path)[0]
     s = SA.resolve({}, verifier.trained_on)
@@ -549,16 +564,18 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
     rows = []
     for how, picks in ((f'one at a time ({n} rows per forward)', [p for q in probs[:alone] for p in
                                                                     SA.best_of_n(model, tok, verifier, [q], n, s)]),
-                       (f'{128 // n} per batch (128 rows)', SA.best_of_n(model, tok, verifier, probs, n, s, batch_size=128))):
+                       (f'{128 // n} per batch (128 rows)',
+                        SA.best_of_n(model, tok, verifier, probs, n, s, batch_size=128))):
         gen, ver = (sum(p['seconds'][k] for p in picks) / len(picks) for k in ('generate', 'verify'))
         cands = [c for p in picks for c in p['candidates']]
         vflops = sum(verifier_flops(verifier, len(c['states']), 0) for c in cands)
         gflops = 2 * n_params * sum(len(c['token_ids']) for c in cands)  # the generator's weights per generated token
-        rows.append([how, len(picks), f'{gen:.2f}', f'{1e3 * ver:.1f}', f'{100 * ver / gen:.2f}%', f'{100 * vflops / gflops:.3f}%'])
+        rows.append([how, len(picks), f'{gen:.2f}', f'{1e3 * ver:.1f}', f'{100 * ver / gen:.2f}%',
+                     f'{100 * vflops / gflops:.3f}%'])
     print(f"sample.py's best_of_n, best of {n}, SmolLM2 ({n_params / 1e6:.0f}M) on {s['dataset']} questions, max_new "
           f"{s['max_new_tokens']}, one thread; verifier {os.path.relpath(path, HERE)}")
-    table(rows, ['questions asked', 'questions', 'generate s / question', 'verify ms / question', 'verify / generate (time)',
-                 'verifier / generator FLOPs'])
+    table(rows, ['questions asked', 'questions', 'generate s / question', 'verify ms / question',
+                 'verify / generate (time)', 'verifier / generator FLOPs'])
 
 # -----------------------------------------------------------------------------
 # extraction on every core: extract.py end to end (model load included, as a user waits for it) with today's
@@ -580,9 +597,9 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
     for b in batches:
         for name, (flags, pin) in paths.items():
             out = tempfile.mkdtemp()
-            cmd = [sys.executable, os.path.join(HERE, 'extract.py'), 'config/demo.py', f'--train_range=(0,{n_problems - 1})',
-                   '--eval_range=None', f'--n_train_samples={n_samples}', f'--max_new_tokens={max_new_tokens}',
-                   f'--batch_size={b}', f'--out_dir={out}', *flags]
+            cmd = [sys.executable, os.path.join(HERE, 'extract.py'), 'config/demo.py',
+                   f'--train_range=(0,{n_problems - 1})', '--eval_range=None', f'--n_train_samples={n_samples}',
+                   f'--max_new_tokens={max_new_tokens}', f'--batch_size={b}', f'--out_dir={out}', *flags]
             t = time.perf_counter()
             r = subprocess.run(cmd, cwd=HERE, capture_output=True, text=True,
                                preexec_fn=(lambda c=pin: os.sched_setaffinity(0, c)) if pin else None)
@@ -595,9 +612,9 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
         for name in paths:
             rows.append([b, name, f'{rate[b, name]:.2f}', f'{rate[b, name] / rate[batches[0], list(paths)[0]]:.2f}',
                          f'{rate[b, name] / one[b]:.2f}', f'{rate[b, name] / (len(cores) * one[b]):.2f}'])
-    print(f"extract.py on config/demo.py's task (SmolLM2-135M, synthetic level 2), {n_problems} problems x {n_samples}, "
-          f"max_new {max_new_tokens}, model load included; {len(cores)} cores. Ideal = {len(cores)} x one 1-thread "
-          f"process at that batch (linear scaling, the floor of splitting whole batches over the cores).")
+    print(f"extract.py on config/demo.py's task (SmolLM2-135M, synthetic level 2), {n_problems} problems x "
+          f"{n_samples}, max_new {max_new_tokens}, model load included; {len(cores)} cores. Ideal = {len(cores)} x one "
+          f"1-thread process at that batch (linear scaling, the floor of splitting whole batches over the cores).")
     table(rows, ['rows per forward', 'path', 'candidates / s', 'vs before procs at 64 rows', 'vs one 1-thread process',
                  'vs ideal'])
 
@@ -609,7 +626,8 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
 def bench_memory():
     """README's memory per cell on one 80 GB GPU. Per paper cell (and the thinking ablation on math500_1p7b): the rows
     each split runs per forward at the cell's batch_size, what the memory model says they allocate, and the budget of
-    one 80 GB GPU after the float16 weights; prompts at tasks.PROMPT_TOKENS. The cells' batch_size is fit_batch_size's answer (a test keeps them equal)."""
+    one 80 GB GPU after the float16 weights; prompts at tasks.PROMPT_TOKENS. The cells' batch_size is fit_batch_size's
+    answer (a test keeps them equal)."""
     import glob
     import extract
     from configurator import apply_config
@@ -626,14 +644,15 @@ def bench_memory():
         need = []
         for n in (c['n_train_samples'], c['n_eval_samples']):
             r = max(1, c['batch_size'] // n) * n
-            need.append((r, generator.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']), c['max_steps'])))
+            need.append((r, generator.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']),
+                                                   c['max_steps'])))
         rows.append([' + '.join(os.path.basename(f)[:-3] for f in files), c['batch_size'],
                      f"{generator.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
                      *[f'{r} / {b / 2 ** 30:.1f}' for r, b in need], f'{w / 2 ** 30:.1f}', f'{room / 2 ** 30:.1f}',
                      f'{max(b for _, b in need) / room:.2f}'])
-    print(f"One 80 GB GPU: {generator.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {generator.HEADROOM:.0%} of "
-          f"what is left kept back; float16; at most {generator.MAX_ROWS} rows per forward. Need = KV cache at capacity + "
-          f"per-row buffers + logits temporaries + prefill (generator.decode_bytes).")
+    print(f"One 80 GB GPU: {generator.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {generator.HEADROOM:.0%} "
+          f"of what is left kept back; float16; at most {generator.MAX_ROWS} rows per forward. Need = KV cache at "
+          f"capacity + per-row buffers + logits temporaries + prefill (generator.decode_bytes).")
     table(rows, ['cell', 'batch_size', 'KV KiB / row / position', 'capacity (positions)', 'train rows / GiB',
                  'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
 
@@ -671,7 +690,8 @@ def _random_model(config, dtype, device, head_scale=1.0, newline=None):
         head = model.get_output_embeddings().weight
         head.mul_(head_scale)
         if newline is not None:
-            h = model.base_model(input_ids=torch.randint(1, config.vocab_size, (4, 32), device=device)).last_hidden_state
+            h = model.base_model(input_ids=torch.randint(1, config.vocab_size, (4, 32),
+                                                         device=device)).last_hidden_state
             h = h.float().mean((0, 1))
             head[newline.to(device)] += (30 * h / h.square().sum()).to(head.dtype)
     return model
@@ -680,7 +700,8 @@ def _random_model(config, dtype, device, head_scale=1.0, newline=None):
 def _tiny_config(kind, V):
     from transformers import LlamaConfig, Qwen3Config
     args = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=1024, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+                num_key_value_heads=2, max_position_embeddings=1024, eos_token_id=0, pad_token_id=0,
+                tie_word_embeddings=False)
     return Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
 
 
@@ -714,11 +735,13 @@ def bench_gpu(device=None):
     beam and one pruning run, decoding speed and peak memory at Qwen3-1.7B's shapes (random weights)."""
     import capture as X
     from model import build_verifier
+    from studies.policy import Steering
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     cuda = device.startswith('cuda')
     if cuda and not torch.cuda.is_available():
         raise SystemExit(f"--device={device} but CUDA is not available; fix: --device=cpu (tiny shapes: a smoke run)")
-    print(f"device: {torch.cuda.get_device_name(device) if cuda else 'cpu (tiny shapes: a smoke run of the CUDA path)'}; "
+    name = torch.cuda.get_device_name(device) if cuda else 'cpu (tiny shapes: a smoke run of the CUDA path)'
+    print(f"device: {name}; "
           f"torch {torch.__version__}, transformers {__import__('transformers').__version__}")
     # 1. teacher-forced equality on the device: captured states and statistics against one re-encoding pass
     tok = word_tokenizer(300)
@@ -742,23 +765,27 @@ def bench_gpu(device=None):
                 rows.append([kind, str(dt)[6:], case, len(flat), sum(len(c['step_pos']) for _, c in flat), same,
                              f'{es:.2f}', f'{el:.2f}', 'yes' if same and max(es, el) <= 1 else 'NO'])
     print('\nTeacher-forced equality on the device (random tiny models, T=0.7, top-p 0.9, 32 tokens, layers [-1, 1]); '
-          'error = max |captured - re-encoded| / (tol + tol |re-encoded|), tol = the tests\' (fp32 4e-3, fp16 1e-2, bf16 6e-2)')
-    table(rows, ['model', 'dtype', 'case', 'candidates', 'steps', 'step positions equal', 'state error', 'log-prob error', 'within tol'])
+          'error = max |captured - re-encoded| / (tol + tol |re-encoded|), tol = the tests\' (fp32 4e-3, fp16 1e-2, '
+          'bf16 6e-2)')
+    table(rows, ['model', 'dtype', 'case', 'candidates', 'steps', 'step positions equal', 'state error',
+                 'log-prob error', 'within tol'])
     # 2. steering on the device: one beam search and one pruning run, every candidate against its re-encoding
     dt = torch.bfloat16 if cuda else torch.float32
     model = _random_model(_tiny_config('qwen3', len(tok)), dt, device, 1.0, newline)
     torch.manual_seed(1)
     v = build_verifier('hsrm', 64, layers=[-1], dropout=0.0).eval().to(device)
     rows = []
-    for name, kw in (('beam, N = 4, M = 2', dict(search='beam', search_width=2)),
-                     ('pruning, relative 0.05', dict(prune_rule='relative', prune_threshold=0.05))):
-        res = X.sample_with_capture(model, tok, prompts, 4, [-1], 40, 0.9, 0.95, seed=5, table=table_, verifier=v, **kw)
+    for name, steer in (('beam, N = 4, M = 2', Steering(v, 'beam', width=2)),
+                        ('pruning, relative 0.05', Steering(v, 'relative', 0.05))):
+        res = X.sample_with_capture(model, tok, prompts, 4, [-1], 40, 0.9, 0.95, seed=5, table=table_, steer=steer)
         flat = [(p, c) for p, cs in zip(prompts, res) for c in cs]
         ref = [X.reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table_)[0] for p, c in flat]
         es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])
         rows.append([name, len(flat), sum(c['finish'] == 'pruned' for _, c in flat),
-                     sum(c.get('parent') is not None for _, c in flat), sum(X.generated_tokens(cs) for cs in res), f'{es:.2f}'])
-    print(f'\nSteering on the device ({str(dt)[6:]}, a random HSRM steering): every candidate against its own re-encoding')
+                     sum(c.get('parent') is not None for _, c in flat), sum(X.generated_tokens(cs) for cs in res),
+                     f'{es:.2f}'])
+    print(f'\nSteering on the device ({str(dt)[6:]}, a random HSRM steering): every candidate against its own '
+          're-encoding')
     table(rows, ['run', 'candidates', 'stopped', 'branched', 'generated tokens', 'state error'])
     # 3. speed and memory at the paper's generator size (CUDA), or tiny shapes (CPU: inductor compiles for minutes there
     # and is slower than eager, so compile is measured on CUDA only)
@@ -846,13 +873,14 @@ def bench_speed(device, cfg, grid, T, dt, compile_at, head_scale):
                          n_tok, f'{1e3 * secs / len(steps):.1f}', f'{n_tok / secs:,.0f}', f'{n_tok / secs / base:.2f}',
                          f'{secs / floor:.1f}', f'{pred / 2 ** 30:.2f}', f'{peak / 2 ** 30:.2f}' if cuda else '-',
                          f'{peak / pred:.2f}' if cuda else '-'])
-    print(f"\nDecoding speed: a random {cfg.model_type} at {'Qwen3-1.7B' if cfg.hidden_size == 2048 else 'tiny'} shapes "
-          f"({str(dt)[6:]}, {n_par / 1e6:,.1f}M parameters), 8 samples of a 128-token prompt per 8 rows, {T} new tokens, T=0.7, top-p 0.9, "
-          f"the last 100 step states kept. Device floor measured now: {flops / 1e12:.1f} TFLOP/s matmul, {bw / 1e9:.0f} GB/s "
-          f"copy; floor = prefill FLOPs / rate + per step max(FLOPs / rate, (weights + live KV cache) / bandwidth). Peak = "
-          f"max allocated beyond the weights, against the memory model's decode_bytes.")
-    table(rows, ['rows', 'step', 'tokens', 'ms / step', 'tokens / s', 'vs first row', 'vs floor', 'model GiB', 'peak GiB',
-                 'peak / model'])
+    print(f"\nDecoding speed: a random {cfg.model_type} at {'Qwen3-1.7B' if cfg.hidden_size == 2048 else 'tiny'} "
+          f"shapes ({str(dt)[6:]}, {n_par / 1e6:,.1f}M parameters), 8 samples of a 128-token prompt per 8 rows, {T} "
+          f"new tokens, T=0.7, top-p 0.9, the last 100 step states kept. Device floor measured now: {flops / 1e12:.1f} "
+          f"TFLOP/s matmul, {bw / 1e9:.0f} GB/s copy; floor = prefill FLOPs / rate + per step max(FLOPs / rate, "
+          "(weights + live KV cache) / bandwidth). Peak = max allocated beyond the weights, against the memory "
+          "model's decode_bytes.")
+    table(rows, ['rows', 'step', 'tokens', 'ms / step', 'tokens / s', 'vs first row', 'vs floor', 'model GiB',
+                 'peak GiB', 'peak / model'])
 
 
 if __name__ == '__main__':
@@ -866,8 +894,8 @@ if __name__ == '__main__':
         only = only or 'gpu'
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'dtype': bench_dtype, 'train': bench_train,
-                'procs': bench_procs,
+    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'dtype': bench_dtype,
+                'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,

@@ -11,9 +11,9 @@ extraction of the same train split (its own `train_dirs`, e.g. 32 samples of few
 it has a cell at each K that extraction holds, scored on the same eval split beside the others.
 
     python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
-    python curve.py config/curve_synth2.py
-    python curve.py config/curve_synth2.py --sizes="[80, 160]" --threads=1 &   # parts train in parallel (runs are
-    python curve.py config/curve_synth2.py --sizes="[320]" --threads=1          # reused: the last call only reports)
+    python -m studies.curve config/curve_synth2.py
+    python -m studies.curve config/curve_synth2.py --sizes="[80, 160]" --threads=1 &   # parts train in parallel
+    python -m studies.curve config/curve_synth2.py --sizes="[320]" --threads=1          # (reused; the last reports)
 
 Writes {out_dir}/curve.md, curve.json, curve.png, curve_config.json; runs in {out_dir}/curve/K<k>/<variant>/seed<s>/.
 """
@@ -26,11 +26,13 @@ import torch
 from tqdm import tqdm
 
 import bestofn as B
-import evaluate as E
+import evaluate
+import tables
 import train as T
-from configurator import check_keys, check_positive, cli, configure, knobs, resolve_device
+from configurator import check_keys, check_positive, cli, configure, knobs
 from grading import answers_equal
-from model import cheap_score, combo_score, count_params
+from model import count_params, resolve_device
+from scorers import cheap_score, combo_score
 from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen, number_key
 
@@ -59,7 +61,7 @@ device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
 overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
 # -----------------------------------------------------------------------------
 # what a selector picks: the candidates it returns, described (why a verifier picks badly)
@@ -79,7 +81,8 @@ def arith_slip(text):
     for lhs, rhs in _EQUATION.findall(text):
         expr = re.sub(r'[x×]', '*', lhs)
         try:
-            if abs(eval(expr, {'__builtins__': {}}) - int(rhs)) > 1e-9:  # digits and + - * / only: the regex allows nothing else
+            if abs(eval(expr, {'__builtins__': {}}) - int(rhs)) > 1e-9:  # digits and + - * / only: the regex allows
+                                                                         # nothing else
                 return True
         except ZeroDivisionError:
             return True
@@ -120,11 +123,14 @@ def traits_rows(problems, pool, named_scores, ns):
 
 def traits_table(rows):
     """Markdown of traits_rows (a random candidate's row shows N = 1: it is the base rate at every N)."""
-    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % | arithmetic slip % |',
+    head = ['| Selector | N | correct % | answered % | truncated % | tokens | steps | repeated lines % | arithmetic '
+            'slip % |',
             '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
-    return '\n'.join(head + [f"| {r['selector']} | {1 if r['selector'] == 'random candidate' else r['n']} | {100 * r['correct']:.1f} | "
-                              f"{100 * r['answered']:.1f} | {100 * r['truncated']:.1f} | {r['tokens']:.0f} | {r['steps']:.1f} | "
-                              f"{100 * r['repeated']:.1f} | {100 * r['arith_slip']:.1f} |" for r in rows])
+    return '\n'.join(head + [f"| {r['selector']} | {1 if r['selector'] == 'random candidate' else r['n']} | "
+                             f"{100 * r['correct']:.1f} | "
+                              f"{100 * r['answered']:.1f} | {100 * r['truncated']:.1f} | {r['tokens']:.0f} | "
+                              f"{r['steps']:.1f} | {100 * r['repeated']:.1f} | {100 * r['arith_slip']:.1f} |"
+                             for r in rows])
 
 
 # -----------------------------------------------------------------------------
@@ -143,8 +149,8 @@ def held(cfg):
         out[v] = len(problem_files(dirs[0])) if len(dirs) == 1 and os.path.isdir(dirs[0]) else 0
         if not out[v] or out[v] < cfg['sizes'][0]:
             raise ValueError(f"variants[{v!r}] reads train_dirs={dirs!r}: {out[v]} problems, fewer than the smallest K "
-                             f"{cfg['sizes'][0]} (or not one extracted split dir); fix: one labelled split dir holding at "
-                             f"least K problems (python extract.py ... && python label.py ...), or smaller --sizes")
+                             f"{cfg['sizes'][0]} (or not one extracted split dir); fix: one labelled split dir holding "
+                             f"at least K problems (python extract.py ... && python label.py ...), or smaller --sizes")
     return out
 
 
@@ -164,27 +170,30 @@ def train_size(cfg, k):
     """Train (or skip, when finished with the same config: train.run's rule) every variant with a cell at size k."""
     for v in variants_at(cfg, k):
         over = train_keys(cfg['variants'][v])
-        T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'], 'train_dirs': over.get('train_dirs'),
-               'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']), 'max_train_problems': k,
-               'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'], 'device': cfg['device'],
-               'overwrite': cfg['overwrite']}, keep_both=f"a new variant name in --variants (this one is {v!r})")
+        T.run({**T.DEFAULTS, **cfg['train_overrides'], **over, 'out_dir': cfg['out_dir'],
+               'train_dirs': over.get('train_dirs'), 'run_dir': run_dir(cfg, k, v), 'seeds': list(cfg['seeds']),
+               'max_train_problems': k, 'val_frac': cfg['val_frac'], 'val_seed': cfg['val_seed'],
+               'device': cfg['device'], 'overwrite': cfg['overwrite']},
+              keep_both=f"a new variant name in --variants (this one is {v!r})")
 
 
 def evaluate_size(cfg, k, problems, pool, dev):
-    """Rows at size k: every free selector (evaluate.free_rows: votes, scorers, their weighted votes, the combo
+    """Rows at size k: every free selector (tables.free_rows: votes, scorers, their weighted votes, the combo
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
-    each residual variant's own base scorer; intervals and Δ (evaluate.add_intervals, paired_vs)."""
+    each residual variant's own base scorer; intervals and Δ (tables.add_intervals, paired_vs)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
     tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
-    combo = E.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
-    rows, choice = E.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
-    free = E.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks: traits_table)
+    combo = tables.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
+    rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
+    free = tables.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks:
+                                                      # traits_table)
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
-                                          dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']]) if name in free}}
+                                          dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']])
+                                          if name in free}}
     cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
     for v in variants_at(cfg, k):
         runs, val = [], []
@@ -194,13 +203,14 @@ def evaluate_size(cfg, k, problems, pool, dev):
                 val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
             model, ck = load_checkpoint(path, dev)
             check_unseen(problems, ck.get('groups'), path)  # a run trained before (or on other data) is checked too
-            sc = E.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
-            runs.append({'ckpt': path, 'seed': s, **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
+            runs.append({'ckpt': path, 'seed': s,
+                         **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
             if s == cfg['seeds'][0]:  # the first seed's picks
                 picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(E.make_row(v, 'verifier', runs, params=count_params(model),
+        rows.append(tables.make_row(v, 'verifier', runs, params=count_params(model),
                                val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
@@ -210,12 +220,13 @@ def evaluate_size(cfg, k, problems, pool, dev):
         name, norm = found.pop()
         score = (lambda c: combo_score(c, json.loads(norm))) if name == 'combo' else (lambda c: cheap_score(c, name))
         sc = [np.array([score(c) for c in p['candidates']]) for p in problems]
-        rows.append(E.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)], base_of=v))
+        rows.append(tables.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)],
+                                    base_of=v))
     for r in rows:  # the free references' own validation numbers, beside the variants'
         if r['type'] in ('free_best_val', 'free_best_val_auroc'):
             m, key = ('acc', 'val_acc') if r['type'] == 'free_best_val' else ('auroc', 'val_auroc')
             r['val'] = {m: float(np.mean([choice[key][t] for t in r['tied']]))}
-    E.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
+    tables.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
     for r in rows:
         if r['type'] == 'base':
@@ -255,7 +266,8 @@ def recall_split(cfg, rows, problems, k_files):
         out['ref'][part] = {'acc': r0[0]['acc'], 'auroc': r0[1]['auroc']}
         for r in rows:
             if r['type'] == 'verifier':
-                out.setdefault(r['method'], {})[part] = B.paired_vs(restrict(r, mask, n), *r0, n, cfg['n_boot'], cfg['boot_seed'])
+                out.setdefault(r['method'], {})[part] = B.paired_vs(restrict(r, mask, n), *r0, n, cfg['n_boot'],
+                                                                    cfg['boot_seed'])
     return out
 
 
@@ -278,10 +290,12 @@ def summarize(sizes_, cfg):
            for m, t in (('acc', 'free_best_test'), ('auroc', 'free_best_test_auroc'))}
     for v in cfg['variants']:
         mine = [(s, r) for s in sizes_ for r in s['rows'] if r['method'] == v]  # the sizes where v has a cell
-        first = {m: next((s['n_train'] for s, r in mine if (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
+        first = {m: next((s['n_train'] for s, r in mine
+                          if (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
                  for m in ('acc', 'auroc')}
         pts = {m: [(s['n_train'], r[m]) for s, r in mine] for m in ('acc', 'auroc')}
-        steps = [{'from': a['n_train'], 'to': b['n_train'], **B.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
+        steps = [{'from': a['n_train'], 'to': b['n_train'],
+                  **B.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
                  for (a, ra), (b, rb) in zip(mine, mine[1:])]
         out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(mine) > 1 else None,
                   'k_to_k': steps}
@@ -303,8 +317,8 @@ def pair_deltas(sizes_, cfg):
                                       and kb in cfg['variants'][b].get('sizes', [kb]))]
     if unknown or mixed:
         raise ValueError(f"pairs={cfg['pairs']!r} name {unknown or mixed}: not variants {sorted(cfg['variants'])}, or "
-                         f"cells whose K is missing, not in sizes {cfg['sizes']} or more than the variant's train split "
-                         f"holds {n_held}; fix: --pairs=\"[('a', 'b')]\" with a and b among the variants, or "
+                         f"cells whose K is missing, not in sizes {cfg['sizes']} or more than the variant's train "
+                         f"split holds {n_held}; fix: --pairs=\"[('a', 'b')]\" with a and b among the variants, or "
                          f"[('a@K1', 'b@K2')] with K1 and K2 among the sizes their train splits hold")
     row = lambda s, v: next((r for r in s['rows'] if r['method'] == v), None)  # noqa: E731
     at = {s['k']: s for s in sizes_}
@@ -312,18 +326,19 @@ def pair_deltas(sizes_, cfg):
     for (a, ka), (b, kb) in cells:
         both = [(s, s) for s in sizes_ if row(s, a) and row(s, b)]
         for sa, sb in (both if ka is None else [(at[ka], at[kb])] if sizes_ else []):
-            out.append({'a': a if ka is None else f"{a} ({sa['n_train']})", 'b': b if kb is None else f"{b} ({sb['n_train']})",
-                        'n_train': sa['n_train'] if ka is None else '-',
+            out.append({'a': a if ka is None else f"{a} ({sa['n_train']})", 'b': b if kb is None
+                        else f"{b} ({sb['n_train']})", 'n_train': sa['n_train'] if ka is None else '-',
                         **B.paired_delta(row(sa, a), row(sb, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])})
     return out
 
 
 def _row_cells(r, n):
-    pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else ''  # noqa: E731
+    pair = lambda d: (f"{tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / "  # noqa: E731
+                      f"{tables.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else '')
     val = r.get('val', {})
     vcell = ' / '.join(f'{100 * val[m]:.1f}' if m == 'acc' else f'{val[m]:.3f}' for m in ('acc', 'auroc') if m in val)
-    return [vcell, E.fmt_ci(r['acc'], r.get('acc_ci'), True), E.fmt_vs(r, 'best_free_val', 'acc', True),
-            E.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), E.fmt_vs(r, 'best_free_val', 'auroc', False),
+    return [vcell, tables.fmt_ci(r['acc'], r.get('acc_ci'), True), tables.fmt_vs(r, 'best_free_val', 'acc', True),
+            tables.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), tables.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
 
@@ -331,23 +346,26 @@ def render(sizes_, summ, cfg, pairs_=()):
     n = cfg['n_eval']
     p = sizes_[0]['rows'][0]['per_problem']['acc_at'][n].shape[1]
     out = [f"## The data-need curve (best-of-{n}, {p} held-out problems)", '',
-           f"K problems of the train split, training and validation together: cut by group, about {1 - cfg['val_frac']:.0%} train "
-           f"the verifiers and {cfg['val_frac']:.0%} validate (choosing the kept step, the residual's base and the best free "
-           f"scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired differences with 95% bootstrap "
-           f"intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where the interval excludes 0.", '',
-           f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Within-AUROC [95% CI] | Δ AUROC vs best "
-           f"free on val | Δ vs best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
+           "K problems of the train split, training and validation together: cut by group, about "
+           f"{1 - cfg['val_frac']:.0%} train the verifiers and {cfg['val_frac']:.0%} validate (choosing the kept step, "
+           f"the residual's base and the best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired "
+           f"differences with 95% bootstrap intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where "
+           "the interval excludes 0.", '',
+           f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | "
+           "Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ vs best free on test, optimistic (pts / AUROC) | "
+           "Δ vs its base (pts / AUROC) |",
            '|---:|---|---:|---:|---:|---:|---:|---:|---:|']
     keep = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'base')
     for s in sizes_:
         for r in s['rows']:
             if r['type'] in keep:
                 out.append(f"| {s['n_train']} | {r['method']} | " + ' | '.join(_row_cells(r, n)) + ' |')
-    ref, rau = (next(r for r in sizes_[-1]['rows'] if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc'))
+    ref, rau = (next(r for r in sizes_[-1]['rows'] if r['type'] == t)
+                for t in ('free_best_test', 'free_best_test_auroc'))
     out += ['', f"Best free selector on the eval split itself (optimistic, at the largest K): {ref['scorer']}, "
-            f"Bo{n} {100 * ref['acc']:.1f}; best free scorer there by AUROC: {rau['scorer']}, {rau['auroc']:.3f}. The best "
-            f"free selector on each K's validation split is chosen among every free selector (evaluate.free_rows), "
-            f"ties counted as their mean.", '',
+            f"Bo{n} {100 * ref['acc']:.1f}; best free scorer there by AUROC: {rau['scorer']}, {rau['auroc']:.3f}. The "
+            "best free selector on each K's validation split is chosen among every free selector "
+            f"(tables.free_rows), ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
             'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC) |',
             '|---|---|---|---|']
@@ -356,38 +374,50 @@ def render(sizes_, summ, cfg, pairs_=()):
         cell = lambda x: 'none' if x is None else f'{x:,.0f}'  # noqa: E731
         cross = lambda q: 'reached' if q['reached'] else cell(q['cross'])  # noqa: E731
         out.append(f"| {v} | {cell(f['acc'])} / {cell(f['auroc'])} | "
-                   + (f"{100 * fa['acc']['b']:+.1f} / {fa['auroc']['b']:+.3f} | {cross(fa['acc'])} / {cross(fa['auroc'])} |"
+                   + (f"{100 * fa['acc']['b']:+.1f} / {fa['auroc']['b']:+.3f} | {cross(fa['acc'])} / "
+                      f"{cross(fa['auroc'])} |"
                       if fa else '- | - |'))
-    out += ['', f"Chosen on validation: at each K the variant with the best validation Bo{n} (its kept step's, mean over "
-            f"seeds; the next column says whether it also beat the best free selector there), and what it does on the eval split.",
-            '', f'| K | Variant chosen | Validation Bo{n}: variant / best free | Δ vs best free on val (pts / AUROC) |', '|---:|---|---:|---:|']
+    out += ['', f"Chosen on validation: at each K the variant with the best validation Bo{n} (its kept step's, mean "
+                "over seeds; the next column says whether it also beat the best free selector there), and what it "
+                "does on the eval split.",
+            '', f'| K | Variant chosen | Validation Bo{n}: variant / best free | '
+                'Δ vs best free on val (pts / AUROC) |',
+            '|---:|---|---:|---:|']
     for s in sizes_:
         vs_ = [r for r in s['rows'] if r['type'] == 'verifier']
         r = max(vs_, key=lambda x: (x['val']['acc'], x['val']['auroc']))
         fv = next(x for x in s['rows'] if x['type'] == 'free_best_val')['val']['acc']
         out.append(f"| {s['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
-                   f"{E.fmt_vs(r, 'best_free_val', 'acc', True)} / {E.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
+                   f"{tables.fmt_vs(r, 'best_free_val', 'acc', True)} / "
+                   f"{tables.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
     if steps:
-        out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---|---:|---:|']
-        out += [f"| {v} | {d['from']} -> {d['to']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
+        out += ['', '| Variant | Training problems, from -> to | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |',
+                '|---|---|---:|---:|']
+        out += [f"| {v} | {d['from']} -> {d['to']} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for v, d in steps]
     rec = sizes_[-1]['recall']
     if rec['n_seen']:
-        pair = lambda d: f"{E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / {E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}"  # noqa: E731
-        ref = lambda part: f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}" if part in rec['ref'] else '-'  # noqa: E731
-        out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} also has, in "
-                f"another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best free selector on "
-                f"validation within each part (Bo{n} pts / AUROC; the reference's own Bo{n} / AUROC there: {ref('seen')} "
-                f"and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |', '|---|---:|---:|']
-        out += [f"| {v} | {pair(rec[v]['seen']) if 'seen' in rec[v] else '-'} | {pair(rec[v]['rest']) if 'rest' in rec[v] else '-'} |"
+        pair = lambda d: (f"{tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / "  # noqa: E731
+                          f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}")
+        ref = lambda part: (f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}"  # noqa: E731
+                            if part in rec['ref'] else '-')
+        out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} "
+                "also has, in another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best "
+                f"free selector on validation within each part (Bo{n} pts / AUROC; the reference's own Bo{n} / AUROC "
+                f"there: {ref('seen')} and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |',
+                '|---|---:|---:|']
+        out += [f"| {v} | {pair(rec[v]['seen']) if 'seen' in rec[v] else '-'} | "
+                f"{pair(rec[v]['rest']) if 'rest' in rec[v] else '-'} |"
                 for v in cfg['variants'] if v in rec]
     else:
-        out += ['', f"No evaluation question's numbers occur among the K = {sizes_[-1]['k']} training and validation problems."]
+        out += ['', f"No evaluation question's numbers occur among the K = {sizes_[-1]['k']} training and validation "
+                    "problems."]
     if pairs_:
-        out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |', '|---|---:|---:|---:|']
-        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {E.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                f"{E.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
+        out += ['', '| Variant a - variant b | K | Δ Bo-N (pts) [95% CI] | Δ AUROC [95% CI] |',
+                '|---|---:|---:|---:|']
+        out += [f"| {d['a']} - {d['b']} | {d['n_train']} | {tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
+                f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |" for d in pairs_]
     return '\n'.join(out) + '\n'
 
 
@@ -399,18 +429,22 @@ def plot(sizes_, cfg, path):
     import matplotlib.pyplot as plt
     xs = [s['n_train'] for s in sizes_]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'), (axes[1], 'acc', 100, f"best-of-{cfg['n_eval']} accuracy (%)")):
+    for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'),
+                            (axes[1], 'acc', 100, f"best-of-{cfg['n_eval']} accuracy (%)")):
         sfx = '_auroc' if m == 'auroc' else ''
-        series = [(v, v, '-') for v in cfg['variants']] + [('best free on val (at each K)', 'free_best_val' + sfx, '--'),
-                                                           ('best free on test (optimistic)', 'free_best_test' + sfx, '-.')]
+        series = [(v, v, '-') for v in cfg['variants']] + [
+            ('best free on val (at each K)', 'free_best_val' + sfx, '--'),
+            ('best free on test (optimistic)', 'free_best_test' + sfx, '-.')]
         if m == 'acc':
             series.append(('majority vote', 'vote', ':'))
         for label, key, style in series:  # a variant's line runs over the sizes where it has a cell
-            xr = [(s['n_train'], r) for s in sizes_ for r in [next((r for r in s['rows'] if r['method'] == key or r['type'] == key), None)] if r]
+            xr = [(s['n_train'], r) for s in sizes_
+                  for r in [next((r for r in s['rows'] if r['method'] == key or r['type'] == key), None)] if r]
             y = [pct * r[m] for _, r in xr]
             ci = [r.get(f'{m}_ci') or [r[m], r[m]] for _, r in xr]
             line, = ax.plot([x for x, _ in xr], y, style, marker='o' if style == '-' else None, label=label)
-            ax.fill_between([x for x, _ in xr], [pct * c[0] for c in ci], [pct * c[1] for c in ci], color=line.get_color(), alpha=0.15)
+            ax.fill_between([x for x, _ in xr], [pct * c[0] for c in ci], [pct * c[1] for c in ci],
+                            color=line.get_color(), alpha=0.15)
         ax.set_xscale('log', base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.minorticks_off()
@@ -419,7 +453,8 @@ def plot(sizes_, cfg, path):
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, loc='best')
     axes[1].legend(fontsize=8, loc='best')
-    fig.suptitle(f"Data need: {os.path.basename(os.path.normpath(cfg['out_dir']))}, {len(cfg['seeds'])} seeds, 95% intervals")
+    fig.suptitle(f"Data need: {os.path.basename(os.path.normpath(cfg['out_dir']))}, {len(cfg['seeds'])} seeds, 95% "
+                 "intervals")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -435,7 +470,8 @@ def run(cfg):
                              f"fix: add it to --sizes, or name only sizes' K")
     check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
-        raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, 1225]\"")
+        raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, "
+                         "1225]\"")
     n = len(problem_files(os.path.join(cfg['out_dir'], 'train')))
     if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
         raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
@@ -444,11 +480,13 @@ def run(cfg):
     ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['out_dir'], 'eval'))]  # states never read
     for v, over in cfg['variants'].items():  # before training: no variant will score its own training groups
         d = (over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
-        k = max(x for x in over.get('sizes', cfg['sizes']) if x <= n_held[v])  # nested draws: the largest K holds the rest
+        k = max(x for x in over.get('sizes', cfg['sizes']) if x <= n_held[v])  # nested draws: the largest K holds the
+                                                                               # rest
         tr, va = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
         check_unseen(ev, {'train': [T.file_group(f) for f in tr], 'val': [T.file_group(f) for f in va]},
                      f"variant {v!r} at K={k} (trained on {d})")
-    pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any training
+    pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any
+                          # training
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'curve'))  # its runs, caches and report
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -460,15 +498,18 @@ def run(cfg):
     pool = B.build_pool(problems, [cfg['n_eval']], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     sizes_ = [evaluate_size(cfg, k, problems, pool, dev) for k in tqdm(cfg['sizes'], desc='evaluating sizes')]
     summ, pairs_ = summarize(sizes_, cfg), pair_deltas(sizes_, cfg)
-    ns = [m for m in (2, 4, 8, 16, 32) if m <= cfg['n_eval']]  # does a pick drift towards some kind of candidate as N grows?
+    ns = [m for m in (2, 4, 8, 16, 32) if m <= cfg['n_eval']]  # does a pick drift towards some kind of candidate as N
+                                                               # grows?
     picks = traits_rows(problems, B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal),
                           sizes_[-1]['picks'], ns)
     for s in sizes_:
         s.pop('picks')
-    md = render(sizes_, summ, cfg, pairs_) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
+    md = render(sizes_, summ, cfg,
+                pairs_) + (f"\n## What each selector picks at K = {cfg['sizes'][-1]} (best-of-N picks on the eval "
                                       f"split, mean over problems and {cfg['n_subsets']} subsets; curve.TRAITS)\n\n"
                                       f"{traits_table(picks)}\n")
-    atomic_write_json(E.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_, 'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
+    atomic_write_json(tables.for_json({'config': cfg, 'sizes': sizes_, 'summary': summ, 'pairs': pairs_,
+                                       'picks': picks}), os.path.join(cfg['out_dir'], 'curve.json'))
     with open(os.path.join(cfg['out_dir'], 'curve.md'), 'w') as f:
         f.write(md)
     plot(sizes_, cfg, os.path.join(cfg['out_dir'], 'curve.png'))

@@ -1,5 +1,5 @@
 """
-The verifier steering generation, measured: verifier-guided search (extract.py --search=beam|dvts) against
+The verifier steering generation, measured: verifier-guided search (studies/policy.py: --search=beam|dvts) against
 best-of-N on the same problems at equal generated tokens. Best-of-N curves (N = 1..32) come from a plain pool of
 the same problems (pool_dir); each search run is a split dir extracted with --search, labelled, whose problems
 record generated_tokens (every token the generator ran for the problem, abandoned branches included, shared
@@ -9,7 +9,7 @@ on validation; vote temperatures come from validation for every checkpoint. Inte
 problems and, on each side, over the runs (seeds), as evaluate.py's; by difficulty, a problem's solve rate is
 measured on difficulty_samples pool candidates that the by-difficulty best-of-N never scores.
 
-    python steer.py config/search_shop.py
+    python -m studies.steer config/search_shop.py
 
 The pruning study (prune=True, below the search code) is the steering policy without branching, replayed on a
 finished run's pools: each verifier rule with its threshold chosen on validation (or a calibration split) and
@@ -17,8 +17,8 @@ DeepConf's online stop, against no pruning, on the same pools. It reads the run 
 keys from the same config files and flags) and writes {out_dir}/prune.md, prune.json and prune.png (prune_on_<run>.*
 for another run's eval_dir).
 
-    python steer.py config/prune_synth3.py                    # the config sets prune = True
-    python steer.py config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
+    python -m studies.steer config/prune_synth3.py                    # the config sets prune = True
+    python -m studies.steer config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 """
 import glob
 import json
@@ -29,13 +29,14 @@ import numpy as np
 import torch
 
 import bestofn as B
-import evaluate as E
-from capture import PRUNE_RULES, prune_now
-from configurator import cli, configure, knobs, resolve_device, split_argv
+import evaluate
+import tables
+from configurator import cli, configure, knobs, split_argv
 from grading import answers_equal
-from model import reads
+from model import reads, resolve_device
 from scorers import group_confidences, has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
+from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
 from tasks import check_unseen
 from train import split_problems
 
@@ -44,11 +45,12 @@ from train import split_problems
 # the search study reads the four below, which its config names (config/search_shop.py: the shop study)
 out_dir = 'out/search_shop'          # writes steer.* here
 pool_dir = ''                        # plain samples of the same problems (best-of-N), e.g. 32 per problem
-search_dirs = []                     # globs of labelled search split dirs (extract.py --search=...)
+search_dirs = []                     # globs of labelled search split dirs (studies/policy.py --search=...)
 ckpts = []                           # globs of plain HSRM's checkpoints, its best-of-N a reference for every row; a
-                                     # search run is scored by the checkpoint that steered it (its config's search_ckpt),
-                                     # and compared first with best-of-N picked by those same checkpoints
-train_dir = ''                       # its validation split (train.py's) picks the best free selector and vote temperatures
+                                     # search run is scored by the checkpoint that steered it (its config's
+                                     # search_ckpt), and compared first with best-of-N picked by those same checkpoints
+train_dir = ''                       # its validation split (train.py's) picks the best free selector and vote
+                                     # temperatures
 ns = [1, 2, 4, 8, 16, 32]            # best-of-N sizes (those the pool allows)
 n_subsets = 100                      # random N-subsets per problem (evaluate.py's)
 subset_seed = 0
@@ -65,21 +67,23 @@ threads = 0
 # the pruning study: the run's keys (out_dir, eval_dir, train_dir, ckpts, n_eval, n_subsets, n_boot, vote_temps,
 # deepconf_window, deepconf_etas, ...) are evaluate.py's, read from the same config files and flags; its own:
 prune = False                        # True = the pruning study instead of search
-prune_rules = ['global', 'relative']  # verifier rules (capture.prune_now): 'global' score threshold | 'relative' margin
+prune_rules = ['global', 'relative']  # verifier rules (policy.prune_now): 'global' score threshold | 'relative' margin
                                      # behind the pool's current leader
 prune_tolerance = 0.01               # each rule's threshold is chosen on validation: the fewest tokens with validation
                                      # best-of-N at most this much below no pruning
 prune_grid = 21                      # thresholds per rule (quantiles of the validation prefix scores), swept for the
                                      # choice and the curves
 prune_subsets = 4                    # pools larger than n_eval: simulate on the first this many of the N-subsets
-calib_dir = ''                       # '' = thresholds on train_dir's validation split (which also picked the checkpoint);
-                                     # a labelled split of other problems (e.g. out/x_calib/eval, extracted with
-                                     # train_range=None and a fresh eval_range) = thresholds and vote temperature there
+calib_dir = ''                       # '' = thresholds on train_dir's validation split (which also picked the
+                                     # checkpoint); a labelled split of other problems (e.g. out/x_calib/eval, extracted
+                                     # with train_range=None and a fresh eval_range) = thresholds and vote temperature
+                                     # there
 deepconf_warmup = 2                  # DeepConf online: the first this many candidates of each pool run in full and set
                                      # its threshold (their code: 16 of 256); must be < n_eval
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-EVAL_DEFAULTS = E.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
-PRUNE_DEFAULTS = {**EVAL_DEFAULTS, **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
+EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
+PRUNE_DEFAULTS = {**EVAL_DEFAULTS,
+                  **{k: v for k, v in DEFAULTS.items() if k not in EVAL_DEFAULTS}}  # the pruning study's
 
 # -----------------------------------------------------------------------------
 
@@ -98,7 +102,8 @@ def bon_curves(problems, scores, pool, ns, temp):
     for n in ns:
         out['hsrm'][n] = np.array([[B.best_of_n_sub(s, q['labels'], q['subsets'][n]) for s, q in zip(sc, pool)]
                                    for sc in scores])
-        out['hsrm_vote'][n] = np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t) for s, q in zip(sc, pool)]
+        out['hsrm_vote'][n] = np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n], s, t)
+                                         for s, q in zip(sc, pool)]
                                         for sc, t in zip(scores, temp)])
         out['tokens'][n] = np.array([ln[q['subsets'][n]].sum(1).mean() for ln, q in zip(lens, pool)])
     return out
@@ -116,9 +121,10 @@ def search_point(dirs, keys, dev, temps):
         probs = {p['key']: p for p in load_split(d)}
         missing = [k for k in keys if k not in probs]
         if missing:
-            raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as pool_dir")
+            raise ValueError(f"{d} lacks problems {missing[:5]} of the pool; fix: extract the same eval_range as "
+                             "pool_dir")
         ps = [probs[k] for k in keys]
-        sc = E.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
+        sc = tables.cached_scores(model, cfg['search_ckpt'], ps, d, os.path.join(d, '..', 'scores'), 1024, dev)[0]
         a, v = [], []
         for p, s in zip(ps, sc):
             fin = np.array([c['finish'] != 'pruned' for c in p['candidates']])
@@ -161,9 +167,9 @@ def run(cfg):
     missing = [k for k, v in found.items() if not v]
     if missing:  # every knob at once: a config that is not a search study's sets none of them
         where = ', '.join(f"{k}={cfg[k]!r}" + ('' if cfg[k] else ' (not set)') for k in missing)
-        raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} to "
-                         f"the study's labelled splits and checkpoints (config/search_shop.py names them, its header the "
-                         f"commands), or --prune=True for the pruning study on a finished run")
+        raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} "
+                         "to the study's labelled splits and checkpoints (config/search_shop.py names them, its "
+                         f"header the commands), or --prune=True for the pruning study on a finished run")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # before any work
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -178,11 +184,13 @@ def run(cfg):
     pool = B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     keys = [p['key'] for p in problems]
     paths = sorted(set(found['ckpts']))
-    steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt') for d in found['search_dirs']} - {None}
+    steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt')
+                for d in found['search_dirs']} - {None}
     for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
-    vp = load_split(cfg['train_dir'], files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
+    vp = load_split(cfg['train_dir'],
+                    files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     scored = {}  # abs ckpt path -> (pool scores, validation temperature), every checkpoint a row or curve uses
@@ -191,16 +199,19 @@ def run(cfg):
         a = os.path.abspath(path)
         if a not in scored:
             model = load_checkpoint(path, dev)[0]
-            sc = E.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            vs = E.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024, dev)[0]
-            scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'], where=f'{path} on its validation split')
+            sc = tables.cached_scores(model, path, problems, cfg['pool_dir'], os.path.join(cfg['out_dir'], 'scores'),
+                                      1024, dev)[0]
+            vs = tables.cached_scores(model, path, vp, cfg['train_dir'], os.path.join(cfg['out_dir'], 'scores'), 1024,
+                                      dev)[0]
+            scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'],
+                                          where=f'{path} on its validation split')
         return scored[a]
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
-    # the best free selector on validation (evaluate.free_rows: every free scorer, its weighted vote, the combo fitted
+    # the best free selector on validation (tables.free_rows: every free scorer, its weighted vote, the combo fitted
     # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
-    frows, choice = E.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
-                                E.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
+    frows, choice = tables.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
+                                tables.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
     best = ' / '.join(choice['free_best_val'])
     bon[f'free:{best}'] = next(r for r in frows if r['type'] == 'free_best_val')['per_problem']['acc_at']
     bon['majority'] = {n: np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
@@ -223,12 +234,13 @@ def run(cfg):
         c = json.load(open(os.path.join(d, 'config.json')))
         if not c.get('search') or not os.path.exists(os.path.join(d, 'labels.json')):
             continue
-        name = E.run_group(c['search_ckpt'])
+        name = tables.run_group(c['search_ckpt'])
         groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(d)
     nb, bs = cfg['n_boot'], cfg['boot_seed']
     rows = []
     for (how, width, n, name), dirs in sorted(groups.items()):
-        dirs = sorted(dirs, key=lambda d: os.path.abspath(json.load(open(os.path.join(d, 'config.json')))['search_ckpt']))
+        cfgs = {d: json.load(open(os.path.join(d, 'config.json'))) for d in dirs}
+        dirs = sorted(dirs, key=lambda d: os.path.abspath(cfgs[d]['search_ckpt']))
         acc, vote, tok, steer_ckpts = search_point(dirs, keys, dev, lambda p: score(p)[1])
         own = sorted(os.path.abspath(p) for p in steer_ckpts)  # best-of-N picked by the checkpoints that steered
         same = bon_curves(problems, [score(p)[0] for p in own], pool, ns, [score(p)[1] for p in own])
@@ -244,21 +256,25 @@ def run(cfg):
             acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
         for ref, curve in (('plain', bon['hsrm']), ('free', bon[f'free:{best}'])):
             row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
-                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and own == [os.path.abspath(p) for p in paths])
+                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain'
+                and own == [os.path.abspath(p) for p in paths])
         if 16 in ns:
             b16 = B.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
             row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), B.ci(ba - b16)
-        rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns, [score(p)[1] for p in own])
+        rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns,
+                           [score(p)[1] for p in own])
         row['by_difficulty'] = {}
         for bname, sel in buckets.items():
             if sel.any():
                 at, dl, dci = vs_bon(acc[:, sel], tok[:, sel], {k_: v[:, sel] for k_, v in rsame['hsrm'].items()},
-                                     {k_: v[sel] for k_, v in rsame['tokens'].items()}, rns, nb, bs, paired=len(own) == len(dirs))
+                                     {k_: v[sel] for k_, v in rsame['tokens'].items()}, rns, nb, bs,
+                                     paired=len(own) == len(dirs))
                 row['by_difficulty'][bname] = {'n_problems': int(sel.sum()), 'acc': float(acc[:, sel].mean()),
                                                'bon_at_tokens': at, 'delta': dl, 'delta_ci': dci}
         rows.append(row)
     idx = B.boot_draws(len(problems), nb, bs)
-    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns], 'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
+    curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns],
+                  'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
               for k in bon if k != 'tokens'}
     res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_free_val': best,
            'tokens': [float(bon['tokens'][n].mean()) for n in ns], 'curves': curves, 'rows': rows,
@@ -268,7 +284,7 @@ def run(cfg):
     md = render(res)
     os.makedirs(cfg['out_dir'], exist_ok=True)
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
-    atomic_write_json(E.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
+    atomic_write_json(tables.for_json(res), os.path.join(cfg['out_dir'], 'steer.json'))
     with open(os.path.join(cfg['out_dir'], 'steer.md'), 'w') as f:
         f.write(md + plot(res, os.path.join(cfg['out_dir'], 'steer.png')))
     print(md)
@@ -280,7 +296,8 @@ def curve_name(k):
     base, _, group = k.partition(':')
     if base == 'free':
         return f'Best free on validation ({group})'
-    name = {'hsrm': 'HSRM', 'hsrm_vote': 'HSRM weighted vote', 'majority': 'Majority vote', 'oracle': 'Oracle pass@N'}[base]
+    name = {'hsrm': 'HSRM', 'hsrm_vote': 'HSRM weighted vote', 'majority': 'Majority vote',
+            'oracle': 'Oracle pass@N'}[base]
     return f'{name} ({group})' if group else name
 
 
@@ -290,28 +307,35 @@ def render(res):
            '| Best-of-N (pool) | ' + ' | '.join(f'N={n}' for n in ns) + ' |', '|---|' + '---:|' * len(ns),
            '| mean tokens per problem | ' + ' | '.join(f'{t:.0f}' for t in res['tokens']) + ' |']
     for k, c in res['curves'].items():
-        out.append(f'| {curve_name(k)} | ' + ' | '.join(E.fmt_ci(a, i, True) for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
-    d = lambda r, k: E.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
-    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] | Weighted vote (%) [95% CI] '
-            '| Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) | Δ vs plain HSRM Bo-N (pts) '
-            '| Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
+        out.append(f'| {curve_name(k)} | ' + ' | '.join(tables.fmt_ci(a, i, True)
+                                                        for a, i in zip(c['acc'], c['acc_ci'])) + ' |')
+    d = lambda r, k: tables.fmt_ci(r[k], r[k + '_ci'], True, diff=True) if k in r else '–'  # noqa: E731
+    out += ['', '| Search (steering checkpoint) | Tokens / problem | HSRM pick (%) [95% CI] '
+                '| Weighted vote (%) [95% CI] | Same checkpoints\' Bo-N at equal tokens | Δ vs it (pts) '
+                '| Δ vs plain HSRM Bo-N (pts) | Δ vs best free on val (pts) | Δ vs same checkpoints\' Bo16 (pts) |',
+            '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
-        out.append(f"| {r['method']} | {r['tokens']:.0f} | {E.fmt_ci(r['acc'], r['acc_ci'], True)} | "
-                   f"{E.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | {d(r, 'delta_equal_tokens')} | "
-                   f"{d(r, 'delta_plain')} | {d(r, 'delta_free')} | {d(r, 'delta_bo16')} |")
+        out.append(f"| {r['method']} | {r['tokens']:.0f} | {tables.fmt_ci(r['acc'], r['acc_ci'], True)} | "
+                   f"{tables.fmt_ci(r['vote'], r['vote_ci'], True)} | {pct(r['bon_at_tokens'])} | "
+                   f"{d(r, 'delta_equal_tokens')} | {d(r, 'delta_plain')} | {d(r, 'delta_free')} | "
+                   f"{d(r, 'delta_bo16')} |")
     bnames = list(res['buckets'])
-    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] (search vs Bo-N, %) | '
-            + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |', '|---|' + '---:|' * len(bnames)]
+    out += ['', '| By difficulty: Δ vs the same checkpoints\' Bo-N at equal tokens (pts) [95% CI] '
+                '(search vs Bo-N, %) | ' + ' | '.join(f'{b} ({res["buckets"][b]})' for b in bnames) + ' |',
+            '|---|' + '---:|' * len(bnames)]
     for r in res['rows']:
         cells = [r['by_difficulty'].get(b) for b in bnames]
         out.append(f"| {r['method']} | " + ' | '.join(
-            f"{E.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs {pct(c['bon_at_tokens'])})"
+            f"{tables.fmt_ci(c['delta'], c['delta_ci'], True, diff=True)} ({pct(c['acc'])} vs "
+            f"{pct(c['bon_at_tokens'])})"
             if c else '–' for c in cells) + ' |')
     out += ['', 'Best-of-N averages random N-subsets of the pool; tokens are the mean generated per problem (a search '
             "run's generated_tokens: every token the generator ran, abandoned branches included). Search rows average "
-            'the runs (seeds) steered by checkpoints of one run name; each run is scored by its own steering checkpoint '
+            'the runs (seeds) steered by checkpoints of one run name; each run is scored by its own steering '
+            'checkpoint '
             "and compared with best-of-N picked by those same checkpoints (HSRM (<run name>) above where they are not "
-            "ckpts), plain HSRM's and the best free selector's on validation (every free scorer, its weighted vote, majority and DeepConf's votes; ties as their mean), interpolated in log tokens at the search's tokens. "
+            "ckpts), plain HSRM's and the best free selector's on validation (every free scorer, its weighted vote, "
+            "majority and DeepConf's votes; ties as their mean), interpolated in log tokens at the search's tokens. "
             'Intervals: bootstrap draws over problems and over each side\'s runs (seeds; run j of a search and of its '
             'own checkpoints\' best-of-N drawn together); **bold** where the interval excludes 0. By difficulty: '
             f"a problem's solve rate on {res['config']['difficulty_samples']} pool candidates drawn apart; best-of-N "
@@ -331,10 +355,10 @@ def plot(res, path):
         if k == 'oracle':
             continue
         acc, ci_ = np.array(c['acc']), c['acc_ci']
-        ax.errorbar(res['tokens'], 100 * acc, yerr=E.yerr(list(acc), ci_),
+        ax.errorbar(res['tokens'], 100 * acc, yerr=tables.yerr(list(acc), ci_),
                     marker='o', ms=3, capsize=2, label=curve_name(k))
     for r in res['rows']:
-        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=E.yerr([r['acc']], [r['acc_ci']]),
+        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=tables.yerr([r['acc']], [r['acc_ci']]),
                     marker='s' if r['search'] == 'beam' else '^', ms=6, capsize=2, ls='none', label=r['method'])
     ax.set_xscale('log')
     ax.set_xlabel('generated tokens per problem')
@@ -348,48 +372,10 @@ def plot(res, path):
 
 
 # =============================================================================
-# the pruning study (prune=True): the steering policy without branching (capture.prune_now), simulated offline
-# and exactly on a finished run's pools. A pool's rows are sampled together from token 0 (as extract.py does),
-# so token index = time; a stopped row is never selected, does not vote, and costs the tokens up to its cut.
-# Every method is scored on the same pools (the first prune_subsets N-subsets).
-
-
-def replay_prune(prefix, step_pos, lengths, threshold, rule):
-    """capture.prune_now replayed on one pool in token order. prefix / step_pos: per row, its prefix
-    scores [S] and step boundaries [S]; lengths: tokens of each finished row. A row stopped at its
-    step k costs step_pos[k] + 1 tokens. -> (kept bool [n], tokens int [n])."""
-    n = len(prefix)
-    ev = sorted((int(t), i, k) for i, sp in enumerate(step_pos) for k, t in enumerate(sp))
-    latest, active, tokens = np.full(n, np.nan), np.ones(n, dtype=bool), np.array(lengths, dtype=np.int64)
-    j = 0
-    while j < len(ev):
-        t, new = ev[j][0], np.zeros(n, dtype=bool)
-        while j < len(ev) and ev[j][0] == t:  # every row closing a step at token t decides together
-            _, i, k = ev[j]
-            if active[i]:
-                latest[i], new[i] = prefix[i][k], True
-            j += 1
-        if new.any():
-            stop = prune_now(latest, active, new, threshold, rule)
-            active &= ~stop
-            tokens[stop] = t + 1
-    return active, tokens
-
-
-def replay_deepconf(groups_, lows, lengths, window, threshold, warmup=0):
-    """DeepConf's online stopping on one pool (their _deepthink_online and logits processor): rows
-    [:warmup] run in full; every other row stops at the first token t where the mean confidence of the
-    full window ending at t is below threshold, costing t + 1 tokens (the EOS it is forced to emit).
-    A row votes (kept) when its lowest group confidence is >= threshold: warm-up rows too, and a row
-    shorter than the window is judged by its mean but never stopped (their code). groups_: per row its
-    sliding-window means; lows: its lowest group confidence. -> (kept, tokens)."""
-    tokens = np.array(lengths, dtype=np.int64)
-    for i in range(warmup, len(groups_)):
-        if lengths[i] >= window:
-            below = np.flatnonzero(groups_[i] < threshold)
-            if below.size:
-                tokens[i] = below[0] + window
-    return np.asarray(lows) >= threshold, tokens
+# the pruning study (prune=True): the steering policy without branching (policy.prune_now), simulated offline
+# and exactly on a finished run's pools (policy.replay_prune, replay_deepconf): a stopped row is never selected,
+# does not vote, and costs the tokens up to its cut. Every method is scored on the same pools (the first
+# prune_subsets N-subsets).
 
 
 def kept_metrics(kept, sel, labels, groups, weights, temp):
@@ -487,7 +473,9 @@ def threshold_grid(values, rule, size):
     """No pruning first, then quantiles of the validation values (global: prefix scores; relative:
     margins behind the pool's best final score), most lenient first."""
     qs = np.quantile(values, np.linspace(0, 1, size))
-    return [-np.inf] + sorted(qs.tolist()) if rule in ('global', 'deepconf') else [np.inf] + sorted(qs.tolist(), reverse=True)
+    if rule in ('global', 'deepconf'):
+        return [-np.inf] + sorted(qs.tolist())
+    return [np.inf] + sorted(qs.tolist(), reverse=True)
 
 
 def margins(prefix):
@@ -516,7 +504,8 @@ def prefix_auroc(prefix, pool, max_steps=8):
 def mean_curve(curves):
     """Seed-averaged curve (the runs of one group share the grid only if they share validation scores,
     so points are averaged by position: no pruning first, then grid quantile order)."""
-    return [{key: float(np.mean([c[i][key] for c in curves])) for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
+    return [{key: float(np.mean([c[i][key] for c in curves]))
+             for key in ('tokens', 'acc', 'vote')} | {'threshold': None}
             for i in range(min(len(c) for c in curves))]
 
 
@@ -525,7 +514,7 @@ def prune_row(method, runs, **extra):
     """A table row: mean ± std over its runs (seeds) of each entry, and their per-problem values stacked."""
     r = {'method': method, 'n_runs': len(runs), 'runs': runs, **extra}
     for key in ('acc', 'vote', 'tokens', 'delta', 'tokens_tol_test'):
-        r[key], r[key + '_std'] = E.mean_std([x.get(key) for x in runs])
+        r[key], r[key + '_std'] = tables.mean_std([x.get(key) for x in runs])
     r['per_problem'] = {key: np.stack([x['per_problem'][key] for x in runs]) for key in ('acc', 'vote', 'delta')}
     return r
 
@@ -544,26 +533,30 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
     pid = pool_problems(pool, n, k)
     groups = {}
     for path in paths:
-        groups.setdefault(E.run_group(path), []).append(path)
+        groups.setdefault(tables.run_group(path), []).append(path)
     for g, gpaths in sorted(groups.items()):
         runs = {r: [] for r in ['none'] + cfg['prune_rules']}
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
-            if not reads(ck['kind'], 'states'):
+            if not reads(model.kind, 'states'):
                 out['notes'].append(f'{g}: not pruned (reads no hidden states)')
                 break
-            if reads(ck['kind'], 'tokens') and ck.get('tokenizer'):
-                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer={ck['tokenizer']!r})")
+            if reads(model.kind, 'tokens') and model.spec['tokenizer']:
+                out['notes'].append(f"{g}: not pruned (its text prefixes are not stored for text_tokenizer="
+                                    f"{model.spec['tokenizer']!r})")
                 break
             tc = ck.get('train_config') or {}
             val = calib or val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
                                      tc.get('max_train_problems'))
             if val is None:
-                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its validation split)')
+                out['notes'].append(f'{g}: not pruned (no labelled {train_dir}: thresholds are chosen on its '
+                                    'validation split)')
                 break
             vp, vpool, vn = val
-            pre = E.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
-            vpre = E.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev, prefixes=True)[0]
+            pre = tables.cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev,
+                                       prefixes=True)[0]
+            vpre = tables.cached_scores(model, path, vp, calib_dir, cache_dir, cfg['eval_batch_size'], dev,
+                                        prefixes=True)[0]
             vfinal = [np.array([x[-1] if len(x) else -np.inf for x in pp]) for pp in vpre]
             temp = B.choose_temp(vfinal, vpool, vn, cfg['vote_temps'], where=f'{path} on {calib_dir}')
             base = prune_curve(verifier_sims(problems, pool, n, k, pre, 'global', temp), [-np.inf], pid)[0]
@@ -575,13 +568,14 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 th = choose_threshold(vcurve, tol)
                 curve = prune_curve(verifier_sims(problems, pool, n, k, pre, rule, temp), grid, pid)
                 pt = next(c for c in curve if c['threshold'] == th)
-                runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol), val_curve=vcurve,
-                                              curve=curve))
-        label = E.PRETTY.get(g, g)
+                runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol),
+                                              val_curve=vcurve, curve=curve))
+        label = tables.PRETTY.get(g, g)
         if runs['none']:
-            au = [E.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
-            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate with '
-                                f'fewer steps counts with its full score): ' + ', '.join(f'{m:.3f}' for m, _ in au))
+            au = [tables.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
+            out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate '
+                                f'with fewer steps counts with its full score): '
+                                + ', '.join(f'{m:.3f}' for m, _ in au))
         for rule, rs in runs.items():
             if rs:
                 name = f'{label}, no pruning' if rule == 'none' else f'{label}, {rule} rule'
@@ -600,10 +594,12 @@ def deepconf_prune(problems, pool, val_split, calib, n, cfg, out):
                             "current extract.py")
         return
     base = prune_curve(deepconf_sims(problems, pool, n, k, cfg, 0), [-np.inf], pid)[0]
-    out['rows'].append(prune_row(f'DeepConf (lowest group, window {w}), no pruning', [prune_point(base, base)], rule='none'))
+    out['rows'].append(prune_row(f'DeepConf (lowest group, window {w}), no pruning', [prune_point(base, base)],
+                                 rule='none'))
     online = deepconf_sims(problems, pool, n, k, cfg, wu)
     etas = sorted({*np.linspace(0.1, 1.0, 10).round(2).tolist(), *cfg['deepconf_etas']}, reverse=True)
-    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to strict
+    curve = [{**base, 'threshold': None}] + prune_curve(online, etas, pid)  # no pruning first, then eta lenient to
+                                                                            # strict
     for eta in cfg['deepconf_etas']:
         pt = next(c for c in curve if c['threshold'] == eta)
         name = {0.1: 'DeepConf-low', 0.9: 'DeepConf-high'}.get(eta, f'DeepConf online eta {eta:g}')
@@ -630,17 +626,19 @@ def deepconf_prune(problems, pool, val_split, calib, n, cfg, out):
 def prune_section(paths, problems, pool, val_split, n, cfg, dirs, dev):
     """Simulated online pruning: each verifier rule (threshold chosen on validation per checkpoint;
     rows = mean ± std over a run's seeds) and DeepConf online (-low / -high with warm-up, and a global
-    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes', 'refs'}."""
+    threshold chosen on validation), against no pruning, on the same pools. Returns {'rows', 'curves', 'notes',
+    'refs'}."""
     k, calib_dir, calib, out = cfg['prune_subsets'], cfg['calib_dir'], None, {'rows': [], 'curves': {}, 'notes': []}
     if calib_dir:  # a separate calibration split: thresholds see neither the test split nor the checkpoint choice
         if not os.path.exists(os.path.join(calib_dir, 'labels.json')):
             raise ValueError(f"calib_dir={calib_dir!r} holds no labels.json; fix: extract and label that split first "
-                             f"(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh problems>; "
-                             f"python label.py <config> --out_dir=<x>) or leave calib_dir=''")
-        calib = E.choice_split(calib_dir, n, cfg)
+                             "(python extract.py <config> --out_dir=<x> --train_range=None --eval_range=<fresh "
+                             f"problems>; python label.py <config> --out_dir=<x>) or leave calib_dir=''")
+        calib = tables.choice_split(calib_dir, n, cfg)
     bad = [r for r in cfg['prune_rules'] if r not in PRUNE_RULES]
     if bad:
-        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: --prune_rules=\"{list(PRUNE_RULES)}\"")
+        raise ValueError(f"prune_rules={cfg['prune_rules']!r}: {bad} unknown; fix: "
+                         f"--prune_rules=\"{list(PRUNE_RULES)}\"")
     wu = cfg['deepconf_warmup']
     if not 0 < wu < n:
         raise ValueError(f"deepconf_warmup={wu} must be in [1, n_eval={n}) (warm-up rows run in full and set the "
@@ -661,28 +659,28 @@ def prune_run(cfg):
     ({'rows', 'refs', 'curves', 'notes'} and the split it ran on)."""
     cfg = {**PRUNE_DEFAULTS, **cfg}
     out_dir, n = cfg['out_dir'], cfg['n_eval']
-    eval_dir, train_dir, suffix = E.run_dirs(cfg)
+    eval_dir, train_dir, suffix = tables.run_dirs(cfg)
     check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # before any work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
-    for path in E.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
+    for path in tables.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
         check_unseen(problems, read_checkpoint(path).get('groups'), path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
-        raise ValueError(f"{eval_dir} was sampled with online pruning (extract.py prune_ckpt): a replay would prune it "
-                         f"twice; fix: run the study on a split sampled without pruning")
-    res = prune_section(E.checkpoint_paths(cfg), problems, pool, E.val_splitter(train_dir, n, cfg), n, cfg,
+        raise ValueError(f"{eval_dir} was sampled with online pruning (studies/policy.py prune_ckpt): a replay would "
+                         f"prune it twice; fix: run the study on a split sampled without pruning")
+    res = prune_section(tables.checkpoint_paths(cfg), problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     idx = B.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
     for r in res['rows'] + res['refs']:
         r |= {f'{key}_ci': B.ci(B.boot_means(v, idx, cfg['boot_seed'])) for key, v in r['per_problem'].items()}
     res['notes'][:0] = [
-        f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from token "
-        f"0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up to its "
-        f"cut. Verifier rules (capture.prune_now) act at step boundaries on the prefix score (score_prefixes), a stop "
-        f"after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
+        f"Pools: the first {cfg['prune_subsets']} best-of-{n} subsets of each problem, rows sampled together from "
+        "token 0 (as extract.py does). A stopped candidate is never selected, does not vote, and costs the tokens up "
+        "to its cut. Verifier rules (policy.prune_now) act at step boundaries on the prefix score (score_prefixes), a "
+        f"stop after step k costing step_pos[k] + 1 tokens; never all rows of a pool. Selection and vote use the kept "
         f"rows' full scores (vote temperature chosen on validation). Thresholds: chosen per checkpoint on "
         + (f"the calibration split {cfg['calib_dir']}" if cfg['calib_dir'] else f"the validation split of {train_dir}")
         + f" (grid of {cfg['prune_grid']} quantiles of its prefix scores): the fewest tokens with its best-of-N at "
@@ -693,13 +691,15 @@ def prune_run(cfg):
         f"below it (t + 1 tokens); rows whose lowest group confidence is below it do not vote (warm-up rows too); "
         f"vote and selection by lowest group confidence. The global-threshold variant uses one threshold for every "
         f"pool, chosen where the verifier rules' thresholds are.",
-        "On the same pools: " + ', '.join(f"{r['method']} {E.fmt_ci(r['acc'], r['acc_ci'], True)}" for r in res['refs'])
+        "On the same pools: " + ', '.join(f"{r['method']} {tables.fmt_ci(r['acc'], r['acc_ci'], True)}"
+                                          for r in res['refs'])
         + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
         "table; **bold** where the interval of Δ excludes 0."]
-    res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems), 'n_eval': n}
+    res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems),
+            'n_eval': n}
     prefix = os.path.join(out_dir, 'prune' + suffix)
     md = render_prune(res) + (plot_prune(res, prefix + '.png') if cfg['plots'] else '')
-    atomic_write_json(E.for_json(res), prefix + '.json')
+    atomic_write_json(tables.for_json(res), prefix + '.json')
     with open(prefix + '.md', 'w') as f:
         f.write(md)
     print(md)
@@ -719,10 +719,11 @@ def render_prune(res):
         ths = ('per pool (warm-up)' if r['rule'] == 'deepconf_online' else '–' if not th else
                f'{th[0]:.3g}' if len(th) == 1 else f'{np.mean(th):.3g} (mean of {len(th)})')
         seeds = f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''
-        d = '–' if r['rule'] == 'none' else E.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
-        out.append(f"| {r['method']}{seeds} | {ths} | {E.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
-                   f"{E.fmt_ci(r['vote'], r.get('vote_ci'), True)} | {E.fmt(r['tokens'], r['tokens_std'], True)} | "
-                   f"{E.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
+        d = '–' if r['rule'] == 'none' else tables.fmt_ci(r['delta'], r.get('delta_ci'), True, diff=True)
+        out.append(f"| {r['method']}{seeds} | {ths} | {tables.fmt_ci(r['acc'], r.get('acc_ci'), True)} | {d} | "
+                   f"{tables.fmt_ci(r['vote'], r.get('vote_ci'), True)} | "
+                   f"{tables.fmt(r['tokens'], r['tokens_std'], True)} | "
+                   f"{tables.fmt(r.get('tokens_tol_test'), r.get('tokens_tol_test_std'), True)} |")
     out += [''] + [f'- {t}' for t in res['notes']]
     return '\n'.join(out) + '\n'
 
@@ -743,10 +744,10 @@ def plot_prune(res, path):
         for name, curve in res['curves'].items():
             ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
         for r in res['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
-            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=E.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=tables.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
                         color='k', ms=4, elinewidth=0.8, capsize=2,
                         label='chosen threshold / no pruning, 95% CI' if r is res['rows'][0] else None)
-        E.reference_lines([ax], res['refs'])
+        tables.reference_lines([ax], res['refs'])
         ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
                title=f"online pruning (simulated), {res['dataset']}")
     axes[1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
@@ -758,5 +759,6 @@ def plot_prune(res, path):
 if __name__ == '__main__':
     argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL_DEFAULTS)  # pruning reads the run with evaluate.py's keys
     config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
-    own = {k: v for k, v in config.items() if k not in EVAL_DEFAULTS}  # the pruning knobs; the run's keys are evaluate.py's
+    own = {k: v for k, v in config.items() if k not in EVAL_DEFAULTS}  # the pruning knobs; the run's keys are
+                                                                       # evaluate.py's
     cli(lambda c: prune_run({**eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')

@@ -1,0 +1,386 @@
+"""
+The tables' machinery, shared by evaluate.py, the studies (studies/) and sample.py: a run's score caches, dirs,
+checkpoints and validation splits; the free side (every free selector, and the reference chosen on validation);
+rows with their paired 95% intervals; formatting and plot helpers. The best-of-N maths under it (pools, rules,
+votes, AUROC, bootstrap) is bestofn.py's; the table evaluate.py writes, its notes and plots are evaluate.py's.
+"""
+import glob
+import hashlib
+import json
+import os
+import re
+import time
+import warnings
+import zipfile
+
+import numpy as np
+import torch
+
+from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, per_problem_run,
+                     scored_metrics, vote_sub)
+from model import VERIFIERS, score_prefixes, score_problems
+from scorers import (CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, combo_fit, combo_score, deepconf_scores,
+                     has_confidences)
+from store import atomic_write_json, load_split, problem_files
+from train import split_problems
+
+# -----------------------------------------------------------------------------
+# scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
+# pruning study and sample.py read a run the same way)
+
+
+def choice_split(split_dir, n, cfg, files=None):
+    """A labelled split that choices are made on (validation, calibration): (problems, pool, best-of-n), with
+    n lowered to its smallest pool."""
+    from grading import answers_equal
+    ps = load_split(split_dir, files=files)
+    vn = min(n, min(len(p['candidates']) for p in ps))
+    return ps, build_pool(ps, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn
+
+
+def slug(path):
+    return re.sub(r'[^A-Za-z0-9_.-]+', '_', os.path.normpath(path)).strip('_')
+
+
+def fingerprint(path):
+    """A torch.save file's content, cheaply: the name, size and CRC32 of each record its zip directory lists (no tensor
+    is read; the same for a copy or a moved file, whatever its mtime)."""
+    with zipfile.ZipFile(path) as z:
+        return hashlib.sha256(''.join(f"{i.filename.split('/', 1)[-1]} {i.file_size} {i.CRC}\n"
+                                      for i in z.infolist()).encode()).hexdigest()
+
+
+def split_stamp(split_dir):
+    """What a split's scores depend on besides the checkpoint, as a hash: its config.json and each problem
+    file's name and content (fingerprint: a re-extraction with the same problem keys changes it, a copy does not)."""
+    h = hashlib.sha256()
+    if os.path.exists(os.path.join(split_dir, 'config.json')):
+        with open(os.path.join(split_dir, 'config.json'), 'rb') as f:
+            h.update(f.read())
+    for path in problem_files(split_dir):
+        h.update(f'{os.path.basename(path)} {fingerprint(path)}\n'.encode())
+    return h.hexdigest()
+
+
+def cached_scores(model, ckpt_path, problems, split_dir, cache_dir, batch_size, device, prefixes=False):
+    """(scores per problem, seconds per candidate, device) of one checkpoint's model on one split;
+    cached in {cache_dir}/{split}/{run}.json, split and run named relative to the dir holding cache_dir (a copied or
+    moved run keeps its caches), valid while the checkpoint's and the split's contents (fingerprint, split_stamp) are
+    unchanged. prefixes=True: score_prefixes' per-step scores instead (a list of arrays per problem),
+    {run}.prefixes.json."""
+    rel = lambda d: slug(os.path.relpath(os.path.abspath(d),  # noqa: E731
+                                         os.path.dirname(os.path.abspath(cache_dir)))).replace('..', 'up')
+    path = os.path.join(cache_dir, rel(split_dir),
+                        rel(os.path.dirname(ckpt_path)) + ('.prefixes' if prefixes else '') + '.json')
+    stamp, split = fingerprint(ckpt_path), split_stamp(split_dir)
+    conv = (lambda v: [np.array(x, dtype=np.float64) for x in v]) if prefixes else np.array
+    if os.path.exists(path):
+        with open(path) as f:
+            c = json.load(f)
+        if (c.get('ckpt_fingerprint') == stamp and c.get('split') == split
+                and all(p['key'] in c['scores'] for p in problems)):
+            return [conv(c['scores'][p['key']]) for p in problems], c['seconds_per_candidate'], c['device']
+    t0 = time.perf_counter()
+    scores = (score_prefixes if prefixes else score_problems)(model, problems, batch_size, device, where=split_dir)
+    spc = (time.perf_counter() - t0) / sum(len(p['candidates']) for p in problems)
+    dev = f'cpu ({torch.get_num_threads()} threads)' if device == 'cpu' else device
+    atomic_write_json({'ckpt': ckpt_path, 'ckpt_fingerprint': stamp, 'split': split, 'seconds_per_candidate': spc,
+                       'device': dev, 'scores': {p['key']: [x.tolist() for x in s] if prefixes else s.tolist()
+                                                 for p, s in zip(problems, scores)}}, path)
+    return scores, spc, dev
+
+
+def run_dirs(cfg):
+    """(eval_dir, train_dir, suffix) of a run: suffix '_on_<run>' when eval_dir is another run's (zero-shot
+    transfer; results_on_<run>.*), else ''."""
+    eval_dir = cfg['eval_dir'] or os.path.join(cfg['out_dir'], 'eval')
+    train_dir = cfg['train_dir'] or os.path.join(cfg['out_dir'], 'train')
+    transfer = os.path.abspath(eval_dir) != os.path.abspath(os.path.join(cfg['out_dir'], 'eval'))
+    suffix = f"_on_{slug(os.path.basename(os.path.dirname(os.path.abspath(eval_dir))))}" if transfer else ''
+    return eval_dir, train_dir, suffix
+
+
+def checkpoint_paths(cfg):
+    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the
+    run."""
+    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
+                   glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt')))
+    if cfg['ckpts'] and not paths:
+        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+    return paths
+
+
+def val_splitter(train_dir, n, cfg):
+    """val_split(frac, seed, k=None) -> (problems, pool, best-of-n) of train_dir's val split as train.py draws it
+    (k: max_train_problems), or None without a labelled train_dir: choices that must not see the test split.
+    Each split is built once."""
+    splits = {}
+
+    def val_split(frac, seed, k=None):
+        if not os.path.exists(os.path.join(train_dir, 'labels.json')):
+            return None
+        if (frac, seed, k) not in splits:
+            splits[frac, seed, k] = choice_split(train_dir, n, cfg,
+                                                 split_problems(problem_files(train_dir), frac, seed, k)[1])
+        return splits[frac, seed, k]
+    return val_split
+
+
+def run_group(ckpt_path):
+    """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix."""
+    return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
+
+
+# -----------------------------------------------------------------------------
+# rows of the table: names, mean and std over seeds, and 95% intervals from a paired bootstrap over problems
+# (rows of several runs also resample their seeds) against the references
+
+
+PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
+          'text_large': 'EORM-style text (large)'}
+
+
+DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',
+                   'deepconf_bottom10': 'DeepConf bottom-10% group confidence',
+                   'deepconf_lowest': 'DeepConf lowest group confidence'}
+
+
+CHEAP_PRETTY = {'cumulative_logprob': 'Cumulative log-prob', 'mean_logprob': 'Mean log-prob',
+                'neg_mean_entropy': 'Neg. mean entropy', 'neg_varentropy': 'Neg. varentropy',
+                'shortest': 'Shortest', 'fewest_steps': 'Fewest steps', 'longest': 'Longest'}
+
+
+def mean_std(values):
+    v = np.array([x for x in values if x is not None and not np.isnan(x)], dtype=np.float64)
+    if not len(v):
+        return float('nan'), None
+    return float(v.mean()), (float(v.std(ddof=1)) if len(v) > 1 else None)
+
+
+def make_row(method, kind, runs, params=None, **extra):
+    """A table row from per-run metric dicts (one per seed): mean and std of each metric, and the runs'
+    per-problem values stacked [runs, P] under 'per_problem' (for the intervals)."""
+    pp = [r.get('per_problem') for r in runs]
+    row = {'method': method, 'type': kind, 'n_runs': len(runs), 'params': params, 'runs': runs, **extra}
+    row['acc'], row['acc_std'] = mean_std([r['acc'] for r in runs])
+    row['auroc'], row['auroc_std'] = mean_std([r.get('auroc') for r in runs])
+    ns = sorted({n for r in runs for n in r.get('acc_at', {})})
+    row['acc_at'] = {n: mean_std([r['acc_at'][n] for r in runs])[0] for n in ns}
+    row['acc_at_std'] = {n: mean_std([r['acc_at'][n] for r in runs])[1] for n in ns}
+    if all(pp):
+        row['per_problem'] = {'acc_at': {n: np.stack([p['acc_at'][n] for p in pp]) for n in ns},
+                              'auroc': np.stack([p['auroc'] for p in pp]) if all(p['auroc'] is not None for p in pp)
+                              else None}
+    return row
+
+
+# differences are taken against these rows (by type): (the best-of-N reference, the AUROC reference). The best free
+# selector on validation may be a vote, which ranks nothing: its AUROC side is the free scorer best by validation AUROC.
+REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
+
+
+def add_intervals(rows, n, n_boot, seed):
+    """Every row with per-problem values gets acc_ci (best-of-n), acc_ci_at {k: ...} (every N), auroc_ci,
+    and under 'vs' its paired difference against each REFS row present: {ref: {'acc', 'acc_ci', 'auroc',
+    'auroc_ci'}} (observed difference, and the interval of the differences over the same draws; best-of-N against
+    the reference's best-of-N row, AUROC against its AUROC row)."""
+    rows = [r for r in rows if r.get('per_problem')]
+    if not rows:
+        return
+    idx = boot_draws(rows[0]['per_problem']['acc_at'][n].shape[1], n_boot, seed)
+    b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
+                 'auroc': None if r['per_problem']['auroc'] is None
+                 else boot_means(r['per_problem']['auroc'], idx, seed)}
+         for r in rows}
+    find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
+    refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
+    for r in rows:
+        br = b[id(r)]
+        r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
+        r['auroc_ci'], r['vs'] = None if br['auroc'] is None else ci(br['auroc']), {}
+        for name, (ra, ru) in refs.items():
+            if ra is not None:
+                r['vs'][name] = {'acc': r['acc'] - ra['acc'], 'acc_ci': ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])}
+            if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
+                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'],
+                                                    auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
+
+
+def for_json(obj):
+    """obj without its 'per_problem' entries (numpy arrays, used for the intervals only)."""
+    if isinstance(obj, dict):
+        return {k: for_json(v) for k, v in obj.items() if k != 'per_problem'}
+    return [for_json(v) for v in obj] if isinstance(obj, (list, tuple)) else obj
+
+
+# -----------------------------------------------------------------------------
+# the free side: every free selector, and the best of them chosen on validation (the reference)
+
+
+FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors count as their mean (a uniform pick among
+                    # them)
+
+
+def free_scores(problems, cfg, combo=None):
+    """{name: per-problem score arrays} of every free scorer: scorers.py's cheap scorers, DeepConf's four
+    confidences (when the candidates store them), and the fitted free-scorer combo (norm from scorers.combo_fit)."""
+    out = {k: cheap_scores(problems, k) for k in CHEAP_SCORERS}
+    if has_confidences(problems):
+        out |= {k: deepconf_scores(problems, k, cfg['deepconf_window'], cfg['deepconf_tail']) for k in DEEPCONF_SCORERS}
+    if combo is not None:
+        out['combo'] = [np.array([combo_score(c, combo) for c in p['candidates']]) for p in problems]
+    return out
+
+
+def free_selectors(problems, pool, ns, n, scores, temps, cfg):
+    """{name: (type, metrics)} of every free selector on one pool: majority vote, best-of-N by each free scorer,
+    each scorer's weighted vote at its temperature temps[name] (None: no vote), DeepConf's filtered votes."""
+    out = {'majority vote': ('vote', per_problem_run(
+        {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}, n=n))}
+    for name, sc in scores.items():
+        kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
+        m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}',
+                           n=n)
+        out[name] = (kind, m)
+        if temps.get(name) is not None:
+            out[f'{name} + weighted vote'] = ('free_vote',
+                                              per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
+    conf = {k: scores[k] for k in DEEPCONF_SCORERS if k in scores}
+    if conf:
+        votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
+                                              for e in cfg['deepconf_etas']]
+        for k, eta in votes:
+            v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
+                              for c, q in zip(conf[k], pool)]) for m in ns}
+            name = f"DeepConf vote ({DEEPCONF_PRETTY[k][9:]}" + ('' if eta == 1.0 else f', top {100 * eta:g}%') + ')'
+            out[name] = ('deepconf_vote', per_problem_run(v, n=n))
+    return out
+
+
+def _best(metrics, key, ties):
+    """(names of the best selectors by metric key, within 1e-9), of {name: metrics}; NaN counts as worst."""
+    vals = {k: np.nan_to_num(m.get(key, np.nan), nan=-np.inf) for k, m in metrics.items()}
+    top = max(vals.values())
+    return [k for k, v in vals.items() if v >= top - 1e-9] if ties else [max(vals, key=vals.get)]
+
+
+def _mean_run(runs, n):
+    """The per-problem mean of tied selectors' runs: a uniform pick among them."""
+    acc = {k: np.mean([r['per_problem']['acc_at'][k] for r in runs], 0) for k in runs[0]['per_problem']['acc_at']}
+    au = [r['per_problem']['auroc'] for r in runs]
+    with np.errstate(invalid='ignore'), warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # a problem no tied scorer ranks stays NaN
+        auroc = np.nanmean(au, 0) if all(a is not None for a in au) else None
+    return per_problem_run(acc, auroc, n)
+
+
+def fit_combo(train_dir, val_frac, val_seed, k=None):
+    """scorers.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
+    out), or None when none of them has both a correct and a wrong candidate."""
+    tr = load_split(train_dir, files=split_problems(problem_files(train_dir), val_frac, val_seed, k)[0])
+    mixed = any(len({bool(c['correct']) for c in p['candidates']}) == 2 for p in tr)
+    return combo_fit(tr) if mixed and has_confidences(tr) else None  # it weighs DeepConf's mean confidence too
+
+
+def free_rows(problems, pool, ns, n, val, cfg, combo=None):
+    """(rows, choice) of the free side, given what the learned verifiers get: single-pass, every free selector
+    (free_selectors; each scorer's weighted vote has its temperature chosen on validation from cfg['vote_temps'], as
+    a verifier's), and the references. 'free_best_val': the selector with the best validation best-of-N (votes
+    included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing); ties count
+    as their mean (FREE_TIES). 'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split
+    itself (optimistic: no user can choose them in advance). val: (problems, pool, n) of the validation split, or
+    None (no weighted votes, no validation reference). combo: scorers.combo_fit's weights from training problems
+    (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
+    single = np.array([q['labels'].mean() for q in pool])
+    rows = [make_row('Single-pass (expected accuracy of one sample)', 'single',
+                     [per_problem_run({k: single for k in ns}, n=n)])]
+    combo = combo if has_confidences(problems) else None  # it weighs DeepConf's mean confidence: an old split has none
+    scores, temps, choice = free_scores(problems, cfg, combo), {}, {}
+    if val is not None:
+        vp, vpool, vn = val
+        vscores = free_scores(vp, cfg, combo)
+        temps = {k: choose_temp(v, vpool, vn, cfg['vote_temps'], where=f'free scorer {k} (validation)')
+                 for k, v in vscores.items()}
+        vsel = {k: m for k, (_, m) in free_selectors(vp, vpool, [vn], vn, vscores, temps, cfg).items()}
+        choice = {'val_acc': {k: m['acc'] for k, m in vsel.items()},
+                  'val_auroc': {k: m['auroc'] for k, m in vsel.items() if 'auroc' in m}}
+    sel = free_selectors(problems, pool, ns, n, scores, temps, cfg)
+    pretty = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
+              'majority vote': 'Majority vote (extracted answers)'}
+    for k, (kind, m) in sel.items():
+        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' \
+            else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
+        extra = {'weights': dict(zip(combo['names'], combo['weight']))} if k == 'combo' else {}
+        rows.append(make_row(name, kind, [m], scorer=k, temp=m.get('temp'), **extra))
+    scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
+    picks = {'free_best_test': _best({k: m for k, (_, m) in sel.items()}, 'acc', ties=True),
+             'free_best_test_auroc': _best({k: sel[k][1] for k in scorers}, 'auroc', ties=True)}
+    if val is not None:
+        picks = {'free_best_val': _best({k: vsel[k] for k in sel}, 'acc', ties=True),
+                 'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True), **picks}
+    title = {'free_best_val': 'Best free selector on validation',
+             'free_best_val_auroc': 'Best free scorer on validation by AUROC',
+             'free_best_test': 'Best free selector on test (optimistic)',
+             'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
+    for kind, names in picks.items():
+        run = sel[names[0]][1] if len(names) == 1 else _mean_run([sel[k][1] for k in names], n)
+        tie = f" (tie: mean of {' / '.join(names)})" if len(names) > 1 else f': {names[0]}'
+        rows.append(make_row(title[kind] + tie, kind, [run], scorer=' / '.join(names), tied=names))
+        choice[kind] = names
+    return rows, choice
+
+
+# -----------------------------------------------------------------------------
+# formatting, and what every plot draws alike
+
+
+def fmt(v, sd, pct):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return '–'
+    s = f'{100 * v:.2f}' if pct else f'{v:.3f}'
+    return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
+
+
+def fmt_ci(v, interval, pct, diff=False):
+    """'44.0 [38.2, 49.8]' (pct: points, 1 decimal; else 3 decimals); diff: signed, and bold where the
+    interval excludes zero."""
+    if v is None or np.isnan(v):
+        return '–'
+    f = (lambda x: f"{100 * x:{'+' if diff else ''}.1f}") if pct else (lambda x: f"{x:{'+' if diff else ''}.3f}")
+    s = f(v) + (f' [{f(interval[0])}, {f(interval[1])}]' if interval else '')
+    return f'**{s}**' if diff and interval and (interval[0] > 0 or interval[1] < 0) else s
+
+
+def fmt_vs(r, ref, key, pct):
+    """A row's difference against reference row ref ('ref.' on the reference itself, '–' without one)."""
+    if r['type'] == REFS[ref][0 if key == 'acc' else 1]:
+        return 'ref.'
+    d = r.get('vs', {}).get(ref, {})
+    return fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+
+
+def fmt_num(x, unit='', giga='G'):
+    if x is None:
+        return '–'
+    for div, suf in ((1e12, 'T'), (1e9, giga), (1e6, 'M'), (1e3, 'k')):
+        if abs(x) >= div:
+            return f'{x / div:.3g}{suf}{unit}'
+    return f'{x:.3g}{unit}'
+
+
+def yerr(vals, intervals):
+    """matplotlib yerr [2, k] in points from values and their [lo, hi] intervals (None: no bars)."""
+    if any(c is None for c in intervals):
+        return None
+    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)],
+                                         [c[1] - v for v, c in zip(vals, intervals)]]))
+
+
+def reference_lines(axes, refs):
+    """Horizontal lines (point estimate) and bands (95% interval) for rows of reference (single, vote, oracle)."""
+    for r in refs:
+        ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
+        for i, ax in enumerate(axes):
+            ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
+            if r.get('acc_ci'):
+                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)
