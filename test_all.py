@@ -278,6 +278,16 @@ STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sampl
 SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture')
 
 
+def write_untrained_run(out):
+    """A run folder of 20 training and 30 evaluation problems x 8 with two seeds of a real (untrained) HSRM."""
+    write_split_eval(f'{out}/train', 20, 8, seed=1, confidences=True)
+    write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
+    for s in (1, 2):
+        torch.manual_seed(s)
+        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
+                        {'train_config': {'seed': s}})
+
+
 def test_imports_follow_the_pipeline():
     """A later stage may import an earlier one, never the reverse; a shared module imports no stage; nothing at the
     top level imports a study (studies/); no import circle; configurator.py is configuration alone (the standard
@@ -4160,12 +4170,7 @@ def test_a_dominating_method_is_better_and_marked():
 @pytest.mark.slow
 def test_results_carry_intervals(tmp_path, one_thread_eval):
     out = str(tmp_path / 'run')
-    write_split_eval(f'{out}/train', 20, 8, seed=1, confidences=True)
-    write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
-    for s in (1, 2):  # two seeds of a real (untrained) HSRM
-        torch.manual_seed(s)
-        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
-                        {'train_config': {'seed': s}})
+    write_untrained_run(out)
     cfg = {'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'deepconf_window': 4}
     res = E.run(cfg)
     rows = {r['method']: r for r in res['rows']}

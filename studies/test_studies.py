@@ -35,7 +35,8 @@ from studies import steer as ST
 from studies.policy import Steering
 from test_all import (REPO, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
                       one_thread_eval,  # noqa: F401
-                      require, sample_run, tiny_model, tiny_tokenizer, write_split_eval)  # fixtures among them
+                      require, sample_run, tiny_model, tiny_tokenizer,  # fixtures among them
+                      write_split_eval, write_untrained_run)
 
 
 # ====================================================================================================
@@ -594,12 +595,7 @@ def test_pruning_rows_carry_intervals(tmp_path, one_thread_eval):
     """The pruning study's rows and references carry 95% intervals (evaluate.py's draws), a no-pruning row's Δ is
     zero, and it writes prune.md and its plot."""
     out = str(tmp_path / 'run')
-    write_split_eval(f'{out}/train', 20, 8, seed=1, confidences=True)
-    write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000, confidences=True)
-    for s in (1, 2):  # two seeds of a real (untrained) HSRM
-        torch.manual_seed(s)
-        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
-                        {'train_config': {'seed': s}})
+    write_untrained_run(out)
     prn = ST.prune_run({'out_dir': out, 'n_scaling': [2, 8], 'n_boot': 300, 'prune_grid': 5, 'deepconf_window': 4})
     for r in prn['rows'] + prn['refs']:
         assert r['acc_ci'][0] - 1e-9 <= r['acc'] <= r['acc_ci'][1] + 1e-9, r['method']
