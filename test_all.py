@@ -3682,6 +3682,29 @@ def test_eorm_text_reads_every_split_through_gpt2_at_512():
     assert tok.decode(ids[1][-512:]).endswith('The answer is \\boxed{42}.')
 
 
+def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path, monkeypatch):
+    """Issue 51: a text verifier trains its token table as the rows its training texts use (train.UsedRows); the
+    rest only decay, as AdamW does to a row with no gradient, so the kept weights are those of the whole table within
+    float rounding, and a row no text uses is its initial value times the product of (1 - lr x weight decay)."""
+    write_split_train(str(tmp_path / 'train'), n_problems=12, n_cands=8)
+    tr, va = T.split_problems(load_split(str(tmp_path / 'train')), 0.25, 42)
+    cfg = {**T.DEFAULTS, 'verifier': 'text', 'd_model': 32, 'seed': 3, 'max_iters': 12, 'eval_interval': 5,
+           'batch_problems': 4, 'lr': 1e-2, 'weight_decay': 0.5, 'lr_schedule': 'cosine', 'warmup_iters': 3}
+    torch.manual_seed(3)
+    init = T.build_model(tr, cfg, va).tok.weight.detach().clone()  # train() seeds the same way before building
+    rows, log = T.train(tr, va, cfg)
+    monkeypatch.setattr(T, 'text_tables', lambda m: [])  # the whole table in the optimizer
+    whole, log0 = T.train(tr, va, cfg)
+    a, b = rows.state_dict(), whole.state_dict()
+    assert a.keys() == b.keys() and max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+    assert [m['auroc'] for m in log['val']] == pytest.approx([m['auroc'] for m in log0['val']], abs=1e-6)
+    unused = 50000  # an id no 'w123' text tokenizes to (checked)
+    assert not any((T.text_ids(c, rows.spec) == unused).any() for p in tr for c in p['candidates'])
+    k = log['best_step']
+    decay = math.prod(1 - T.lr_at(i, cfg) * cfg['weight_decay'] for i in range(k))
+    assert torch.allclose(rows.tok.weight[unused], init[unused] * decay, rtol=1e-5) and decay < 0.99
+
+
 @pytest.mark.slow
 def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
     """Bug 7, the README's EORM command's path: the large text verifier at the paper's size with the GPT-2

@@ -403,7 +403,8 @@ def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
 def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
     """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
     and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
-    through its undecorated body on torch's threads; one thread under bfloat16 autocast (issue 42: faster only where
+    through its undecorated body on torch's threads; the text verifier's token table as its used rows (train.UsedRows)
+    against the whole table in AdamW; one thread under bfloat16 autocast (issue 42: faster only where
     the CPU has bf16 matmuls, avx512_bf16 / AMX; measured, not assumed); and the AdamW step alone on each verifier's
     parameters."""
     g = torch.Generator().manual_seed(0)
@@ -414,7 +415,7 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
             S, T_ = 4 + j % 3, 40 + 3 * j
             cands.append({'states': torch.randn(S, d_gen, generator=g).half(),
                           'token_ids': torch.randint(10, 5000, (T_,), generator=g),
-                          'text': ' '.join(f'w{k}' for k in range(T_)),
+                          'text': ' '.join(f'w{k}' for k in range(T_ // 4)),  # ~23 GPT-2 tokens, as synth's
                           'step_pos': torch.arange(1, S + 1) * T_ // S - 1, 'logprobs': -torch.rand(T_, generator=g),
                           'entropies': torch.rand(T_, generator=g), 'finish': 'eos', 'correct': j % 2 == 0})
         probs.append({'key': f'{i:06d}', 'index': i, 'dataset': 'gsm8k', 'id': str(i), 'question': str(i),
@@ -427,6 +428,12 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
         for how, fn in (('one thread', T.train), (f'{n_threads} threads', T.train.__wrapped__)):
             _, log = fn(tr, va, cfg)
             rate[how] = steps / log['step_time_s']
+        if verifier == 'text':  # its token table stepped as the rows its texts use (train.UsedRows) against all of it
+            used_rows, T.text_tables = T.text_tables, lambda m: []
+            try:
+                rate['whole table'] = steps / T.train(tr, va, cfg)[1]['step_time_s']
+            finally:
+                T.text_tables = used_rows
         model = T.build_model(tr, {**T.DEFAULTS, **cfg})
         # a training step's forward, backward and AdamW on one batch, float32 against bfloat16 autocast, one thread
         # (train.train's validation runs the encoder's inference fast path, which autocast does not take)
@@ -462,13 +469,15 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
         n_par = sum(p.numel() for p in model.parameters())
         rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}",
                      f"{rate[f'{n_threads} threads']:.1f}", f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x",
+                     f"{rate['one thread'] / rate['whole table']:.2f}x" if 'whole table' in rate else '–',
                      f"{step_s[False] / step_s[True]:.2f}x", f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
           f"({generator.cpu_name()[0]}); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads',
-                 'threads / one', 'one step: bf16 autocast speed / float32, one thread',
+                 'threads / one', 'used rows / whole token table, one thread',
+                 'one step: bf16 autocast speed / float32, one thread',
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 
