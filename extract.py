@@ -78,7 +78,8 @@ max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward pass (bench.py --only=procs: 128 fastest on 2 CPU cores); problems per batch =
+batch_size = 128  # sequences per forward (studies.bench --only=procs: 128 fastest on 2 cores in float32; config/demo.py's
+                 # bfloat16 run measured 512 fastest on an AMX Xeon); problems per batch =
                  # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size);
                  # reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
