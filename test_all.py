@@ -373,7 +373,7 @@ def test_sizes_and_another_stages_knob_are_refused(tmp_path):
     and another stage's knob on the command line (sample.py --lr) are one line naming the key and the fix, before
     anything is written (a dict knob of the studies holding train.py's knobs: studies/test_studies.py)."""
     out = tmp_path / 'never'
-    for key, fix in (('batch_size', 128), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
+    for key, fix in (('batch_size', 512), ('n_train_samples', 8)):  # the config's own value (extract.py's default: 64)
         r = _run('extract.py', 'config/demo.py', f'--{key}=0', f'--out_dir={out}')
         assert r.returncode != 0
         assert r.stderr.strip() == f'extract.py: {key}=0 must be a positive int; fix: --{key}={fix}'
