@@ -261,10 +261,11 @@ def shape_rate(rows, dtype, secs=0.3):
     return sum(2 * rows * o * i * c for o, i, c in shapes) / generator.step_seconds(shapes, rows, dtype, secs=secs)
 
 
-def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, repeats=2):
-    """One batch of the main job (config/demo.py: 16 synthetic level-2 problems x 8 samples, its 128 rows, 64 new
+def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=20.0, repeats=2, profile=False):
+    """One batch of the main job (config/demo.py: 64 synthetic level-2 problems x 8 samples, its 512 rows, 64 new
     tokens, T 0.8, top-p 0.95) through extract's loop in each dtype generator.CPU_KEPT holds, one process on one
-    thread as each of extract.py's processes runs, the runs interleaved, the fastest of `repeats` counted. Each
+    thread as each of extract.py's processes runs, the runs interleaved, the fastest of `repeats` counted (profile:
+    first an op table of a run in auto's dtype, not counted: the profiler slows it). Each
     against its own floor: the batch's FLOPs (_floor_work) over SmolLM2's matmul shapes' rate at that dtype
     (shape_rate), and per decoding step the weights and K/V cache read at the copy bandwidth. A dtype whose floor
     alone is over `give_up` x float32's measured run is not run (the CPU emulates it), and its floor says why. Then
@@ -275,6 +276,17 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, rep
     kinds = list(generator.CPU_KEPT)
     rates = {dt: shape_rate(n_problems * n_samples, getattr(torch, dt)) for dt in kinds}
     runs, skipped = {}, {}
+
+    def worker(dt, *flags):
+        out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', f'extract {dt}', str(n_problems),
+                              str(n_samples), str(max_new_tokens), 'synth', *flags], capture_output=True, text=True,
+                             cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        if out.returncode:
+            raise RuntimeError(out.stderr[-2000:])
+        return out.stdout
+    if profile:
+        print(f'{auto}, {n_problems} x {n_samples}, profiled (a run of its own):')
+        print('\n'.join(worker(auto, '--profile').strip().splitlines()[:-1]))
     for r in range(repeats):
         for dt in kinds:
             if dt in skipped:
@@ -286,12 +298,7 @@ def bench_dtype(n_problems=16, n_samples=8, max_new_tokens=64, give_up=20.0, rep
                 if floor > give_up * runs['float32']['seconds']:
                     skipped[dt] = floor
                     continue
-            out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', f'extract {dt}', str(n_problems),
-                                  str(n_samples), str(max_new_tokens), 'synth'], capture_output=True, text=True,
-                                 cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
-            if out.returncode:
-                raise RuntimeError(out.stderr[-2000:])
-            run = json.loads(out.stdout.strip().splitlines()[-1])
+            run = json.loads(worker(dt).strip().splitlines()[-1])
             if dt not in runs or run['seconds'] < runs[dt]['seconds']:
                 runs[dt] = run
     rows = []
@@ -903,7 +910,8 @@ if __name__ == '__main__':
         only = only or 'gpu'
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
-    sections = {'extract': lambda: bench_extract(profile='--profile' in sys.argv), 'dtype': bench_dtype,
+    prof = '--profile' in sys.argv
+    sections = {'extract': lambda: bench_extract(profile=prof), 'dtype': lambda: bench_dtype(profile=prof),
                 'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
