@@ -319,6 +319,7 @@ def build_model(train_problems, cfg, val_problems=()):
         spec['residual'], spec['res_norm'] = residual_choice(train_problems, val_problems, cfg['residual'])
     return build_verifier(cfg['verifier'], d_gen, **spec, **arch)
 
+
 class UsedRows(torch.nn.Module):
     """A text verifier's token table while it trains: only the rows the training texts use (and PAD's) are a Parameter.
     The other ~48k of GPT-2's 50k rows never get a gradient, so AdamW only decays them (m = v = 0 leaves p x (1 - lr x
