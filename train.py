@@ -526,8 +526,9 @@ def train(train_problems, val_problems, cfg):
             break
         # one step on the next batch
         cands, labels, pids = get_batch(pool, state, cfg, rng)
+        lr = lr_at(it, cfg)
         for g in opt.param_groups:
-            g['lr'] = lr_at(it, cfg)
+            g['lr'] = lr
         for mod, r in swaps:
             mod.tok = r
         model.train()
@@ -539,8 +540,8 @@ def train(train_problems, val_problems, cfg):
             opt.zero_grad(set_to_none=True)
             l.backward()
             opt.step()
-            for _, r in swaps:
-                r.decay *= 1 - lr_at(it, cfg) * cfg['weight_decay']
+            for _, r in swaps:  # what AdamW's step did to the rows it did not hold
+                r.decay *= 1 - lr * cfg['weight_decay']
             log['step_time_s'] += time.time() - t1
             log['train_loss'].append((it, l.item()))
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
