@@ -169,8 +169,8 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
     if not todo:
         return cache
     model, tokenizer = load_prm(prm_model, dtype, device)
-    n_params = sum(p.numel() for p in model.parameters())
-    cache['n_params'], cache['arch'], cache['device'] = n_params, prm_arch(model), str(device)
+    arch = prm_arch(model)
+    cache['n_params'], cache['arch'], cache['device'] = arch['n_params'], arch, str(device)
     t0, n = time.time(), 0
     for i, p in enumerate(tqdm(todo, desc='prm')):
         texts = [c['text'] for c in p['candidates']]

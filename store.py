@@ -276,7 +276,8 @@ def run_name(cfg, defaults, stored_layers=(-1,)):
 # is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device,
 # chunk_candidates, eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts,
 # the training schedule and the seed included: a run is its data, its model and its steps.
-NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite')
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite',
+                'used_rows')
 
 
 def run_diff(old, new, defaults):

@@ -3682,7 +3682,7 @@ def test_eorm_text_reads_every_split_through_gpt2_at_512():
     assert tok.decode(ids[1][-512:]).endswith('The answer is \\boxed{42}.')
 
 
-def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path, monkeypatch):
+def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path):
     """Issue 51: a text verifier trains its token table as the rows its training texts use (train.UsedRows); the
     rest only decay, as AdamW does to a row with no gradient, so the kept weights are those of the whole table within
     float rounding, and a row no text uses is its initial value times the product of (1 - lr x weight decay)."""
@@ -3693,8 +3693,7 @@ def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path, monkeyp
     torch.manual_seed(3)
     init = T.build_model(tr, cfg, va).tok.weight.detach().clone()  # train() seeds the same way before building
     rows, log = T.train(tr, va, cfg)
-    monkeypatch.setattr(T, 'text_tables', lambda m: [])  # the whole table in the optimizer
-    whole, log0 = T.train(tr, va, cfg)
+    whole, log0 = T.train(tr, va, {**cfg, 'used_rows': False})  # the whole table in the optimizer
     a, b = rows.state_dict(), whole.state_dict()
     assert a.keys() == b.keys() and max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
     assert [m['auroc'] for m in log['val']] == pytest.approx([m['auroc'] for m in log0['val']], abs=1e-6)

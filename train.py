@@ -102,6 +102,8 @@ seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) 
 seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
+used_rows = True            # text/hybrid: the token table steps as the rows the training texts use (UsedRows: the same
+                            # weights, 1.3x a step); False = the whole table in AdamW
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same
@@ -471,7 +473,7 @@ def train(train_problems, val_problems, cfg):
     cols = problem_columns(pool, model.spec, 'training data')
     problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
     # a text table steps as its used rows (UsedRows; a prefix re-tokenizes its text, so prefix_train keeps the table)
-    swaps = [] if cfg['prefix_train'] else [
+    swaps = [] if cfg['prefix_train'] or not cfg['used_rows'] else [
         (m, UsedRows(t, torch.cat([text_ids(c, model.spec) for p in pool for c in p['candidates']]).to(dev)))
         for m, t in text_tables(model)]
     params = [p for p in model.parameters() if p.requires_grad] + [r.weight for _, r in swaps]

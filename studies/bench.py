@@ -185,6 +185,20 @@ def _profile_table(prof, wall, top=12):
     table(rows, ['op', 'calls', 'self s', 'share of op time', 'where it comes from'])
 
 
+def worker(variant, n_problems, n_samples, max_new_tokens, dataset, profile=False):
+    """One _extract_worker run in a process of its own on one thread -> its result dict (profile: its op table printed
+    first)."""
+    out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', variant, str(n_problems), str(n_samples),
+                          str(max_new_tokens), dataset] + ['--profile'] * profile, capture_output=True, text=True,
+                         cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    lines = out.stdout.strip().splitlines()
+    if profile:
+        print('\n'.join(lines[:-1]))
+    return json.loads(lines[-1])
+
+
 def bench_extract(profile=False):
     """Embedded model on CPU, one thread: tokens/s and peak memory of the ways to sample, same work for all, against
     the machine's floor (RESULTS.md's Speed numbers). profile: also print a torch.profiler op table of the loop on
@@ -202,18 +216,10 @@ def bench_extract(profile=False):
             for variant in variants + (('extract bf16',) if i == 0 else ()):  # bf16 weights: to pick the CPU default
                 if r and variant != 'extract':
                     continue
-                args = [sys.executable, '-m', 'studies.bench', '--worker', variant, str(n_problems), str(n_samples),
-                        str(mnt), dataset]
-                if profile and i == 0 and r == 0 and variant.startswith('extract'):
-                    args.append('--profile')
-                out = subprocess.run(args, capture_output=True, text=True, cwd=HERE,
-                                     env={**os.environ, 'OMP_NUM_THREADS': '1'})
-                if out.returncode:
-                    raise RuntimeError(out.stderr[-2000:])
-                if '--profile' in args:
+                prof = profile and i == 0 and r == 0 and variant.startswith('extract')
+                if prof:
                     print(f'\n{variant}, {dataset} {n_problems}x{n_samples}, max_new {mnt}:')
-                    print('\n'.join(out.stdout.strip().splitlines()[:-1]))
-                run = json.loads(out.stdout.strip().splitlines()[-1])
+                run = worker(variant, n_problems, n_samples, mnt, dataset, prof)
                 best = res.get(variant)
                 if best is None or (run and run['seconds'] < best['seconds']):
                     res[variant] = run if best is None else {**run, 'delta_mb': max(run['delta_mb'], best['delta_mb'])}
@@ -276,17 +282,9 @@ def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=20.0, rep
     kinds = list(generator.CPU_KEPT)
     rates = {dt: shape_rate(n_problems * n_samples, getattr(torch, dt)) for dt in kinds}
     runs, skipped = {}, {}
-
-    def worker(dt, *flags):
-        out = subprocess.run([sys.executable, '-m', 'studies.bench', '--worker', f'extract {dt}', str(n_problems),
-                              str(n_samples), str(max_new_tokens), 'synth', *flags], capture_output=True, text=True,
-                             cwd=HERE, env={**os.environ, 'OMP_NUM_THREADS': '1'})
-        if out.returncode:
-            raise RuntimeError(out.stderr[-2000:])
-        return out.stdout
     if profile:
         print(f'{auto}, {n_problems} x {n_samples}, profiled (a run of its own):')
-        print('\n'.join(worker(auto, '--profile').strip().splitlines()[:-1]))
+        worker(f'extract {auto}', n_problems, n_samples, max_new_tokens, 'synth', profile=True)
     for r in range(repeats):
         for dt in kinds:
             if dt in skipped:
@@ -298,7 +296,7 @@ def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=20.0, rep
                 if floor > give_up * runs['float32']['seconds']:
                     skipped[dt] = floor
                     continue
-            run = json.loads(worker(dt).strip().splitlines()[-1])
+            run = worker(f'extract {dt}', n_problems, n_samples, max_new_tokens, 'synth')
             if dt not in runs or run['seconds'] < runs[dt]['seconds']:
                 runs[dt] = run
     rows = []
@@ -436,11 +434,7 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
             _, log = fn(tr, va, cfg)
             rate[how] = steps / log['step_time_s']
         if verifier == 'text':  # its token table stepped as the rows its texts use (train.UsedRows) against all of it
-            used_rows, T.text_tables = T.text_tables, lambda m: []
-            try:
-                rate['whole table'] = steps / T.train(tr, va, cfg)[1]['step_time_s']
-            finally:
-                T.text_tables = used_rows
+            rate['whole table'] = steps / T.train(tr, va, {**cfg, 'used_rows': False})[1]['step_time_s']
         model = T.build_model(tr, {**T.DEFAULTS, **cfg})
         # a training step's forward, backward and AdamW on one batch, float32 against bfloat16 autocast, one thread
         # (train.train's validation runs the encoder's inference fast path, which autocast does not take)
@@ -559,10 +553,9 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
 
 def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
     """SmolLM2 on the demo's evaluation questions (synthetic level 2 and the demo's sampling settings, from the
-    checkpoint's training extraction), one thread: sample.py's best_of_n with the demo run's best HSRM seed (README:
-    scoring adds 0.06-0.08% to generation). Seconds
-    per question generating and verifying, questions asked one at a time (N rows per forward) and 16 per batch (the
-    demo's 128 rows), and the verifier's FLOPs against the generator's on the generated tokens."""
+    checkpoint's training extraction), one thread: sample.py's best_of_n with the demo run's best HSRM seed. Seconds
+    per question generating and verifying, questions asked one at a time (N rows per forward) and 16 per batch
+    (sample.py's 128 rows), and the verifier's FLOPs against the generator's on the generated tokens."""
     import sample as SA
     try:
         path = SA.best_ckpt(ckpt or os.path.join(HERE, 'out', 'demo', 'verifiers', 'hsrm*_seed*', 'ckpt.pt'))

@@ -403,7 +403,7 @@ def render(sizes_, summ, cfg, pairs_=()):
         ref = lambda part: (f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}"  # noqa: E731
                             if part in rec['ref'] else '-')
         out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} "
-                "also has, in another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best "
+                f"also has, in another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best "
                 f"free selector on validation within each part (Bo{n} pts / AUROC; the reference's own Bo{n} / AUROC "
                 f"there: {ref('seen')} and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |',
                 '|---|---:|---:|']

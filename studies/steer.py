@@ -229,18 +229,18 @@ def run(cfg):
     buckets = {f'hard (solve rate < {lo})': rate < lo, f'medium ({lo}-{hi})': (rate >= lo) & (rate < hi),
                f'easy (>= {hi})': rate >= hi}
 
-    groups = {}  # (search, width, N, steering run name) -> split dirs (one per seed)
+    groups = {}  # (search, width, N, steering run name) -> (steering checkpoint, split dir), one per seed
     for d in sorted({d for g in cfg['search_dirs'] for d in glob.glob(g)}):
         c = json.load(open(os.path.join(d, 'config.json')))
         if not c.get('search') or not os.path.exists(os.path.join(d, 'labels.json')):
             continue
         name = tables.run_group(c['search_ckpt'])
-        groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(d)
+        groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(
+            (os.path.abspath(c['search_ckpt']), d))
     nb, bs = cfg['n_boot'], cfg['boot_seed']
     rows = []
     for (how, width, n, name), dirs in sorted(groups.items()):
-        cfgs = {d: json.load(open(os.path.join(d, 'config.json'))) for d in dirs}
-        dirs = sorted(dirs, key=lambda d: os.path.abspath(cfgs[d]['search_ckpt']))
+        dirs = [d for _, d in sorted(dirs)]  # in the order of their steering checkpoints
         acc, vote, tok, steer_ckpts = search_point(dirs, keys, dev, lambda p: score(p)[1])
         own = sorted(os.path.abspath(p) for p in steer_ckpts)  # best-of-N picked by the checkpoints that steered
         same = bon_curves(problems, [score(p)[0] for p in own], pool, ns, [score(p)[1] for p in own])
