@@ -78,8 +78,8 @@ max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward (studies.bench --only=procs: 128 fastest on 2 cores in float32; config/demo.py's
-                 # bfloat16 run measured 512 fastest on an AMX Xeon); problems per batch =
+batch_size = 128  # sequences per forward (studies.bench --only=procs: 128 fastest on 2 cores in float32;
+                 # config/demo.py's bfloat16 run measured 512 fastest on an AMX Xeon); problems per batch =
                  # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size);
                  # reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
@@ -90,7 +90,8 @@ torch_compile = False  # True: torch.compile the decoding step over a static KV 
                        # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
                        # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
                        # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
-shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, batch b to shard b % num_shards
+shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, each to the shard with the fewest
+           # rows so far, every split in turn (shard_of)
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU
            # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are
@@ -231,16 +232,31 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
     return room
 
 
-def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
-    """Extract one split into {out_dir}/{split}/problems/, skipping finished problems (finished()). Problems go
-    in fixed batches of batch_size // n, each seeded by the run seed and its first problem, and a batch with
-    any file missing or damaged is redone whole (only those files are written): a resumed or sharded run
-    samples exactly what one uninterrupted run would. Re-encoding (pool: read_candidates_file, then pool_ids) runs a
-    problem's candidates in chunks of at most batch_size rows, fewer where `room` bytes (check_memory) hold fewer."""
+def shard_of(sizes, num_shards):
+    """The shard of each batch, every split in turn: the next batch goes to the shard with the fewest rows so far
+    (ties: the lowest), so the shards end together. Round robin per split left a process idle for most of a batch in
+    each split whose batch count is not a multiple of num_shards (the main job, two processes: 812 / 713 problems,
+    ~95 s of one core idle; this plan: 768 / 757). sizes: [[rows per batch] per split] -> [[shard per batch] ...]."""
+    load, out = [0] * num_shards, []
+    for split in sizes:
+        out.append([])
+        for rows in split:
+            s = min(range(num_shards), key=load.__getitem__)
+            load[s] += rows
+            out[-1].append(s)
+    return out
+
+
+def run_split(split, problems, batches, n, cfg, model, tok, table, pool=None, steer=None, room=None):
+    """Extract this shard's `batches` of one split into {out_dir}/{split}/problems/, skipping finished problems
+    (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each seeded by the run
+    seed and its first problem, and a batch with any file missing or damaged is redone whole (only those files are
+    written): a resumed or sharded run samples exactly what one uninterrupted run would. Re-encoding (pool:
+    read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at most batch_size rows, fewer where
+    `room` bytes (check_memory) hold fewer."""
 
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
-    batches = problem_batches(problems, n, cfg['batch_size'])[cfg['shard']::cfg['num_shards']]
     mine = sum(len(b) for b in batches)
     done, damaged = finished([p for b in batches for p in b], path)
     todo = [b for b in batches if not all(path(p) in done for p in b)]
@@ -469,14 +485,17 @@ def run(config, steer=None, command=None):
                                             c['enable_thinking']), add_special_tokens=False).input_ids)
                        for p in problems[s]] for s, _, _ in splits}
     room = check_memory(c, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
-    for split, _, n in splits:
+    batches = [problem_batches(problems[s], n, c['batch_size']) for s, _, n in splits]
+    owner = shard_of([[len(b) * n for b in bs] for bs, (_, _, n) in zip(batches, splits)], c['num_shards'])
+    for (split, _, n), bs, own in zip(splits, batches, owner):
         split_dir = os.path.join(out_dir, split)
         steered = steer if split == 'eval' else None
         cfg = {**c, 'split': split, 'n_samples': n, **(steered.record if steered else {})}
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room)
+            run_split(split, problems[split], [b for b, o in zip(bs, own) if o == c['shard']], n, cfg, gen_model,
+                      tok, table, pool, steered, room)
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')
