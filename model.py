@@ -103,9 +103,33 @@ def _plus_cheap(score, batch):
     return score + batch['cheap'] if 'cheap' in batch else score
 
 
+class Dropout(nn.Module):
+    """nn.Dropout with its mask drawn from 16 random bits an element (four from each 64-bit draw): torch's CPU dropout
+    draws a float per element through bernoulli_: with this one a training step is 1.36x faster for the text
+    verifier, 1.13x for HSRM (one thread, AMD EPYC; studies.bench --only=train). p is rounded to a multiple of
+    1/65536 (0.1 -> 0.1000061)."""
+
+    def __init__(self, p=0.1):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or not self.p:
+            return x
+        cut = round(self.p * 65536)  # drop where the 16 bits as an int16, + 32768 (uniform on 0..65535), are < cut
+        bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-2 ** 63, None)
+        keep = bits.view(torch.int16)[:x.numel()].view(x.shape) >= cut - 32768
+        return x * keep.to(x.dtype).mul_(65536 / (65536 - cut))
+
+    def extra_repr(self):
+        return f'p={self.p}'
+
+
 def _encoder(d, n_layer, n_head, dropout):
-    # post-LN, batch_first, relu: torch's nested-tensor fast path skips padding at inference
+    # post-LN, batch_first, relu: torch's nested-tensor fast path skips padding at inference. The layer's three
+    # dropouts are Dropout's (the attention weights' stays torch's, inside its attention)
     layer = nn.TransformerEncoderLayer(d, n_head, 4 * d, dropout, batch_first=True)
+    layer.dropout, layer.dropout1, layer.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
     return nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=n_head % 2 == 0)
 
 
@@ -168,8 +192,8 @@ class DeepSet(nn.Module):
 
     def __init__(self, d_in, d_model=128, dropout=0.1):
         super().__init__()
-        self.phi = nn.Sequential(nn.Linear(d_in, d_model), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(d_model, 4 * d_model), nn.ReLU(), nn.Dropout(dropout),
+        self.phi = nn.Sequential(nn.Linear(d_in, d_model), nn.ReLU(), Dropout(dropout),
+                                 nn.Linear(d_model, 4 * d_model), nn.ReLU(), Dropout(dropout),
                                  nn.Linear(4 * d_model, d_model))
         self.head = _score_head(d_model)
 
@@ -201,7 +225,7 @@ class TextVerifier(nn.Module):
                                     ((d_model, 'd_model'), (n_layer, 'n_layer'), (n_head, 'n_head')))
         self.tok = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.pos = nn.Embedding(max_tokens, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.encoder = _encoder(d_model, n_layer, n_head, dropout)
         self.head = _score_head(d_model)
 

@@ -3027,6 +3027,22 @@ def test_padding_never_changes_a_score(kind):
         assert torch.allclose(together, alone, atol=1e-5), (kind, mode, (together - alone).abs().max())
 
 
+def test_dropout_drops_p_keeps_the_mean_and_follows_the_seed():
+    d, x = model_mod.Dropout(0.1), torch.ones(64, 60, 257)  # an odd count: the last 64-bit draw is partly used
+    torch.manual_seed(0)
+    y = d.train()(x)
+    torch.manual_seed(0)
+    assert torch.equal(y, d(x)) and not torch.equal(y, d(x))  # the seed decides the mask, and only it
+    rate = (y == 0).double().mean().item()
+    assert abs(rate - 0.1) < 0.002 and abs(y.double().mean().item() - 1) < 0.003, rate  # ~1M elements: 5 sd
+    assert set(y.unique().tolist()) == {0.0, torch.tensor(65536 / (65536 - 6554)).item()}  # 1 / (1 - p)
+    bits = torch.empty(250_000, dtype=torch.int64).random_(-2 ** 63, None).view(torch.int16).view(-1, 4).double()
+    assert (bits.mean(0).abs() < 5 * 18918 / 500).all()  # each of a draw's four int16s uniform on -32768..32767
+    assert d.eval()(x) is x and model_mod.Dropout(0.0).train()(x) is x
+    enc = build_verifier('hsrm', 16).encoder.layers[0]
+    assert all(isinstance(m, model_mod.Dropout) for m in (enc.dropout, enc.dropout1, enc.dropout2))
+
+
 def test_last_step_and_layer_selection():
     cands = _cands(3, 64)  # stored: 2 layers of d_gen 32
     m = build_verifier('hsrm', 32, layers=[-2], input_steps='last')

@@ -10,6 +10,7 @@ moved to studies/bench_lab.py.
     python -m studies.bench --only=gpu      # the CUDA path (--device=cuda, the default where a GPU is visible;
                                             # --device=cpu: tiny shapes, a smoke run); --device=cuda alone runs it
 """
+import copy
 import json
 import os
 import resource
@@ -22,7 +23,7 @@ import torch
 import generator
 import tasks
 import train as T
-from model import build_verifier, make_batch, verifier_flops
+from model import Dropout, build_verifier, make_batch, verifier_flops
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -405,6 +406,13 @@ def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
 # thread (as train.train runs it: reproducible) against torch's threads, and AdamW fused against foreach
 
 
+def torch_dropout(module):
+    """module with each model.Dropout swapped for torch's nn.Dropout (a float drawn per element by bernoulli_)."""
+    for name, child in module.named_children():
+        setattr(module, name, torch.nn.Dropout(child.p) if isinstance(child, Dropout) else torch_dropout(child))
+    return module
+
+
 def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
     """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
     and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
@@ -440,20 +448,22 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
         # (train.train's validation runs the encoder's inference fast path, which autocast does not take)
         cands = [c for p in tr[:8] for c in p['candidates']]
         batch = make_batch(cands, model.spec)
-        opt, step_s = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True), {}
+        step_s = {}
         threads_before = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            for bf16 in (False, True):
+            for how in ('float32', 'bf16', 'torch dropout'):
+                m = torch_dropout(copy.deepcopy(model)) if how == 'torch dropout' else model
+                opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
                 for i in range(ab_steps + 1):  # one warm-up step; emulated bf16 is slow: few steps
                     if i == 1:
                         t = time.perf_counter()
-                    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=bf16):
-                        loss = model.train()(batch).float().square().mean()
+                    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=how == 'bf16'):
+                        loss = m.train()(batch).float().square().mean()
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-                step_s[bf16] = (time.perf_counter() - t) / ab_steps
+                step_s[how] = (time.perf_counter() - t) / ab_steps
         finally:
             torch.set_num_threads(threads_before)
         opt_s = {}
@@ -471,7 +481,8 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
         rows.append([verifier, f'{n_par / 1e6:.2f}M', f"{rate['one thread']:.1f}",
                      f"{rate[f'{n_threads} threads']:.1f}", f"{rate[f'{n_threads} threads'] / rate['one thread']:.2f}x",
                      f"{rate['one thread'] / rate['whole table']:.2f}x" if 'whole table' in rate else '–',
-                     f"{step_s[False] / step_s[True]:.2f}x", f'{1e3 * opt_s[False]:.1f}',
+                     f"{step_s['float32'] / step_s['bf16']:.2f}x",
+                     f"{step_s['torch dropout'] / step_s['float32']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
           f"({generator.cpu_name()[0]}); load average "
@@ -479,6 +490,7 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads',
                  'threads / one', 'used rows / whole token table, one thread',
                  'one step: bf16 autocast speed / float32, one thread',
+                 "one step: model.Dropout's speed / torch's nn.Dropout, one thread",
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
 
 
