@@ -247,16 +247,17 @@ def shard_of(sizes, num_shards):
     return out
 
 
-def run_split(split, problems, batches, n, cfg, model, tok, table, pool=None, steer=None, room=None):
-    """Extract this shard's `batches` of one split into {out_dir}/{split}/problems/, skipping finished problems
-    (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each seeded by the run
-    seed and its first problem, and a batch with any file missing or damaged is redone whole (only those files are
-    written): a resumed or sharded run samples exactly what one uninterrupted run would. Re-encoding (pool:
-    read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at most batch_size rows, fewer where
-    `room` bytes (check_memory) hold fewer."""
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None, batches=None):
+    """Extract `batches` of one split (this shard's; None: all of them) into {out_dir}/{split}/problems/, skipping
+    finished problems (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each
+    seeded by the run seed and its first problem, and a batch with any file missing or damaged is redone whole (only
+    those files are written): a resumed or sharded run samples exactly what one uninterrupted run would. Re-encoding
+    (pool: read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at most batch_size rows,
+    fewer where `room` bytes (check_memory) hold fewer."""
 
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    batches = problem_batches(problems, n, cfg['batch_size']) if batches is None else batches
     mine = sum(len(b) for b in batches)
     done, damaged = finished([p for b in batches for p in b], path)
     todo = [b for b in batches if not all(path(p) in done for p in b)]
@@ -494,8 +495,8 @@ def run(config, steer=None, command=None):
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], [b for b, o in zip(bs, own) if o == c['shard']], n, cfg, gen_model,
-                      tok, table, pool, steered, room)
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room,
+                      batches=[b for b, o in zip(bs, own) if o == c['shard']])
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')
