@@ -4,7 +4,6 @@ Speed and memory, measured side by side in one run and printed as tables (never 
     python -m studies.bench                 # every section
     python -m studies.bench --only=extract  # or: dtype, int8, quality, train, procs, search, sample, memory, gpu
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
-    python -m studies.bench --only=dtype --dtypes=float32  # float32 against its floor alone (bf16 emulated: slow)
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to studies/bench_lab.py.
@@ -269,20 +268,17 @@ def shape_rate(rows, dtype, secs=0.3):
     return sum(2 * rows * o * i * c for o, i, c in shapes) / generator.step_seconds(shapes, rows, dtype, secs=secs)
 
 
-def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=20.0, repeats=2, profile=False, dtypes=None):
+def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=1.0, repeats=2, profile=False):
     """One batch of the main job (config/demo.py: 64 synthetic level-2 problems x 8 samples, its 512 rows, 64 new
     tokens, T 0.8, top-p 0.95) through extract's loop in each dtype generator.CPU_KEPT holds, one process on one
     thread as each of extract.py's processes runs, the runs interleaved, the fastest of `repeats` counted (profile:
     first an op table of a run in auto's dtype, not counted: the profiler slows it). Each
     against its own floor: the batch's FLOPs (_floor_work) over SmolLM2's matmul shapes' rate at that dtype
     (shape_rate), and per decoding step the weights and K/V cache read at the copy bandwidth. A dtype whose floor
-    alone is over `give_up` x float32's measured run is not run (the CPU emulates it), and its floor says why. Then
-    what dtype='auto' picks on this machine (its cached measurement), against the fastest run here. dtypes (--dtypes=
-    float32,bfloat16): which of them run, float32 always (where bfloat16 is emulated its runs take many minutes)."""
-    kinds = list(generator.CPU_KEPT) if dtypes is None else ['float32'] + [d for d in dtypes if d != 'float32']
-    if set(kinds) - set(generator.CPU_KEPT):
-        raise SystemExit(f"--dtypes={','.join(dtypes)} names {sorted(set(kinds) - set(generator.CPU_KEPT))}; fix: "
-                         f"some of {','.join(generator.CPU_KEPT)}")
+    alone is over `give_up` x float32's measured run is not run (it cannot beat float32; where the CPU emulates it,
+    its runs would take many minutes), and its floor says why. Then what dtype='auto' picks on this machine (its
+    cached measurement), against the fastest run here."""
+    kinds = list(generator.CPU_KEPT)
     torch.set_num_threads(1)
     _, bw = machine_floor()
     auto = generator.measured_cpu_dtype(generator.smollm2_config(), log=lambda line: None)
@@ -921,9 +917,8 @@ if __name__ == '__main__':
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = '--profile' in sys.argv
-    dtypes = flag('dtypes') and flag('dtypes').split(',')
     sections = {'extract': lambda: bench_extract(profile=prof),
-                'dtype': lambda: bench_dtype(profile=prof, dtypes=dtypes),
+                'dtype': lambda: bench_dtype(profile=prof),
                 'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
