@@ -125,9 +125,27 @@ def load_generator(name, device='cpu', dtype='auto', key='model'):
     torch_dtype = weight_dtype(dtype, device, from_pretrained(AutoConfig, key, name) if dtype == 'auto' else None)
     tok = from_pretrained(AutoTokenizer, key, name)
     model = from_pretrained(AutoModelForCausalLM, key, name, dtype=torch_dtype).to(device).eval()
+    if device == 'cpu':
+        keep_freed_memory()
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return model, tok
+
+
+def keep_freed_memory():
+    """Make glibc's malloc keep freed memory for reuse in this process: every decoding step allocates and frees
+    blocks of tens of MB (logits [rows, V], the vocabulary passes, the KV buffers of each batch), which glibc serves
+    from fresh mmaps and hands back at once, so each step faults its pages in and zeroes them again (6.5M page faults
+    in one 512-row batch). `python -m studies.bench --only=alloc` measures it. No-op without glibc's mallopt."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library('c'))
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):  # no C library by that name, or no mallopt (not glibc)
+        return
+    mallopt(-4, 0)  # M_MMAP_MAX: large blocks come from the heap too, so a freed one is reused
+    mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)
 
 
 def resolve_dtype(name, dtype, device, key='model'):

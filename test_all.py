@@ -903,6 +903,22 @@ def test_auto_dtype_is_measured_once_per_machine(tmp_path, monkeypatch):
         generator.weight_dtype('fp8', 'cpu')
 
 
+def test_keep_freed_memory_reuses_freed_blocks():
+    """generator.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
+    it again touches no new page, where glibc's default unmaps it and faults every page back in (each decoding step's
+    logits and vocabulary passes are such blocks). Each side in a process of its own: the setting is per process."""
+    if not sys.platform.startswith('linux'):
+        pytest.skip('glibc malloc only')
+    code = ("import resource, sys, torch, generator\n"
+            "if sys.argv[1] == 'keep':\n    generator.keep_freed_memory()\n"
+            "out = []\nfor _ in range(6):\n    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "    x = torch.ones(2 ** 24); del x\n"
+            "    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)\nprint(out)")
+    faults = {side: json.loads(subprocess.run([sys.executable, '-c', code, side], capture_output=True, text=True,
+                                              cwd=REPO, check=True).stdout) for side in ('default', 'keep')}
+    assert sum(faults['keep'][3:]) < 64 < sum(faults['default'][3:])  # 4 KiB pages: 16,384 a block; 2 MiB: 32
+
+
 # ====================================================================================================
 # capture.py: the step rule, sampling with step-state capture
 # ====================================================================================================

@@ -2,7 +2,7 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python -m studies.bench                 # every section
-    python -m studies.bench --only=extract  # or: dtype, int8, quality, train, procs, search, sample, memory, gpu
+    python -m studies.bench --only=extract  # or: dtype, alloc, int8, quality, train, procs, search, sample, memory, gpu
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
@@ -95,6 +95,9 @@ REPEATS = 3  # runs of the extract variant per case, the fastest counting: this 
 def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, temperature=0.8, top_p=0.95, profile=None):
     import capture as X
     torch.set_num_threads(1)
+    if variant.endswith(GLIBC_DEFAULT):  # the baseline of --only=alloc: freed memory goes back to the system
+        variant = variant.removesuffix(GLIBC_DEFAULT)
+        generator.keep_freed_memory = lambda: None
     dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16',
              'extract float32': 'float32'}.get(variant, 'auto')
     model, tok = generator.load_generator('smollm2', dtype=dtype)
@@ -104,6 +107,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
                for p in probs]
     table = X.step_table(tok)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     torch.manual_seed(0)
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if profile else None
     if prof:
@@ -133,7 +137,9 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
         prof.__exit__(None, None, None)
         _profile_table(prof, dt, profile)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024,
+                      'faults': faults,
                       'steps': n_steps, 'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
 
 
@@ -321,6 +327,29 @@ def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=1.0, repe
           + (f", {runs[auto]['seconds'] / runs[best]['seconds'] - 1:.0%} slower than it" if auto != best else '')
           + '.')
     table(rows, ['weights', 'matmul GFLOP/s', 'seconds', 'floor s', 'candidates/s', 'vs its floor', 'speed vs float32'])
+
+
+GLIBC_DEFAULT = ' (glibc default)'
+
+
+def bench_alloc(n_problems=64, n_samples=8, max_new_tokens=64, repeats=2):
+    """generator.keep_freed_memory against glibc's default on one batch of the main job (bench_dtype's work, in the
+    dtype auto picks here), one process on one thread each, the runs interleaved, the fastest of `repeats`: seconds,
+    page faults (minor: a page first touched) and peak memory."""
+    auto = generator.measured_cpu_dtype(generator.smollm2_config(), log=lambda line: None)
+    runs = {}
+    for r in range(repeats):
+        for v in (GLIBC_DEFAULT, ''):
+            run = worker(f'extract {auto}{v}', n_problems, n_samples, max_new_tokens, 'synth')
+            if v not in runs or run['seconds'] < runs[v]['seconds']:
+                runs[v] = run
+    rows = [[name, f"{runs[v]['seconds']:.1f}", f"{runs[v]['faults'] / 1e6:.2f}M", f"{runs[v]['peak_mb']:,.0f}",
+             f"{runs[GLIBC_DEFAULT]['seconds'] / runs[v]['seconds']:.2f}x"]
+            for v, name in ((GLIBC_DEFAULT, "glibc's default (large blocks mmapped, unmapped when freed)"),
+                            ('', 'generator.keep_freed_memory (freed blocks reused)'))]
+    print(f"Freed memory on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
+          f"tokens, {auto}), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}.")
+    table(rows, ['malloc', 'seconds', 'page faults', 'peak MB', 'speed'])
 
 
 def sample_quality(per_problem, ref, n_boot=2000, seed=0):
@@ -922,6 +951,6 @@ if __name__ == '__main__':
                 'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
-                'memory': bench_memory, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,
+                'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,
                 'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
