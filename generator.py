@@ -138,11 +138,9 @@ def keep_freed_memory():
     from fresh mmaps and hands back at once, so each step faults its pages in and zeroes them again (6.5M page faults
     in one 512-row batch). `python -m studies.bench --only=alloc` measures it. No-op without glibc's mallopt."""
     import ctypes
-    import ctypes.util
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library('c'))
-        mallopt = libc.mallopt
-    except (OSError, AttributeError, TypeError):  # no C library by that name, or no mallopt (not glibc)
+        mallopt = ctypes.CDLL(None).mallopt  # the symbols this process already has (no ldconfig search)
+    except (OSError, AttributeError, TypeError):  # no mallopt (not glibc), or no process handle (Windows)
         return
     mallopt(-4, 0)  # M_MMAP_MAX: large blocks come from the heap too, so a freed one is reused
     mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)

@@ -139,8 +139,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
     print(json.dumps({'tokens': n_tok, 'seconds': dt, 'peak_mb': peak / 1024, 'delta_mb': (peak - base) / 1024,
-                      'faults': faults,
-                      'steps': n_steps, 'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
+                      'faults': faults, 'steps': n_steps, 'floor_work': floor_work, 'prompt_tokens': prompt_tokens}))
 
 
 def _floor_work(model, tok, prompts, res):
@@ -946,8 +945,7 @@ if __name__ == '__main__':
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = '--profile' in sys.argv
-    sections = {'extract': lambda: bench_extract(profile=prof),
-                'dtype': lambda: bench_dtype(profile=prof),
+    sections = {'extract': lambda: bench_extract(profile=prof), 'dtype': lambda: bench_dtype(profile=prof),
                 'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
