@@ -905,18 +905,22 @@ def test_auto_dtype_is_measured_once_per_machine(tmp_path, monkeypatch):
 
 def test_keep_freed_memory_reuses_freed_blocks():
     """generator.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
-    it again touches no new page, where glibc's default unmaps it and faults every page back in (each decoding step's
-    logits and vocabulary passes are such blocks). Each side in a process of its own: the setting is per process."""
+    it again mostly touches no new page (measured here: the heap grows for one more block within the first 2-4
+    rounds, then 0; a rare run faults once more, cause not pinned down), where glibc's default unmaps it and
+    faults every page back in at every round (each decoding step's logits and vocabulary passes are such blocks).
+    Each side in a process of its own: the setting is per process."""
     if not sys.platform.startswith('linux'):
         pytest.skip('glibc malloc only')
     code = ("import resource, sys, torch, generator\n"
             "if sys.argv[1] == 'keep':\n    generator.keep_freed_memory()\n"
-            "out = []\nfor _ in range(6):\n    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "out = []\nfor _ in range(10):\n    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "    x = torch.ones(2 ** 24); del x\n"
             "    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)\nprint(out)")
     faults = {side: json.loads(subprocess.run([sys.executable, '-c', code, side], capture_output=True, text=True,
                                               cwd=REPO, check=True).stdout) for side in ('default', 'keep')}
-    assert sum(faults['keep'][3:]) < 64 < sum(faults['default'][3:])  # 4 KiB pages: 16,384 a block; 2 MiB: 32
+    block = max(faults['default'][2:])  # one block's pages: 16,384 at 4 KiB, 32 at 2 MiB
+    assert min(faults['default'][2:]) > block / 2  # the default faults the block in at every round
+    assert sum(faults['keep'][2:]) <= 3 * block  # kept: faults in at most 3 of the 8 rounds, the default in all 8
 
 
 # ====================================================================================================
