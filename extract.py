@@ -7,7 +7,7 @@ its sampler and its decoding cache from generator.py.
 
 `mode='reencode'` gives pools sampled elsewhere (`candidates_file`, e.g. by vLLM: README "On a GPU") the same states
 in one batched teacher-forced pass. Before a split starts, a batch that will not fit the device's free memory is
-refused with the batch_size that fits (generator's memory model), and the layer selection is checked against this
+refused with the batch_size that fits (memory.py's model), and the layer selection is checked against this
 transformers release at load. Writes are atomic per problem; a re-run resumes (a file that does not load is
 extracted again); `shard`/`num_shards` split whole batches (under torchrun each rank is a shard on its LOCAL_RANK
 GPU); mixing another generator, layers, step rule, mode, sampling settings or data into a split dir is refused.
@@ -29,8 +29,9 @@ from tqdm import tqdm
 from capture import (STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table,
                      stored_kinds)
 from configurator import check_positive, cli, configure, knobs
-from generator import (HEADROOM, budget, check_layers, decode_bytes, eos_ids, fit_batch_size, fit_rows, free_bytes,
-                       kv_bytes_per_token, load_generator, reencode_bytes, resolve_dtype)
+from generator import check_layers, eos_ids, load_generator, resolve_dtype
+from memory import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
+                    reencode_bytes)
 from model import resolve_device
 from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
                    steering)
@@ -80,7 +81,7 @@ top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
 batch_size = 128  # sequences per forward (studies.bench --only=procs: 128 fastest on 2 cores in float32;
                  # config/demo.py's bfloat16 run measured 512 fastest on an AMX Xeon); problems per batch =
-                 # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (generator.fit_batch_size);
+                 # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (memory.fit_batch_size);
                  # reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
@@ -195,7 +196,7 @@ def _gib(n):
 
 def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
     """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
-    generator's memory model (decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
+    the memory model (memory.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
     re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
     batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
     splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may

@@ -4,9 +4,7 @@ SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes i
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
 per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
 matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
-is, which states are kept, steering) lives there. The memory model (bytes a batch allocates against what the device
-has free) sizes batches: extract.py refuses one that will not fit before a split starts, and the paper cells'
-batch_size comes from it.
+is, which states are kept, steering) lives there. What a batch of it allocates: memory.py.
 """
 import difflib
 import importlib.util
@@ -310,6 +308,7 @@ def hidden_selection(model, layers):
 TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass
                      # is short of top_p
 TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
+LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
 
 
 def top_logits(logits, k, chunk=TOP_CHUNK):
@@ -487,141 +486,3 @@ def copy_rows(cache, src, dst):
             layer._views()
         else:
             layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]
-
-# -----------------------------------------------------------------------------
-# the memory model: the bytes a batch allocates, from the model config alone (no weights), against what the device
-# has free. extract.py refuses a batch that will not fit before a split starts and names the batch_size that fits;
-# the paper cells' batch_size is the largest that fits one 80 GB GPU (bench.py --only=memory prints the plan).
-
-HEADROOM = 0.05  # of the free memory never planned for: allocator fragmentation, cuBLAS workspaces, what is counted
-                 # roughly
-CARD_80GB = 78 * 2 ** 30  # free on an idle 80 GB GPU (A100 / H100 80GB: 79.1 GiB total, less the CUDA context), before
-                          # weights
-MAX_ROWS = 256  # the most rows per forward a paper cell takes: the largest bench.py --only=gpu measures
-LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
-PAPER_SHAPES = {  # the paper's generators, from their config.json (Qwen3 ties embeddings up to 4B, Llama 3.2 does)
-    'Qwen/Qwen3-1.7B': dict(model_type='qwen3', hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
-                            num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                            tie_word_embeddings=True, max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6),
-    'Qwen/Qwen3-4B': dict(model_type='qwen3', hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
-                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                          tie_word_embeddings=True, max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6),
-    'Qwen/Qwen3-8B': dict(model_type='qwen3', hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
-                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                          tie_word_embeddings=False, max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6),
-    'Qwen/Qwen3-14B': dict(model_type='qwen3', hidden_size=5120, intermediate_size=17408, num_hidden_layers=40,
-                           num_attention_heads=40, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                           tie_word_embeddings=False, max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6),
-    'meta-llama/Llama-3.2-1B-Instruct': dict(model_type='llama', hidden_size=2048, intermediate_size=8192,
-                                             num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                                             head_dim=64, vocab_size=128256, tie_word_embeddings=True),
-    'meta-llama/Llama-3.2-3B-Instruct': dict(model_type='llama', hidden_size=3072, intermediate_size=8192,
-                                             num_hidden_layers=28, num_attention_heads=24, num_key_value_heads=8,
-                                             head_dim=128, vocab_size=128256, tie_word_embeddings=True),
-    'meta-llama/Llama-3.1-8B-Instruct': dict(model_type='llama', hidden_size=4096, intermediate_size=14336,
-                                             num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-                                             head_dim=128, vocab_size=128256, tie_word_embeddings=False),
-}
-
-
-def paper_config(name):
-    """The transformers config of a paper generator, built from PAPER_SHAPES (no hub)."""
-    from transformers import AutoConfig
-    kw = dict(PAPER_SHAPES[name])
-    return AutoConfig.for_model(kw.pop('model_type'), **kw)
-
-
-def n_params(config):
-    """The model's parameter count, from its config alone (instantiated on the meta device: no memory)."""
-    from transformers import AutoModelForCausalLM
-    with torch.device('meta'):
-        return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
-
-
-def _head_dim(config):
-    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
-
-
-def kv_bytes_per_token(config, dtype):
-    """KV-cache bytes one row holds per position: layers x 2 (keys, values) x kv heads x head_dim x dtype bytes."""
-    kv = getattr(config, 'num_key_value_heads', None) or config.num_attention_heads
-    return config.num_hidden_layers * 2 * kv * _head_dim(config) * dtype.itemsize
-
-
-def decode_bytes(config, dtype, rows, prompt_len, max_new_tokens, n_samples=1, n_layers=1, max_steps=100):
-    """Bytes one sample_with_capture batch allocates beyond the weights: `rows` rows (n_samples per prompt) of a
-    prompt_len-token left-padded prompt. The KV cache preallocated at capacity prompt_len + max_new_tokens + 1; per
-    row its tokens, statistics, uniforms, mask and the ring of step states (max_steps=None: every token's state, the
-    most the doubling ring can need); each step's float32 logits and the sampler's and token_stats' vocabulary-wide
-    temporaries; the decoding forward's activations; and the prefill (its own cache before the copy, activations,
-    keys and values repeated per head, the padding mask). Search can grow the cache past this (idle steps use
-    columns), and torch_compile repeats each layer's keys and values per head at every step."""
-    b, V, d, I = dtype.itemsize, config.vocab_size, config.hidden_size, config.intermediate_size
-    cap, T = prompt_len + max_new_tokens + 1, max_new_tokens
-    S = T + 1 if max_steps is None else max_steps + 1
-    kv = kv_bytes_per_token(config, dtype)
-    per_row = (cap * kv + (T + 1) * (8 + 3 * 4 + 4) + cap * 8 + S * (n_layers * d * 2 + 8) + n_layers * d * 8
-               + V * 4 * 8  # logits, probabilities, log-softmax and its exp, top-k and sort temporaries
-               + (4 * d + 3 * I) * b + config.num_attention_heads * cap * 4)  # the step's activations, attention scores
-    P = -(-rows // n_samples)
-    rep = 2 * config.num_attention_heads * _head_dim(config) * b  # one layer's keys and values repeated for every query
-                                                                  # head
-    prefill = P * prompt_len * (kv + rep + (4 * d + 3 * I) * b) + P * prompt_len ** 2 * 8 + P * V * 4
-    return rows * per_row + prefill
-
-
-def reencode_bytes(config, dtype, rows, length, n_layers=1):
-    """Bytes one capture.reencode call allocates beyond the weights: `rows` sequences padded to `length` positions
-    (prompt + completion). The selected layers' states and the final one, kept to the end; one layer's activations
-    at a time (no KV cache: use_cache=False; keys and values repeated per head); the padding mask [rows, 1, L, L] with
-    SDPA's float copy; and one chunk of LOGIT_CHUNK float32 logits with token_stats' temporaries (the LM head runs
-    over the completion tokens in chunks, never [rows, T, V] at once)."""
-    b, d, I = dtype.itemsize, config.hidden_size, config.intermediate_size
-    kv = getattr(config, 'num_key_value_heads', None) or config.num_attention_heads
-    qkv = (3 * config.num_attention_heads + 2 * kv) * _head_dim(config)  # q, k, v, and k, v repeated for every head
-    per_row = length * ((n_layers + 1) * d * b + (4 * d + 3 * I + qkv) * b + 12) + length ** 2 * 5
-    return rows * per_row + LOGIT_CHUNK * 4 * 4
-
-
-def free_bytes(device):
-    """Bytes this process can still allocate on `device`: on CUDA the device's free memory plus what torch's
-    allocator holds unused; on CPU the RAM the OS reports available (None where it does not say)."""
-    if str(device).startswith('cuda'):
-        dev = torch.device(device)
-        free = torch.cuda.mem_get_info(dev)[0]
-        return free + torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
-    try:
-        with open('/proc/meminfo') as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration):
-        return None
-
-
-def budget(free):
-    """What a batch may plan to use of `free` bytes: all but HEADROOM."""
-    return int(free * (1 - HEADROOM))
-
-
-def fit_rows(need, budget, hi):
-    """The most rows r in [0, hi] with need(r) <= budget (need grows with r)."""
-    lo = 0
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if need(mid) <= budget else (lo, mid - 1)
-    return lo
-
-
-def fit_batch_size(config, dtype, splits, max_new_tokens, budget, n_layers=1, max_steps=100, cap=MAX_ROWS):
-    """The largest batch_size (a multiple of the smallest n_samples, at most `cap` rows per forward) whose batches fit
-    `budget` bytes in every split; splits: [(n_samples, longest prompt in tokens)]. A split runs
-    max(1, batch_size // n) problems x n rows per forward. 0: one problem's n rows do not fit."""
-    best = cap
-    for n, prompt_len in splits:
-        need = lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers,  # noqa: E731
-                                      max_steps)
-        r = fit_rows(need, budget, max(cap, n))
-        if r < n:
-            return 0
-        best = min(best, r // n * n + n - 1)  # every batch_size up to here runs r // n problems or fewer
-    step = min(n for n, _ in splits)
-    return best - best % step if best >= step else best
