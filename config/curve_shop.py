@@ -29,7 +29,9 @@ verifier_layers = [-1]
 sizes = [80, 160, 320, 640, 1250]
 variants = {'hsrm': {'verifier_layers': [-1]}, 'residual': {'residual': 'auto', 'verifier_layers': [-1]},
             'hsrm_steps1000': {'verifier_layers': [-1], 'epochs': None, 'max_iters': 1000},
-            'hsrm_stepfeat': {'verifier_layers': [-1], 'step_features': True},  # the sweep's pick (curve_shop_variants.py)
-            'stepfeat_only': {'verifier_layers': [], 'step_features': True}}    # its control: the step features, no states
+            'hsrm_stepfeat': {'verifier_layers': [-1], 'step_features': True},  # the sweep's pick
+                                                                                # (curve_shop_variants.py)
+            'stepfeat_only': {'verifier_layers': [], 'step_features': True}}    # its control: the step features, no
+                                                                                # states
 seeds = [42, 123, 456]
 train_overrides = {'epochs': 20, 'eval_interval': 25}

@@ -10,4 +10,5 @@ train_range = (0, 149)  # the paper's split table
 eval_range = (150, 499)
 max_new_tokens = 2048
 batch_size = 256  # rows per forward on one 80 GB GPU: the most that fit both splits by the memory model (5% headroom)
-judge_model = None  # paper-style labels: a local path or hub id of an instruct LLM judge (the paper names none; we suggest Qwen/Qwen3-8B)
+judge_model = None  # paper-style labels: a local path or hub id of an instruct LLM judge (the paper names none; we
+                    # suggest Qwen/Qwen3-8B)

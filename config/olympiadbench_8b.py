@@ -13,4 +13,5 @@ train_range = (0, 150)  # = the paper's [0, 149]
 eval_range = (151, 674)  # = the paper's [150, 672]
 max_new_tokens = 2048
 batch_size = 112  # rows per forward on one 80 GB GPU: the most that fit both splits by the memory model (5% headroom)
-judge_model = None  # paper-style labels: a local path or hub id of an instruct LLM judge (the paper names none; we suggest Qwen/Qwen3-8B)
+judge_model = None  # paper-style labels: a local path or hub id of an instruct LLM judge (the paper names none; we
+                    # suggest Qwen/Qwen3-8B)

@@ -5,4 +5,5 @@ enable_thinking = True
 max_new_tokens = 8192
 max_steps = None
 input_steps = 'answer'
-batch_size = 64  # on math500_1p7b at 8192 new tokens: the most rows per forward that fit one 80 GB GPU by the memory model
+batch_size = 64  # on math500_1p7b at 8192 new tokens: the most rows per forward that fit one 80 GB GPU by the memory
+                 # model
