@@ -168,11 +168,15 @@ def cpu_name():
     return info.get('model name') or platform.processor() or platform.machine(), sorted(info.get('flags', '').split())
 
 
+def head_dim(config):
+    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
+
+
 def matmul_shapes(config):
     """(out, in, calls per decoding step) of a decoder's matmuls: q, k, v, o, gate, up, down per layer, the LM head."""
     d, n = config.hidden_size, config.num_hidden_layers
-    q = config.num_attention_heads * _head_dim(config)
-    kv = (getattr(config, 'num_key_value_heads', None) or config.num_attention_heads) * _head_dim(config)
+    q = config.num_attention_heads * head_dim(config)
+    kv = (getattr(config, 'num_key_value_heads', None) or config.num_attention_heads) * head_dim(config)
     return [(q, d, n), (kv, d, 2 * n), (d, q, n), (config.intermediate_size, d, 2 * n),
             (d, config.intermediate_size, n), (config.vocab_size, d, 1)]
 

@@ -5,7 +5,7 @@ paper cells' batch_size is the largest that fits one 80 GB GPU (python -m studie
 """
 import torch
 
-from generator import LOGIT_CHUNK
+from generator import LOGIT_CHUNK, head_dim
 
 HEADROOM = 0.05  # of the free memory never planned for: allocator fragmentation, cuBLAS workspaces, what is counted
                  # roughly
@@ -51,14 +51,10 @@ def n_params(config):
         return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
 
 
-def _head_dim(config):
-    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
-
-
 def kv_bytes_per_token(config, dtype):
     """KV-cache bytes one row holds per position: layers x 2 (keys, values) x kv heads x head_dim x dtype bytes."""
     kv = getattr(config, 'num_key_value_heads', None) or config.num_attention_heads
-    return config.num_hidden_layers * 2 * kv * _head_dim(config) * dtype.itemsize
+    return config.num_hidden_layers * 2 * kv * head_dim(config) * dtype.itemsize
 
 
 def decode_bytes(config, dtype, rows, prompt_len, max_new_tokens, n_samples=1, n_layers=1, max_steps=100):
@@ -77,7 +73,7 @@ def decode_bytes(config, dtype, rows, prompt_len, max_new_tokens, n_samples=1, n
                + V * 4 * 8  # logits, probabilities, log-softmax and its exp, top-k and sort temporaries
                + (4 * d + 3 * I) * b + config.num_attention_heads * cap * 4)  # the step's activations, attention scores
     P = -(-rows // n_samples)
-    rep = 2 * config.num_attention_heads * _head_dim(config) * b  # one layer's keys and values repeated for every query
+    rep = 2 * config.num_attention_heads * head_dim(config) * b  # one layer's keys and values repeated for every query
                                                                   # head
     prefill = P * prompt_len * (kv + rep + (4 * d + 3 * I) * b) + P * prompt_len ** 2 * 8 + P * V * 4
     return rows * per_row + prefill
@@ -91,7 +87,7 @@ def reencode_bytes(config, dtype, rows, length, n_layers=1):
     over the completion tokens in chunks, never [rows, T, V] at once)."""
     b, d, I = dtype.itemsize, config.hidden_size, config.intermediate_size
     kv = getattr(config, 'num_key_value_heads', None) or config.num_attention_heads
-    qkv = (3 * config.num_attention_heads + 2 * kv) * _head_dim(config)  # q, k, v, and k, v repeated for every head
+    qkv = (3 * config.num_attention_heads + 2 * kv) * head_dim(config)  # q, k, v, and k, v repeated for every head
     per_row = length * ((n_layers + 1) * d * b + (4 * d + 3 * I + qkv) * b + 12) + length ** 2 * 5
     return rows * per_row + LOGIT_CHUNK * 4 * 4
 
