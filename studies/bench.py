@@ -785,7 +785,6 @@ def bench_gpu(device=None):
     """README's first check on a rented GPU: captured states against teacher forcing on the device in its dtypes, one
     beam and one pruning run, decoding speed and peak memory at Qwen3-1.7B's shapes (random weights)."""
     import capture as X
-    from model import build_verifier
     from studies.policy import Steering
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     cuda = device.startswith('cuda')

