@@ -251,8 +251,10 @@ def shard_of(sizes, num_shards):
 def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None, batches=None):
     """Extract `batches` of one split (this shard's; None: all of them) into {out_dir}/{split}/problems/, skipping
     finished problems (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each
-    seeded by the run seed and its first problem, and a batch with any file missing or damaged is redone whole (only
-    those files are written): a resumed or sharded run samples exactly what one uninterrupted run would. Re-encoding
+    seeded by the run seed and its first problem, and a batch with any file missing or damaged is redone whole: a
+    resumed or sharded run samples exactly what one uninterrupted run would. Its sound files are kept where they hold
+    the same draw, and rewritten where they hold another (drawn in another batch: an earlier, shorter range), so a
+    grown range equals one run over it. Re-encoding
     (pool: read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at most batch_size rows,
     fewer where `room` bytes (check_memory) hold fewer."""
 
@@ -267,6 +269,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
           f"{len(done)} done already, {n_todo} to "
           f"go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, {n} samples each")
     bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
+    redrawn = 0  # finished files of a redone batch that held another draw
     for batch in todo:
         if pool is None:
             prompts, res = sample_problems(model, tok, batch, n, cfg, table, steer)
@@ -289,16 +292,22 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
                                         cfg['conf_topk'], step_kinds=cfg['step_kinds'])
         for p, prompt, cands in zip(batch, prompts, res):
             if path(p) in done:
-                continue
+                old = torch.load(path(p), weights_only=True, mmap=True)['candidates']
+                if [c['token_ids'].tolist() for c in old] == [c['token_ids'].tolist() for c in cands]:
+                    continue
+                redrawn += 1
             key = f"{p['index']:06d}"
             extra = {'generated_tokens': generated_tokens(cands)} if steer is not None and steer.sync else {}
             atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands,
                          **extra},
                         path(p))
             n_tok += sum(len(c['token_ids']) for c in cands)
-            bar.update(1)
+            bar.update(path(p) not in done)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
+    if redrawn:
+        print(f"{split}: {redrawn} finished problems of redone batches held another draw (an earlier range), rewritten "
+              f"as one run over this range draws them; run label.py again")
 
 
 def finished(problems, path):

@@ -1471,6 +1471,27 @@ def _extract_tiny(out_dir, problems, model, tok):
     return os.path.join(out_dir, 'train', 'problems')
 
 
+def test_a_grown_range_equals_one_run_over_it(tmp_path, capsys):
+    """A range grown at its end redoes its last, partial batch whole: the finished problem there, drawn alone in the
+    shorter run, is rewritten with the draw one run over the grown range makes (said in one line); finished batches
+    are not touched."""
+    tok = tiny_tokenizer()
+    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
+    problems = [synth_problem(i, 2, 1337) for i in range(4)]
+    def ids(d, f):
+        return [c['token_ids'].tolist() for c in torch.load(os.path.join(d, f), weights_only=True)['candidates']]
+    d = _extract_tiny(str(tmp_path / 'grown'), problems[:3], model, tok)  # batches [0, 1], [2]
+    alone, mtime = ids(d, '000002.pt'), os.path.getmtime(os.path.join(d, '000000.pt'))
+    capsys.readouterr()
+    _extract_tiny(str(tmp_path / 'grown'), problems, model, tok)  # batches [0, 1], [2, 3]
+    assert 'train: 1 finished problems of redone batches held another draw' in capsys.readouterr().out
+    one = _extract_tiny(str(tmp_path / 'one'), problems, model, tok)
+    assert sorted(os.listdir(d)) == sorted(os.listdir(one)) == [f'{i:06d}.pt' for i in range(4)]
+    assert all(ids(d, f) == ids(one, f) for f in os.listdir(one))
+    assert alone != ids(one, '000002.pt')  # the draw of a batch of one differed: it was rewritten
+    assert os.path.getmtime(os.path.join(d, '000000.pt')) == mtime
+
+
 def test_resume_refuses_changed_data_accepts_moved_data(tmp_path, capsys):
     """Bug 4, data source: resuming with the same data from another folder goes on; data whose question at an
     index differs from the one extracted there (an edited file, another dataset file) is refused."""
