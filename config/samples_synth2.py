@@ -2,7 +2,8 @@
 # on synthetic level 2 (grouped split: no evaluation question shares its operand multiset with a training one), does
 # HSRM need more problems or more samples of each? Every arm trains exactly 1,000 steps (the paper's count; at about
 # 1,000 problems 20 epochs is about as many, and the curve's fixed-1,000-steps control was level with it there), so
-# the arms differ in data alone. The cells, on the main job's evaluation split (config/demo.py: 1225-1524 x 8):
+# the arms differ in data alone. The cells, on the main job's evaluation split (RESULTS.md's numbers: 1225-1524 x 8,
+# before it grew to 1225-1898):
 #   x8 @ 1000          the main job's training extraction (0-1224 x 8), K = 1,000 of it (about 800 train)
 #   x32 @ 250          problems 0-249 x 32                          (out/samples_synth2_x32, sampling seed 1338)
 #   x64 @ 125          problems 0-124 x 64                          (out/samples_synth2_x64, sampling seed 1339)
