@@ -276,7 +276,7 @@ def one_thread_eval():
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
 STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
-SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'capture')
+SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'memory', 'capture')
 
 
 def write_untrained_run(out):
@@ -1170,10 +1170,16 @@ def test_extract_cli_resume_and_reencode(tmp_path):
     assert p['key'] == '000000' and len(p['candidates']) == 2 and p['gold'] == synth_problem(0, 2, 1337)['gold']
     assert all(c['confidences'].shape == c['token_ids'].shape for c in p['candidates'])
     mtime = os.path.getmtime(os.path.join(out, 'train', 'problems', files[0]))
-    # a re-run skips finished problems; a larger range only adds the new ones
+    # a re-run skips finished problems and touches no file
+    r = _run('extract.py', 'config/demo.py', *common)
+    assert r.returncode == 0 and '2 done already, 0 to go' in r.stdout, r.stdout + r.stderr
+    assert os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
+    # a larger range redoes the batch it grows (here the one batch): its finished problems take the draw one run
+    # over (0, 2) makes, drawn 3 problems at a time where they were drawn 2 (test_a_grown_range_equals_one_run_over_it)
     r = _run('extract.py', 'config/demo.py', *common[1:], '--train_range=(0,2)')
     assert r.returncode == 0 and '2 done already, 1 to go' in r.stdout, r.stdout + r.stderr
-    assert os.path.getmtime(os.path.join(out, 'train', 'problems', files[0])) == mtime
+    assert 'train: 2 finished problems of redone batches held another draw' in r.stdout, r.stdout
+    mtime = os.path.getmtime(os.path.join(out, 'train', 'problems', files[0]))
     # another generator/layer setting or another step rule in the same dir is refused
     r = _run('extract.py', 'config/demo.py', *common, '--layers=[-2]')
     assert r.returncode != 0 and 'layers' in r.stderr
