@@ -253,10 +253,10 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     finished problems (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each
     seeded by the run seed and its first problem, and a batch with any file missing or damaged is redone whole: a
     resumed or sharded run samples exactly what one uninterrupted run would. Its sound files are kept where they hold
-    the same draw, and rewritten where they hold another (drawn in another batch: an earlier, shorter range), so a
-    grown range equals one run over it. Re-encoding
-    (pool: read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at most batch_size rows,
-    fewer where `room` bytes (check_memory) hold fewer."""
+    the same draw, and rewritten where they hold another (drawn in another batch: a shorter range, another
+    batch_size), so a grown range equals one run over it. Re-encoding (pool: read_candidates_file, then pool_ids)
+    runs a problem's candidates in chunks of at most batch_size rows, fewer where `room` bytes (check_memory) hold
+    fewer."""
 
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
@@ -306,8 +306,8 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
     if redrawn:
-        print(f"{split}: {redrawn} finished problems of redone batches held another draw (an earlier range), rewritten "
-              f"as one run over this range draws them; run label.py again")
+        print(f"{split}: {redrawn} finished problems of redone batches held another draw (an earlier range or "
+              f"batch_size), rewritten as one run over this range draws them; run label.py again")
 
 
 def finished(problems, path):
