@@ -13,10 +13,12 @@ norm). The loop preallocates its KV cache, samples top-p from a top-64 prefilter
 sort (one uniform per row and step, so a row's tokens never depend on which other rows still run), syncs with the
 host once per step and drops finished rows; the tests prove the captured states equal a teacher-forced re-encoding.
 """
+from collections import deque
+
 import torch
 
-from generator import (LOGIT_CHUNK, TOPK_PREFILTER, PreallocLayer, copy_rows, decode_cache, draw, eos_ids, full_nucleus,
-                       hidden_selection, nucleus, vocab_stats)
+from generator import (LOGIT_CHUNK, TOPK_PREFILTER, candidate_key, draw, eos_ids, full_nucleus, hidden_selection,
+                       move_rows, nucleus, put_prompts, row_cache, uniforms, vocab_stats)
 from model import STEP_KINDS
 from tasks import GENERATED, build_prompt
 
@@ -26,6 +28,9 @@ from tasks import GENERATED, build_prompt
 # split's config.json: check_resume refuses to mix extractions made under different rules, so give a
 # changed rule a new name.
 STEP_RULE = 'newline'
+# how candidates are drawn, recorded in each split's config.json (a resume under another is refused): 'counter' = one
+# uniform per candidate and token from (seed, problem, sample, token) alone (generator.uniforms), in continuous batches
+SAMPLER = 'counter'
 
 
 def step_table(tok):
@@ -98,32 +103,50 @@ def _fit(table, V):
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
-                        torch_compile=False, steer=None, step_kinds=('boundary',)):
-    """Sample n_samples completions for each prompt in one left-padded batch. Returns a list (per prompt)
-    of lists of candidate dicts (README format).
+                        torch_compile=False, steer=None, step_kinds=('boundary',), rows=None, keys=None):
+    """n_samples completions for each prompt: a list (per prompt) of lists of candidate dicts (README format), in
+    sample order. sample_stream's loop, every prompt's candidates collected; its arguments are these."""
+    out = [None] * len(prompts)
+    for i, cands in sample_stream(model, tok, prompts, n_samples, layers, max_new_tokens, temperature, top_p, seed,
+                                  table, eos, max_steps, conf_topk, torch_compile, steer, step_kinds, rows, keys):
+        out[i] = cands
+    return out
 
-    The step costs what the model costs: a KV cache preallocated once (no per-step copies), top-p on the
-    top-64 tokens (full sort only when their mass is short of top_p: same distribution), boundaries and
-    statistics computed for all rows at once into device buffers (states in a ring of the last max_steps
-    per row; max_steps=None: every state, in a buffer that doubles when a row fills it), one host sync per
-    step (has a row finished? did a row need the full sort? did a row close a step?), finished rows leave
-    the batch and the cache at once. Token i of row r draws the uniform draws[i, r] (seeded), whatever the
-    other rows do. torch_compile: the decoding forward is compiled with a static cache (CUDA graphs on
-    GPU); rows then stay in the batch until all finish.
 
-    steer: a steering policy (studies/policy.py's Steering: the rules live there, not here). steer.start(layers, D,
-    n_prompts, n_samples, kinds, device) gives the batch's steerer; at each decoding step where rows close a step
-    its step(ring, count, keep, done, rows, width, fring) scores their prefixes (the states kept so far) and says
-    (stop: bool per batch row or None, plan: [(source batch row, copy's batch row)], release: bool per batch row).
-    A stopped row leaves the batch with finish='pruned' and its tokens up to that step boundary: what the offline
-    replay of the same rule would cut. With steerer.sync (search), a row that closes a step waits (its slot idles,
-    masked out of attention) until released; the copies of a plan take the stopped rows' slots and copy their
-    source's KV cache rows (no new prefill), their row ids from steerer.branched(sources, inherited) (steerer.n_rows:
-    the ids given so far), and the candidates carry row, parent and inherited (steerer.lineage: the leading tokens
-    shared with the parent), stopped ones included, and decoded: the tokens the row itself ran through the model,
-    which generated_tokens() sums (a stopped row's step-closing token, and a copy re-running its source's, ran but are
-    not among its token_ids).
-    steerer.features: the step features (model.step_feature_matrix) are kept beside the ring.
+@torch.no_grad()
+def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7, top_p=0.9,
+                  seed=0, table=None, eos=None, max_steps=100, conf_topk=20, torch_compile=False, steer=None,
+                  step_kinds=('boundary',), rows=None, keys=None):
+    """Sample n_samples completions of each prompt with continuous batching, yielding (prompt index, its candidates)
+    as each prompt's last candidate ends.
+
+    `rows` rows decode at once (None: every candidate at once). A row that ends (EOS, max_new_tokens, or stopped by
+    steering) takes the next waiting candidate in the same step: its prompt (all but the last token, prefilled once
+    per prompt and kept until its samples have started) is copied into the row's KV cache, and the last prompt token
+    goes through the decoding forward with the other rows' tokens. Each row writes at its own cache column and
+    position, so no row waits for another. Once no candidate waits, ended rows leave the batch (the last rows move
+    into their slots). Candidate j of prompt i draws token t with the uniform of (seed, keys[i], j, t)
+    (generator.uniforms; keys None: the prompt indices), so its tokens depend on nothing else: not on the rows
+    around it, their order or when it started (up to float rounding, which a batch's shape can change).
+
+    The step costs what the model costs: the KV cache preallocated once, top-p on the top-64 tokens (the full sort
+    only for rows whose top-64 mass is short of top_p: the same distribution), boundaries and statistics for all rows
+    at once in device buffers (states in a ring of the last max_steps per row; max_steps=None: every state, the ring
+    doubling when a row fills it), one host sync per step. Every candidate records `decoded`: the tokens its row ran
+    through the decoding forward (its prompt's last token and its own tokens; a search copy's since it was made), so
+    the decoding forwards add up to the candidates' decoded (generated_tokens). torch_compile: the decoding forward is
+    compiled over fixed shapes (CUDA graphs on GPU): every row runs every step, an ended row idle until refilled.
+
+    steer: a steering policy (studies/policy.py's Steering; the rules live there). A steered prompt's rows start
+    together (its n_samples rows wait for as many free rows) and it gets its own steerer, steer.start(layers, D, 1,
+    n_samples, kinds, device), whose step(ring, count, keep, done, rows, width, fring) scores the prefixes of its rows
+    that closed a step and says (stop: bool per row or None, plan: [(source row, copy's row)], release: bool per row).
+    A stopped row ends with finish='pruned' and its tokens up to that step boundary: what the offline replay of the
+    same rule would cut. With steerer.sync (search), a row that closes a step waits (runs no forward) until released;
+    the copies of a plan take the stopped rows' slots and copy their source's KV cache rows (no new prefill), their
+    row ids from steerer.branched(sources, inherited), and the candidates carry row, parent and inherited
+    (steerer.lineage: the leading tokens shared with the parent). steerer.features: the step features
+    (model.step_feature_matrix) are kept beside the ring.
 
     step_kinds: what is stored per step (model.STEP_KINDS; 'boundary' always): 'mean' keeps a running sum of each
     row's token states since its last boundary, 'least' the state of its least likely token so far; both go into the
@@ -132,104 +155,86 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
     V = model.get_output_embeddings().weight.shape[0]
     table = _fit(step_table(tok) if table is None else table, V).to(device)
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    T, D = max_new_tokens, len(layers) * model.config.hidden_size
-    kinds = stored_kinds(step_kinds)
-    steer = steer.start(layers, D, len(prompts), n_samples, kinds, device) if steer is not None else None
+    T, D, kinds = max_new_tokens, len(layers) * model.config.hidden_size, stored_kinds(step_kinds)
     searching = bool(steer and steer.sync)
     if searching and torch_compile:
-        raise ValueError(f"search={steer.rule!r} with torch_compile=True: search copies and idles rows, which the "
-                         f"static compiled cache cannot; fix: torch_compile=False")
-    attn = model.config._attn_implementation
-    fast = attn == 'sdpa' and device.type == 'cpu' and not torch_compile  # decode_attention runs the decoding steps
-    s, Lp = _prefill(model, tok, prompts, n_samples, T, max_steps, D, torch_compile, kinds,
-                     feats=bool(steer and steer.features),
-                     whole=fast and next(model.parameters()).dtype != torch.float32)
-    if searching and not all(isinstance(l, PreallocLayer) for l in s.cache.layers):
-        raise ValueError(f"search={steer.rule!r}: this model's cache has layers of another kind (e.g. sliding-window "
-                         f"attention) than the preallocated ones search idles and copies rows in; fix: search=None")
-    draws = torch.rand(T, len(s.rows), generator=gen, device=device)  # [token index, row id]; search's new rows add
-                                                                      # columns
-    step = _decode_step(model, s.cache, layers, torch_compile)
-    if fast:
-        model.config._attn_implementation = 'decode_sdpa'  # SDPA's arithmetic, faster at one query on CPU; restored
-                                                           # below
-    done_all, t = {}, 0
-    while True:
+        raise ValueError(f"search={steer.rule!r} with torch_compile=True: search idles and copies rows, which the "
+                         f"compiled fixed-shape step cannot; fix: torch_compile=False")
+    ids = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    if not ids:
+        return
+    if not all(ids):
+        raise ValueError(f"prompt {[len(x) for x in ids].index(0)} has no tokens; fix: a non-empty prompt")
+    keys = list(range(len(prompts))) if keys is None else [int(k) for k in keys]
+    B = min(rows or len(prompts) * n_samples, len(prompts) * n_samples)
+    B = max(B, n_samples) if steer else B  # a steered prompt's rows start together
+    fast = model.config._attn_implementation == 'sdpa' and device.type == 'cpu' and not torch_compile
+    s = _rows(model, B, max(map(len, ids)) + T, T, max_steps, D, kinds, bool(steer and steer.features),
+              whole=torch_compile or fast and next(model.parameters()).dtype != torch.float32, static=torch_compile)
+    s.seed, s.keys = seed, keys
+    step = _decode_step(model, s.cache, layers, torch_compile, fast)
+    jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
+               # 'steer': its steerer}
+    queue = deque(range(len(prompts)))
+    _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device))
+    while s.n_live:
+        _feed(s, step)
         done, keep, at_max, col, any_done, any_keep, n_kept, stats = _next_tokens(
-            s, draws, temperature, top_p, eos, table, bool(steer or not max_steps), conf_topk)
+            s, temperature, top_p, eos, table, bool(steer or not max_steps), conf_topk)
         _capture(s, col, keep, at_max, n_kept, not max_steps, stats)
         stop, plan = None, []
-        if steer and any_keep:  # rows closed a step: the verifier scores them, the policy stops / continues / branches
-            stop, plan, release = steer.step(s.ring, s.count, keep, done, s.rows, min(n_kept, s.ring.shape[1] - 1),
-                                             s.fring)
+        if steer and any_keep:  # rows closed a step: the verifier scores them, the policy stops / continues /
+            stop, plan, release = _steer(s, jobs, keep, done, min(n_kept, s.ring.shape[1] - 1))  # branches
             if searching:
-                s.wait = (s.wait | (keep & ~done)) & ~release
+                s.wait[:s.m] = (s.wait[:s.m] | (keep & ~done)) & ~release
         ended = done | stop if stop is not None else done
         if any_done or stop is not None:  # finished and stopped rows become candidates
-            _collect(s, ended, stop, at_max, done_all)
+            _collect(s, ended, stop, at_max, jobs)
         if plan:
-            _branch(s, plan, steer, ended)
-        s.fed = s.samp & ~ended  # rows whose new token goes through the model now
-        if (any_done or stop is not None) and not _drop(s, ended, torch_compile or (None if steer else 'lazy')):
-            break
-        b = len(s.rows)
+            _branch(s, plan, jobs, ended)
+        if any_done or stop is not None:
+            s.live[:s.m] &= ~ended
+            for i in [i for i, j in jobs.items() if not j['todo'] and not j['left']]:
+                yield i, _results(tok, jobs.pop(i), max_steps, D, kinds)
+            _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device))
         if searching:
-            b = _front(s)
-            if draws.shape[1] < steer.n_rows:
-                new = torch.rand(T, steer.n_rows - draws.shape[1], generator=gen, device=device)
-                draws = torch.cat([draws, new], 1)
-            if b == 0:  # every row waits for a group decided at its next boundary: nothing to run now
-                continue
-        _feed(s, step, b, Lp + t, T, searching, torch_compile)
-        t += 1
-    model.config._attn_implementation = attn
-    return _results(tok, done_all, len(prompts), n_samples, steer.lineage if searching else None, max_steps, D, kinds)
+            _front(s)
 
 
 class _Rows:
-    """The decoding batch: every tensor below holds one entry per batch row (stats: along dim 1), and the KV cache
-    one row per batch row, so dropping, copying or reordering rows moves them all together."""
-    PER_ROW = ('rows', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live', 'mask', 'pos', 'nxt',
-               'prev', 'logits', 'h_prev', 'samp', 'fed', 'acc', 'acc_n', 'least_lp', 'least_h', 'fsum', 'fring')
+    """The decoding batch: every tensor in PER_ROW holds one entry per row (stats: along dim 1), allocated once for
+    every row; rows [0, m) are in use (the rest free), and of them the first b run the next forward. The KV cache
+    holds one row per row, so moving rows moves them all together."""
+    PER_ROW = ('job', 'rid', 'key', 'w', 'pos', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live',
+               'nxt', 'prev', 'logits', 'h_prev', 'samp', 'acc', 'acc_n', 'least_lp', 'least_h', 'fsum', 'fring')
 
     def __init__(self, **tensors):
         self.__dict__.update(tensors)
 
-    def take(self, i):  # keep batch rows i only
-        self.cache.batch_select_indices(i)
-        for k in self.PER_ROW:
-            setattr(self, k, getattr(self, k)[i])
-        self.stats = self.stats[:, i]
-
-    def move(self, src, dst):  # batch rows dst become copies of rows src (src = dst reordered: a swap)
+    def move(self, src, dst):  # rows dst become copies of rows src (src = dst reordered: a swap)
         for k in self.PER_ROW:
             getattr(self, k)[dst] = getattr(self, k)[src]
         self.stats[:, dst] = self.stats[:, src]
-        copy_rows(self.cache, src, dst)
+        move_rows(self.cache, src, dst)
 
 
-def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('boundary',), feats=False, whole=False):
-    """One forward over the left-padded prompts, then n_samples copies of each prompt's cache as the decoding
-    cache (rows prompt-major), and the batch's row tensors (feats: keep each step's features for a step-feature
-    verifier that steers). -> (_Rows, padded prompt length)"""
-    from transformers import DynamicCache
+def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static):
+    """B free rows: their KV cache of capacity cap (the longest prompt and max_new_tokens T) and every per-row
+    tensor (feats: keep each step's features for a step-feature verifier that steers; whole: attention reads the
+    whole capacity; static: rows never move, every row runs every step: the compiled step's fixed shapes)."""
     device = next(model.parameters()).device
-    enc = tok(prompts, return_tensors='pt', padding=True, padding_side='left', add_special_tokens=False).to(device)
-    P, Lp = enc.input_ids.shape
-    B, cap, S = P * n_samples, Lp + T + 1, max_steps or 64
-    cache = DynamicCache()
-    out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, past_key_values=cache, use_cache=True,
-                position_ids=(enc.attention_mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=1)
-    cache = decode_cache(model, cache, n_samples, cap, static, whole)
-    mask = torch.zeros(B, cap, dtype=torch.long, device=device)
-    mask[:, :Lp] = enc.attention_mask.repeat_interleave(n_samples, 0)
+    cache, shared = row_cache(model, B, cap)
+    S = max_steps or 64
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
     return _Rows(
-        cache=cache, mask=mask, dtype=next(model.parameters()).dtype,
-        pos=mask.sum(-1) - 1,  # position id of each row's last token
-        logits=out.logits[:, -1].float().repeat_interleave(n_samples, 0),
-        rows=torch.arange(B, device=device),  # the row id of each batch row (search: copies get new ids)
+        cache=cache, shared=shared, cap=cap, whole=whole, static=static, dtype=next(model.parameters()).dtype, T=T,
+        kv={},  # prompt index -> (its prefill cache, its row there): kept until every candidate of it has started
+        # host ints: rows in use, rows holding a candidate, rows the next forward runs, the largest write column
+        m=0, n_live=0, b=0, wmax=0,
+        job=z(B), rid=z(B),  # each row's prompt index and row id within it (its sample; search: its lineage row)
+        key=z(B),  # its candidate_key: what its draws come from
+        w=z(B), pos=z(B),  # the cache column and the position id of the token it feeds next
+        logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], device=device),
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
         ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side
@@ -238,14 +243,12 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         count=z(B),  # kept states so far
         ln=z(B),  # tokens drawn so far
         bnd=z(B),  # tokens before the latest boundary: what an end keeps
-        ran=z(B),  # tokens the row itself fed through the model (a copy: since it was made); a boundary token the cut
-                   # drops still ran
+        ran=z(B),  # tokens the row fed through the model (a copy: since it was made)
         wait=z(B, dtype=torch.bool),  # search: closed a step, waits for its group
-        live=torch.ones(B, dtype=torch.bool, device=device),  # rows still decoding (torch_compile keeps finished rows)
+        live=z(B, dtype=torch.bool),  # rows holding a candidate
         samp=z(B, dtype=torch.bool),  # rows that draw a token this step
-        fed=z(B, dtype=torch.bool),  # rows whose token goes through the model this step
-        nxt=z(B), prev=z(B),  # this step's token and the one before it
-        h_prev=torch.zeros(B, D, device=device),  # the state before nxt: kept if nxt closes a step
+        nxt=z(B), prev=z(B),  # the token fed next (drawn this step) and the one fed before it
+        h_prev=torch.zeros(B, D, device=device),  # the state of prev: kept if nxt closes a step
         # the open step's token states so far (width 0 when that kind is not stored): their sum and count ('mean'),
         # the lowest log-prob and its token's state ('least')
         acc=torch.zeros(B, D * ('mean' in kinds), device=device), acc_n=z(B),
@@ -253,195 +256,297 @@ def _prefill(model, tok, prompts, n_samples, T, max_steps, D, static, kinds=('bo
         least_h=torch.zeros(B, D * ('least' in kinds), device=device),
         # each kept step's mean log-prob, entropy and confidence (model.step_feature_matrix), beside the ring: what a
         # step-feature verifier reads when it steers (width 0 otherwise)
-        fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device)), Lp
+        fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device))
 
 
-def _decode_step(model, cache, layers, static):
+def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
+    """Free rows take waiting candidates (queue: prompt indices, in order): a prompt's candidates one by one, a steered
+    prompt's n at once (with its steerer; where = (layers, D, kinds, device)). Prompts not yet in s.kv are prefilled
+    together (all but their last token: _prefill), their keys and values copied into each of their rows, and the last
+    token is what a row feeds first. Then the rows in use are made contiguous, [0, m): the last ones move into the
+    slots left free (the compiled step's rows never move)."""
+    slots = (~s.live[:s.m]).nonzero().squeeze(1).tolist() + list(range(s.m, len(s.live)))
+    new = []  # (row, prompt, row id)
+    while queue:
+        i = queue[0]
+        j = jobs.setdefault(i, {'todo': n, 'left': 0, 'done': {}})
+        k = j['todo'] if steer else 1
+        if len(slots) - len(new) < k:
+            break
+        new += [(slots[len(new) + r], i, n - j['todo'] + r) for r in range(k)]
+        j['todo'] -= k
+        j['left'] += k
+        if steer:
+            j['steer'] = steer.start(where[0], where[1], 1, n, where[2], where[3])
+        if not j['todo']:
+            queue.popleft()
+    if new:
+        dev = s.live.device
+        need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
+        if need:
+            pre = _prefill(model, [ids[i][:-1] for i in need])
+            s.kv.update({i: (pre, x) for x, i in enumerate(need)})
+        rows, prompts, rids = zip(*new)
+        for r, p in zip(rows, prompts):
+            if p in s.kv:
+                put_prompts(s.cache, [r], s.kv[p][0], [s.kv[p][1]], [len(ids[p]) - 1])
+        for p in set(prompts):
+            if not jobs[p]['todo']:
+                s.kv.pop(p, None)  # every candidate of p started: its prefill can go
+        r = torch.tensor(rows, device=dev)
+        at = torch.tensor([len(ids[p]) - 1 for p in prompts], device=dev)
+        s.job[r], s.rid[r], s.w[r], s.pos[r] = torch.tensor(prompts, device=dev), torch.tensor(rids, device=dev), at, at
+        s.nxt[r] = torch.tensor([ids[p][-1] for p in prompts], device=dev)
+        s.key[r] = torch.tensor([candidate_key(seed, keys[p], q) for p, q in zip(prompts, rids)], device=dev)
+        for k in ('ln', 'count', 'bnd', 'ran', 'acc_n', 'acc', 'least_h', 'fsum'):
+            getattr(s, k)[r] = 0
+        s.least_lp[r], s.wait[r], s.live[r] = float('inf'), False, True
+        s.m, s.n_live = max(s.m, max(rows) + 1), s.n_live + len(new)
+        s.wmax = max(s.wmax, int(at.max()))
+    if s.static:
+        s.m = s.b = len(s.live)
+        return
+    m = s.n_live  # compact: the rows in use at m or above move into the free slots below m
+    holes = (~s.live[:m]).nonzero().squeeze(1)
+    if len(holes):
+        s.move(s.live[m:s.m].nonzero().squeeze(1) + m, holes)
+        s.live[m:s.m] = False
+    s.m = s.b = m
+
+
+def _prefill(model, seqs):
+    """One forward over token sequences (left-padded) through the model's body: their keys and values, a
+    DynamicCache whose row i holds seqs[i] right-aligned."""
+    from transformers import DynamicCache
+    device = next(model.parameters()).device
+    L = max(map(len, seqs))
+    x = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    mask = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    for i, q in enumerate(seqs):
+        if q:
+            x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
+    cache = DynamicCache()
+    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                     past_key_values=cache, use_cache=True)
+    return cache
+
+
+def _decode_step(model, cache, layers, static, fast=False):
     """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
-    static=True (CUDA graphs on GPU)."""
+    static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query on CPU),
+    the model's attention restored after each call (the prefills between them run SDPA)."""
     sel = hidden_selection(model, layers)
 
     def forward(ids, mask, pos):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
                   use_cache=True, output_hidden_states=sel)
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+
+    def fast_forward(ids, mask, pos):
+        attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
+        try:
+            return forward(ids, mask, pos)
+        finally:
+            model.config._attn_implementation = attn
     if not static:
-        return forward
+        return fast_forward if fast else forward
     return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
                          else 'default')
 
 
+def _feed(s, step):
+    """Run the first b rows' tokens through the model, each at its own cache column and position; a row's mask lets
+    it attend to its own columns only. The compiled step runs every row (an idle one at its last column)."""
+    b, n = s.b, (s.cap if s.whole else min(s.wmax + 1, s.cap))  # wmax: an upper bound, rows that end included
+    fed = s.live[:b] & ~s.wait[:b] if s.static else None
+    s.shared['at'][:b] = s.w[:b].clamp(max=s.cap - 1)
+    s.shared['n'] = n
+    mask = (torch.arange(n, device=s.w.device)[None] <= s.w[:b, None])[:, None, None]  # [b, 1, 1, n]
+    logits, h = step(s.nxt[:b], mask, s.pos[:b])
+    s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
+    inc = 1 if fed is None else fed.long()
+    s.w[:b] += inc
+    s.pos[:b] += inc
+    s.ran[:b] += inc
+
+
 def _outcome(s, at_max, eos, table):
-    """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate)"""
-    done = (torch.isin(s.nxt, eos) & s.samp) | at_max
-    return done, done | (step_ends(s.prev, s.nxt, table) & s.samp & (s.ln > 0))
+    """(rows that end now, rows whose state before token nxt is kept: nxt ends a step or the candidate), rows [0, m)"""
+    m = s.m
+    nxt, samp = s.nxt[:m], s.samp[:m]
+    done = (torch.isin(nxt, eos) & samp) | at_max
+    return done, done | (step_ends(s.prev[:m], nxt, table) & samp & (s.ln[:m] > 0))
 
 
-def _next_tokens(s, draws, temperature, top_p, eos, table, count_kept, conf_topk):
-    """Draw this step's token for every running row (a row at max_new_tokens ends, 'length', and draws nothing),
-    top-p from the top-64 logits (vocab_stats, which also gives the drawn tokens' statistics), with the step's one
-    host sync (has a row finished? did a row need the full sort? did a row close a step? the most states a row
-    keeps, if count_kept; are a running row's logits and state finite, else ValueError naming the fix).
-    -> (done, keep, at_max, col, any_done, any_keep, n_kept, the drawn tokens' (log-prob, entropy, confidence))"""
-    T, zero, k = draws.shape[0], s.ln.new_zeros(()), TOPK_PREFILTER
-    go = s.live & ~s.wait
-    at_max, s.samp = go & (s.ln >= T), go & (s.ln < T)
-    col = torch.where(s.samp, s.ln, T)
-    u = draws[col.clamp(max=T - 1), s.rows]
-    vals, ids, logz, ent, zt, finite = vocab_stats(s.logits, max(k, conf_topk), temperature)
+def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
+    """Draw this step's token for every running row in [0, m) (a row at max_new_tokens ends, 'length', and draws
+    nothing), top-p from the top-64 logits (vocab_stats, which also gives the drawn tokens' statistics), with the step's
+    one host sync (has a row finished? did a row need the full sort? did a row close a step? the most states a row
+    keeps, if count_kept; the largest write column; are a running row's logits and state finite, else ValueError naming
+    the fix). -> (done, keep, at_max, col, any_done, any_keep, n_kept, the drawn tokens' (log-prob, entropy,
+    confidence)), each over rows [0, m)"""
+    m, T, k = s.m, s.T, TOPK_PREFILTER
+    zero = s.ln.new_zeros(())
+    go = s.live[:m] & ~s.wait[:m]
+    ln = s.ln[:m]
+    at_max, samp = go & (ln >= T), go & (ln < T)
+    s.samp[:m] = samp
+    col = torch.where(samp, ln, T)
+    u = uniforms(s.key[:m], ln)
+    logits = s.logits[:m]
+    vals, ids, logz, ent, zt, finite = vocab_stats(logits, max(k, conf_topk), temperature)
     short = None
     if temperature <= 0:
         new = ids[:, 0]
     elif top_p >= 1.0:
-        new = draw(torch.softmax(s.logits / temperature, dim=-1), None, u)
+        new = draw(torch.softmax(logits / temperature, dim=-1), None, u)
     else:
         w, short = nucleus(vals[:, :k], zt, temperature, top_p)
         new = draw(w, ids[:, :k], u)
-    s.nxt = torch.where(s.samp, new, s.nxt)
+    s.nxt[:m] = torch.where(samp, new, s.nxt[:m])
     done, keep = _outcome(s, at_max, eos, table)
     # an overflow samples garbage: an inf or nan anywhere in a row's logits (vocab_stats' finite) or state (its sum)
-    bad = go & ~(finite & torch.isfinite(s.h_prev.sum(-1, dtype=torch.float32)))
-    flags = [done.any(), (short & s.samp).any() if short is not None else zero, keep.any(),
-             (s.count + keep).max() if count_kept else zero, bad.any()]
-    any_done, any_short, any_keep, n_kept, any_bad = torch.stack([f.long() for f in flags]).tolist()
+    bad = go & ~(finite & torch.isfinite(s.h_prev[:m].sum(-1, dtype=torch.float32)))
+    count = s.count[:m]
+    flags = [done.any(), (short & samp).any() if short is not None else zero, keep.any(),
+             (count + keep).max() if count_kept else zero, bad.any(), s.w[:m].max()]
+    any_done, any_short, any_keep, n_kept, any_bad, s.wmax = torch.stack([f.long() for f in flags]).tolist()
     if any_bad:
-        raise _nonfinite(s.dtype, f'decoding token {int(s.ln.max())}')
+        raise _nonfinite(s.dtype, f'decoding token {int(ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
-        r = (short & s.samp).nonzero().squeeze(1)
-        s.nxt[r] = draw(*full_nucleus(torch.softmax(s.logits[r] / temperature, dim=-1), top_p), u[r])
+        r = (short & samp).nonzero().squeeze(1)
+        s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r] / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
         any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(),
-                                                  (s.count + keep).max()]).tolist()
-    stats = (s.logits.gather(1, s.nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
+                                                  (count + keep).max()]).tolist()
+    nxt = s.nxt[:m]
+    stats = (logits.gather(1, nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
     return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
 
 def _capture(s, col, keep, at_max, n_kept, every, stats):
     """Write the drawn tokens and their statistics, and the state before each token that closes a step or the
     candidate into the ring (every state kept: the ring doubles when a row fills it), beside it the open step's
-    mean token state and least likely token's state when those kinds are stored."""
-    ar = torch.arange(len(s.rows), device=s.rows.device)
-    s.toks[ar, col] = s.nxt
+    mean token state and least likely token's state when those kinds are stored. Rows [0, m)."""
+    m = s.m
+    ar = torch.arange(m, device=s.w.device)
+    s.toks[ar, col] = s.nxt[:m]
     s.stats[:, ar, col] = torch.stack(stats)
-    add = (s.samp | at_max) & (s.ln > 0)  # h_prev is the state of token ln - 1, seen once: fold it into the open step
-    before = (s.ln - 1).clamp(min=0)
+    ln, samp, h = s.ln[:m], s.samp[:m], s.h_prev[:m]
+    add = (samp | at_max) & (ln > 0)  # h_prev is the state of token ln - 1, seen once: fold it into the open step
+    before = (ln - 1).clamp(min=0)
     if s.acc.shape[1]:
-        s.acc += add[:, None] * s.h_prev.float()
-    s.acc_n += add
+        s.acc[:m] += add[:, None] * h.float()
+    s.acc_n[:m] += add
     if s.fsum.shape[1]:
-        s.fsum += add[:, None] * s.stats[:, ar, before].T
+        s.fsum[:m] += add[:, None] * s.stats[:, ar, before].T
     if s.least_h.shape[1]:
         lp = s.stats[0, ar, before]
-        lower = add & (lp < s.least_lp)  # strict: the first of equal log-probs stays
-        s.least_lp = torch.where(lower, lp, s.least_lp)
-        s.least_h = torch.where(lower[:, None], s.h_prev.float(), s.least_h)
+        lower = add & (lp < s.least_lp[:m])  # strict: the first of equal log-probs stays
+        s.least_lp[:m] = torch.where(lower, lp, s.least_lp[:m])
+        s.least_h[:m] = torch.where(lower[:, None], h.float(), s.least_h[:m])
     S = s.ring.shape[1] - 1
     if every and n_kept > S:
         s.ring, s.ring_pos, s.fring = (torch.cat([x[:, :S], x.new_zeros(x.shape[0], S + 1, *x.shape[2:])], 1)
                                        for x in (s.ring, s.ring_pos, s.fring))
         S *= 2
-    kept_now = keep & (s.ln > 0)  # the first token has no state before it
-    slot = torch.where(kept_now, s.count % S, S)
-    parts = [s.h_prev.float()] + ([s.acc / s.acc_n.clamp(min=1)[:, None]] if s.acc.shape[1] else []) + \
-        ([s.least_h] if s.least_h.shape[1] else [])
-    s.ring[ar, slot] = torch.cat(parts, 1).to(torch.float16) if len(parts) > 1 else s.h_prev.to(torch.float16)
+    kept_now = keep & (ln > 0)  # the first token has no state before it
+    slot = torch.where(kept_now, s.count[:m] % S, S)
+    acc_n = s.acc_n[:m].clamp(min=1)[:, None]
+    parts = [h.float()] + ([s.acc[:m] / acc_n] if s.acc.shape[1] else []) + ([s.least_h[:m]] if s.least_h.shape[1]
+                                                                              else [])
+    s.ring[ar, slot] = torch.cat(parts, 1).to(torch.float16) if len(parts) > 1 else h.to(torch.float16)
     if s.fsum.shape[1]:
-        s.fring[ar, slot] = s.fsum / s.acc_n.clamp(min=1)[:, None]
-        s.fsum *= ~kept_now[:, None]
+        s.fring[ar, slot] = s.fsum[:m] / acc_n
+        s.fsum[:m] *= ~kept_now[:, None]
     if len(parts) > 1:  # a closed step: the next one starts empty
-        s.acc *= ~kept_now[:, None]
-        s.least_lp = torch.where(kept_now, float('inf'), s.least_lp)
-    s.acc_n *= ~kept_now
-    s.ring_pos[ar, slot] = s.ln - 1
-    s.count += kept_now
-    s.bnd = torch.where(keep, s.ln, s.bnd)
-    s.ln = s.ln + s.samp
+        s.acc[:m] *= ~kept_now[:, None]
+        s.least_lp[:m] = torch.where(kept_now, float('inf'), s.least_lp[:m])
+    s.acc_n[:m] *= ~kept_now
+    s.ring_pos[ar, slot] = ln - 1
+    s.count[:m] += kept_now
+    s.bnd[:m] = torch.where(keep, ln, s.bnd[:m])
+    s.ln[:m] += samp
 
 
-def _collect(s, ended, stop, at_max, done_all):
-    """Rows that end now (finished, or stopped by the verifier: 'pruned') into done_all: row id -> (token ids,
-    statistics, state positions, states, finish, tokens it ran), the states in step order."""
+def _steer(s, jobs, keep, done, width):
+    """Each prompt with a row that closed a step or ended: its steerer decides on its rows. -> (stop: bool [m] or None,
+    plan: [(source row, copy's row)], release: bool [m])"""
+    m = s.m
+    stop, release, plan = torch.zeros_like(keep), torch.zeros_like(keep), []
+    job = s.job[:m]
+    for i in job[keep].unique().tolist():
+        sel = (job == i).nonzero().squeeze(1)
+        st, pl, rel = jobs[i]['steer'].step(s.ring[sel], s.count[sel], keep[sel], done[sel], s.rid[sel], width,
+                                            s.fring[sel])
+        if st is not None:
+            stop[sel] |= st
+        if rel is not None:
+            release[sel] |= rel
+        plan += [(int(sel[a]), int(sel[b])) for a, b in pl]
+    return (stop if stop.any() else None), plan, release
+
+
+def _collect(s, ended, stop, at_max, jobs):
+    """Rows that end now (finished, or stopped by the verifier: 'pruned') into their prompt's done: row id ->
+    (token ids, statistics, state positions, states, finish, tokens it ran), the states in step order."""
     S = s.ring.shape[1] - 1
     fin = ended.nonzero().squeeze(1)
     cut = stop[fin].tolist() if stop is not None else [False] * len(fin)
-    rows, toks, stats, ring, ring_pos, count, bnd, length, ran = (x.cpu() for x in (
-        s.rows[fin], s.toks[fin], s.stats[:, fin], s.ring[fin], s.ring_pos[fin], s.count[fin], s.bnd[fin], at_max[fin],
-        s.ran[fin]))
-    for j, r in enumerate(rows.tolist()):
+    job, rid, toks, stats, ring, ring_pos, count, bnd, length, ran = (x.cpu() for x in (
+        s.job[fin], s.rid[fin], s.toks[fin], s.stats[:, fin], s.ring[fin], s.ring_pos[fin], s.count[fin], s.bnd[fin],
+        at_max[fin], s.ran[fin]))
+    for j, (i, r) in enumerate(zip(job.tolist(), rid.tolist())):
         m, L = min(int(count[j]), S), int(bnd[j])
-        slots = [(int(count[j]) - m + i) % S for i in range(m)]
-        done_all[r] = (toks[j, :L].tolist(), stats[:, j, :L], ring_pos[j, slots].tolist(), ring[j, slots],
-                       'pruned' if cut[j] else 'length' if length[j] else 'eos', int(ran[j]))
+        slots = [(int(count[j]) - m + x) % S for x in range(m)]
+        jobs[i]['done'][r] = (toks[j, :L].tolist(), stats[:, j, :L], ring_pos[j, slots].tolist(), ring[j, slots],
+                              'pruned' if cut[j] else 'length' if length[j] else 'eos', int(ran[j]))
+        jobs[i]['left'] -= 1
+    s.n_live -= len(fin)
 
 
-def _branch(s, plan, steer, ended):
+def _branch(s, plan, jobs, ended):
     """Search: copies take the stopped rows' slots, with their source's cache rows and state (no prefill)."""
-    src, dst = (torch.tensor(x, device=s.rows.device) for x in zip(*plan))
+    src, dst = (torch.tensor(x, device=s.w.device) for x in zip(*plan))
     s.move(src, dst)
-    s.rows[dst] = torch.tensor(steer.branched(s.rows[src].tolist(), s.ln[src].tolist()), device=s.rows.device)
+    for i, r, k, d in zip(s.job[src].tolist(), s.rid[src].tolist(), s.ln[src].tolist(), dst.tolist()):
+        s.rid[d] = jobs[i]['steer'].branched([r], [k])[0]
+        s.key[d] = candidate_key(s.seed, s.keys[i], int(s.rid[d]))
+        jobs[i]['left'] += 1
     s.ran[dst] = 0  # what the source ran is counted with the source
     ended[dst] = False
-
-
-COMPACT = 8  # plain sampling: ended rows leave the batch once they are 1/8 of it (a move copies every live row's cache,
-             # ~100 rows' forwards at SmolLM2's 128 rows; an ended row costs one forward a step until then)
-
-
-def _drop(s, ended, keep_ended):
-    """Ended rows stop (not live). keep_ended=True (the static compiled cache): they stay in the batch; 'lazy' (plain
-    sampling): they leave the batch and the cache once they are 1 / COMPACT of it; None (steering: the policy sees
-    the batch's rows): at once. -> whether any row is left."""
-    s.live &= ~ended
-    left = int(s.live.sum())
-    if left and keep_ended is not True and (keep_ended is None or (len(s.live) - left) * COMPACT >= len(s.live)):
-        s.take(s.live.nonzero().squeeze(1))
-    return left > 0
+    s.n_live += len(plan)
 
 
 def _front(s):
-    """Search: idle rows skip the forward. The fed rows move to the front (swapping rows); -> how many."""
-    b = int(s.fed.sum())
-    i, j = (~s.fed[:b]).nonzero().squeeze(1), s.fed[b:].nonzero().squeeze(1) + b
+    """Search: waiting rows run no forward. The fed rows move to the front (swapping rows); b: how many."""
+    fed = ~s.wait[:s.m]
+    b = int(fed.sum())
+    i, j = (~fed[:b]).nonzero().squeeze(1), fed[b:].nonzero().squeeze(1) + b
     if len(i):
         s.move(torch.cat([j, i]), torch.cat([i, j]))
-    return b
+    s.b = b
 
 
-def _feed(s, step, b, col, T, searching, static):
-    """Run the first b rows' new tokens through the model at cache column col; an idle row keeps its logits and
-    state, its (unwritten) column masked out."""
-    if col + 1 > s.mask.shape[1]:  # search: idle steps used up the columns; grow the cache and the mask
-        for layer in s.cache.layers:
-            if hasattr(layer, 'grow'):  # a DynamicLayer concatenates anyway
-                layer.grow(T)
-        s.mask = torch.cat([s.mask, s.mask.new_zeros(len(s.mask), T)], 1)
-    s.mask[:, col] = s.fed if searching else 1
-    s.pos = s.pos + s.fed
-    s.ran = s.ran + s.fed
-    logits, h = step(s.nxt[:b], s.mask[:b] if static else s.mask[:b, :col + 1], s.pos[:b])
-    if b < len(s.rows):
-        s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
-    else:
-        s.logits, s.h_prev, s.prev = logits, h, s.nxt
-
-
-def _results(tok, done_all, n_prompts, n_samples, lineage, max_steps, D, kinds=('boundary',)):
-    """Per prompt, its candidates in row order (search: with row, parent, inherited and decoded)."""
-    results = [[] for _ in range(n_prompts)]
-    where = lineage if lineage is not None else {r: (r // n_samples, r % n_samples) for r in done_all}
-    for r in sorted(done_all, key=lambda r: where[r][:2]):
-        ids, st, spos, states, finish, n_ran = done_all[r]
+def _results(tok, job, max_steps, D, kinds=('boundary',)):
+    """One prompt's candidates in row order (search: with row, parent, inherited from its steerer's lineage), each
+    with decoded: the tokens its row ran through the decoding forward."""
+    lineage = job['steer'].lineage if 'steer' in job and job['steer'].sync else None
+    out = []
+    for r in sorted(job['done']):
+        ids, st, spos, states, finish, n_ran = job['done'][r]
         c = _candidate(tok, ids, st[0], st[1], st[2], spos, states, finish, max_steps, D, kinds)
+        c['decoded'] = n_ran
         if lineage is not None:
-            c['row'], c['parent'], c['inherited'] = where[r][1:]
-            c['decoded'] = n_ran
-        results[where[r][0]].append(c)
-    return results
+            c['row'], c['parent'], c['inherited'] = lineage[r][1:]
+        out.append(c)
+    return out
 
 
 def generated_tokens(cands):
-    """Tokens one problem's sampling ran through the generator: each search row's own decode forwards (decoded),
-    else each candidate's tokens (plain sampling runs each once)."""
+    """Tokens one problem's sampling ran through the generator's decoding forward: each candidate's decoded (its
+    prompt's last token and its own; a search copy's since it was made), or, in files made before it was recorded,
+    its tokens."""
     return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
 
 
@@ -552,13 +657,6 @@ def _step_reads(hidden_states, layers, i, start, lp, spos, kinds):
 # a run's problems, sampled as extraction samples them (extract.py's splits, sample.py's questions)
 
 
-def problem_batches(problems, n, batch_size):
-    """Problems in fixed batches of batch_size // n (at least one). sample_problems seeds each batch by its first
-    index, so a batch's candidates do not depend on the batches around it (a resumed, sharded or single batch)."""
-    per = max(1, batch_size // n)
-    return [problems[i:i + per] for i in range(0, len(problems), per)]
-
-
 def batch_prompts(tok, batch, cfg):
     """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
     cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
@@ -567,14 +665,16 @@ def batch_prompts(tok, batch, cfg):
             for p in batch]
 
 
-def sample_problems(model, tok, batch, n, cfg, table=None, steer=None):
-    """One batch of problems (problem_batches) sampled with capture, n candidates each, under cfg (extract.py's keys:
-    layers, max_new_tokens, temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional
-    step_kinds and torch_compile) and the steering policy steer (None: plain sampling), seeded by the run seed and
-    the batch's first index. -> (prompts, candidates per problem)."""
-    prompts = batch_prompts(tok, batch, cfg)
-    return prompts, sample_with_capture(
-        model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
-        seed=cfg['seed'] * 1_000_003 + batch[0]['index'], table=table, max_steps=cfg['max_steps'],
-        conf_topk=cfg['conf_topk'], torch_compile=cfg.get('torch_compile', False), steer=steer,
-        step_kinds=cfg.get('step_kinds', ['boundary']))
+def sample_problems(model, tok, problems, n, cfg, table=None, steer=None):
+    """Yield (problem, prompt, candidates) as each of `problems` gets its n candidates, sampled with capture in one
+    continuous batch of cfg['batch_size'] rows (sample_stream) under cfg (extract.py's keys: layers, max_new_tokens,
+    temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional step_kinds and
+    torch_compile) and the steering policy steer (None: plain sampling). A candidate's draws come from the run seed,
+    its problem's index and its sample number alone: a resumed, sharded or grown run samples what one run would."""
+    prompts = batch_prompts(tok, problems, cfg)
+    for i, cands in sample_stream(
+            model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
+            seed=cfg['seed'], table=table, max_steps=cfg['max_steps'], conf_topk=cfg['conf_topk'],
+            torch_compile=cfg.get('torch_compile', False), steer=steer, step_kinds=cfg.get('step_kinds', ['boundary']),
+            rows=cfg['batch_size'], keys=[p['index'] for p in problems]):
+        yield problems[i], prompts[i], cands

@@ -2,15 +2,16 @@
 Stage 1: sample N solutions per problem with a frozen causal LM and keep, while it decodes, the
 hidden state at every reasoning-step boundary (no extra forward pass), plus per-token log-probs
 and entropies for the cheap scorers. Writes one .pt file per problem (format: README). The problems and
-their prompts come from tasks.py; the step rule, the decoding loop and re-encoding from capture.py; the model,
-its sampler and its decoding cache from generator.py.
+their prompts come from tasks.py; the step rule, the decoding loop (continuous batching: a row that ends takes the
+next candidate) and re-encoding from capture.py; the model, its sampler and its decoding cache from generator.py.
 
 `mode='reencode'` gives pools sampled elsewhere (`candidates_file`, e.g. by vLLM: README "On a GPU") the same states
 in one batched teacher-forced pass. Before a split starts, a batch that will not fit the device's free memory is
 refused with the batch_size that fits (memory.py's model), and the layer selection is checked against this
 transformers release at load. Writes are atomic per problem; a re-run resumes (a file that does not load is
-extracted again); `shard`/`num_shards` split whole batches (under torchrun each rank is a shard on its LOCAL_RANK
-GPU); mixing another generator, layers, step rule, mode, sampling settings or data into a split dir is refused.
+extracted again); `shard`/`num_shards` split the problems (under torchrun each rank is a shard on its LOCAL_RANK
+GPU); mixing another generator, layers, step rule, sampler, mode, sampling settings or data into a split dir is
+refused.
 
     python extract.py config/demo.py
     python extract.py config/gsm8k_1p7b.py --shard=0 --num_shards=4
@@ -26,7 +27,7 @@ import time
 import torch
 from tqdm import tqdm
 
-from capture import (STEP_RULE, batch_prompts, generated_tokens, problem_batches, reencode, sample_problems, step_table,
+from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reencode, sample_problems, step_table,
                      stored_kinds)
 from configurator import check_positive, cli, configure, knobs
 from generator import check_layers, eos_ids, load_generator, resolve_dtype
@@ -79,24 +80,19 @@ max_new_tokens = 256
 temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
-batch_size = 128  # sequences per forward (studies.bench --only=procs: 128 fastest on 2 cores in float32;
-                 # config/demo.py's bfloat16 run measured 512 fastest on an AMX Xeon); problems per batch =
-                 # batch_size // n_samples; the paper cells: the most that fit one 80 GB GPU (memory.fit_batch_size);
-                 # reencode: at most this many
+batch_size = 128  # rows decoding at once (continuous batching: a row that ends takes the next candidate); the
+                 # paper cells: the most that fit one 80 GB GPU (memory.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
                 # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
                 # is recorded with each split (weights_dtype): a resume in another is refused
-torch_compile = False  # True: torch.compile the decoding step over a static KV cache (CUDA graphs). On one H100 at
-                       # Qwen3-1.7B's shapes, 128 rows, 512 new tokens (bench.py --only=gpu): 5,453 tokens/s after a
-                       # 56 s first call, eager 1,761; it attends over the whole capacity every step, keeps finished
-                       # rows and recompiles for the 2nd and 3rd batch shapes (untried at larger batches); slower on CPU
-shard = 0  # this job's shard: whole batches of batch_size // n_samples problems, each to the shard with the fewest
-           # rows so far, every split in turn (shard_of)
+torch_compile = False  # True: torch.compile the decoding step over fixed shapes (CUDA graphs): every row runs every
+                       # step over the whole cache capacity (RESULTS: speed on a GPU); slower on CPU
+shard = 0  # this job's shard: every num_shards-th problem of each split, from the shard-th
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the batches on this machine, each pinned to its own cores: 0 = one per core on CPU
-           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it (batches are
-           # seeded alone); on CPU each counts on 1 / procs of the available RAM
+procs = 0  # processes that split the problems on this machine, each pinned to its own cores: 0 = one per core on CPU
+           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it; on CPU each
+           # counts on 1 / procs of the available RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -217,97 +213,68 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
                                  f"a device with more memory, or leave the longest candidates out of candidates_file")
         return room
     for split, _, n in splits:
-        rows, lp = min(max(1, cfg['batch_size'] // n), len(problems[split])) * n, max(prompts[split], default=0)
+        rows, lp = min(cfg['batch_size'], len(problems[split]) * n), max(prompts[split], default=0)
         need = decode_bytes(conf, dtype, rows, lp, cfg['max_new_tokens'], n, n_layers, cfg['max_steps'])
         if need <= room:
             continue
         bs = fit_batch_size(conf, dtype, [(m, max(prompts[s], default=0)) for s, _, m in splits], cfg['max_new_tokens'],
                             room, n_layers, cfg['max_steps'], cap=cfg['batch_size'])
-        cap = lp + cfg['max_new_tokens'] + 1
-        fix = (f"--batch_size={bs} (fits every split)" if bs else
-               f"one problem's {n} samples run in one batch: fewer of them (--n_{split}_samples), a shorter "
-               f"--max_new_tokens, or a device with more memory")
-        raise SystemExit(f"{split} split: a batch of {rows} rows ({rows // n} problems x {n} samples) x {cap:,} "
-                         f"positions needs {_gib(need)} (its KV cache "
+        cap = lp + cfg['max_new_tokens']
+        fix = f"--batch_size={bs} (fits every split)" if bs else "a shorter --max_new_tokens, or a device with more memory"
+        raise SystemExit(f"{split} split: {rows} rows x {cap:,} positions need {_gib(need)} (their KV cache "
                          f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
     return room
 
 
-def shard_of(sizes, num_shards):
-    """The shard of each batch, every split in turn: the next batch goes to the shard with the fewest rows so far
-    (ties: the lowest), so the shards end together. Round robin per split left a process idle for most of a batch in
-    each split whose batch count is not a multiple of num_shards (the main job, two processes: 812 / 713 problems,
-    ~95 s of one core idle; this plan: 768 / 757). sizes: [[rows per batch] per split] -> [[shard per batch] ...]."""
-    load, out = [0] * num_shards, []
-    for split in sizes:
-        out.append([])
-        for rows in split:
-            s = min(range(num_shards), key=load.__getitem__)
-            load[s] += rows
-            out[-1].append(s)
-    return out
-
-
-def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None, batches=None):
-    """Extract `batches` of one split (this shard's; None: all of them) into {out_dir}/{split}/problems/, skipping
-    finished problems (finished()). Problems go in fixed batches of batch_size // n (capture.problem_batches), each
-    seeded by the run seed and its first problem, and a batch with any file missing or damaged is redone whole: a
-    resumed or sharded run samples exactly what one uninterrupted run would. Its sound files are kept where they hold
-    the same draw, and rewritten where they hold another (drawn in another batch: a shorter range, another
-    batch_size), so a grown range equals one run over it. Re-encoding (pool: read_candidates_file, then pool_ids)
-    runs a problem's candidates in chunks of at most batch_size rows, fewer where `room` bytes (check_memory) hold
-    fewer."""
-
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
+    """Extract this shard's `problems` of one split (every num_shards-th, from the shard-th) into
+    {out_dir}/{split}/problems/, skipping finished problems (finished()), each file written as its problem's last
+    candidate ends. Sampling runs every problem through one
+    continuous batch of batch_size rows (capture.sample_problems); a candidate's draws depend on the seed, its
+    problem's index and its sample number alone, so a resumed, sharded or grown run samples what one run over the
+    range would. Re-encoding (pool: read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at
+    most batch_size rows, fewer where `room` bytes (check_memory) hold fewer."""
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
-    batches = problem_batches(problems, n, cfg['batch_size']) if batches is None else batches
-    mine = sum(len(b) for b in batches)
-    done, damaged = finished([p for b in batches for p in b], path)
-    todo = [b for b in batches if not all(path(p) in done for p in b)]
-    n_todo = mine - len(done)
-    print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {mine}, "
-          f"{len(done)} done already, {n_todo} to "
-          f"go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}, {n} samples each")
-    bar, n_tok, t0 = tqdm(total=n_todo, desc=f'extract {split}', unit='problem'), 0, time.time()
-    redrawn = 0  # finished files of a redone batch that held another draw
-    for batch in todo:
-        if pool is None:
-            prompts, res = sample_problems(model, tok, batch, n, cfg, table, steer)
-        else:
-            prompts, res = batch_prompts(tok, batch, cfg), []
-            for p, prompt in zip(batch, prompts):
-                rows = pool.get(p['index'], pool.get(p['id'], []))
-                if not rows:
-                    raise SystemExit(f"candidates_file has no rows for problem index {p['index']} / id {p['id']!r}; "
-                                     f"fix: restrict the range or add its candidates")
-                ids = [r['ids'] for r in rows]
-                L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, ids))
-                k = cfg['batch_size'] if room is None else max(1, fit_rows(
-                    lambda r: reencode_bytes(model.config, next(model.parameters()).dtype, r, L, len(cfg['layers'])),
-                    room, cfg['batch_size']))
-                res.append([])
-                for j in range(0, len(rows), k):
-                    res[-1] += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
-                                        [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
-                                        cfg['conf_topk'], step_kinds=cfg['step_kinds'])
-        for p, prompt, cands in zip(batch, prompts, res):
-            if path(p) in done:
-                old = torch.load(path(p), weights_only=True, mmap=True)['candidates']
-                if [c['token_ids'].tolist() for c in old] == [c['token_ids'].tolist() for c in cands]:
-                    continue
-                redrawn += 1
-            key = f"{p['index']:06d}"
-            extra = {'generated_tokens': generated_tokens(cands)} if steer is not None and steer.sync else {}
-            atomic_save({**p, 'key': key, 'prompt': prompt, 'layers': list(cfg['layers']), 'candidates': cands,
-                         **extra},
-                        path(p))
-            n_tok += sum(len(c['token_ids']) for c in cands)
-            bar.update(path(p) not in done)
+    mine = problems[cfg['shard']::cfg['num_shards']]
+    done, damaged = finished(mine, path)
+    todo = [p for p in mine if path(p) not in done]
+    print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {len(mine)}, {len(done)} "
+          f"done already, {len(todo)} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}"
+          f", {n} samples each")
+    if not todo:
+        return
+    bar, n_tok, t0 = tqdm(total=len(todo), desc=f'extract {split}', unit='problem'), 0, time.time()
+    got = sample_problems(model, tok, todo, n, cfg, table, steer) if pool is None else \
+        reencoded(todo, n, cfg, model, tok, table, pool, room)
+    for p, prompt, cands in got:
+        atomic_save({**p, 'key': f"{p['index']:06d}", 'prompt': prompt, 'layers': list(cfg['layers']),
+                     'candidates': cands, 'generated_tokens': generated_tokens(cands)}, path(p))
+        n_tok += generated_tokens(cands)
+        bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
-    if redrawn:
-        print(f"{split}: {redrawn} finished problems of redone batches held another draw (an earlier range or "
-              f"batch_size), rewritten as one run over this range draws them; run label.py again")
+
+
+def reencoded(problems, n, cfg, model, tok, table, pool, room):
+    """Yield (problem, prompt, candidates) of each problem's pool rows re-encoded (capture.reencode) in row chunks that
+    `room` bytes hold (at most batch_size)."""
+    for p, prompt in zip(problems, batch_prompts(tok, problems, cfg)):
+        rows = pool.get(p['index'], pool.get(p['id'], []))
+        if not rows:
+            raise SystemExit(f"candidates_file has no rows for problem index {p['index']} / id {p['id']!r}; "
+                             f"fix: restrict the range or add its candidates")
+        ids = [r['ids'] for r in rows]
+        L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, ids))
+        k = cfg['batch_size'] if room is None else max(1, fit_rows(
+            lambda r: reencode_bytes(model.config, next(model.parameters()).dtype, r, L, len(cfg['layers'])),
+            room, cfg['batch_size']))
+        cands = []
+        for j in range(0, len(rows), k):
+            cands += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
+                              [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
+                              cfg['conf_topk'], step_kinds=cfg['step_kinds'])
+        yield p, prompt, cands
 
 
 def finished(problems, path):
@@ -349,6 +316,7 @@ def check_resume(split_dir, cfg):
                              "made before the </think> position was stored; fix: a new --out_dir, or delete "
                              f"{split_dir}")
         keys = ['model', 'weights_dtype', 'layers', 'step_kinds', 'dataset', 'mode', 'enable_thinking', 'step_rule',
+                *(['sampler'] if cfg['mode'] == 'sample' else []),
                 'max_steps', 'conf_topk', *(STEERING if steering(old) or steering(cfg) else ()), 'exclude_ids']
         keys += {'synth': ['synth_level', 'synth_seed', 'synth_split'],
                  'words': ['word_family', 'word_split', 'synth_seed']}.get(
@@ -358,13 +326,14 @@ def check_resume(split_dir, cfg):
         norm = lambda k, v: (sorted(map(str, v)) if k == 'exclude_ids'  # noqa: E731
                              else json.loads(json.dumps(v, default=str)))
         old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
+        old.setdefault('sampler', 'per-batch generator (before continuous batching)')
         if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
             old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
         if cfg['dataset'] == 'words':  # made before word_split existed: the arithmetic order
             old.setdefault('word_split', 'arithmetic')
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
-                name = {'n_samples': f"n_{cfg['split']}_samples", 'weights_dtype': 'dtype'}.get(k, k)
+                name = {'n_samples': f"n_{cfg.get('split', 'train')}_samples", 'weights_dtype': 'dtype'}.get(k, k)
                 raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}="
                                  f"{cfg.get(k)!r}; "
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
@@ -472,11 +441,10 @@ def run(config, steer=None, command=None):
                 for s, r, _ in splits}
     if len(problems) == 2:
         check_disjoint(problems['train'], problems['eval'])
-    # every core: a process per core is 1.3x one process on torch's threads at 64 rows, level at 128 (bench.py
-    # --only=procs) and never slower; never more processes than batches, and one on CUDA (one GPU)
+    # every core: a process per core (bench.py --only=procs); never more processes than batch_size rows fill, one on
+    # CUDA (one GPU)
     n_procs = c['procs'] or (1 if device.startswith('cuda') else len(cpu_cores()))
-    n_procs = min(n_procs, max(-(-len(problems[s]) // max(1, c['batch_size'] // n)) for s, _, n in splits)) \
-        if splits else 1
+    n_procs = min(n_procs, max(-(-len(problems[s]) * n // c['batch_size']) for s, _, n in splits)) if splits else 1
     weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take
                                                              # it
     if c['num_shards'] == 1 and n_procs > 1:
@@ -488,7 +456,7 @@ def run(config, steer=None, command=None):
     check_layers(gen_model, c['layers'])
     c.update(d_gen=gen_model.config.hidden_size, num_hidden_layers=gen_model.config.num_hidden_layers,
              weights_dtype=str(next(gen_model.parameters()).dtype).removeprefix('torch.'),
-             has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE)
+             has_chat_template=bool(getattr(tok, 'chat_template', None)), step_rule=STEP_RULE, sampler=SAMPLER)
     table = step_table(tok)
     pool = pool_ids(read_candidates_file(c['candidates_file']), tok, gen_model, c['candidates_file']) \
         if c['mode'] == 'reencode' else None
@@ -496,17 +464,14 @@ def run(config, steer=None, command=None):
                                             c['enable_thinking']), add_special_tokens=False).input_ids)
                        for p in problems[s]] for s, _, _ in splits}
     room = check_memory(c, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
-    batches = [problem_batches(problems[s], n, c['batch_size']) for s, _, n in splits]
-    owner = shard_of([[len(b) * n for b in bs] for bs, (_, _, n) in zip(batches, splits)], c['num_shards'])
-    for (split, _, n), bs, own in zip(splits, batches, owner):
+    for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         steered = steer if split == 'eval' else None
         cfg = {**c, 'split': split, 'n_samples': n, **(steered.record if steered else {})}
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room,
-                      batches=[b for b, o in zip(bs, own) if o == c['shard']])
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room)
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')

@@ -16,7 +16,6 @@ import transformers
 from transformers import AttentionInterface
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from model import from_pretrained
 from store import check_writable
@@ -444,11 +443,43 @@ def nucleus(vals, zt, temperature, top_p):
     return p.masked_fill(c - p > top_p, 0.0), c[:, -1] <= top_p
 
 
+M64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """splitmix64 on 64-bit integers: a bijection whose every output bit depends on every input bit. Python ints, or
+    int64 tensors (their products wrap; their right shifts are made logical)."""
+    if isinstance(x, int):
+        x = (x + 0x9E3779B97F4A7C15) & M64
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+        return x ^ (x >> 31)
+    signed = lambda c: c - (1 << 64) if c >> 63 else c  # noqa: E731  (a uint64 constant as int64)
+    srl = lambda v, k: (v >> k) & ((1 << (64 - k)) - 1)  # noqa: E731  (logical shift)
+    x = x + signed(0x9E3779B97F4A7C15)
+    x = (x ^ srl(x, 30)) * signed(0xBF58476D1CE4E5B9)
+    x = (x ^ srl(x, 27)) * signed(0x94D049BB133111EB)
+    return x ^ srl(x, 31)
+
+
+def candidate_key(seed, problem, sample):
+    """The 32-bit key of one candidate's draws: from the run's seed, its problem's key (a dataset index) and its
+    sample number (a search copy: its row number) alone, packed into one 64-bit counter (24, 24 and 16 bits)."""
+    return splitmix64(((seed & 0xFFFFFF) << 40) | ((problem & 0xFFFFFF) << 16) | (sample & 0xFFFF)) & 0xFFFFFFFF
+
+
+def uniforms(keys, t):
+    """One uniform in [0, 1) per row (24 bits): row i's draw for its token t[i], splitmix64 of the counter
+    (keys[i], t[i]) (keys: candidate_key's, int64 [rows]): no generator state, so a candidate's tokens do not depend
+    on the other rows, their order, the process or when it started."""
+    x = splitmix64((keys << 32) | t)
+    return ((x >> 40) & 0xFFFFFF).float() * 2 ** -24
+
+
 def draw(weights, ids, u):
     """Inverse-CDF draw per row: ids[j] for the first j whose cumulative weight exceeds u * total (weights
-    [B, k] >= 0, ids [B, k] or None for j itself, u [B] uniform in [0, 1)). A row's draw depends on its
-    own u only, and u is drawn for every original row each step: a row's tokens do not depend on which
-    other rows are still in the batch, so pruned or finished rows change nothing for the others."""
+    [B, k] >= 0, ids [B, k] or None for j itself, u [B] uniform in [0, 1): uniforms). A row's draw depends on its
+    own u only."""
     c = weights.cumsum(-1)
     j = torch.searchsorted(c, (u * c[:, -1])[:, None], right=True)
     j = torch.minimum(j, (weights > 0).cumsum(-1).argmax(-1, keepdim=True))  # rounding at u ~ 1: the last positive
@@ -459,59 +490,72 @@ def draw(weights, ids, u):
 # the decoding cache and attention
 
 
-class PreallocLayer(DynamicLayer):
-    """A DynamicLayer whose keys/values are views into buffers allocated once for the whole generation
-    ([B, heads, capacity, head_dim]): each step writes its token in place, where DynamicLayer
-    concatenates (copies) the whole cache. The prefill's P rows are repeated `repeats` times. whole=True: the
-    attention gets the whole buffers, zero past the written columns, which decode_attention masks: torch's CPU
-    bmm copies a strided bfloat16 operand before it multiplies (2-4x the matmul at SmolLM2's shapes), and a
-    slice of the buffer is strided; float32's reads it in place, cheaper than attending over the capacity."""
+class RowLayer(DynamicLayer):
+    """One layer's keys and values for every decoding row, allocated once ([rows, kv heads, capacity, head_dim]),
+    each row at its own length: a row writes its new token at its own column (shared['at']), so it can start over
+    with another prompt while the others decode (continuous batching), and a copy of a row (search) is its buffer
+    row. The attention reads each row's first shared['n'] columns, masked past the row's own length; zeros at
+    allocation, so a masked column's 0 weight times its value stays 0. whole (shared['n'] = capacity): torch's CPU bmm
+    copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided."""
 
-    def __init__(self, layer, repeats, capacity, whole=False):
+    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared):
         super().__init__()
-        self.whole = whole
-        k, v = layer.keys, layer.values  # [P, H, n, hd]
-        self.n, (P, H, n, _) = k.shape[2], k.shape
-        self.kb = k.new_zeros(P * repeats, H, capacity, k.shape[3])  # zeros: an idle row's unwritten column is masked
-        self.vb = v.new_zeros(P * repeats, H, capacity, v.shape[3])  # out, and 0 * its value must stay 0 (never NaN)
-        self.kb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = k[:, None]
-        self.vb.view(P, repeats, H, capacity, -1)[:, :, :, :n] = v[:, None]
-        self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
-        self._views()
-
-    def _views(self):
-        self.keys, self.values = self.kb[:, :, :self.n], self.vb[:, :, :self.n]
+        self.kb = torch.zeros(rows, heads, capacity, head_dim, dtype=dtype, device=device)
+        self.vb = torch.zeros_like(self.kb)
+        self.shared, self.dtype, self.device, self.is_initialized = shared, dtype, device, True
+        self.keys, self.values = self.kb, self.vb
 
     def update(self, key_states, value_states, *args, **kwargs):
-        b, m = key_states.shape[0], self.n + key_states.shape[-2]  # search runs the first b rows only (the others idle)
-        self.kb[:b, :, self.n:m] = key_states
-        self.vb[:b, :, self.n:m] = value_states
-        self.n = m
-        self._views()
-        if self.whole:
-            return self.kb[:b], self.vb[:b]
-        return (self.keys, self.values) if b == len(self.kb) else (self.kb[:b, :, :m], self.vb[:b, :, :m])
+        b, n = key_states.shape[0], self.shared['n']  # the first b rows run (the others wait or are free)
+        rows, at = self.shared['rows'][:b], self.shared['at'][:b]
+        self.kb[rows, :, at] = key_states[:, :, 0]
+        self.vb[rows, :, at] = value_states[:, :, 0]
+        return self.kb[:b, :, :n], self.vb[:b, :, :n]
 
-    def batch_select_indices(self, indices):
-        """Keep rows `indices` (ascending), moved in place: only the written columns, and only from the first row
-        that moves (the unwritten ones are zero in every row and stay so)."""
-        i = indices.tolist()
-        first = next((j for j, r in enumerate(i) if r != j), len(i))
-        if first < len(i):
-            src = indices[first:]
-            self.kb[first:len(i), :, :self.n] = self.kb[src, :, :self.n]
-            self.vb[first:len(i), :, :self.n] = self.vb[src, :, :self.n]
-        self.kb, self.vb = self.kb[:len(i)], self.vb[:len(i)]
-        self._views()
+    def get_seq_length(self):
+        return self.shared['n'] - 1
 
-    def grow(self, extra):  # search: idle rows used columns; `extra` more positions
-        self.kb, self.vb = (torch.cat([b, b.new_zeros(*b.shape[:2], extra, b.shape[3])], 2) for b in (self.kb, self.vb))
-        self._views()
+
+def row_cache(model, rows, capacity):
+    """The decoding cache (a DynamicCache of RowLayers) and the dict its layers share: 'at', the write column of each
+    running row ([rows], set in place before a forward), 'n' (the columns attention reads) and 'rows' (0..rows-1).
+    Every layer must attend over the whole past (no sliding windows)."""
+    from transformers import DynamicCache
+    c = model.config
+    kinds = set(getattr(c, 'layer_types', None) or ['full_attention'])
+    if kinds != {'full_attention'} or getattr(c, 'use_sliding_window', False):
+        raise ValueError(f"this model has attention layers of kinds {sorted(kinds)} (sliding windows); the decoding "
+                         "loop keeps every row's whole past; fix: a model whose layers all attend over the full past")
+    p = next(model.parameters())
+    kv = getattr(c, 'num_key_value_heads', None) or c.num_attention_heads
+    shared = {'at': torch.zeros(rows, dtype=torch.long, device=p.device), 'n': capacity,
+              'rows': torch.arange(rows, device=p.device)}
+    cache = DynamicCache()
+    cache.layers = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared)
+                    for _ in range(c.num_hidden_layers)]
+    return cache, shared
+
+
+def move_rows(cache, src, dst):
+    """Cache rows dst become copies of rows src (index tensors; src = dst reordered: a swap)."""
+    for layer in cache.layers:
+        layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
+
+
+def put_prompts(cache, rows, prefill, index, lengths):
+    """Cache rows `rows` take the prompts of a left-padded prefill's DynamicCache (rows `index` of it, `lengths` tokens
+    each, right-aligned there) at columns 0..length-1."""
+    for layer, src in zip(cache.layers, prefill.layers):
+        L = src.keys.shape[2]
+        for r, i, n in zip(rows, index, lengths):
+            if n:
+                layer.kb[r, :, :n] = src.keys[i, :, L - n:]
+                layer.vb[r, :, :n] = src.values[i, :, L - n:]
 
 
 def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
     """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
-    key/value head ([B, kv heads, group, head_dim]), scores masked where HF's mask says False, softmax, then the
+    key/value head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax, then the
     values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
     the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
     B, H, q_len, hd = query.shape
@@ -522,47 +566,9 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
                                       **kwargs)
     s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2))
     s.mul_(hd ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:  # [B, 1, 1, n], True = attend; a row always attends to its own token
-        n = attention_mask.shape[-1]  # the written columns (decode_mask is never None, so a whole cache has it)
-        s[..., :n].masked_fill_(~attention_mask, torch.finfo(s.dtype).min)
-        s[..., n:] = torch.finfo(s.dtype).min  # a whole-capacity cache's unwritten columns (PreallocLayer(whole=True))
+    if attention_mask is not None:  # [B, 1, 1, n], True = attend (the loop's per-row mask: a row always attends to
+        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)  # its own token)
     return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
 
 
-def decode_mask(*args, **kwargs):
-    """HF's SDPA mask for decode_attention, never skipped (None): its last dim is the cache's written length."""
-    return sdpa_mask(*args, **{**kwargs, 'allow_is_causal_skip': False})
-
-
 AttentionInterface.register('decode_sdpa', decode_attention)
-AttentionMaskInterface.register('decode_sdpa', decode_mask)
-
-
-def decode_cache(model, cache, repeats, capacity, static, whole=False):
-    """The prefill's DynamicCache (P rows) as the decoding cache of P * repeats rows: preallocated views
-    (eager; whole: decode_attention reads the whole buffers) or HF's StaticCache (torch_compile: fixed shapes, so
-    the compiled step can be CUDA-graphed)."""
-    if not static:
-        for i, l in enumerate(cache.layers):
-            if type(l) is DynamicLayer:
-                cache.layers[i] = PreallocLayer(l, repeats, capacity, whole)
-            else:  # e.g. sliding-window layers stay as they are
-                l.batch_repeat_interleave(repeats)
-        return cache
-    from transformers import StaticCache
-    sc = StaticCache(config=model.config, max_cache_len=capacity)
-    for src, dst in zip(cache.layers, sc.layers):
-        k, v = src.keys.repeat_interleave(repeats, 0), src.values.repeat_interleave(repeats, 0)
-        dst.lazy_initialization(k, v)
-        dst.update(k, v)
-    return sc
-
-
-def copy_rows(cache, src, dst):
-    """Cache rows dst become copies of rows src (the whole preallocated buffer row: no prefill)."""
-    for layer in cache.layers:
-        if isinstance(layer, PreallocLayer):
-            layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
-            layer._views()
-        else:
-            layer.keys[dst], layer.values[dst] = layer.keys[src], layer.values[src]

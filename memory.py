@@ -59,12 +59,12 @@ def kv_bytes_per_token(config, dtype):
 
 def decode_bytes(config, dtype, rows, prompt_len, max_new_tokens, n_samples=1, n_layers=1, max_steps=100):
     """Bytes one sample_with_capture batch allocates beyond the weights: `rows` rows (n_samples per prompt) of a
-    prompt_len-token left-padded prompt. The KV cache preallocated at capacity prompt_len + max_new_tokens + 1; per
+    prompt_len-token prompt. The KV cache preallocated at capacity prompt_len + max_new_tokens + 1; per
     row its tokens, statistics, uniforms, mask and the ring of step states (max_steps=None: every token's state, the
     most the doubling ring can need); each step's float32 logits and the sampler's and token_stats' vocabulary-wide
     temporaries; the decoding forward's activations; and the prefill (its own cache before the copy, activations,
-    keys and values repeated per head, the padding mask). Search can grow the cache past this (idle steps use
-    columns), and torch_compile repeats each layer's keys and values per head at every step."""
+    keys and values repeated per head, the padding mask: at most every row's prompt at once, as at the start).
+    torch_compile repeats each layer's keys and values per head at every step."""
     b, V, d, I = dtype.itemsize, config.vocab_size, config.hidden_size, config.intermediate_size
     cap, T = prompt_len + max_new_tokens + 1, max_new_tokens
     S = T + 1 if max_steps is None else max_steps + 1
@@ -121,16 +121,9 @@ def fit_rows(need, budget, hi):
 
 
 def fit_batch_size(config, dtype, splits, max_new_tokens, budget, n_layers=1, max_steps=100, cap=MAX_ROWS):
-    """The largest batch_size (a multiple of the smallest n_samples, at most `cap` rows per forward) whose batches fit
-    `budget` bytes in every split; splits: [(n_samples, longest prompt in tokens)]. A split runs
-    max(1, batch_size // n) problems x n rows per forward. 0: one problem's n rows do not fit."""
-    best = cap
-    for n, prompt_len in splits:
-        need = lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers,  # noqa: E731
-                                      max_steps)
-        r = fit_rows(need, budget, max(cap, n))
-        if r < n:
-            return 0
-        best = min(best, r // n * n + n - 1)  # every batch_size up to here runs r // n problems or fewer
-    step = min(n for n, _ in splits)
-    return best - best % step if best >= step else best
+    """The largest batch_size (rows decoding at once, at most `cap`; a multiple of 8 from 8 up, as matmul kernels tile
+    rows) that fits `budget` bytes in every split; splits: [(n_samples, longest prompt in tokens)]. 0: not one row
+    fits."""
+    r = min(fit_rows(lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers, max_steps),
+                     budget, cap) for n, prompt_len in splits)
+    return r - r % 8 if r >= 8 else r

@@ -45,7 +45,7 @@ import extract
 import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
-from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
+from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
 from configurator import apply_config, check_positive, cli, configure, knobs, split_argv
 from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
@@ -275,33 +275,38 @@ def best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=Non
               steer=None):
     """Best-of-n picks for questions (strings, {question, id?, gold?} dicts, or tasks.load_problems problems) by a
     loaded generator (model, tok) and verifier (load_verifier; a store.load_checkpoint one too, unchecked against
-    its training extraction). settings: SETTINGS keys; those not given are the verifier's training extraction's
-    (verifier.trained_on), else extract.py's defaults; a mismatch with training is a ValueError naming it and the
-    fix. Questions go in extraction's batches (batch_size // n), each seeded by seed and its first index.
+    its training extraction), in the questions' order: iter_best_of_n's, collected."""
+    picks = list(iter_best_of_n(model, tok, verifier, questions, n, settings, vote_temp, seed, batch_size, steer))
+    return sorted(picks, key=lambda p: p['index'])
+
+
+def iter_best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_temp=None, seed=1337, batch_size=128,
+                   steer=None):
+    """Yield best-of-n picks as each question's n candidates end. settings: SETTINGS keys; those not given are the
+    verifier's training extraction's (verifier.trained_on), else extract.py's defaults; a mismatch with training is a
+    ValueError naming it and the fix. The questions are sampled as extraction samples, in one continuous batch of
+    batch_size rows, each candidate's draws from seed, its question's index and its sample number alone.
     vote_temp: also the weighted vote at that temperature. steer: a steering policy for the sampling (online pruning
     or search: studies/policy.py's Steering; its verifier is checked as the one that picks).
-    -> a pick per question (choose()), with its candidates and the seconds its batch spent generating and verifying,
-    shared out per question ('seconds': {'generate', 'verify'})."""
+    -> a pick per question (choose()), with its candidates and the seconds spent generating since the previous pick
+    and verifying it ('seconds': {'generate', 'verify'})."""
     s = resolve(settings or {}, getattr(verifier, 'trained_on', []))
     check_match(verifier, s, model)
     readers = [verifier] + ([steer.verifier] if steer is not None else [])
     if steer is not None:
         check_match(steer.verifier, s, model, 'prune_ckpt / search_ckpt')
     problems = [as_problem(q, i, s) for i, q in enumerate(questions)]
-    cfg = {**s, 'seed': seed,
+    cfg = {**s, 'seed': seed, 'batch_size': batch_size,
            'step_kinds': stored_kinds({'boundary'} | {k for v in readers for k in read_kinds(v.spec['step_read'])})}
-    table, dev, picks = step_table(tok), next(verifier.parameters()).device, []
-    for batch in problem_batches(problems, n, batch_size):
-        t0 = time.perf_counter()
-        res = sample_problems(model, tok, batch, n, cfg, table, steer)[1]
+    table, dev = step_table(tok), next(verifier.parameters()).device
+    t0 = time.perf_counter()
+    for p, _, cs in sample_problems(model, tok, problems, n, cfg, table, steer):
         t1 = time.perf_counter()
-        scores = score_problems(verifier, [{'key': p['id'], 'layers': list(s['layers']), 'candidates': cs}
-                                           for p, cs in zip(batch, res)], device=dev, where='sampled candidates')
-        t2 = time.perf_counter()
-        for p, cs, sc in zip(batch, res, scores):
-            picks.append({**choose(p, cs, sc, vote_temp, (s['deepconf_window'], s['deepconf_tail'])),
-                          'seconds': {'generate': (t1 - t0) / len(batch), 'verify': (t2 - t1) / len(batch)}})
-    return picks
+        sc = score_problems(verifier, [{'key': p['id'], 'layers': list(s['layers']), 'candidates': cs}], device=dev,
+                            where='sampled candidates')[0]
+        t0, t2 = time.perf_counter(), t0
+        yield {**choose(p, cs, sc, vote_temp, (s['deepconf_window'], s['deepconf_tail'])),
+               'seconds': {'generate': t1 - t2, 'verify': t0 - t1}}
 
 
 # -----------------------------------------------------------------------------
@@ -586,7 +591,8 @@ def run(cfg, steer=None):
     n = cfg['n_samples']
     src = cfg['questions_file']
     config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
-              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'done': False,
+              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'sampler': SAMPLER,
+              'done': False,
               'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
               'refused': {} if cfg['force'] else refused, **(steer.record if steer is not None else {})}
     sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
@@ -611,20 +617,16 @@ def run(cfg, steer=None):
     for r in done:  # the finished ones, as they were printed then
         print(show(r, n))
     bar = tqdm(total=len(todo), desc='best-of-N', unit='question')
-    for batch in problem_batches(todo, n, cfg['batch_size']):
-        got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
-        for p in got:
-            p['batch'] = [batch[0]['id'], len(batch)]  # a pick counts once its whole batch is written (answered)
-            if p['id'] in forced:  # answered with --force=True though refused otherwise
-                p['forced'] = True
-        new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
-        for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):
+    for p in iter_best_of_n(gen, tok, verifier, todo, n, s, temp, cfg['seed'], cfg['batch_size'], steer):
+        if p['id'] in forced:  # answered with --force=True though refused otherwise
+            p['forced'] = True
+        row, cs = rows_of(p, cfg['dataset_range'] is not None)
+        for name, rows in (('candidates', cs), ('picks', [row])):
             with open(os.path.join(sample_dir, f'{name}.jsonl'), 'a') as f:  # candidates first (picks name them)
                 f.write(''.join(json.dumps(r) + '\n' for r in rows))
-        picks += [r for r, _ in new]
-        for p in got:
-            tqdm.write(show(p, n))
-        bar.update(len(batch))
+        picks.append(row)
+        tqdm.write(show(p, n))
+        bar.update(1)
     bar.close()
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))
     graded = [r for r in picks if 'correct' in r]

@@ -2,7 +2,8 @@
 Speed and memory, measured side by side in one run and printed as tables (never asserted in tests).
 
     python -m studies.bench                 # every section
-    python -m studies.bench --only=extract  # or: dtype, alloc, int8, quality, train, procs, search, sample, memory, gpu
+    python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
+                                            # memory, gpu
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
@@ -84,6 +85,76 @@ def model_matmul_rate(rows=32, d=576, inter=1536, q=576, kv=192, layers=30, voca
     one = {w.shape: w for w in ws[:len(shapes)]}
     cached = [one[w.shape] if w.shape in one else w for w in ws[:-1]]  # lm_head (113 MB) cannot sit in cache anyway
     return rate(ws), rate(cached + ws[-1:])
+
+# -----------------------------------------------------------------------------
+# continuous batching (issue 67): the fixed-batch loop of TODAY (run from git, beside this tree's) against this tree's
+# continuous loop, on the main job's workload and on GSM8K with the embedded Qwen; each against the floor its matmuls
+# set at full rows
+
+TODAY = '96203bd'  # the last commit before continuous batching
+WORKLOADS = {  # name: (model, dataset, problems, samples, max_new_tokens, temperature, top_p, rows)
+    'main job: SmolLM2, synth': ('smollm2', 'synth', 128, 8, 64, 0.8, 0.95, 512),
+    'GSM8K: Qwen2.5 0.5B': ('qwen05', 'gsm8k', 24, 8, 512, 0.7, 0.9, 64)}
+BATCHING_DRIVER = """
+import json, sys, time, torch
+import capture as X, generator as G, tasks
+folder, dtype, dataset, n_prob, n, T, temp, top_p, rows, data = json.loads(sys.argv[1])
+torch.set_num_threads(1)
+model, tok = G.load_generator(folder, dtype=dtype)
+probs = tasks.load_problems(dataset, 0, n_prob - 1, data)
+cfg = dict(layers=[-1], max_new_tokens=T, temperature=temp, top_p=top_p, seed=1337, max_steps=100, conf_topk=20,
+           system_prompt=tasks.MATH_SYSTEM, enable_thinking=False, step_kinds=['boundary'], batch_size=rows)
+counts = []  # the rows of every decoding forward
+model.register_forward_pre_hook(lambda m, a, kw: counts.append(kw['input_ids'].shape[0])
+                                if kw['input_ids'].shape[1] == 1 else None, with_kwargs=True)
+table = X.step_table(tok)
+t = time.perf_counter()
+if hasattr(X, 'problem_batches'):  # the fixed-batch loop: rows // n problems a batch, each run to its longest row
+    out = [c for b in X.problem_batches(probs, n, rows) for cs in X.sample_problems(model, tok, b, n, cfg, table)[1]
+           for c in cs]
+else:
+    out = [c for _, _, cs in X.sample_problems(model, tok, probs, n, cfg, table) for c in cs]
+print(json.dumps({'seconds': time.perf_counter() - t, 'tokens': sum(len(c['token_ids']) for c in out),
+                  'rows': counts}))
+"""
+
+
+def bench_batching(workloads=None):
+    """python -m studies.bench --only=extract: each workload sampled by TODAY's fixed-batch loop (a git archive of that
+    commit, run as it was) and by this tree's continuous loop, one thread each, in processes of their own, the same
+    model folder, dtype (auto: measured on this machine), prompts and sampling settings. Reports generated tokens per
+    second, the ratio to the full-row floor (the tokens at the rate this model's matmuls reach at the workload's rows,
+    generator.step_seconds: one decoding step's matmuls timed at full rows), and the share of decoding steps that ran
+    below half the rows."""
+    import tempfile
+    old = tempfile.mkdtemp(prefix='hsrm_today_')
+    subprocess.run(f'git archive {TODAY} | tar -x -C {old}', shell=True, cwd=HERE, check=True)
+    torch.set_num_threads(1)
+    rows_out = []
+    for name, (model, dataset, n_prob, n, T, temp, top_p, rows) in (workloads or WORKLOADS).items():
+        folder = generator.local_model(model)
+        dtype = generator.resolve_dtype(model, 'auto', 'cpu')
+        conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
+        per_token = generator.step_seconds(generator.matmul_shapes(conf), rows, getattr(torch, dtype)) / rows
+        arg = json.dumps([folder, dtype, dataset, n_prob, n, T, temp, top_p, rows, DATA])
+        for loop, tree in ((f'fixed batches ({TODAY})', old), ('continuous', HERE)):
+            out = subprocess.run([sys.executable, '-c', BATCHING_DRIVER, arg], cwd=tree, capture_output=True, text=True,
+                                 env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': tree})
+            if out.returncode:
+                raise RuntimeError(out.stderr[-3000:])
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            floor = r['tokens'] * per_token
+            rows_out.append([name, dtype, f'{n_prob} x {n}', T, rows, loop, f"{r['tokens']:,}", f"{r['seconds']:.0f}",
+                             f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
+                             f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
+                             f"{sum(r['rows']) / r['tokens']:.3f}"])
+    print(f"\nExtraction loops side by side ({generator.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
+          "floor: the generated tokens at this model's matmul rate at the workload's full rows (generator.step_seconds"
+          "); rows < half: the share of decoding forwards that ran below half the rows; forwarded / token: rows "
+          "forwarded per generated token (the continuous loop also feeds each prompt's last token).")
+    table(rows_out, ['workload', 'dtype', 'problems x N', 'max_new', 'rows', 'loop', 'tokens', 's', 'tokens/s',
+                     'x floor', 'rows < half', 'forwarded / token'])
+
 
 # -----------------------------------------------------------------------------
 # extraction: extract's sampling loop with capture vs plain generate, against this machine's floor (RESULTS.md's
@@ -417,11 +488,11 @@ def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
                         if isinstance(m, torch.nn.Linear) and m is not model.get_output_embeddings()}
                 model = Q.quantize_dynamic(model, spec, dtype=torch.qint8)
         table_, t, per[kind], n_tok = X.step_table(tok), time.perf_counter(), [], 0
-        for batch in X.problem_batches(probs, n_samples, 128):
-            _, res = X.sample_problems(model, tok, batch, n_samples, cfg, table_)
-            per[kind] += [[grade(c['text'], p['gold'], 'synth', finish=c['finish'])['correct'] for c in cs]
-                          for p, cs in zip(batch, res)]
-            n_tok += sum(len(c['token_ids']) for cs in res for c in cs)
+        got = {p['index']: (p, cs) for p, _, cs in X.sample_problems(model, tok, probs, n_samples, cfg, table_)}
+        for i in sorted(got):
+            p, cs = got[i]
+            per[kind].append([grade(c['text'], p['gold'], 'synth', finish=c['finish'])['correct'] for c in cs])
+            n_tok += sum(len(c['token_ids']) for c in cs)
         rows.append([kind, f'{n_tok / (time.perf_counter() - t):.0f}'])
     q = sample_quality(per, 'float32')
     print(f"int8 against float32 and bfloat16: the main job's training problems 0-{n_problems - 1} x {n_samples}, "
@@ -945,7 +1016,8 @@ if __name__ == '__main__':
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = '--profile' in sys.argv
-    sections = {'extract': lambda: bench_extract(profile=prof), 'dtype': lambda: bench_dtype(profile=prof),
+    sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
+                'dtype': lambda: bench_dtype(profile=prof),
                 'train': bench_train, 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
