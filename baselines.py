@@ -189,7 +189,7 @@ def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', d
 
 def run(cfg, train_cfg):
     """Train the text verifiers (train.run, as train.py runs, one run dir per size and seed; finished runs are
-    skipped, a finished run whose config differs is refused unless --overwrite=True), then score the eval
+    skipped, a finished run whose config or data differs is refused unless --overwrite=True), then score the eval
     split with the PRM when prm_model is set."""
     cfg = {**DEFAULTS, **cfg}
     dev = resolve_device(cfg['device'])

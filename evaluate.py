@@ -4,6 +4,11 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py                       # every ckpt under {out_dir}/verifiers/
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
+The verifiers the config files name (train.py's run at its seeds; baselines.py's text verifiers, where the files set
+text_sizes or one was trained) must be there and finished, else it stops with the command that trains them; another
+unfinished run, or a seed the config does not name, is left out with a note. A checkpoint that trained on the split's
+groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
+(tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
 adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
@@ -16,22 +21,28 @@ reference chosen on validation, rows with their paired intervals, formatting) is
 sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's. Here: this
 stage's knobs, the PRM's and the learned verifiers' rows, the notes, the markdown and the plots.
 """
+import glob
 import json
 import os
+import re
+import sys
 
 import numpy as np
 import torch
 
+import baselines
+import train
+
 from bestofn import build_pool, choose_temp, oracle_sub, per_problem_run, scored_metrics
-from configurator import check_positive, cli, configure, knobs
+from configurator import apply_config, check_positive, cli, configure, knobs, read_config_file
 from model import count_params, input_lengths, reads, resolve_device, verifier_flops
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from scorers import has_confidences
-from store import atomic_write_json, check_writable, load_checkpoint, load_split, read_checkpoint
-from tables import (FREE_TIES, PRETTY, add_intervals, cached_scores, checkpoint_paths, fit_combo, fmt, fmt_ci, fmt_num,
-                    fmt_vs, for_json, free_rows, make_row, run_dirs, run_group, val_splitter, yerr)
-from tasks import check_unseen
+from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files,
+                   run_name, train_dirs_now)
+from tables import (FREE_TIES, PRETTY, add_intervals, cached_scores, check_checkpoint, checkpoint_paths, fit_combo, fmt,
+                    fmt_ci, fmt_num, fmt_vs, for_json, free_rows, make_row, run_dirs, run_group, val_splitter, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -255,7 +266,7 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")
             arch, tc = a, ck.get('train_config') or {}
-            trained_on |= {os.path.abspath(d) for d in tc.get('train_dirs') or []}
+            trained_on |= {os.path.abspath(d) for d in train_dirs_now(tc, path)}
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
             temp, val = None, val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
                                         tc.get('max_train_problems'))
@@ -360,7 +371,37 @@ def write_results(res, prefix, plots):
     print(f'wrote {prefix}.json and {prefix}.md')
 
 
-def run(cfg):
+def own_run(files=(), stored_layers=(-1,)):
+    """The run name train.py gives the training knobs that config files set (store.run_name, less its seed), on data
+    storing stored_layers: the run whose seeds evaluate.py and sample.py read. No files: train.py's defaults
+    ('hsrm')."""
+    tc = apply_config(dict(train.DEFAULTS), list(files), train.DEFAULTS)
+    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, train.DEFAULTS, stored_layers))
+
+
+def named_runs(files, out_dir):
+    """{run group: (seeds, the command that trains them)} of the verifiers config files name for out_dir: train.py's
+    own run (own_run, on the layers its training data stores) and baselines.py's text verifiers of each of
+    text_sizes, where the files set text_sizes or a run of that size is there; both with train.py's seeds."""
+    files = list(files)
+    tc = apply_config(dict(train.DEFAULTS), files, train.DEFAULTS)
+    sizes = apply_config(dict(baselines.DEFAULTS), files, baselines.DEFAULTS)['text_sizes']
+    dirs = tc['train_dirs'] or [os.path.join(out_dir, 'train')]
+    stored = load_problem(problem_files(dirs[0])[0], mmap=True)['layers'] if glob.glob(
+        os.path.join(dirs[0], 'problems', '*.pt')) else (-1,)
+    seeds, conf = tc['seeds'] or [tc['seed']], ' '.join(files) or '<config>'
+    named = {own_run(files, stored): (seeds, f'python train.py {conf}')}
+    given = any('text_sizes' in read_config_file(f) for f in files)
+    for size in sizes:
+        if given or glob.glob(os.path.join(out_dir, 'verifiers', glob.escape(f'text_{size}') + '_seed*')):
+            named[f'text_{size}'] = (seeds, f'python baselines.py {conf}')
+    return named
+
+
+def run(cfg, named=None):
+    """The table (results[_on_<run>].json, .md, plots) of the run cfg names. named: the verifiers its config files
+    name (named_runs: each must be there and finished; the CLI gives them where config files are given and ckpts is
+    not), None: every finished run there."""
     cfg = {**DEFAULTS, **cfg}
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
@@ -375,9 +416,9 @@ def run(cfg):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
 
     problems = load_split(eval_dir)
-    paths = checkpoint_paths(cfg)
-    for path in paths:  # before any work: no checkpoint scores a problem of its training or validation groups
-        check_unseen(problems, read_checkpoint(path).get('groups'), path)
+    paths, left_out = checkpoint_paths(cfg, named)
+    for path in paths:  # before any work: no checkpoint scores its training groups, other states or stale
+        check_checkpoint(problems, eval_dir, path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: "
@@ -388,7 +429,7 @@ def run(cfg):
     val_split = val_splitter(train_dir, n, cfg)
     val = val_split(cfg['val_frac'], cfg['val_seed'])
     val_problems, val_pool, vn = val or (None, None, None)
-    notes = table_notes(cfg, sizes, n, train_dir, val)
+    notes = table_notes(cfg, sizes, n, train_dir, val) + left_out
 
     combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val else None
     rows, choice = free_rows(problems, pool, ns, n, val, cfg, combo)
@@ -431,4 +472,5 @@ def run(cfg):
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
-    cli(run, config, 'evaluate.py')
+    files = [a for a in sys.argv[1:] if not a.startswith('--')]
+    cli(lambda c: run(c, named_runs(files, c['out_dir']) if files and not c['ckpts'] else None), config, 'evaluate.py')

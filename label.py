@@ -206,8 +206,13 @@ if __name__ == '__main__':
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
     from model import resolve_device
-    from store import check_writable
+    from store import check_writable, problem_files
     check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
+    for split in found:  # a split missing problems of its range (a killed extraction): before any is labelled
+        try:
+            problem_files(os.path.join(out_dir, split))
+        except ValueError as e:
+            raise SystemExit(f'label.py: {e}') from None
     device = resolve_device(device)
     judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
     for split in found:

@@ -5,9 +5,10 @@ trained checkpoint (model.score_problems: the scores evaluate.py computes), and 
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
 prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
-verifier is a seed of the config's own run (train.run_name; --ckpt for another). A question that does not fit its
-task (the dataset's or word family's template), or shares its numbers with its training or validation questions
-(tasks.seen_groups), is refused (--force=True answers it, marked forced): alone, in one line with the fix and a
+verifier is a seed of the config's own run (train.run_name; --ckpt for another), of its seeds, each finished. A
+question that does not fit its task (the dataset's or word family's template), or shares its numbers with its training
+or validation questions (tasks.seen_groups; a benchmark question typed as text, where it is one of its training
+problems), is refused (--force=True answers it, marked forced): alone, in one line with the fix and a
 question of its task it never saw; in a file or range, listed with why while the others are answered. The examples
 below ask questions of the level's held-out part (config/demo.py: synthetic level 2, trained on 0-399, tasks.py's
 evaluation part 1225-1898):
@@ -31,7 +32,6 @@ import glob
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from collections import Counter
@@ -51,8 +51,8 @@ from generator import check_layers, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_writable, load_checkpoint,
-                   read_checkpoint, run_name, steering)
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_writable,
+                   load_checkpoint, load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
 
@@ -120,26 +120,10 @@ SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'da
 # what a verifier was trained on, and refusing one that would read something else
 
 
-def trained_on(ck, path):
-    """The extraction configs (config.json) of a checkpoint's training splits (train.py's train_dirs, from the
-    checkpoint or the config.json beside it), each with its path under 'where'; [] when none is found."""
-    tc = ck.get('train_config')
-    side = os.path.join(os.path.dirname(path), 'config.json')
-    if not tc and os.path.exists(side):
-        tc = json.load(open(side))
-    tc = tc or {}
-    dirs = tc.get('train_dirs') or ([os.path.join(tc['out_dir'], 'train')] if tc.get('out_dir') else [])
-    out = []
-    for d in dirs:
-        p = os.path.join(d, 'config.json')
-        if os.path.exists(p):
-            out.append({**json.load(open(p)), 'where': p})
-    return out
-
-
 def load_verifier(path, device='cpu'):
     """(verifier, checkpoint dict) as store.load_checkpoint gives them; the verifier also carries trained_on (its
-    training extractions' configs), from which best_of_n takes its settings and against which it checks them."""
+    training extractions' configs: store.trained_on), from which best_of_n takes its settings and against which it
+    checks them."""
     v, ck = load_checkpoint(path, device)
     v.trained_on, v.ckpt_path = trained_on(ck, path), path
     return v, ck
@@ -181,11 +165,10 @@ def check_match(verifier, s, gen=None, key='ckpt'):
             raise ValueError(f"{key}={where!r} was trained on {t['model']!r} with {t['num_hidden_layers']} layers "
                              f"({t['where']}), this generator has {gen.config.num_hidden_layers}; fix: "
                              f"--model={t['model']!r}")
-        dt = gen is not None and str(next(gen.parameters()).dtype).removeprefix('torch.')
-        if dt and t.get('weights_dtype') not in (None, dt):
-            raise ValueError(f"{key}={where!r} was trained on states of {t['weights_dtype']} weights ({t['where']}), "
-                             f"this generator's are {dt}; fix: load it with dtype={t['weights_dtype']!r} (sample.py: "
-                             f"--dtype=None takes the training split's)")
+    if gen is not None:
+        dt = str(next(gen.parameters()).dtype).removeprefix('torch.')
+        check_dtype(trained, dt, where, f"this generator's are {dt}", "load it with dtype='{trained}' (sample.py: "
+                    "--dtype=None takes the training split's)", key)
     if not trained:
         return
     style = lambda d: d if d in GENERATED else 'benchmark'  # noqa: E731  (benchmarks share one prompt format)
@@ -314,22 +297,34 @@ def iter_best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_tem
 
 
 def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (store.run_name, less its seed): the run
-    whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
-    td, xd = train.DEFAULTS, extract.DEFAULTS
-    tc, xc = apply_config(dict(td), list(files), td), apply_config(dict(xd), list(files), xd)
-    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, td, xc['layers']))
+    """The run name train.py gives the training knobs that config files set (evaluate.own_run, on the layers extract.py
+    stores for them): the run whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
+    files = list(files)
+    return evaluate.own_run(files, apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)['layers'])
 
 
-def best_ckpt(pattern, run=None):
-    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group), the one with the highest
-    validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one, or NaN, ranks
-    last), ties to the first in sorted order."""
+def best_ckpt(pattern, run=None, seeds=None):
+    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group; seeds: those seeds of it,
+    each of which must be there and finished) of finished runs (store.run_state: never an interrupted one), the one
+    with the highest validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one,
+    or NaN, ranks last), ties to the first in sorted order."""
     paths = sorted(p for p in glob.glob(pattern) if run is None or tables.run_group(p) == run)
+    name = lambda p: os.path.basename(os.path.dirname(p))  # noqa: E731
+    if run and seeds:
+        want = [f'{run}_seed{s}' for s in seeds]
+        paths = [p for p in paths if name(p) in want]
+        gone = sorted(set(want) - {name(p) for p in paths if run_state(os.path.dirname(p)) != 'unfinished'})
+        if gone:
+            raise ValueError(f"{gone[0]} is missing or unfinished, of the seeds {list(seeds)} the config names for "
+                             f"{run}; fix: python train.py <config> (it trains every seed that is not finished), or "
+                             "--ckpt=<path to a ckpt.pt>")
+    unfinished = [p for p in paths if run_state(os.path.dirname(p)) == 'unfinished']
+    paths = [p for p in paths if p not in unfinished]
     if not paths:
-        raise ValueError(f"ckpt={pattern!r} matches no checkpoint; fix: train one first (python train.py <config>), or "
-                         f"--ckpt=<path to a ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is "
-                                                         f"{run!r})" if run else ''))
+        raise ValueError(f"ckpt={pattern!r} matches no checkpoint" + (
+            f" of a finished run ({unfinished[0]} is unfinished: its log.json is not done)" if unfinished else '')
+            + "; fix: train one first (python train.py <config>; a run not done trains again), or --ckpt=<path to a "
+            "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is {run!r})" if run else ''))
 
     def auroc(p):
         a = (read_checkpoint(p, mmap=True).get('best_val') or {}).get('auroc')
@@ -342,12 +337,10 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
     tc = ck.get('train_config') or {}
-    dirs, out = tc.get('train_dirs') or [], tc.get('out_dir')
+    dirs, out = train_dirs_now(tc, path) if tc.get('train_dirs') else [], tc.get('out_dir')
     run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
     if out and os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == 'verifiers' \
-            and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own splits and caches
-        dirs = [os.path.join(run, os.path.relpath(d, out)) if not os.path.relpath(d, out).startswith('..') else d
-                for d in dirs]
+            and os.path.realpath(out) != os.path.realpath(run):  # a copied or moved run: its own caches
         out = run
     split = (tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))
     vals = [tables.val_splitter(d, n, cfg)(*split) for d in dirs]
@@ -428,11 +421,27 @@ def unseen_example(s, groups):
     return next((p['question'] for p in map(ask, range(start, end)) if not seen_groups([p], groups or {})), None)
 
 
+def as_rows(problems, ck, path):
+    """The problems as group_key reads them: a question typed for a benchmark (no dataset row, so no id to group by)
+    that is the question of a problem in the checkpoint's training splits (store.train_dirs_now; text compared with
+    its whitespace collapsed) takes that problem's dataset id; the others as they are."""
+    norm = lambda q: ' '.join(str(q).split())  # noqa: E731
+    want = {norm(p['question']) for p in problems}
+    rows = {}
+    for d in train_dirs_now(ck.get('train_config') or {}, path):
+        for f in sorted(glob.glob(os.path.join(d, 'problems', '*.pt'))):
+            r = load_problem(f, mmap=True)
+            if norm(r['question']) in want:
+                rows[norm(r['question'])] = r
+    return [{**p, 'id': rows[norm(p['question'])]['id']} if norm(p['question']) in rows else p for p in problems]
+
+
 def refusals(problems, s, ck, path, range_given, trained, example):
     """{id: why} of the questions this verifier will not answer: one that does not fit the task it was trained on (its
     dataset's or word family's template: asked under that task's worked example, it is another task; checked where
     its training extraction is known: trained), or one of its training or validation groups (tasks.seen_groups: a
-    synthetic or word question, or a dataset range). example: a question it would answer (unseen_example)."""
+    synthetic or word question, a dataset range, or a benchmark question typed as text that is one of its training
+    problems: as_rows). example: a question it would answer (unseen_example)."""
     out = {}
     pat = task_pattern(s['dataset'], s['synth_level'], s['word_family'])[0] if trained else None
     task = s['dataset'] + (f" level {s['synth_level']}" if s['dataset'] == 'synth' else
@@ -440,10 +449,11 @@ def refusals(problems, s, ck, path, range_given, trained, example):
     for p in problems:
         if pat is not None and not pat.fullmatch(p['question'].strip()):
             out[p['id']] = f"does not fit the task {path} was trained on ({task}, e.g. {example!r})"
-    if range_given or s['dataset'] in GENERATED:  # a benchmark question of one's own has no dataset id to match
-        if ck.get('groups') is None:
-            check_unseen(problems, None, path)  # a checkpoint from before groups were stored: warned, unchecked
-        for p, k, side in seen_groups(problems, ck.get('groups') or {}):
+    if ck.get('groups') is None:
+        check_unseen(problems, None, path)  # a checkpoint from before groups were stored: warned, unchecked
+    rows = problems if range_given or s['dataset'] in GENERATED else as_rows(problems, ck, path)
+    for p, row in zip(problems, rows):
+        for _, k, side in seen_groups([row], ck.get('groups') or {}):
             out.setdefault(p['id'], f"shares its numbers (group {k!r}) with {path}'s {side} problems"
                                     + (f", e.g. ask {example!r}" if example else ''))
     return out
@@ -487,8 +497,8 @@ def show(pick, n):
 
 # what may differ between the calls whose picks share a sample_dir: the questions asked (and whether forced), where
 # they came from, and records of the call; every other key (checkpoint, N, sampling settings, vote) is the folder's
-CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run', 'sample_dir',
-             'refused', 'done', 'vote_temp')
+CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run',
+             'verifier_seeds', 'sample_dir', 'refused', 'done', 'vote_temp')
 
 
 def check_sample_dir(sample_dir, config):
@@ -544,10 +554,11 @@ def new_ids(todo, taken, own):
 
 
 def checkpoint(cfg):
-    """The checkpoint that picks: ckpt, else the best seed of verifier_run, the config's own run (best_ckpt)."""
+    """The checkpoint that picks: ckpt, else the best seed of verifier_run, the config's own run (best_ckpt; of
+    verifier_seeds, its config's seeds, where the CLI gives them)."""
     name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
     return best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'),
-                     name)
+                     name, None if cfg['ckpt'] else cfg.get('verifier_seeds'))
 
 
 def run(cfg, steer=None):
@@ -564,21 +575,32 @@ def run(cfg, steer=None):
         torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
+    # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks
+    readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
+                              if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
+    for p, c in readers:
+        train.check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
               f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
     problems, own = questions_of(cfg, s)
-    example = unseen_example(s, ck.get('groups'))
-    refused = refusals(problems, s, ck, path, cfg['dataset_range'] is not None, bool(verifier.trained_on), example)
+    seen = {side: [k for _, c in readers for k in (c.get('groups') or {}).get(side, [])] for side in ('train', 'val')}
+    example = unseen_example(s, seen)
+    refused = {}
+    for p, c in readers:
+        for i, why in refusals(problems, s, c, p, cfg['dataset_range'] is not None, bool(verifier.trained_on),
+                               example).items():
+            refused.setdefault(i, why)
     forced = set(refused) if cfg['force'] else set()
     if refused and not cfg['force'] and len(refused) == len(problems):  # nothing left to answer: one line, the fix
         force = ', or --force=True to answer anyway (marked forced in picks.jsonl)'
         unfit = [p for p in problems if refused[p['id']].startswith('does not fit')]
-        if not unfit:  # never a question whose numbers it trained on
-            check_unseen(problems, ck.get('groups'), path, force + (f"; a question it never saw: {example!r}"
-                                                                    if example else ''))
+        typed = cfg['dataset_range'] is None and s['dataset'] not in GENERATED  # benchmark questions as text
+        for p, c in readers if not unfit else ():  # never a question whose numbers it trained on
+            check_unseen(as_rows(problems, c, p) if typed else problems, c.get('groups'), p,
+                         force + (f"; a question it never saw: {example!r}" if example else ''))
         p = unfit[0]
         raise ValueError(f"{len(unfit)} question(s) do not fit{refused[p['id']][len('does not fit'):]}, e.g. question "
                          f"{p['id']} ({p['question'][:60]!r}); fix: a question of that form, a verifier trained on its "
@@ -641,10 +663,15 @@ def run(cfg, steer=None):
 
 def configured(argv):
     """The config of a command line: config files, then --key=value, override the knobs above (another stage's --key,
-    --lr, names that stage); the vote's settings are evaluate.py's keys; verifier_run the config files' own run."""
+    --lr, names that stage); the vote's settings are evaluate.py's keys; verifier_run the config files' own run, and
+    verifier_seeds its seeds (train.py's seeds in those files)."""
     argv, eval_cfg = split_argv(argv, DEFAULTS, EVAL)
     config = configure(dict(DEFAULTS), argv)
-    config['verifier_run'] = config['verifier_run'] or own_run(a for a in argv if not a.startswith('--'))
+    files = [a for a in argv if not a.startswith('--')]
+    if files and not config['verifier_run']:  # the config's own run, of its seeds (each finished: best_ckpt)
+        tc = apply_config(dict(train.DEFAULTS), files, train.DEFAULTS)
+        config['verifier_seeds'] = tc['seeds'] or [tc['seed']]
+    config['verifier_run'] = config['verifier_run'] or own_run(files)
     return {**{k: eval_cfg[k] for k in EVAL}, **config}
 
 

@@ -80,12 +80,38 @@ def steering(cfg):
 
 
 def problem_files(split_dir):
+    """The problem files of a split dir, sorted; one whose config.json names a range (extract.py's train_range /
+    eval_range) must hold a file for each index of it (check_complete)."""
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
     if not files:
         raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
                                 "fix: run `python extract.py <config>` with out_dir pointing at "
                                 f"{os.path.dirname(split_dir) or split_dir}")
+    check_complete(split_dir, files)
     return files
+
+
+def check_complete(split_dir, files):
+    """ValueError naming the fix unless files ({index:06d}.pt, extract.py's names) cover the range the split's
+    config.json records for it (its split's train_range / eval_range): a killed or partial extraction is never read
+    as the whole split. exclude_ids leave their indices out: at most that many may lack a file. A split dir without
+    that record (made by hand, or before it) is not checked."""
+    path = os.path.join(split_dir, 'config.json')
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        cfg = json.load(f)
+    key = f"{cfg.get('split')}_range"
+    r = cfg.get(key)
+    if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, int) for x in r)):
+        return
+    held = {os.path.basename(p)[:-3] for p in files}
+    missing = [i for i in range(r[0], r[1] + 1) if f'{i:06d}' not in held]
+    if len(missing) > len(cfg.get('exclude_ids') or ()):
+        raise ValueError(f"{split_dir} is incomplete: {len(missing)} of the {r[1] - r[0] + 1} problems of its "
+                         f"{key}={tuple(r)} have no file (e.g. problems/{missing[0]:06d}.pt); fix: run `python "
+                         f"extract.py <config>` again with out_dir {os.path.dirname(os.path.abspath(split_dir))} (it "
+                         f"extracts only the missing ones), then label.py")
 
 
 # what torch.load raises on a file that is not a whole torch.save file (cut short: OSError; zeros; a text file:
@@ -275,46 +301,157 @@ def run_name(cfg, defaults, stored_layers=(-1,)):
 # keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
 # is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device,
 # chunk_candidates, eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts,
-# the training schedule and the seed included: a run is its data, its model and its steps.
+# the training schedule and the seed included: a run is its data, its model and its steps. Its data (train.py's
+# record, 'data') is compared apart (data_change), so a refusal names what changed in it.
 NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite',
-                'used_rows')
+                'used_rows', 'data')
+
+
+def _located(cfg):
+    """A run config's train_dirs as paths relative to its run dir (symlinks resolved): the same for a run and its data
+    moved or copied together (out_dir copied off a GPU box), whatever absolute path each was trained at."""
+    dirs, run = cfg.get('train_dirs'), cfg.get('run_dir')
+    if not dirs or not run:
+        return dirs
+    return [os.path.relpath(os.path.realpath(d), os.path.realpath(run)) for d in dirs]
 
 
 def run_diff(old, new, defaults):
     """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
-    them, differ; {} = the same run. train_dirs compare as the dirs they name (out/x, /abs/out/x and a symlink are one
-    run), and a key an older config.json lacks as its default (defaults: train.py's knobs) (val_cut: the problem-level
-    cut it was trained on)."""
-    real = lambda k, v: [os.path.realpath(x) for x in v] if k == 'train_dirs' and v else v  # noqa: E731
+    them, differ; {} = the same run. train_dirs compare as the dirs they name relative to the run dir (out/x, /abs/out/x
+    and a symlink are one run, and so is a run moved with its data), and not at all where both configs hold train.py's
+    record of the data (data_change compares that: the same data wherever it lies); a key an older config.json lacks as
+    its default (defaults: train.py's knobs) (val_cut: the problem-level cut it was trained on)."""
     base = json.loads(json.dumps(defaults, default=str))
     old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old
                                                                                                 # cut
-    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
-            if k not in NOT_RUN_KEYS and real(k, old.get(k)) != real(k, new.get(k))}
+    skip = set(NOT_RUN_KEYS) | ({'train_dirs'} if old.get('data') and new.get('data') else set())
+    real = lambda c, k: _located(c) if k == 'train_dirs' else c.get(k)  # noqa: E731
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if k not in skip and real(old, k) !=
+            real(new, k)}
+
+
+def data_change(old, new, log=None, names=None):
+    """What differs between the data a run was trained on (old: train.py's record in its config, one entry per split
+    dir: where it lies relative to the run, its training / validation problem counts, their ids' and labels' hashes,
+    the states' weights_dtype) and the data a call would train it on (new), in words; '' where none does. A run
+    recorded before runs held the record (old None) is compared by its log.json's problem counts (log), all it
+    kept. names: the split dirs as the message names them (default: where the record places them)."""
+    if not new:
+        return ''
+    count = lambda rec, k: sum(r[k] for r in rec)  # noqa: E731
+    if not old:
+        if not log or 'n_train_problems' not in log:
+            return ''
+        was, now = (log['n_train_problems'], log['n_val_problems']), (count(new, 'n_train'), count(new, 'n_val'))
+        return '' if was == now else (f"trained on {was[0]} training / {was[1]} validation problems, the split dirs "
+                                      f"now give {now[0]} / {now[1]}")
+    if len(old) != len(new):
+        return f'trained on {len(old)} split dirs, now {len(new)}'
+    for i, (o, n) in enumerate(zip(old, new)):
+        where = names[i] if names else n['dir']
+        if (o['n_train'], o['n_val']) != (n['n_train'], n['n_val']):
+            return (f"{where}: trained on {o['n_train']} training / {o['n_val']} validation problems, it now gives "
+                    f"{n['n_train']} / {n['n_val']}")
+        if o['ids'] != n['ids']:
+            return f"{where}: other problems than it was trained on ({n['n_train']} / {n['n_val']}, other ids)"
+        if o['labels'] != n['labels']:
+            return f"{where}: relabelled since it was trained (its labels.json marks other candidates correct)"
+        if o.get('weights_dtype') != n.get('weights_dtype'):
+            return (f"{where}: trained on states of {o.get('weights_dtype')} weights, it now holds "
+                    f"{n.get('weights_dtype')}")
+    return ''
+
+
+def run_state(run_dir):
+    """'done': the run in run_dir finished (its log.json says so); 'unfinished': a train.py run folder (it writes
+    config.json before training) whose log.json is missing or not done (interrupted); None: no train.py run folder
+    (a checkpoint saved otherwise)."""
+    logp = os.path.join(run_dir, 'log.json')
+    if os.path.exists(logp):
+        try:
+            with open(logp) as f:
+                return 'done' if json.load(f).get('done') else 'unfinished'
+        except ValueError:  # cut short by a kill
+            return 'unfinished'
+    return 'unfinished' if os.path.exists(os.path.join(run_dir, 'config.json')) else None
 
 
 def finished(c, defaults, keep_both):
-    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config differs is
-    refused (ValueError naming the keys and keep_both, the calling stage's way to a new run dir) unless c['overwrite'];
-    an unfinished one (interrupted, no done log.json) is trained again."""
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config or data
+    (c['data'], train.py's record: data_change) differs is refused (ValueError naming the keys or the change, and
+    keep_both, the calling stage's way to a new run dir) unless c['overwrite']; an unfinished one (interrupted, no done
+    log.json) is trained again."""
     logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
     if not (os.path.exists(logp) and os.path.exists(cfgp)):
         return False
     with open(logp) as f1, open(cfgp) as f2:
-        done, diff = json.load(f1).get('done'), run_diff(json.load(f2), json.loads(json.dumps(c, default=str)),
-                                                         defaults)
+        log, old = json.load(f1), json.load(f2)
+    new = json.loads(json.dumps(c, default=str))
+    done, diff, change = log.get('done'), run_diff(old, new, defaults), data_change(old.get('data'), new.get('data'),
+                                                                                    log, c['train_dirs'])
     keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
-    if done and not diff:
+    if done and not diff and not change:
         try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
             read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
         except (ValueError, FileNotFoundError) as e:
             print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
             return False
-        print(f"{c['run_dir']} already finished with this config; skipping")
+        print(f"{c['run_dir']} already finished with this config; skipping" + (
+            '' if old.get('data') else ' (trained before runs recorded their data: its problem counts are those of '
+                                       'the split dirs now)'))
         return True
     if done and not c['overwrite']:
-        raise ValueError(f"{c['run_dir']} holds a finished run whose config differs ({keys}); fix: {keep_both} keeps "
-                         f"both, --overwrite=True trains it again in place")
-    print(f"{c['run_dir']} holds " + (f'a finished run with {keys}; overwriting it' if done else 'an unfinished run; '
+        what = f'whose config differs ({keys})' if diff else f'trained on other data ({change})'
+        raise ValueError(f"{c['run_dir']} holds a finished run {what}; fix: {keep_both} keeps both, --overwrite=True "
+                         f"trains it again in place")
+    what = f'with {keys}' if diff else f'trained on other data ({change})'
+    print(f"{c['run_dir']} holds " + (f'a finished run {what}; overwriting it' if done else 'an unfinished run; '
                                       'training it again'))
     return False
+
+
+def train_dirs_now(tc, path):
+    """The split dirs a checkpoint's run (train_config tc, its ckpt.pt at path) was trained on, where they lie now: each
+    where train.py's record places it relative to the run dir (a run and its data moved or copied together), else at
+    the path it was trained at (a checkpoint copied alone). A config without train_dirs: {out_dir}/train."""
+    dirs = tc.get('train_dirs') or ([os.path.join(tc['out_dir'], 'train')] if tc.get('out_dir') else [])
+    if tc.get('data') and len(tc['data']) == len(dirs):
+        rel = [r['dir'] for r in tc['data']]
+    else:  # a run from before the record: relative to the run dir it was trained in
+        rel = _located({'train_dirs': dirs, 'run_dir': tc['run_dir']}) if tc.get('run_dir') else dirs
+    here = os.path.dirname(os.path.abspath(path))
+    out = []
+    for d, r in zip(dirs, rel):
+        moved = os.path.normpath(os.path.join(here, r))
+        out.append(moved if not os.path.isabs(r) and os.path.isdir(moved) else d)
+    return out
+
+
+def trained_on(ck, path):
+    """The extraction configs (config.json) of a checkpoint's training splits (train_dirs_now: train.py's train_dirs
+    from the checkpoint or the config.json beside it, where they lie now), each with its path under 'where'; [] when
+    none is found."""
+    tc = ck.get('train_config')
+    side = os.path.join(os.path.dirname(path), 'config.json')
+    if not tc and os.path.exists(side):
+        with open(side) as f:
+            tc = json.load(f)
+    out = []
+    for d in train_dirs_now(tc or {}, path):
+        p = os.path.join(d, 'config.json')
+        if os.path.exists(p):
+            with open(p) as f:
+                out.append({**json.load(f), 'where': p})
+    return out
+
+
+def check_dtype(trained, dtype, path, what, fix, key='ckpt'):
+    """ValueError (one line, the fix) where a verifier would read states of weights in dtype while it was trained on
+    another's: trained, its training extractions' configs (trained_on; pooled splits: any of theirs); what: whose
+    states those are, in words; fix, with {trained} for the dtype it was trained on; key: the knob naming the
+    checkpoint (None: its path alone). Unknown on either side (an older extraction): not checked."""
+    had = [t for t in trained if t.get('weights_dtype')]
+    if dtype and had and dtype not in {t['weights_dtype'] for t in had}:
+        raise ValueError(f"{f'{key}={path!r}' if key else path} was trained on states of {had[0]['weights_dtype']} "
+                         f"weights ({had[0]['where']}), {what}; fix: {fix.format(trained=had[0]['weights_dtype'])}")

@@ -21,8 +21,10 @@ from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filter
 from model import VERIFIERS, score_prefixes, score_problems
 from scorers import (CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, combo_fit, combo_score, deepconf_scores,
                      has_confidences)
-from store import atomic_write_json, load_split, problem_files
-from train import split_problems
+from store import (atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, run_state,
+                   trained_on)
+from tasks import check_unseen
+from train import check_fresh, split_problems
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -100,14 +102,57 @@ def run_dirs(cfg):
     return eval_dir, train_dir, suffix
 
 
-def checkpoint_paths(cfg):
-    """ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'), or every checkpoint of the
-    run."""
-    paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)} if cfg['ckpts'] else
-                   glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt')))
-    if cfg['ckpts'] and not paths:
-        raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
-    return paths
+def checkpoint_paths(cfg, named=None):
+    """(paths, notes): the checkpoints to score, finished runs only (store.run_state), and a note per run left out.
+    ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'): each, an unfinished one refused;
+    else every finished run of {out_dir}/verifiers, where named ({run group: (seeds, the command that trains them)},
+    the verifiers the config names) must each be there and finished, a missing or unfinished one refused with that
+    command, and a seed of those groups the config does not name is left out."""
+    if cfg['ckpts']:
+        paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
+        if not paths:
+            raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+        bad = [p for p in paths if run_state(os.path.dirname(p)) == 'unfinished']
+        if bad:
+            raise ValueError(f"ckpts: {bad[0]} is the checkpoint of an unfinished run (its log.json is not done: "
+                             f"interrupted){f', and {len(bad) - 1} more' if len(bad) > 1 else ''}; fix: finish it (the "
+                             "command that trained it, run again, trains it again), or leave it out of --ckpts")
+        return paths, []
+    named, paths, notes = named or {}, [], []
+    for g, (seeds, command) in named.items():
+        for s in seeds:
+            d = os.path.join(cfg['out_dir'], 'verifiers', f'{g}_seed{s}')
+            state = run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
+            if state != 'done' and not (state is None and os.path.exists(os.path.join(d, 'ckpt.pt'))):
+                raise ValueError(f"{d} is {state if state == 'missing' else 'unfinished (its log.json is not done)'}: "
+                                 f"the config names {g} with seeds {list(seeds)}; fix: {command} (it trains every seed "
+                                 "that is not finished), then evaluate again")
+    for p in sorted(glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt'))):
+        d, g = os.path.dirname(p), run_group(p)
+        seed = re.search(r'_seed(\d+)$', os.path.basename(d))
+        if g in named and not (seed and int(seed[1]) in named[g][0]):
+            notes.append(f"{d} left out: the config's {g} seeds are {list(named[g][0])}.")
+        elif run_state(d) == 'unfinished':
+            notes.append(f"{d} left out: an unfinished run (its log.json is not done; the command that trained it, run "
+                         "again, trains it again).")
+        else:
+            paths.append(p)
+    return paths, notes
+
+
+def check_checkpoint(problems, split_dir, path, fix=''):
+    """What every stage checks before a checkpoint scores a split's problems, one line naming the fix where it fails:
+    it never trained or validated on their groups (tasks.check_unseen; fix: a way out the stage adds), the split holds
+    states of the weights dtype it was trained on (store.check_dtype), and its training data is still what its split
+    dirs hold (train.check_fresh: a grown or relabelled split leaves a stale verifier)."""
+    ck = read_checkpoint(path)  # whole: a damaged one is named before any work
+    check_unseen(problems, ck.get('groups'), path, fix)
+    cfgp = os.path.join(split_dir, 'config.json')
+    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
+    check_dtype(trained_on(ck, path), dtype, path, f'{split_dir} holds states of {dtype} weights',
+                'score a split extracted with --dtype={trained} (its states), or a verifier trained on '
+                f'{dtype} states', key=None)
+    check_fresh(ck, path)
 
 
 def val_splitter(train_dir, n, cfg):

@@ -4680,7 +4680,7 @@ def sample_run(tmp_path_factory):
     tok.save_pretrained(f'{out}/gen')
     model, tok = load_generator(f'{out}/gen', dtype='float32')
     cfg = {**extract.DEFAULTS, 'out_dir': out, 'model': f'{out}/gen', 'max_new_tokens': 16, 'batch_size': 16,
-           'weights_dtype': 'float32',
+           'weights_dtype': 'float32', 'train_range': (0, 19), 'eval_range': (1225, 1230),  # the ranges extracted
            'temperature': 0.8, 'top_p': 0.95, 'd_gen': 64, 'num_hidden_layers': 3, 'has_chat_template': False,
            'step_rule': capture.STEP_RULE}
     for split, (lo, hi), n in (('train', (0, 19), 8), ('eval', (1225, 1230), 4)):  # the level's evaluation part
@@ -4945,6 +4945,228 @@ def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(s
                                          r"n_samples\); fix: --sample_dir=<a new dir> keeps both"):
         SA.run({**cfg, 'question': 'Compute 5 + 4 - 7.', 'n_samples': 4})
     assert _jsonl(sd / 'picks.jsonl') == picks and _jsonl(sd / 'candidates.jsonl') == cands
+
+
+# ====================================================================================================
+# issue 66: nothing stale, leaked, unfinished or mismatched is scored; issue 64: a run moved with its data is the run
+# ====================================================================================================
+
+
+def _fit(out, seeds=(1,), **kw):
+    """train.run on out_dir out at a tiny size (seeds one after another)."""
+    T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': list(seeds), 'procs': 1,
+           **kw})
+
+
+def _relabel(split_dir, key='000003'):
+    """labels.json with one candidate of problem key flipped, as a relabelling (another judge, a fixed grader) does."""
+    path = os.path.join(split_dir, 'labels.json')
+    lab = json.load(open(path))
+    lab['labels'][key][0]['correct'] = not lab['labels'][key][0]['correct']
+    json.dump(lab, open(path, 'w'))
+
+
+def test_a_run_knows_its_data_grown_or_relabelled_is_refused(tmp_path, capsys, one_thread_eval):
+    """Issue 66.2: a finished run records what it trained on (each split dir's problem ids, counts and labels' hash,
+    config.json and ckpt.pt alike). A call on a grown split (20 -> 40 problems) or a relabelled one is refused in one
+    line naming the change, before anything trains (--overwrite=True retrains it on the data as it is); evaluate.py
+    refuses to score the stale checkpoint the same way, so neither a skip nor a table ever reuses it silently. The same
+    data is skipped as before."""
+    import shutil
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
+    _fit(out)
+    run = f'{out}/verifiers/hsrm_seed1'
+    before = open(f'{run}/ckpt.pt', 'rb').read()
+    _fit(out)
+    assert 'hsrm_seed1 already finished with this config; skipping' in capsys.readouterr().out
+    write_split_eval(f'{out}/train', 40, 8, seed=1)  # grown: the first 20 as they were, 20 more
+    with pytest.raises(ValueError, match=r"hsrm_seed1 holds a finished run trained on other data \(.*train: trained "
+                                         r"on 16 training / 4 validation problems, it now gives 32 / 8\); fix: .*"
+                                         r"--overwrite=True trains it again in place"):
+        _fit(out)
+    rec = json.load(open(f'{run}/config.json'))['data']  # what it records
+    assert torch.load(f'{run}/ckpt.pt', weights_only=True)['train_config']['data'] == rec
+    assert [(r['dir'], r['n_train'], r['n_val']) for r in rec] == [(os.path.join('..', '..', 'train'), 16, 4)]
+    with pytest.raises(ValueError, match=r"hsrm_seed1/ckpt.pt is stale: .*train: trained on 16 training / 4 validation "
+                                         r"problems, it now gives 32 / 8; fix: retrain it .*--overwrite=True"):
+        E.run({'out_dir': str(out), 'plots': False, 'n_boot': 20})
+    assert open(f'{run}/ckpt.pt', 'rb').read() == before and not os.path.exists(f'{out}/results.json')
+    _fit(out, overwrite=True)
+    assert 'trained on other data' in capsys.readouterr().out
+    assert json.load(open(f'{run}/log.json'))['n_train_problems'] == 32
+    _relabel(f'{out}/train')
+    with pytest.raises(ValueError, match=r"train: relabelled since it was trained .*; fix: .*--overwrite=True"):
+        _fit(out)
+    with pytest.raises(ValueError, match=r"ckpt.pt is stale: .*train: relabelled since it was trained"):
+        E.run({'out_dir': str(out), 'plots': False, 'n_boot': 20})
+    # a run from before runs recorded their data: its log.json's problem counts are what it is compared by
+    _relabel(f'{out}/train')
+    c = json.load(open(f'{run}/config.json'))
+    json.dump({k: v for k, v in c.items() if k != 'data'}, open(f'{run}/config.json', 'w'))
+    _fit(out)
+    assert 'skipping (trained before runs recorded their data' in capsys.readouterr().out
+    shutil.rmtree(f'{out}/train')
+    write_split_eval(f'{out}/train', 20, 8, seed=1)  # cut back to 20
+    with pytest.raises(ValueError, match=r"trained on other data \(trained on 32 training / 8 validation problems, "
+                                         r"the split dirs now give 16 / 4\)"):
+        _fit(out)
+
+
+def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, one_thread_eval):
+    """Issue 64: a run trained at one absolute path and copied elsewhere with its data (out_dir off a GPU box) is the
+    same run: train.py skips it, evaluate.py scores it with validation choices on its own split, sample.py finds its
+    training extraction; nothing is refused or retrained."""
+    import shutil
+    import sample as SA
+    a, b = tmp_path / 'gpu' / 'run', tmp_path / 'here' / 'run'
+    write_split_eval(f'{a}/train', 20, 8, seed=1)
+    write_split_eval(f'{a}/eval', 6, 8, seed=2, start=1000)
+    _fit(a, seeds=(1, 2))
+    shutil.copytree(a, b)
+    shutil.rmtree(tmp_path / 'gpu')
+    cks = sorted(glob.glob(f'{b}/verifiers/*/ckpt.pt'))
+    before = [open(p, 'rb').read() for p in cks]
+    capsys.readouterr()
+    _fit(b, seeds=(1, 2))
+    assert capsys.readouterr().out.count('already finished with this config; skipping') == 2
+    res = E.run({'out_dir': str(b), 'plots': False, 'n_boot': 20})
+    assert res['trained_on'] == [str(b / 'train')] and res['validation']['n_problems'] == 4
+    assert next(r for r in res['rows'] if r['type'] == 'verifier')['n_runs'] == 2
+    assert [w['where'] for w in SA.load_verifier(cks[0])[0].trained_on] == [f'{b}/train/config.json']
+    assert [open(p, 'rb').read() for p in cks] == before
+
+
+def test_evaluate_and_sample_score_the_configs_finished_verifiers(tmp_path, sample_run, one_thread_eval):
+    """Issue 66.6-7: evaluate.py before train.py refuses, naming the command that trains the verifier its config names
+    (never a clean table without HSRM rows); so does an unfinished seed of the config (Ctrl-C: log.json not done), and
+    --ckpts= naming one. A seed the config does not name, or another run's unfinished one, is left out with a note,
+    not pooled. sample.py's choice among a run's seeds never picks an unfinished one, and the config's seeds must be
+    there."""
+    import shutil
+    import sample as SA
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
+    conf = tmp_path / 'c.py'
+    conf.write_text(f"out_dir = {str(out)!r}\nseeds = [1, 2]\nmax_iters = 4\neval_interval = 2\nbatch_problems = 4\n"
+                    "plots = False\nn_boot = 20\n")
+    r = subprocess.run([sys.executable, 'evaluate.py', str(conf)], cwd=REPO, capture_output=True, text=True,
+                       env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    assert _last_line(r) == (f"evaluate.py: {out}/verifiers/hsrm_seed1 is missing: the config names hsrm with seeds "
+                             f"[1, 2]; fix: python train.py {conf} (it trains every seed that is not finished), then "
+                             "evaluate again") and not os.path.exists(f'{out}/results.json')
+    _fit(out, seeds=(1, 2))
+    named = E.named_runs([str(conf)], str(out))
+    assert named == {'hsrm': ([1, 2], f'python train.py {conf}')}
+    log = f'{out}/verifiers/hsrm_seed2/log.json'
+    done = json.load(open(log))
+    json.dump({**done, 'done': False}, open(log, 'w'))  # stopped by Ctrl-C
+    cfg = {'out_dir': str(out), 'plots': False, 'n_boot': 20}
+    with pytest.raises(ValueError, match=r"hsrm_seed2 is unfinished \(its log.json is not done\): the config names "
+                                         r"hsrm with seeds \[1, 2\]; fix: python train.py"):
+        E.run(cfg, named)
+    with pytest.raises(ValueError, match=r"ckpts: .*hsrm_seed2/ckpt.pt is the checkpoint of an unfinished run"):
+        E.run({**cfg, 'ckpts': [f'{out}/verifiers/*/ckpt.pt']})
+    json.dump(done, open(log, 'w'))
+    extra = f'{out}/verifiers/hsrm_seed7'  # a seed the config does not name, unfinished
+    shutil.copytree(f'{out}/verifiers/hsrm_seed1', extra)
+    json.dump({**done, 'done': False}, open(f'{extra}/log.json', 'w'))
+    res = E.run(cfg, named)
+    assert [r['n_runs'] for r in res['rows'] if r['type'] == 'verifier'] == [2]
+    assert f"{extra} left out: the config's hsrm seeds are [1, 2]." in res['notes']
+    res = E.run(cfg)  # no config: every finished run, the unfinished one left out
+    assert [r['n_runs'] for r in res['rows'] if r['type'] == 'verifier'] == [2]
+    assert any(n.startswith(f'{extra} left out: an unfinished run') for n in res['notes'])
+    # sample.py: an unfinished seed of better validation AUROC is never the pick; the config's seeds must be there
+    sout = sample_run[0]
+    seed3 = f'{sout}/verifiers/hsrm_seed3'
+    shutil.copytree(f'{sout}/verifiers/hsrm_seed1', seed3)
+    try:
+        ck = torch.load(f'{seed3}/ckpt.pt', weights_only=True)
+        torch.save({**ck, 'best_val': {**ck['best_val'], 'auroc': 1.0}}, f'{seed3}/ckpt.pt')
+        json.dump({**json.load(open(f'{seed3}/log.json')), 'done': False}, open(f'{seed3}/log.json', 'w'))
+        pattern = f'{sout}/verifiers/hsrm_seed*/ckpt.pt'
+        assert SA.best_ckpt(pattern, 'hsrm') != f'{seed3}/ckpt.pt'
+        with pytest.raises(ValueError, match=r"hsrm_seed3 is missing or unfinished, of the seeds \[1, 3\] the config "
+                                             r"names for hsrm; fix: python train.py"):
+            SA.best_ckpt(pattern, 'hsrm', [1, 3])
+        with pytest.raises(ValueError, match=r"matches no checkpoint of a finished run \(.*hsrm_seed3/ckpt.pt is "
+                                             r"unfinished"):
+            SA.best_ckpt(f'{seed3}/ckpt.pt')
+    finally:
+        shutil.rmtree(seed3)
+
+
+def test_a_split_missing_problem_files_is_refused(tmp_path, one_thread_eval):
+    """Issue 66.7: a split whose extraction config names a range (eval_range) that its files do not cover (one deleted,
+    or a killed extraction) is refused by label.py and evaluate.py in one line naming the fix, never read as 7
+    problems of 8."""
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 8, 8, seed=2, start=1000)
+    for split, r in (('train', [0, 19]), ('eval', [1000, 1007])):
+        c = json.load(open(f'{out}/{split}/config.json'))
+        json.dump({**c, 'split': split, f'{split}_range': r}, open(f'{out}/{split}/config.json', 'w'))
+    _fit(out)
+    cfg = {'out_dir': str(out), 'plots': False, 'n_boot': 20}
+    assert E.run(cfg)['n_problems'] == 8
+    os.remove(f'{out}/eval/problems/001003.pt')
+    msg = (f"{out}/eval is incomplete: 1 of the 8 problems of its eval_range=(1000, 1007) have no file (e.g. "
+           f"problems/001003.pt); fix: run `python extract.py <config>` again with out_dir {out} (it extracts only the "
+           "missing ones), then label.py")
+    with pytest.raises(ValueError) as e:
+        E.run(cfg)
+    assert str(e.value) == msg
+    r = subprocess.run([sys.executable, 'label.py', f'--out_dir={out}'], cwd=REPO, capture_output=True, text=True)
+    assert _last_line(r) == f'label.py: {msg}'
+
+
+def test_a_verifier_scores_only_states_of_its_training_dtype(tmp_path, one_thread_eval):
+    """Issue 66.4: a verifier trained on bfloat16 states (its training split's weights_dtype) is refused, in one line
+    naming the fix, where it would score a float32 split: evaluate.py (its run's and --ckpts=; curve and transfer share
+    the check: tables.check_checkpoint), as sample.py refuses such a generator."""
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
+    for split, dt in (('train', 'bfloat16'), ('eval', 'float32')):
+        c = json.load(open(f'{out}/{split}/config.json'))
+        json.dump({**c, 'weights_dtype': dt}, open(f'{out}/{split}/config.json', 'w'))
+    _fit(out)
+    ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    msg = (f"{ck} was trained on states of bfloat16 weights ({out}/train/config.json), {out}/eval holds states of "
+           "float32 weights; fix: score a split extracted with --dtype=bfloat16 (its states), or a verifier trained on "
+           "float32 states")
+    for extra in ({}, {'ckpts': [ck]}):
+        with pytest.raises(ValueError) as e:
+            E.run({'out_dir': str(out), 'plots': False, 'n_boot': 20, **extra})
+        assert str(e.value) == msg
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        tables.check_checkpoint(load_split(f'{out}/eval'), f'{out}/eval', ck)
+
+
+def test_a_typed_benchmark_question_of_a_training_problem_is_refused(tmp_path, one_thread_eval):
+    """Issue 66.3: a benchmark question typed as text into sample.py (no dataset id of its own) that is the question of
+    one of its verifier's training problems is refused as a dataset range's row is (tasks.seen_groups); the question of
+    a problem it never saw is answered."""
+    import sample as SA
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    for f in glob.glob(f'{out}/train/problems/*.pt'):  # as a benchmark's rows: grouped by their dataset id
+        p = torch.load(f, weights_only=True)
+        torch.save({**p, 'dataset': 'gsm8k', 'id': f"gsm8k-{p['index']}", 'question': f"Tom has {p['index']} apples "
+                    "and buys one more. How many apples does he have?"}, f)
+    _fit(out)
+    path = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    _, ck = SA.load_verifier(path)
+    s = {'dataset': 'gsm8k', 'synth_level': 2, 'word_family': 'shop'}
+    asked = [tasks.new_problem(q, 'gsm8k', i) for i, q in enumerate([
+        'Tom has 3 apples and buys one  more. How many apples does he have?',  # training problem 3, typed by hand
+        'Tom has 30 apples and buys one more. How many apples does he have?'])]  # no problem of its training
+    got = SA.refusals(asked, s, ck, path, False, True, None)
+    assert list(got) == ['0'] and got['0'] == f"shares its numbers (group 'gsm8k:gsm8k-3') with {path}'s " + (
+        'train' if 'gsm8k:gsm8k-3' in ck['groups']['train'] else 'val') + ' problems'
 
 
 # ====================================================================================================

@@ -8,12 +8,15 @@ Never loads the generator.
     python train.py --out_dir=out/math --train_dirs="['out/gsm8k/train','out/math/train']"   # pooled
 
 Writes {run_dir}/ckpt.pt (best model by validation `early_stop_metric`), config.json and log.json.
-A run dir whose log.json says it finished with the same config is skipped, so a seed sweep that was
-interrupted picks up at the first unfinished seed; a finished run whose config differs is refused before
-anything trains, naming the keys (--overwrite=True trains it again in place).
+A run dir whose log.json says it finished with the same config and data is skipped, so a seed sweep that was
+interrupted picks up at the first unfinished seed; a finished run whose config differs, or whose split dirs now hold
+other data (grown, relabelled: the run records its problem ids and labels' hash), is refused before anything trains,
+naming the keys or the change (--overwrite=True trains it again in place). A run moved with its data is the same run.
 """
 import copy
 import functools
+import hashlib
+import json
 import math
 import multiprocessing
 import os
@@ -31,7 +34,8 @@ from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, bui
                    count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
                    score_problems, score_sorted, step_feature_matrix, text_ids)
 from scorers import cheap_score, combo_fit, residual_scorers
-from store import atomic_write_json, check_writable, finished, load_problem, load_split, run_name, save_checkpoint
+from store import (atomic_write_json, check_writable, data_change, finished, load_labels, load_problem, load_split,
+                   problem_files, run_name, save_checkpoint, train_dirs_now)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -110,8 +114,9 @@ procs = 0                   # runs (seeds, K) trained at once on CPU, each in it
                             # weights as one after another: training runs on one thread anyway): 0 = every run at once
                             # (up to 4 a core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one
                             # at a time
-overwrite = False           # a finished run here whose config differs (store.run_diff) is refused, naming the keys;
-                            # True = train it again in place. A finished run with the same config is always kept
+overwrite = False           # a finished run here whose config or data differs (store.run_diff, data_change) is
+                            # refused, naming them; True = train it again in place. A finished run with the same config
+                            # and data is always kept
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the stages that train (baselines, curve,
                              # transfer) start from
@@ -122,9 +127,14 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the sta
 
 
 @functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
+def file_meta(path):
+    """(tasks.group_key, key) of one problem file (memory-mapped: its states are never read)."""
+    p = load_problem(path, mmap=True)
+    return group_key(p), p['key']
+
+
 def file_group(path):
-    """tasks.group_key of one problem file (memory-mapped: its states are never read)."""
-    return group_key(load_problem(path, mmap=True))
+    return file_meta(path)[0]
 
 
 VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
@@ -192,6 +202,54 @@ def load_train_data(dirs):
             p['src'] = d
         out.append(probs)
     return out
+
+
+def _sha(x):
+    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
+
+
+def split_record(d, run_dir, keys, labels):
+    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (store.data_change compares
+    two): where d lies relative to the run dir (store.train_dirs_now: a run moved with its data finds it), the
+    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
+    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
+    read) and the weights_dtype its states were extracted in."""
+    cfgp = os.path.join(d, 'config.json')
+    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
+    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
+            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
+
+
+def data_record(dirs, run_dir, parts):
+    """split_record of each split dir of a run, from its (training, validation) problem dicts (parts, per dir)."""
+    return [split_record(d, run_dir, [[p['key'] for p in tr], [p['key'] for p in va]],
+                         [[bool(c['correct']) for c in p['candidates']] for p in tr + va])
+            for d, (tr, va) in zip(dirs, parts)]
+
+
+def check_fresh(ck, path):
+    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
+    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
+    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
+    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
+    tc = ck.get('train_config') or {}
+    dirs = train_dirs_now(tc, path)
+    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
+        return
+    now = []
+    for d in dirs:
+        labels = load_labels(d)
+        a, b = split_problems(problem_files(d), tc.get('val_frac', DEFAULTS['val_frac']),
+                              tc.get('val_seed', DEFAULTS['val_seed']), tc.get('max_train_problems'))
+        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
+        now.append(split_record(d, os.path.dirname(path), keys,
+                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
+    logp = os.path.join(os.path.dirname(path), 'log.json')
+    log = json.load(open(logp)) if os.path.exists(logp) else None
+    change = data_change(tc.get('data'), now, log, dirs)
+    if change:
+        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
+                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
 
 
 def get_batch(pool, state, cfg, rng):
@@ -575,22 +633,23 @@ def run(cfg, keep_both=KEEP_BOTH):
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
     ks = cfg['max_train_problems']
-    todo = []
+    todo, parts = [], {}
     for k in ks if isinstance(ks, list) else [ks]:
+        parts[k] = [split_problems(probs, cfg['val_frac'], cfg['val_seed'], k) for probs in data]
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
             c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, DEFAULTS, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping ('{seed}' in it: named by the caller)
                 c['run_dir'] = cfg['run_dir'].format(seed=s) if '{seed}' in cfg['run_dir'] else \
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
-            if not finished(c, DEFAULTS, keep_both):
+            c['data'] = data_record(dirs, c['run_dir'], parts[k])  # what it trains on: a finished run is kept only
+            if not finished(c, DEFAULTS, keep_both):                # where it trained on the same
                 todo.append(c)
     check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []
     for c in todo:
         tr, va = [], []
-        for d, probs in zip(dirs, data):
-            a, b = split_problems(probs, cfg['val_frac'], cfg['val_seed'], c['max_train_problems'])
+        for a, b in parts[c['max_train_problems']]:
             tr, va = tr + first_candidates(a, cfg['n_candidates']), va + first_candidates(b, cfg['n_candidates'])
         atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
         jobs.append((tr, va, c))

@@ -59,7 +59,8 @@ val_frac = 0.2              # as train.py: the validation part of each K chooses
 val_seed = 42
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
-overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
+overwrite = False           # True: train again in place a finished run whose config or data differs (else refused:
+                            # train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
@@ -201,8 +202,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
             with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
                 val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
+            tables.check_checkpoint(problems, eval_dir, path)  # a run trained before (or on other data) is checked too
             model, ck = load_checkpoint(path, dev)
-            check_unseen(problems, ck.get('groups'), path)  # a run trained before (or on other data) is checked too
             sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
             runs.append({'ckpt': path, 'seed': s,
                          **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})

@@ -13,7 +13,8 @@ split's candidates need their final labels) or sample.py's questions, with every
     python -m studies.policy sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam
 
 A split or sample folder records the knobs in its config.json (store.STEERING); resuming it under another policy,
-or none, is refused.
+or none, is refused. sample.py checks the steering checkpoint as the one that picks (sample.refusals: a question of its
+training groups is refused; train.check_fresh: a stale one too; the weights dtype: check_match).
 """
 import os
 import sys

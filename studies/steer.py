@@ -35,9 +35,8 @@ from configurator import cli, configure, knobs, split_argv
 from grading import answers_equal
 from model import reads, resolve_device
 from scorers import group_confidences, has_confidences
-from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
+from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
-from tasks import check_unseen
 from train import split_problems
 
 # -----------------------------------------------------------------------------
@@ -186,8 +185,8 @@ def run(cfg):
     paths = sorted(set(found['ckpts']))
     steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt')
                 for d in found['search_dirs']} - {None}
-    for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups
-        check_unseen(problems, read_checkpoint(path).get('groups'), path)
+    for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups, other
+        tables.check_checkpoint(problems, cfg['pool_dir'], path)  # states or stale
     # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
     vp = load_split(cfg['train_dir'],
                     files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
@@ -665,13 +664,14 @@ def prune_run(cfg):
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     problems = load_split(eval_dir)
-    for path in tables.checkpoint_paths(cfg):  # before any work: no checkpoint scores its own training groups
-        check_unseen(problems, read_checkpoint(path).get('groups'), path)
+    paths, left_out = tables.checkpoint_paths(cfg)  # finished runs
+    for path in paths:  # before any work: no checkpoint scores its own training groups, other states or stale
+        tables.check_checkpoint(problems, eval_dir, path)
     pool = B.build_pool(problems, [n], cfg['n_subsets'], cfg['subset_seed'], answers_equal)  # evaluate.py's subsets
     if any(q['stopped'].any() for q in pool):
         raise ValueError(f"{eval_dir} was sampled with online pruning (studies/policy.py prune_ckpt): a replay would "
                          f"prune it twice; fix: run the study on a split sampled without pruning")
-    res = prune_section(tables.checkpoint_paths(cfg), problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
+    res = prune_section(paths, problems, pool, tables.val_splitter(train_dir, n, cfg), n, cfg,
                         (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
     idx = B.boot_draws(len(pool), cfg['n_boot'], cfg['boot_seed'])  # the draws of evaluate.py's table
     for r in res['rows'] + res['refs']:
@@ -694,7 +694,7 @@ def prune_run(cfg):
         "On the same pools: " + ', '.join(f"{r['method']} {tables.fmt_ci(r['acc'], r['acc_ci'], True)}"
                                           for r in res['refs'])
         + ". [95% CI] and Δ (against the same checkpoint's no-pruning row, paired by problem and seed) as in the main "
-        "table; **bold** where the interval of Δ excludes 0."]
+        "table; **bold** where the interval of Δ excludes 0."] + left_out
     res |= {'config': cfg, 'eval_dir': eval_dir, 'dataset': problems[0]['dataset'], 'n_problems': len(problems),
             'n_eval': n}
     prefix = os.path.join(out_dir, 'prune' + suffix)

@@ -408,6 +408,29 @@ def test_sample_steered_by_search_or_pruning(sample_run, tmp_path):
                '--prune_threshold=0.1'])
 
 
+
+def test_a_steering_checkpoint_is_group_checked_as_the_picking_one(sample_run, tmp_path):
+    """Issue 66.3: the policy's command on sample.py refuses a search_ckpt (or prune_ckpt) trained on the group of the
+    question asked, in one line with the fix, as sample.py refuses a picking --ckpt: the same check (sample.refusals)
+    for every checkpoint that reads the questions. A question outside both checkpoints' groups is answered."""
+    import shutil
+    out = sample_run[0]
+    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    seen = tmp_path / 'seen'  # a steering checkpoint trained on 'Compute 7 + 7 - 2.''s group
+    shutil.copytree(f'{out}/verifiers/hsrm_seed1', seen)
+    ck = torch.load(seen / 'ckpt.pt', weights_only=True)
+    torch.save({**ck, 'groups': {**ck['groups'], 'train': sorted(ck['groups']['train'] + ['synth:2 7 7'])}},
+               seen / 'ckpt.pt')
+    args = ['sample.py', f'--out_dir={out}', f'--ckpt={ckpt}', '--n_samples=4', '--search=beam', '--search_width=2',
+            f'--search_ckpt={seen}/ckpt.pt']
+    with pytest.raises(SystemExit, match=r"^sample.py: 1 of the 1 problems to score share a group with .*seen/ckpt.pt's "
+                                         r"train problems, e.g. 0 \('Compute 7 \+ 7 - 2.'\): group 'synth:2 7 7'; fix: .*"
+                                         r"--force=True to answer anyway"):
+        P.run([*args, '--question=Compute 7 + 7 - 2.', f"--sample_dir={tmp_path / 's'}"])
+    assert not (tmp_path / 's').exists()
+    got = P.run([*args, '--question=Compute 9 - 2 - 5.', f"--sample_dir={tmp_path / 's'}"])
+    assert [g['question'] for g in got] == ['Compute 9 - 2 - 5.']
+
 # ====================================================================================================
 # studies/steer.py: the steering study (search vs best-of-N, pruning replayed)
 # ====================================================================================================

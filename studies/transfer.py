@@ -58,7 +58,8 @@ val_frac = 0.2              # the training families' validation split (as train.
 val_seed = 42               # and the weighted-vote temperatures
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
-overwrite = False           # True: train again in place a finished run whose config differs (else refused: train.py's)
+overwrite = False           # True: train again in place a finished run whose config or data differs (else refused:
+                            # train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 EVAL_DEFAULTS = evaluate.DEFAULTS  # evaluate.py's knobs (vote temperatures, DeepConf windows)
 
@@ -128,8 +129,8 @@ def verifier_row(name, run_dir, dirs, problems, pool, eval_dir, cfg, dev):
     vp, vpool, vn = val_split(dirs, cfg, cfg['n_eval'])
     for s in cfg['seeds']:
         path = os.path.join(run_dir, f'seed{s}', 'ckpt.pt')
+        tables.check_checkpoint(problems, eval_dir, path)
         model, ck = load_checkpoint(path, dev)
-        check_unseen(problems, ck.get('groups'), path)
         sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
         vs = []  # validation scores, per training dir (each cached under its own split)
         for d in dirs:
