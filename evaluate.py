@@ -40,7 +40,7 @@ out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/ve
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
 train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free
                             # selector
-ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
+ckpts: list[str] = []      # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
                             # verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows

@@ -58,17 +58,19 @@ word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (t
                            # (grouped by the numbers alone, as the synthetic levels: train ranges below
                            # tasks.word_boundary, eval ranges at or above it; other questions per index)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
-train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
-eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
-                           # (synthetic levels: train ranges below tasks.synth_boundary, 1225 at level 2, eval above it)
+train_range: tuple | None = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
+eval_range: tuple | None = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips
+                                         # the split (synthetic levels: train ranges below tasks.synth_boundary, 1225
+                                         # at level 2, eval above it)
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
 candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]}
                              # (read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
-max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
-                 # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
+max_steps: int | None = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every
+                             # step (thinking traces: train.py's input_steps / max_steps then choose which to read,
+                             # from one extraction)
 step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the
                            # step's last token) plus 'mean' (the mean of the step's token states) and / or 'least' (the
                            # state at its least likely token); each kind adds S x len(layers) x d_gen x 2 bytes per

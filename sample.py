@@ -70,15 +70,15 @@ force = False  # True: answer a question that does not fit the verifier's task (
                # or shares its numbers with its training questions (tasks.check_unseen), marked forced: true in
                # picks.jsonl; else it is refused
 questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
-dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
-                             # the picks)
+dataset_range: tuple[int, int] = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their
+                                       # gold grades the picks)
 n_samples = 8  # N candidates per question
 vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation (evaluate.py's)
 sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
 model: str = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
-layers: list = None  # hidden_states indices kept while sampling
+layers: list[int] = None  # hidden_states indices kept while sampling
 dataset: str = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first)
                      # | 'gsm8k' | ...
 synth_level: int = None

@@ -514,6 +514,85 @@ def test_resolve_device_gives_each_torchrun_rank_its_gpu():
         resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
 
 
+def test_config_type_holes_are_one_line_naming_key_value_and_fix(tmp_path):
+    """Issue 66 (5), issue 64: None where the default is not None, a list's or tuple's element of the wrong type and a
+    reversed range were accepted and crashed later (a TypeError in train or extract, a ValueError inside a worker
+    pool; (23, 0) got "within (0, 1224)"): each is one line naming the key, the value and the fix, as every stage
+    reads its config, before any folder. None stays accepted where the knob names it (train_range, seeds, ...), ints
+    where floats are; a missing config file names the nearest one."""
+    import sample as SA
+    from configurator import apply_config
+    lr_none = tmp_path / 'lr_none.py'
+    lr_none.write_text('lr = None\n')
+    bad_range = tmp_path / 'bad_range.py'
+    bad_range.write_text("train_range = (0, 'x')\n")
+    for mod, argv, msg in (
+            (T, [str(lr_none)], f"config error ({lr_none}): lr=None, but lr takes a float (default 0.0001); fix: lr = "
+                                f"<float> in {lr_none}, or leave it unset"),
+            (T, ["--seeds=[42, 'x']"], "config error (command line): seeds=[42, 'x'] holds 'x', a str, but seeds takes "
+                                       "a list of int; fix: --seeds='[<int>, ...]'"),
+            (T, ["--max_train_problems=[10, 2.5]"], "config error (command line): max_train_problems=[10, 2.5] holds "
+                                                    "2.5, a float, but max_train_problems takes a list of int; fix: "
+                                                    "--max_train_problems='[<int>, ...]'"),
+            (extract, [str(bad_range)], f"config error ({bad_range}): train_range=(0, 'x') holds 'x', a str, but "
+                                        f"train_range takes a tuple (<int>, <int>); fix: train_range = (<int>, <int>) "
+                                        f"in {bad_range}"),
+            (extract, ['--train_range=(9, 3)'], "config error (command line): train_range=(9, 3) is reversed (an "
+                                                "inclusive range is (lo, hi)); fix: --train_range='(3, 9)'"),
+            (extract, ['--train_range=(23, 0)'], "config error (command line): train_range=(23, 0) is reversed (an "
+                                                 "inclusive range is (lo, hi)); fix: --train_range='(0, 23)'"),
+            (extract, ['--eval_range=(1225, 1230, 1240)'], "config error (command line): eval_range=(1225, 1230, 1240) "
+                                                           "holds 3 values, but eval_range takes 2: (<int>, <int>); "
+                                                           "fix: --eval_range='(<int>, <int>)'"),
+            (SA, ['--dataset_range=(1234, 1225)'], "config error (command line): dataset_range=(1234, 1225) is "
+                                                   "reversed (an inclusive range is (lo, hi)); fix: "
+                                                   "--dataset_range='(1225, 1234)'"),
+            (E, ["--vote_temps=[1.0, 'hot']"], "config error (command line): vote_temps=[1.0, 'hot'] holds 'hot', a "
+                                               "str, but vote_temps takes a list of float; fix: "
+                                               "--vote_temps='[<float>, ...]'"),
+            (extract, ['config/dmeo.py'], "config error: config file 'config/dmeo.py' not found; did you mean "
+                                          "config/demo.py? fix: config/demo.py")):
+        with pytest.raises(SystemExit) as e:
+            apply_config(dict(mod.DEFAULTS), argv, mod.DEFAULTS)
+        assert str(e.value) == msg
+    for mod, argv, want in ((T, ['--seeds=None', '--text_tokenizer=None', '--lr=1'], (None, None, 1.0)),
+                            (extract, ['--train_range=None', '--eval_range=[3, 9]', '--max_steps=None'],
+                             (None, (3, 9), None)),
+                            (E, ['--vote_temps=[1, 0.5]', "--ckpts=['a/ckpt.pt']"], ([1, 0.5], ['a/ckpt.pt']))):
+        c = apply_config(dict(mod.DEFAULTS), argv, mod.DEFAULTS)
+        assert tuple(c[a[2:].split('=')[0]] for a in argv) == want
+    out = tmp_path / 'never'
+    got = _run_all(('train.py', "--seeds=[42, 'x']", f'--out_dir={out}'),
+                   ('extract.py', 'config/demo.py', '--train_range=(23, 0)', f'--out_dir={out}'))
+    assert got == [(1, "config error (command line): seeds=[42, 'x'] holds 'x', a str, but seeds takes a list of int; "
+                       "fix: --seeds='[<int>, ...]'"),
+                   (1, "config error (command line): train_range=(23, 0) is reversed (an inclusive range is (lo, hi)); "
+                       "fix: --train_range='(0, 23)'")]
+    assert not out.exists()
+
+
+def test_every_stage_type_checks_every_key_of_a_config_file(tmp_path):
+    """Issue 66 (7): a config file's `epochs = 'x'` passed extract.py and label.py, and only train.py named it, after
+    the long extraction. Every stage type-checks every key of a config file it is given, its own and the other
+    stages', as the stage that owns it does, before any work."""
+    from configurator import apply_config
+    out = tmp_path / 'never'
+    bad = tmp_path / 'bad.py'
+    bad.write_text(f"out_dir = '{out}'\nepochs = 'x'\n")
+    msg = (f"config error ({bad}): epochs='x' is a str, but epochs takes an int or float (default None); fix: epochs = "
+           f"<int or float> in {bad}, or leave it unset")
+    for m in stage_modules().values():
+        with pytest.raises(SystemExit) as e:
+            apply_config(dict(m.DEFAULTS), [str(bad)], m.DEFAULTS)
+        assert str(e.value) == msg
+    bad2 = tmp_path / 'bad2.py'
+    bad2.write_text(f"out_dir = '{out}'\ntemperature = None\n")  # extract.py's knob, read by train.py
+    with pytest.raises(SystemExit, match=r"temperature=None, but temperature takes a float \(default 0.7\); fix: "):
+        apply_config(dict(T.DEFAULTS), [str(bad2)], T.DEFAULTS)
+    assert _run_all(('extract.py', str(bad)), ('label.py', str(bad))) == [(1, msg), (1, msg)]
+    assert not out.exists()
+
+
 # ====================================================================================================
 # tasks.py: the synthetic levels, the word families, the benchmark datasets
 # ====================================================================================================
