@@ -248,6 +248,33 @@ def check_positive(cfg, defaults, keys):
             raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={fix}")
 
 
+def check_between(cfg, defaults, bounds):
+    """ValueError naming the key, the value and the fix where a number is outside its interval: bounds {key: (lo, hi,
+    why)}, open at lo and closed at hi (None: no bound), e.g. top_p in (0, 1]; why: what the value would do, said in the
+    line. None passes where it is the knob's 'unset'. The fix as check_positive's: the config files' own value (GIVEN)
+    where good, else the knob's default."""
+    def good(v, lo, hi):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and (lo is None or v > lo) and (
+            hi is None or v <= hi)
+    for k, (lo, hi, why) in bounds.items():
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or good(v, lo, hi)):
+            fix = GIVEN[k] if good(GIVEN.get(k), lo, hi) else defaults.get(k)
+            where = f'> {lo}' if hi is None else f'in ({lo}, {hi}]'
+            raise ValueError(f"{k}={v!r} must be {where}{f' ({why})' if why else ''}; fix: --{k}={fix}")
+
+
+def check_distinct(cfg, keys):
+    """ValueError naming the key, the value and the fix where a list knob whose values each name a run (seeds, sizes)
+    repeats one: the two runs would be one folder, trained twice at once."""
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, (list, tuple)) and len(set(v)) < len(v):
+            twice = sorted({x for x in v if v.count(x) > 1})
+            raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "
+                             f"folder, trained once; fix: --{k}={shlex.quote(repr(list(dict.fromkeys(v))))}")
+
+
 def command(stage):
     """How a stage file runs from the repo's root: 'python train.py', 'python -m studies.curve'."""
     return f"python -m {stage[:-3].replace('/', '.')}" if '/' in stage else f'python {stage}'
@@ -356,10 +383,33 @@ def configure(g, argv=None):
 
 def cli(run, config, name):
     """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
-    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
+    with that one line instead of a traceback, and so does Ctrl-C (what finished is written whole: the same command goes
+    on from there); anything else is a bug and keeps its traceback."""
     try:
         return run(config)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # off a progress bar's line
+        raise SystemExit(f"{name}: interrupted; what it finished is kept, written whole; fix: the same command goes on "
+                         f"from there") from None
     except (ValueError, FileNotFoundError) as e:
         if 'fix:' not in str(e):
             raise
         raise SystemExit(f'{name}: {e}') from None
+
+
+def read_flags(argv, known, name):
+    """{key: value} of a command line of --key=value flags and bare --key switches (the benches, which have no knobs):
+    an unknown one is refused in one line naming the closest known one, before any work. known: {key: True where it
+    takes a value, False for a switch}; name: the command, as a user types it."""
+    out, every = {}, ', '.join(f'--{k}' + '=' * v for k, v in known.items())
+    for arg in argv:
+        key, eq, val = arg[2:].partition('=') if arg.startswith('--') else (arg, '', '')
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
+            fix = f"--{close[0]}{eq}{val} (its flags: {every})" if close else f'one of {every}'
+            raise SystemExit(f"{name}: unknown flag {arg!r}; fix: {fix}")
+        if known[key] != bool(eq):
+            raise SystemExit(f"{name}: {arg!r} {'takes a value' if known[key] else 'is a switch'}; fix: "
+                             f"--{key}{'=<value>' if known[key] else ''}")
+        out[key] = val if eq else True
+    return out

@@ -45,9 +45,9 @@ import extract
 import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
-from capture import STEP_RULE, problem_batches, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_positive, cli, configure, knobs, split_argv
-from generator import check_layers, load_generator
+from capture import STEP_RULE, batch_prompts, problem_batches, sample_problems, step_table, stored_kinds
+from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
+from generator import check_dtype, check_layers, check_positions, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
@@ -554,7 +554,11 @@ def run(cfg, steer=None):
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
     check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
+    if cfg['vote'] and cfg['n_samples'] == 1:
+        raise ValueError("vote=True at n_samples=1: a vote over one candidate is that candidate; fix: --n_samples=8 "
+                         "(or more), or --vote=False")
     dev = resolve_device(cfg['device'])
+    check_dtype(cfg['dtype'], dev)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)
@@ -564,10 +568,12 @@ def run(cfg, steer=None):
               f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
+    check_between(s, extract.DEFAULTS, extract.SAMPLING)  # as given, else as its training split was sampled
     problems, own = questions_of(cfg, s)
     example = unseen_example(s, ck.get('groups'))
     refused = refusals(problems, s, ck, path, cfg['dataset_range'] is not None, bool(verifier.trained_on), example)
-    forced = set(refused) if cfg['force'] else set()
+    # the forced questions, by text: new_ids may give one another id in a folder that holds picks
+    forced = {p['question'].strip() for p in problems if p['id'] in refused} if cfg['force'] else set()
     if refused and not cfg['force'] and len(refused) == len(problems):  # nothing left to answer: one line, the fix
         force = ', or --force=True to answer anyway (marked forced in picks.jsonl)'
         unfit = [p for p in problems if refused[p['id']].startswith('does not fit')]
@@ -601,6 +607,8 @@ def run(cfg, steer=None):
     weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')
     gen, tok = load_generator(s['model'], dev, weights)
     check_layers(gen, s['layers'])
+    check_positions(getattr(gen.config, 'max_position_embeddings', None), s['max_new_tokens'], max(
+        (len(tok(p, add_special_tokens=False).input_ids) for p in batch_prompts(tok, todo, s)), default=0))
     config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     atomic_write_json(config, os.path.join(sample_dir, 'config.json'))
     for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
@@ -615,7 +623,7 @@ def run(cfg, steer=None):
         got = best_of_n(gen, tok, verifier, batch, n, s, temp, cfg['seed'], cfg['batch_size'], steer)
         for p in got:
             p['batch'] = [batch[0]['id'], len(batch)]  # a pick counts once its whole batch is written (answered)
-            if p['id'] in forced:  # answered with --force=True though refused otherwise
+            if p['question'].strip() in forced:  # answered with --force=True though refused otherwise
                 p['forced'] = True
         new = [rows_of(p, cfg['dataset_range'] is not None) for p in got]
         for name, rows in (('candidates', [c for _, cs in new for c in cs]), ('picks', [r for r, _ in new])):

@@ -17,6 +17,7 @@ import functools
 import math
 import multiprocessing
 import os
+import signal
 import time
 from collections import Counter
 
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import pool_metrics
-from configurator import check_positive, cli, configure, knobs
+from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
                    count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
                    score_problems, score_sorted, step_feature_matrix, text_ids)
@@ -245,6 +246,8 @@ def check_names(cfg):
         raise ValueError(f"procs={cfg['procs']!r} must be 0 (every run at once) or a positive int; fix: --procs=0")
     check_positive(cfg, DEFAULTS,
                    ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
+    check_between(cfg, DEFAULTS, {'lr': (0, None, None)})
+    check_distinct(cfg, ('seeds', 'max_train_problems'))  # a run dir each
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -620,8 +623,8 @@ def train_all(jobs, procs=0, device='cpu'):
     if n <= 1 or resolve_device(device) != 'cpu':
         return [train(*j)[1] for j in jobs]
     _JOBS = jobs
-    try:
-        with multiprocessing.get_context('fork').Pool(n) as pool:
+    try:  # the runs ignore Ctrl-C: this process stops them and says so in one line (cli), no traceback from each
+        with multiprocessing.get_context('fork').Pool(n, signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
             return pool.map(_train_job, range(len(jobs)), chunksize=1)
     finally:
         _JOBS = []
