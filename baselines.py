@@ -220,6 +220,6 @@ def run(cfg, train_cfg):
 
 if __name__ == '__main__':
     import sys
-    argv, train_cfg = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS)  # train.py's keys for the text verifiers
-    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
-    cli(lambda c: run(c, train_cfg), config, 'baselines.py')
+    _argv, _train_cfg = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS)  # train.py's keys for the text verifiers
+    config = configure(globals(), _argv)  # config files, then --key=value, override the knobs above
+    cli(lambda c: run(c, _train_cfg), config, 'baselines.py')

@@ -1,7 +1,8 @@
 """
 Config overrides, nanoGPT style, without exec of the stage. Every stage file starts with its knobs (plain
 `name = default` assignments, lowercase, before the first def; a knob whose default is None declares the type it
-takes: `epochs: int | float = None`) and ends with
+takes: `epochs: int | float = None`, one that also takes None names it: `seeds: list | None = [42]`, a list whose
+default is empty or None its elements' type: `train_dirs: list[str] = None`) and ends with
 
     if __name__ == '__main__':
         config = configure(globals())   # config files, then --key=value, override the knobs above
@@ -12,21 +13,28 @@ A positional argument is a config file (plain Python assignments); several stack
 `--key=value` overrides come last whatever their position. Values are parsed with ast.literal_eval
 (falling back to the raw string). Compared to nanoGPT:
 - values may contain '=' (`--prompt_suffix=a=b`): only the first '=' splits;
-- an int is accepted where the default is a float; a None default takes its declared type (or None);
+- an int is accepted where the default is a float; a None default takes its declared type (or None); None is refused
+  where the default is not None unless the annotation names it;
+- a list's or tuple's elements are checked too (their declared type, else the default's: seeds [42, 'x'] is refused), a
+  tuple default's length (a range is a pair), and a range (a knob named *_range) in order: (9, 3) is "reversed";
 - bool defaults accept True/False/true/false/1/0;
 - an unknown --key is an error naming the key and the closest known keys, and another stage's knob names that stage;
-- a config file may set keys of any stage (one file serves extract, label, train, evaluate and baselines): keys of
-  another stage are left to the stage that owns them, a key no stage knows is an error naming the file, the key and
-  the closest known keys (every stage's knobs are read from STAGE_FILES with ast: a stage imports only earlier ones);
-- a config file that does not run (a syntax error, a name it does not define) is one line with its file and line.
+- a config file may set keys of any stage (one file serves extract, label, train, evaluate and baselines): every key
+  is type-checked by every stage against the stage that owns it (epochs = 'x' stops extract.py, not only train.py after
+  the extraction), a key no stage knows is an error naming the file, the key and the closest known keys (every stage's
+  knobs and literal defaults are read from STAGE_FILES with ast: a stage imports only earlier ones);
+- a config file that does not run (a syntax error, a name it does not define) is one line with its file and line; one
+  that is missing names the nearest config files.
 """
 import ast
 import difflib
 import functools
 import os
+import shlex
 import sys
 import traceback
 import types
+import typing
 
 
 def knobs(g):
@@ -41,23 +49,37 @@ def knobs(g):
 STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/policy.py',
                'studies/steer.py', 'studies/transfer.py', 'studies/curve.py')
 STEERS = 'studies/policy.py'  # runs extract.py or sample.py under its knobs: python -m studies.policy extract.py ...
-_TYPES = {t.__name__: t for t in (int, float, str, bool, list, tuple, dict)}  # what a knob's annotation may name
+NONE = type(None)
+_TYPES = {t.__name__: t for t in (int, float, str, bool, list, tuple, dict)}  # what a knob's annotation may name (and
+                                                                              # None, list[int], tuple[int, int])
 
 
 def _declared(node, where):
-    """The types an annotation names (`int`, `int | float`) as a tuple."""
+    """The types an annotation names as a tuple: `int | float` -> (int, float), `list | None` -> (list, NoneType);
+    `list[int]` / `tuple[int, int]` name a list's or tuple's element types (a tuple's per position)."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return _declared(node.left, where) + _declared(node.right, where)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return (NONE,)
     if isinstance(node, ast.Name) and node.id in _TYPES:
         return (_TYPES[node.id],)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in ('list', 'tuple'):
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if all(isinstance(a, ast.Name) and a.id in _TYPES for a in args) and (node.value.id == 'tuple'
+                                                                              or len(args) == 1):
+            return (_TYPES[node.value.id][tuple(_TYPES[a.id] for a in args)],)
     raise SystemExit(f"{where}: the annotation {ast.unparse(node)!r} names no type configurator checks; fix: one or "
-                     f"more of {' | '.join(_TYPES)}")
+                     f"more of {' | '.join(_TYPES)} | None, list[<type>], tuple[<type>, ...]")
+
+
+_UNREAD = object()  # a default that is not a literal (system_prompt = MATH_SYSTEM): its stage checks it
 
 
 @functools.lru_cache(maxsize=1)
-def stage_knobs():
-    """{stage file: {knob: its declared types (a tuple) or None}} of every stage in STAGE_FILES: the top-level
-    lowercase assignments before its first def, read with ast (an early stage cannot import the later ones)."""
+def _stages():
+    """{stage file: {knob: (its declared types (a tuple) or None, its default where a literal, else _UNREAD)}} of every
+    stage in STAGE_FILES: the top-level lowercase assignments before its first def, read with ast (an early stage
+    cannot import the later ones)."""
     here, out = os.path.dirname(os.path.abspath(__file__)), {}
     for name in STAGE_FILES:
         with open(os.path.join(here, name)) as f:
@@ -69,20 +91,35 @@ def stage_knobs():
             target = node.target if isinstance(node, ast.AnnAssign) else \
                 node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
             if isinstance(target, ast.Name) and target.id.islower() and not target.id.startswith('_'):
+                try:
+                    default = ast.literal_eval(node.value)
+                except ValueError:
+                    default = _UNREAD
                 out[name][target.id] = (_declared(node.annotation, f'{name} line {node.lineno}')
-                                        if isinstance(node, ast.AnnAssign) else None)
+                                        if isinstance(node, ast.AnnAssign) else None, default)
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def stage_knobs():
+    """{stage file: {knob: its declared types (a tuple) or None}} of every stage in STAGE_FILES (_stages)."""
+    return {s: {k: d for k, (d, _) in ks.items()} for s, ks in _stages().items()}
+
+
 def declared_type(key):
-    """The types a knob whose default is None takes, as its stage declares them (the same name means the same thing in
-    every stage); None where no stage declares one."""
+    """The types a knob takes as its stage declares them (the same name means the same thing in every stage): what a
+    knob whose default is None takes, None where a knob whose default is not None also takes it, a list's elements;
+    None where no stage declares one."""
     found = [t[key] for t in stage_knobs().values() if t.get(key)]
     return tuple(dict.fromkeys(x for t in found for x in t)) or None
 
 
+def _name(t):
+    return 'None' if t is NONE else str(t) if typing.get_origin(t) else t.__name__
+
+
 def _type_name(types):
-    return ' or '.join(t.__name__ for t in types)
+    return ' or '.join(map(_name, types))
 
 
 def _a(types):
@@ -90,35 +127,76 @@ def _a(types):
     return ('an ' if types[0] is int else 'a ') + _type_name(types)
 
 
-def _fix(key, value, source):
-    """How to set key where source set it: on the command line, or in the config file named."""
+def _fix(key, value, source, quote=False):
+    """How to set key where source set it: on the command line (quote: the value quoted for the shell), or in the
+    config file named."""
     on_line = source == 'command line' or not source.endswith('.py')
-    return f'--{key}={value}' if on_line else f'{key} = {value} in {source}'
+    return f'--{key}={shlex.quote(value) if quote else value}' if on_line else f'{key} = {value} in {source}'
 
 
 def _check_declared(key, value, types, source):
     """value for a knob whose default is None: None or one of its declared types (an int where float is declared; a
     list for a tuple and back, converted to the declared one; 'true' / 'false' where bool is)."""
-    seq = [t for t in types if t in (list, tuple)]
-    if bool in types and isinstance(value, str) and value.lower() in ('true', 'false'):
+    types = tuple(t for t in types if t is not NONE)
+    plain = tuple(typing.get_origin(t) or t for t in types)
+    seq = [t for t in plain if t in (list, tuple)]
+    if bool in plain and isinstance(value, str) and value.lower() in ('true', 'false'):
         return value.lower() == 'true'
     if isinstance(value, (list, tuple)) and seq:
         return value if type(value) in seq else seq[0](value)
-    if isinstance(value, bool) and bool not in types or not isinstance(value, types) and not (
-            float in types and isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, bool) and bool not in plain or not isinstance(value, plain) and not (
+            float in plain and isinstance(value, int) and not isinstance(value, bool)):
         fix = _fix(key, f'<{_type_name(types)}>', source)
         raise SystemExit(f"config error ({source}): {key}={value!r} is {_a((type(value),))}, but {key} takes "
                          f"{_a(types)} (default None); fix: {fix}, or leave it unset")
     return value
 
 
-def _check_type(key, value, default, source):
-    if value is None:
+def _is(x, t):
+    """x is a t as a knob takes it: an int is a float, a bool is no int."""
+    if t in (int, float) and isinstance(x, bool):
+        return False
+    return isinstance(x, (int, float) if t is float else t)
+
+
+def _check_items(key, value, declared, default, source):
+    """A list's or tuple's elements: their declared types (list[int], tuple[int, int]), else the default's where it
+    holds elements of one type (a tuple's per position, so a range is a pair); a range (*_range) in order."""
+    if not isinstance(value, (list, tuple)):
         return value
+    spec = next((typing.get_args(t) for t in declared or () if typing.get_origin(t) is type(value)), None)
+    if spec is None and isinstance(default, type(value)) and default:
+        kinds = tuple(bool if isinstance(x, bool) else type(x) for x in default)
+        spec = kinds if isinstance(default, tuple) else kinds[:1] if len(set(kinds)) == 1 else None
+    if spec:
+        form = f"({', '.join(f'<{_name(t)}>' for t in spec)})" if isinstance(value, tuple) \
+            else f'[<{_name(spec[0])}>, ...]'
+        if isinstance(value, tuple) and len(value) != len(spec):
+            raise SystemExit(f"config error ({source}): {key}={value!r} holds {len(value)} values, but {key} takes "
+                             f"{len(spec)}: {form}; fix: {_fix(key, form, source, quote=True)}")
+        for x, t in zip(value, spec) if isinstance(value, tuple) else ((x, spec[0]) for x in value):
+            if not _is(x, t):
+                what = f'a tuple {form}' if isinstance(value, tuple) else f'a list of {_name(spec[0])}'
+                raise SystemExit(f"config error ({source}): {key}={value!r} holds {x!r}, {_a((type(x),))}, but {key} "
+                                 f"takes {what}; fix: {_fix(key, form, source, quote=True)}")
+    if key.endswith('_range') and len(value) == 2 and all(_is(x, int) for x in value) and value[0] > value[1]:
+        fix = _fix(key, repr(type(value)(value[::-1])), source, quote=True)
+        raise SystemExit(f"config error ({source}): {key}={value!r} is reversed (an inclusive range is (lo, hi)); fix: "
+                         f"{fix}")
+    return value
+
+
+def _check_type(key, value, default, source):
+    declared = declared_type(key)
+    if value is None:
+        if default is None or NONE in (declared or ()):
+            return value
+        fix = _fix(key, f'<{type(default).__name__}>', source)
+        raise SystemExit(f"config error ({source}): {key}=None, but {key} takes {_a((type(default),))} (default "
+                         f"{default!r}); fix: {fix}, or leave it unset")
     if default is None:
-        types = declared_type(key)
-        return value if types is None else _check_declared(key, value, types, source)
-    if isinstance(default, bool):
+        value = value if declared is None else _check_declared(key, value, declared, source)
+    elif isinstance(default, bool):
         if isinstance(value, str) and value.lower() in ('true', 'false', '1', '0'):
             return value.lower() in ('true', '1')
         if isinstance(value, int) and value in (0, 1) and not isinstance(value, bool):
@@ -126,16 +204,15 @@ def _check_type(key, value, default, source):
         if not isinstance(value, bool):
             raise SystemExit(f"config error ({source}): {key}={value!r} must be True or False; fix: "
                              f"{_fix(key, 'True', source)} (or False)")
-        return value
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
-        return type(default)(value)
-    if type(value) is not type(default):
+    elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    elif isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
+        value = type(default)(value)
+    elif type(value) is not type(default):
         fix = _fix(key, f'<{type(default).__name__}>', source)
         raise SystemExit(f"config error ({source}): {key}={value!r} is {_a((type(value),))}, but {key} takes "
                          f"{_a((type(default),))} (default {default!r}); fix: {fix}")
-    return value
+    return _check_items(key, value, declared, default, source)
 
 
 def _unknown(key, known, source):
@@ -171,6 +248,33 @@ def check_positive(cfg, defaults, keys):
             raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={fix}")
 
 
+def check_between(cfg, defaults, bounds):
+    """ValueError naming the key, the value and the fix where a number is outside its interval: bounds {key: (lo, hi,
+    why)}, open at lo and closed at hi (None: no bound), e.g. top_p in (0, 1]; why: what the value would do, said in the
+    line. None passes where it is the knob's 'unset'. The fix as check_positive's: the config files' own value (GIVEN)
+    where good, else the knob's default."""
+    def good(v, lo, hi):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and (lo is None or v > lo) and (
+            hi is None or v <= hi)
+    for k, (lo, hi, why) in bounds.items():
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or good(v, lo, hi)):
+            fix = GIVEN[k] if good(GIVEN.get(k), lo, hi) else defaults.get(k)
+            where = f'> {lo}' if hi is None else f'in ({lo}, {hi}]'
+            raise ValueError(f"{k}={v!r} must be {where}{f' ({why})' if why else ''}; fix: --{k}={fix}")
+
+
+def check_distinct(cfg, keys):
+    """ValueError naming the key, the value and the fix where a list knob whose values each name a run (seeds, sizes)
+    repeats one: the two runs would be one folder, trained twice at once."""
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, (list, tuple)) and len(set(v)) < len(v):
+            twice = sorted({x for x in v if v.count(x) > 1})
+            raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "
+                             f"folder, trained once; fix: --{k}={shlex.quote(repr(list(dict.fromkeys(v))))}")
+
+
 def command(stage):
     """How a stage file runs from the repo's root: 'python train.py', 'python -m studies.curve'."""
     return f"python -m {stage[:-3].replace('/', '.')}" if '/' in stage else f'python {stage}'
@@ -195,7 +299,14 @@ def read_config_file(path):
     """{key: value} a config file assigns (names starting with '_', functions and modules left out). A file that is
     missing or does not run (a syntax error, a name it does not define) is one line naming the file, line and fix."""
     if not os.path.isfile(path):
-        raise SystemExit(f"config error: config file '{path}' not found; fix: pass a path like config/demo.py")
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder or '.'):  # the folder misspelt too: the project's config files
+            folder = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'config'))
+        near = difflib.get_close_matches(os.path.basename(path), sorted(
+            f for f in os.listdir(folder or '.') if f.endswith('.py')), n=3, cutoff=0.7)
+        near = [os.path.join(folder, f) for f in near]
+        raise SystemExit(f"config error: config file '{path}' not found; " + (
+            f"did you mean {', '.join(near)}? fix: {near[0]}" if near else "fix: pass a path like config/demo.py"))
     ns = {}
     try:
         with open(path, 'rb') as f:
@@ -214,7 +325,7 @@ def read_config_file(path):
 def apply_config(g, argv, defaults=None):
     """Apply config files, then --key=value overrides, in argv to the dict g; returns the config dict.
     defaults: {key: default} of the knobs g holds (None: knobs(g)). A config file's key that is not one of them is
-    left to the stage that owns it (stage_knobs); a key no stage knows is an error."""
+    type-checked against the stage that owns it (_stages) and left to it; a key no stage knows is an error."""
     mine = dict(defaults) if defaults is not None else knobs(g)
     files = [a for a in argv if not a.startswith('--')]
     flags = [a for a in argv if a.startswith('--')]
@@ -224,6 +335,10 @@ def apply_config(g, argv, defaults=None):
                 g[k] = _check_type(k, v, mine[k], arg)
             elif not any(k in ks for ks in stage_knobs().values()):
                 _unknown(k, set(mine).union(*stage_knobs().values()), arg)
+            else:  # another stage's key: checked as that stage checks it, before this stage's work
+                for ks in _stages().values():
+                    if ks.get(k, (None, _UNREAD))[1] is not _UNREAD:
+                        _check_type(k, v, ks[k][1], arg)
     for arg in flags:
         if '=' not in arg:
             raise SystemExit(f"config error: '{arg}' must look like --key=value")
@@ -268,10 +383,33 @@ def configure(g, argv=None):
 
 def cli(run, config, name):
     """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
-    with that one line instead of a traceback; anything else is a bug and keeps its traceback."""
+    with that one line instead of a traceback, and so does Ctrl-C (what finished is written whole: the same command goes
+    on from there); anything else is a bug and keeps its traceback."""
     try:
         return run(config)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # off a progress bar's line
+        raise SystemExit(f"{name}: interrupted; what it finished is kept, written whole; fix: the same command goes on "
+                         f"from there") from None
     except (ValueError, FileNotFoundError) as e:
         if 'fix:' not in str(e):
             raise
         raise SystemExit(f'{name}: {e}') from None
+
+
+def read_flags(argv, known, name):
+    """{key: value} of a command line of --key=value flags and bare --key switches (the benches, which have no knobs):
+    an unknown one is refused in one line naming the closest known one, before any work. known: {key: True where it
+    takes a value, False for a switch}; name: the command, as a user types it."""
+    out, every = {}, ', '.join(f'--{k}' + '=' * v for k, v in known.items())
+    for arg in argv:
+        key, eq, val = arg[2:].partition('=') if arg.startswith('--') else (arg, '', '')
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
+            fix = f"--{close[0]}{eq}{val} (its flags: {every})" if close else f'one of {every}'
+            raise SystemExit(f"{name}: unknown flag {arg!r}; fix: {fix}")
+        if known[key] != bool(eq):
+            raise SystemExit(f"{name}: {arg!r} {'takes a value' if known[key] else 'is a switch'}; fix: "
+                             f"--{key}{'=<value>' if known[key] else ''}")
+        out[key] = val if eq else True
+    return out

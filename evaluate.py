@@ -51,7 +51,7 @@ out_dir = 'out/demo'        # the run: scores {out_dir}/eval, reads {out_dir}/ve
 eval_dir = ''               # '' = {out_dir}/eval; another run's eval dir = zero-shot transfer (results_on_<run>.*)
 train_dir = ''              # '' = {out_dir}/train: its validation split picks vote temperatures and the best free
                             # selector
-ckpts = []                  # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
+ckpts: list[str] = []      # [] = every {out_dir}/verifiers/*/ckpt.pt; else ckpt paths or globs (e.g. another run's
                             # verifiers/*/ckpt.pt)
 n_eval = 8                  # N of the headline best-of-N
 n_scaling = [8, 16, 32, 64] # N-scaling table: the ones the pool allows
@@ -405,6 +405,9 @@ def run(cfg, named=None):
     cfg = {**DEFAULTS, **cfg}
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
+    if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
+        raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
+                         f"--n_scaling='{DEFAULTS['n_scaling']}'")
     from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
@@ -424,6 +427,9 @@ def run(cfg, named=None):
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: "
                          f"--n_eval={sizes[0]}")
     ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
+    if over := [k for k in cfg['n_scaling'] if k > sizes[0]]:  # said, never dropped silently
+        print(f"n_scaling: N={', '.join(map(str, over))} left out of the N-scaling table: the problems of {eval_dir} "
+              f"hold {sizes[0]} candidates (extract.py's n_eval_samples); N={', '.join(map(str, ns))} are scored")
     pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
     val_split = val_splitter(train_dir, n, cfg)

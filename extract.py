@@ -29,13 +29,13 @@ from tqdm import tqdm
 
 from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reencode, sample_problems, step_table,
                      stored_kinds)
-from configurator import check_positive, cli, configure, knobs
-from generator import check_layers, eos_ids, load_generator, resolve_dtype
+from configurator import check_between, check_positive, cli, configure, knobs
+from generator import check_dtype, check_layers, check_positions, eos_ids, load_generator, positions, resolve_dtype
 from memory import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
                     reencode_bytes)
 from model import resolve_device
 from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
-                   steering)
+                   lock, steering)
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
                    check_word_ranges, load_problems)
 
@@ -59,17 +59,19 @@ word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (t
                            # (grouped by the numbers alone, as the synthetic levels: train ranges below
                            # tasks.word_boundary, eval ranges at or above it; other questions per index)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
-train_range = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
-eval_range = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips the split
-                           # (synthetic levels: train ranges below tasks.synth_boundary, 1225 at level 2, eval above it)
+train_range: tuple | None = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
+eval_range: tuple | None = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips
+                                         # the split (synthetic levels: train ranges below tasks.synth_boundary, 1225
+                                         # at level 2, eval above it)
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
 candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]}
                              # (read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
-max_steps = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every step (thinking
-                 # traces: train.py's input_steps / max_steps then choose which to read, from one extraction)
+max_steps: int | None = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every
+                             # step (thinking traces: train.py's input_steps / max_steps then choose which to read,
+                             # from one extraction)
 step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the
                            # step's last token) plus 'mean' (the mean of the step's token states) and / or 'least' (the
                            # state at its least likely token); each kind adds S x len(layers) x d_gen x 2 bytes per
@@ -96,6 +98,10 @@ procs = 0  # processes that split the problems on this machine, each pinned to i
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
+# the sampling settings' intervals (configurator.check_between), sample.py's too
+SAMPLING = {'temperature': (0, None, 'at 0 or below it samples greedily: N identical candidates, nothing for '
+                                     'best-of-N to choose'),
+            'top_p': (0, 1, None)}
 
 # -----------------------------------------------------------------------------
 # the run
@@ -419,11 +425,13 @@ def run(config, steer=None, command=None):
         raise SystemExit(str(e))
     cli(lambda x: check_positive(x, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
                                                'conf_topk')), c, 'extract.py')
+    cli(lambda x: check_between(x, DEFAULTS, SAMPLING), c, 'extract.py')
     if not isinstance(c['procs'], int) or c['procs'] < 0:
         raise SystemExit(f"procs={c['procs']!r} must be 0 (one per core) or a positive int; fix: --procs=0")
     out_dir = c['out_dir']
     check_writable('out_dir', out_dir)  # before any work: the splits, their config.json and the process logs go there
     device = c['device'] = resolve_device(c['device'])  # under torchrun: cuda:LOCAL_RANK
+    cli(lambda x: check_dtype(x['dtype'], device), c, 'extract.py')
     if device.startswith('cuda:'):
         torch.cuda.set_device(device)  # what allocates without naming a device (CUDA graphs, streams) goes there too
     if c['threads']:
@@ -447,7 +455,11 @@ def run(config, steer=None, command=None):
     n_procs = min(n_procs, max(-(-len(problems[s]) * n // c['batch_size']) for s, _, n in splits)) if splits else 1
     weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take
                                                              # it
+    if c['mode'] == 'sample':  # before any process starts, whatever the prompt (exactly once the prompts are tokenized)
+        cli(lambda x: check_positions(positions(x['model']), x['max_new_tokens']), c, 'extract.py')
+    part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once
     if c['num_shards'] == 1 and n_procs > 1:
+        lock(out_dir, 'out_dir', part)
         launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, c['threads'],
                      sys.argv[1:] + [f'--dtype={weights}'], command)
         print(f'done: {out_dir}')
@@ -463,7 +475,11 @@ def run(config, steer=None, command=None):
     prompt_lens = {s: [len(tok(build_prompt(tok, p, c['system_prompt'] if p['dataset'] not in GENERATED else None,
                                             c['enable_thinking']), add_special_tokens=False).input_ids)
                        for p in problems[s]] for s, _, _ in splits}
+    if pool is None:
+        cli(lambda x: check_positions(getattr(gen_model.config, 'max_position_embeddings', None), x['max_new_tokens'],
+                                      max((n for ns in prompt_lens.values() for n in ns), default=0)), c, 'extract.py')
     room = check_memory(c, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
+    lock(out_dir, 'out_dir', part)
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         steered = steer if split == 'eval' else None
@@ -478,4 +494,4 @@ def run(config, steer=None, command=None):
 
 
 if __name__ == '__main__':
-    run(configure(globals()))  # config files, then --key=value, override the knobs above
+    cli(run, configure(globals()), 'extract.py')  # config files, then --key=value, override the knobs above

@@ -227,6 +227,37 @@ def resolve_dtype(name, dtype, device, key='model'):
     return measured_cpu_dtype(from_pretrained(AutoConfig, key, local_model(name, key)))
 
 
+def check_dtype(dtype, device, key='dtype'):
+    """ValueError (one line, the fix) for float16 weights on a CPU: CPUs run float16 matmuls far slower than bfloat16
+    (SmolLM2's decoding-step matmuls at 128 rows on one thread of an AMX Xeon, step_seconds: 0.98 s against 0.28 s; on
+    an AMD EPYC an extraction sampled 5 tokens/s against 26)."""
+    if dtype == 'float16' and not str(device).startswith('cuda'):
+        raise ValueError(f"{key}='float16' on {device}: CPUs run float16 matmuls several times slower than bfloat16; "
+                         f"fix: --{key}=bfloat16, or --{key}=auto (the faster of float32 and bfloat16 on this CPU)")
+
+
+def positions(name, key='model'):
+    """The generator's max_position_embeddings, read from its config (no weights loaded); None where it names none."""
+    from transformers import AutoConfig
+    return getattr(from_pretrained(AutoConfig, key, local_model(name, key)), 'max_position_embeddings', None)
+
+
+def check_positions(limit, max_new_tokens, prompt_tokens=None):
+    """ValueError (one line, the fix) where the longest prompt (prompt_tokens; None: not tokenized yet, any prompt)
+    and max_new_tokens run past the model's positions `limit` (max_position_embeddings; None: none known): past them
+    the position encoding is one the model never trained on, and nothing else would stop it."""
+    if not limit or max_new_tokens + (prompt_tokens or 1) <= limit:
+        return
+    if prompt_tokens is None:
+        half = 2 ** ((limit // 2).bit_length() - 1)  # room for a prompt of half the positions
+        fix = f"--max_new_tokens={half} (at most {limit:,} less the longest prompt's tokens)"
+        raise ValueError(f"max_new_tokens={max_new_tokens} runs past the model's {limit:,} positions "
+                         f"(max_position_embeddings, shared with the prompt); fix: {fix}")
+    raise ValueError(f"max_new_tokens={max_new_tokens} after the longest prompt's {prompt_tokens:,} tokens runs past "
+                     f"the model's {limit:,} positions (max_position_embeddings); fix: "
+                     f"--max_new_tokens={limit - prompt_tokens}")
+
+
 # CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, "bfloat16 against float32
 # on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype)
 CPU_KEPT = ('float32', 'bfloat16')

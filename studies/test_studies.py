@@ -1133,3 +1133,29 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
                    "(lr 0.001 -> 0.01); fix: a new variant name in --variants (this one is 'hsrm') keeps both, " \
                    "--overwrite=True trains it again in place"
     assert len(cks) == 18 and [open(p, 'rb').read() for p in cks] == data
+
+
+# ====================================================================================================
+# the benches' and the policy's command lines
+# ====================================================================================================
+
+
+@pytest.mark.slow  # 7 commands
+def test_every_study_command_refuses_an_unknown_flag():
+    """Issue 66 (5, 6): `python -m studies.bench --onyl=dtype` ran every section without a word, and the policy's
+    command named what steers before an unknown flag. Each studies command refuses an unknown flag in one line naming
+    the closest known one, before any section or work (curve, transfer and steer read their knobs with configurator)."""
+    from test_all import _run_all
+    got = _run_all(('-m', 'studies.bench', '--onyl=dtype'), ('-m', 'studies.bench', '--only=dtype', '--profile=1'),
+                   ('-m', 'studies.bench_lab', '--prune_thresh=0.5'),
+                   ('-m', 'studies.policy', 'extract.py', 'config/demo.py', '--onyl=3'),
+                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer')])
+    assert got[:3] == [
+        (1, "python -m studies.bench: unknown flag '--onyl=dtype'; fix: --only=dtype (its flags: --only=, --device=, "
+            "--profile, --search_ckpt=, --ckpt=, --dirs=)"),
+        (1, "python -m studies.bench: '--profile=1' is a switch; fix: --profile"),
+        (1, "python -m studies.bench_lab: unknown flag '--prune_thresh=0.5'; fix: --prune_threshold=0.5 (its flags: "
+            "--only=, --prune_ckpt=, --prune_rule=, --prune_threshold=)")]
+    for rc, err in got[3:]:
+        assert rc == 1 and err.startswith("config error (command line): unknown key 'onyl'; known keys: ") and \
+            '\n' not in err and 'argv' not in err, err
