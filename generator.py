@@ -340,7 +340,7 @@ def smollm2_config():
     """The embedded SmolLM2-135M's shapes (no load)."""
     from transformers import LlamaConfig
     return LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                       num_key_value_heads=3, vocab_size=49152)
+                       num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)
 
 
 def eos_ids(model, tok):
