@@ -27,7 +27,7 @@ from configurator import check_positive, cli, configure, knobs
 from model import count_params, input_lengths, reads, resolve_device, verifier_flops
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from generator import EMBEDDED, head_dim, matmul_shapes, smollm2_config
+from generator import EMBEDDED, cache_dir, head_dim, matmul_shapes, smollm2_config
 from memory import PAPER_SHAPES, n_params, paper_config
 from scorers import has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, read_checkpoint
@@ -145,7 +145,10 @@ def _band(ax, x, y, ci, color, ls, label, marker=None, mfc=None, band=True):
 def generator_name(name):
     """The generator as a reader knows it: the embedded model's name and quantization, a hub id's or folder's last
     part."""
-    return 'SmolLM2-135M-Instruct (Q4_1)' if name == EMBEDDED else name.rstrip('/').split('/')[-1]
+    if name in EMBEDDED:  # its GGUF file: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-135M-Instruct (Q4_1)'
+        model, quant = EMBEDDED[name]['file'].removesuffix('.gguf').rsplit('.', 1)
+        return f'{model} ({quant})'
+    return name.rstrip('/').split('/')[-1]
 
 
 def plot_title(res, what):
@@ -315,16 +318,18 @@ def make_plots(res, prefix):
 
 
 def generator_config(name):
-    """The generator's transformers config without its weights: the embedded SmolLM2's, a paper generator's
-    (memory.PAPER_SHAPES), or a folder's or the Hugging Face cache's config.json; None where there is none here (another
-    .gguf file, a test's made-up model name)."""
-    if name == EMBEDDED:
+    """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
+    conversion cache (generator.local_model's, made by its extraction), a paper generator's (memory.PAPER_SHAPES), or a
+    folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
+    made-up model name)."""
+    if name == 'smollm2':
         return smollm2_config()
     if name in PAPER_SHAPES:
         return paper_config(name)
     from transformers import AutoConfig
     try:
-        return AutoConfig.from_pretrained(name, local_files_only=True)
+        return AutoConfig.from_pretrained(os.path.join(cache_dir(), EMBEDDED[name]['file'][:-5]) if name in EMBEDDED
+                                          else name, local_files_only=True)
     except (OSError, ValueError):
         return None
 
