@@ -2,8 +2,8 @@
 Best-of-N maths, shared by every stage that scores pools (train's validation, evaluate, steer, transfer, curve,
 sample): the metrics of one problem (argmax with ties split, within-problem AUROC), the pools (answer groups, fixed
 random N-subsets), the selection rules (argmax, majority and weighted votes, DeepConf's filtered votes, oracle), and
-the paired bootstrap intervals. No knobs, no files: each stage passes its own. The table built from these (free
-rows, the reference chosen on validation, score caches, formatting) is evaluate.py's.
+the paired bootstrap intervals (over problems or their groups). No knobs, no files: each stage passes its own. The
+table built from these (free rows, the reference chosen on validation, score caches, formatting) is evaluate.py's.
 """
 import numpy as np
 
@@ -212,20 +212,38 @@ def choose_temp(score_lists, pool, n, temps, where='scores'):
 
 
 # -----------------------------------------------------------------------------
-# 95% intervals: a paired bootstrap over problems (rows of several runs also resample their seeds)
+# 95% intervals: a paired bootstrap over problems, or over their groups (rows of several runs also resample their
+# seeds)
 
 
-def boot_draws(n_problems, n_boot, seed):
-    """[n_boot, P] problem indices drawn with replacement; the same draws serve every method (paired)."""
-    return np.random.default_rng([seed, n_problems]).integers(0, n_problems, (n_boot, n_problems))
+def boot_draws(n_problems, n_boot, seed, groups=None):
+    """[n_boot, M] problem indices, drawn with replacement; the same draws serve every method (paired). groups [P]
+    (tasks.group_key of each problem) or None: problems drawn (M = P); with groups that hold several problems, the
+    groups are drawn with replacement and each drawn group brings all its problems (a cluster bootstrap: problems
+    sharing their numbers are not independent), a draw's indices padded with P (no problem) to the longest draw."""
+    idx = np.random.default_rng([seed, n_problems]).integers(0, n_problems, (n_boot, n_problems))
+    if groups is None:
+        return idx
+    _, gid = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
+    G = int(gid.max()) + 1 if len(gid) else 0
+    if G == n_problems:  # a group per problem: the problems' draws
+        return idx
+    members = [np.flatnonzero(gid == g) for g in range(G)]
+    draws = [np.concatenate([members[g] for g in gs]) for gs in
+             np.random.default_rng([seed, n_problems, G]).integers(0, G, (n_boot, G))]
+    out = np.full((n_boot, max(map(len, draws))), n_problems)
+    for b, d in enumerate(draws):
+        out[b, :len(d)] = d
+    return out
 
 
 def boot_means(values, idx, seed):
     """Bootstrap distribution [B] of the mean of per-problem values [R, P] of R runs (seeds): draw b
-    averages the problems idx[b] over R runs drawn with replacement (R > 1; run draws seeded by (seed,
-    R), so equal values give an equal distribution). NaN = no value for that problem (the AUROC of an
-    all-right or all-wrong pool): left out of the mean."""
+    averages the problems idx[b] (boot_draws; index P: none) over R runs drawn with replacement (R > 1; run draws
+    seeded by (seed, R), so equal values give an equal distribution). NaN = no value for that problem (the AUROC of
+    an all-right or all-wrong pool): left out of the mean."""
     v = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    v = np.concatenate([v, np.full((len(v), 1), np.nan)], 1)  # index P: a padded draw's no-problem
     R, ok = len(v), ~np.isnan(v)
     with np.errstate(invalid='ignore', divide='ignore'):
         if R > 1:
@@ -244,11 +262,11 @@ def ci(boot):
     return [float(x) for x in np.percentile(b, [2.5, 97.5])] if len(b) else None
 
 
-def paired_delta(row, ref, n, n_boot, seed):
-    """row - ref, best-of-n and (where both have one) AUROC, with intervals over add_intervals' draws (problems, and
-    each side's runs): {'acc', 'acc_ci'[, 'auroc', 'auroc_ci']}. For a reference outside REFS (curve.py,
-    transfer.py)."""
-    idx = boot_draws(ref['per_problem']['acc_at'][n].shape[1], n_boot, seed)
+def paired_delta(row, ref, n, n_boot, seed, groups=None):
+    """row - ref, best-of-n and (where both have one) AUROC, with intervals over add_intervals' draws (problems or
+    their groups, and each side's runs): {'acc', 'acc_ci'[, 'auroc', 'auroc_ci']}. For a reference outside REFS
+    (curve.py, transfer.py)."""
+    idx = boot_draws(ref['per_problem']['acc_at'][n].shape[1], n_boot, seed, groups)
     per = lambda r, k: r['per_problem']['acc_at'][n] if k == 'acc' else r['per_problem']['auroc']  # noqa: E731
     b = lambda r, k: boot_means(per(r, k), idx, seed)  # noqa: E731
     out = {'acc': row['acc'] - ref['acc'], 'acc_ci': ci(b(row, 'acc') - b(ref, 'acc'))}
@@ -257,10 +275,11 @@ def paired_delta(row, ref, n, n_boot, seed):
     return out
 
 
-def paired_vs(row, ref_acc, ref_auroc, n, n_boot, seed):
+def paired_vs(row, ref_acc, ref_auroc, n, n_boot, seed, groups=None):
     """row's paired differences: best-of-n against ref_acc, AUROC against ref_auroc (paired_delta each)."""
-    out = {k: v for k, v in paired_delta(row, ref_acc, n, n_boot, seed).items() if k.startswith('acc')}
-    return out | {k: v for k, v in paired_delta(row, ref_auroc, n, n_boot, seed).items() if k.startswith('auroc')}
+    out = {k: v for k, v in paired_delta(row, ref_acc, n, n_boot, seed, groups).items() if k.startswith('acc')}
+    return out | {k: v for k, v in paired_delta(row, ref_auroc, n, n_boot, seed, groups).items()
+                  if k.startswith('auroc')}
 
 
 # -----------------------------------------------------------------------------

@@ -38,11 +38,15 @@ from configurator import apply_config, check_positive, cli, configure, knobs, re
 from model import count_params, input_lengths, reads, resolve_device, verifier_flops
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
+from generator import EMBEDDED, cache_dir, head_dim, matmul_shapes, smollm2_config
+from memory import PAPER_SHAPES, n_params, paper_config
 from scorers import has_confidences
-from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files,
-                   run_name, train_dirs_now)
-from tables import (FREE_TIES, PRETTY, add_intervals, cached_scores, check_checkpoint, checkpoint_paths, fit_combo, fmt,
-                    fmt_ci, fmt_num, fmt_vs, for_json, free_rows, make_row, run_dirs, run_group, val_splitter, yerr)
+from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files, run_name,
+                   train_dirs_now)
+from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
+                    fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
+                    run_group, val_splitter, yerr)
+from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -83,7 +87,8 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 def render_markdown(res):
     n = res['n_eval']
-    out = [f"## Best-of-{n} on {res['dataset']} ({res['generator']})", '',
+    dtype = f", {res['dtype']}" if res.get('dtype') else ''
+    out = [f"## Best-of-{n} on {res['dataset']} ({generator_name(res['generator'])}{dtype})", '',
            f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
            + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer']
               else '') + '.',
@@ -107,8 +112,27 @@ def render_markdown(res):
             d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
             name = 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
             out.append(f"| {name} | " + ' | '.join(fmt(x, None, True) for x in a) + f' | {d} |')
+    for kind, parts in res['breakdown'].items():
+        unit = 'groups resampled within the part' if res['bootstrap']['unit'] == 'groups' else 'problems resampled'
+        out += ['', f'### Bo{n} by {kind}', '', f"Each part's rows on its problems alone; Δ paired within the part "
+                f"(95% intervals, {unit}).", '',
+                f'| {kind[0].upper() + kind[1:]} | Problems (groups) | Method | Bo{n} Acc. (%) [95% CI] '
+                '| Δ vs majority (pts) | Δ vs best free on val (pts) |', '|---|---:|---|---:|---:|---:|']
+        for part in parts:
+            shown = [r for r in part['rows'] if r['type'] != 'free_best_val_auroc']  # the AUROC side: not a Bo-N row
+            for i, r in enumerate(shown):
+                lead = f"{part['part']} | {part['n_problems']} ({part['n_groups']})" if i == 0 else ' |'
+                name = {'vote': 'Majority vote', 'free_best_val': 'Best free selector on validation'}.get(
+                    r['type'], r['method'] + (f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''))
+                out.append(f"| {lead} | {name} | {fmt_ci(r['acc'], r.get('acc_ci'), True)} | "
+                           f"{fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_free_val', 'acc', True)} |")
     out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
             '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
+    g = res.get('generator_cost')
+    if g:
+        out.append(f"| Generator {generator_name(g['generator'])} (sampling the candidate: not a verifier) | "
+                   f"{fmt_num(g['params'], giga='B')} | {fmt_num(g['params'] * 2, 'B')} | prompt + completion (mean "
+                   f"{g['tokens']:.0f} tokens, the prompt's estimated) | {fmt_num(g['flops'])} | – | – |")
     for c in res['cost']:
         t = f"{1e3 * c['seconds_per_candidate']:.3g} ms ({c['device']})" if c.get('seconds_per_candidate') else '–'
         out.append(f"| {c['verifier']} | {fmt_num(c['params'], giga='B')} | {fmt_num(c['params'] * 2, 'B')} | "
@@ -116,38 +140,70 @@ def render_markdown(res):
     return '\n'.join(out) + '\n'
 
 
-# the plots' reference rows by type: (colour, line style); the learned verifiers cycle VERIFIER_STYLES (colour, marker)
+# the plots' rows by type: (colour, line style); the learned verifiers cycle VERIFIER_STYLES (colour, marker)
 REF_STYLES = {'single': ('darkgoldenrod', '-.'), 'vote': ('dimgray', '--'), 'oracle': ('k', ':'),
-              'free_best_val': ('tab:blue', '-')}
+              'free_best_val': ('tab:blue', '-'), 'free_best_test': ('tab:cyan', ':')}
 VERIFIER_STYLES = [('tab:red', 'o'), ('tab:green', 's'), ('tab:purple', '^'), ('tab:orange', 'D'), ('tab:brown', 'v')]
+FREE_TYPES = ('vote', 'cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')  # every free selector's own row
 
 
-def _band(ax, x, y, ci, color, ls, label, marker=None):
+def _band(ax, x, y, ci, color, ls, label, marker=None, mfc=None, band=True):
     """A line with its 95% interval as a shaded band (y, ci in fractions; drawn in points)."""
-    ax.plot(x, [100 * v for v in y], color=color, ls=ls, marker=marker, ms=4, lw=1.6, label=label)
-    if all(c is not None for c in ci):
+    ax.plot(x, [100 * v for v in y], color=color, ls=ls, marker=marker, ms=4, lw=1.6, label=label, mfc=mfc)
+    if band and all(c is not None for c in ci):
         ax.fill_between(x, [100 * c[0] for c in ci], [100 * c[1] for c in ci], color=color, alpha=0.12, lw=0)
 
 
+def generator_name(name):
+    """The generator as a reader knows it: the embedded model's name and quantization, a hub id's or folder's last
+    part."""
+    if name in EMBEDDED:  # its GGUF file: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-135M-Instruct (Q4_1)'
+        model, quant = EMBEDDED[name]['file'].removesuffix('.gguf').rsplit('.', 1)
+        return f'{model} ({quant})'
+    return name.rstrip('/').split('/')[-1]
+
+
+def plot_title(res, what):
+    """What a plot shows, and the run it shows: the generator and its dtype, K (training problems), the seeds."""
+    gen = generator_name(res['generator'])
+    learned = [r for r in res['rows'] if r['type'] == 'verifier']
+    ks = sorted({r['n_train'] for r in learned if r.get('n_train')})
+    seeds = sorted({r['n_runs'] for r in learned})
+    run = ([f"K = {' / '.join(map(str, ks))} training problems"] if ks else []) + \
+        ([f"{' / '.join(map(str, seeds))} seed{'s' if seeds != [1] else ''}"] if seeds else []) + \
+        [f"{res['n_problems']} evaluation problems"]
+    dtype = f", {res['dtype']}" if res.get('dtype') else ''
+    return f"{what}, {res['dataset']}: {gen}{dtype}\n" + ', '.join(run)
+
+
 def make_plots(res, prefix):
-    """{prefix}_bon_vs_n.png: best-of-N against N for the learned verifiers, the best free selector on validation (the
-    table's reference), majority vote, oracle pass@N and single-pass, each a line with its 95% band; and
-    {prefix}_acc_vs_flops.png: best-of-N against verifier FLOPs per candidate, the learned verifiers labelled and the
-    references as bands; the free selectors (0 FLOPs) as one unlabelled column. A note instead without matplotlib."""
+    """{prefix}_bon_vs_n.png: best-of-N against N (the learned verifiers and their weighted votes, the best free
+    selector on validation, the table's reference, with its 95% band, and on test, optimistic; majority vote, oracle
+    pass@N, single-pass), above each one's paired Δ against the reference (a learned verifier's with its 95% band);
+    {prefix}_acc_vs_flops.png: best-of-n against the FLOPs a selector adds to sampling a problem's n candidates (the
+    verifier scoring them; the free selectors at 0), with what that sampling costs the generator;
+    {prefix}_auroc.png: each scorer's within-problem AUROC with its 95% interval, the reference's band and chance.
+    A note instead without matplotlib."""
     try:
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError:
         return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
-    files, rows, n = [], res['rows'], res['n_eval']
-    refs = [r for t in REF_STYLES for r in rows if r['type'] == t]
+    files, rows, n, ns = [], res['rows'], res['n_eval'], res['ns']
+    one = {t: next((r for r in rows if r['type'] == t), None) for t in REF_STYLES}
     learned = [r for r in rows if r['type'] in ('verifier', 'prm')]
+    by_name = {r['method']: r for r in rows}
+    vote_of = {r['method']: by_name.get(f"{r['method']} + weighted vote") for r in learned}
     style = {r['method']: VERIFIER_STYLES[i % len(VERIFIER_STYLES)] for i, r in enumerate(learned)}
+    unit = 'groups' if res.get('bootstrap', {}).get('unit') == 'groups' else 'problems'
+
     def name(r):
-        if r['type'] == 'free_best_val':  # the table's reference; a tie of several is their mean
+        if r['type'] in ('free_best_val', 'free_best_test'):  # a tie of several is their mean
             tied = r.get('tied') or [r['method']]
-            return f"Best free selector on val ({tied[0] if len(tied) == 1 else f'mean of {len(tied)} tied'})"
+            pick = free_name(tied[0]) if len(tied) == 1 else f'mean of {len(tied)} tied'
+            return (f"Best free on val ({pick}): the reference" if r['type'] == 'free_best_val'
+                    else f"Best free on test ({pick}): optimistic")
         return 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
 
     def save(fig, ax, what):
@@ -156,56 +212,155 @@ def make_plots(res, prefix):
         fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
         plt.close(fig)
 
-    ns = res['ns']
     if len(ns) > 1:
-        fig, ax = plt.subplots(figsize=(6.5, 4.2))
-        for r in refs:
-            color, ls = REF_STYLES[r['type']]
-            if r['type'] == 'single':  # one sample: the same at every N
+        fig, (ax, dx) = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True, gridspec_kw={'height_ratios': [3, 2]})
+        for t, r in one.items():
+            if r is None:
+                continue
+            color, ls = REF_STYLES[t]
+            if t == 'single':  # one sample: the same at every N
                 y, ci = [r['acc']] * len(ns), [r.get('acc_ci')] * len(ns)
             else:
                 y, ci = [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns]
-            _band(ax, ns, y, ci, color, ls, name(r))
+            _band(ax, ns, y, ci, color, ls, name(r), band=t == 'free_best_val')  # the others' bands: in the Δ panel
+        dx.axhline(0, color=REF_STYLES['free_best_val'][0], lw=1.2)
+        deltas = [(one[t], REF_STYLES[t], None, False) for t in ('vote', 'free_best_test') if one[t]]
         for r in learned:
             color, marker = style[r['method']]
-            _band(ax, ns, [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns], color, '-',
-                  r['method'], marker)
-        ax.set(xscale='log', xlabel='N (candidates per problem)', ylabel='best-of-N accuracy (%), 95% band',
-               title=f"best-of-N, {res['dataset']} ({res['n_problems']} problems)")
-        ax.minorticks_off()
-        ax.set_xticks(ns, [str(k) for k in ns])
+            _band(ax, ns, [r['acc_at'][k] for k in ns], [None], color, '-', r['method'], marker, band=False)
+            deltas.append((r, (color, '-'), marker, True))
+            v = vote_of[r['method']]
+            if v:  # its weighted vote: the same colour, dashed, open markers
+                _band(ax, ns, [v['acc_at'][k] for k in ns], [None], color, '--', v['method'], marker, 'white', False)
+                deltas.append((v, (color, '--'), marker, False))
+        for r, (color, ls), marker, band in deltas:  # the paired Δ against the reference, every N
+            d = r.get('vs_at', {}).get('best_free_val')
+            if d:
+                _band(dx, ns, [d['acc'][k] for k in ns], [d['acc_ci'][k] for k in ns], color, ls, None, marker,
+                      'white' if ls == '--' and marker else None, band)
+        ax.set(xscale='log', ylabel="best-of-N accuracy (%),\nthe reference's 95% band",
+               title=plot_title(res, 'Best-of-N'))
+        dx.set(xscale='log', xlabel='N (candidates per problem)',
+               ylabel=f'Δ vs the reference (pts),\npaired 95% band ({unit} resampled)')
+        for a in (ax, dx):
+            a.minorticks_off()
+            a.set_xticks(ns, [str(k) for k in ns])
+            a.grid(alpha=0.25)
         save(fig, ax, 'bon_vs_n')
-    by_name = {r['method']: r for r in rows}
+
+    g = res.get('generator_cost')
     cost = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name and c.get('flops')]
     if cost:
-        fig, ax = plt.subplots(figsize=(6.5, 4.2))
-        lo, hi = min(c['flops'] for c, _ in cost), max(c['flops'] for c, _ in cost)
-        x0 = lo / 30  # the free selectors' column: no verifier FLOPs, drawn left of every verifier on the log axis
-        for r in refs:
-            color, ls = REF_STYLES[r['type']]
-            ax.axhline(100 * r['acc'], color=color, ls=ls, lw=1.4, label=name(r))
-            if r.get('acc_ci'):
-                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=color, alpha=0.10, lw=0)
-        free = [r for r in rows if r['type'] in ('cheap', 'deepconf', 'combo', 'free_vote', 'deepconf_vote')]
-        ax.plot([x0] * len(free), [100 * r['acc'] for r in free], 'o', ms=3, color='lightgray', mec='gray',
-                label=f'{len(free)} free selectors (0 verifier FLOPs)')
+        gen = n * g['flops'] if g else None  # what sampling a problem's n candidates costs every row
+        fig, ax = plt.subplots(figsize=(7, 4.4))
+        for t in ('vote', 'free_best_val'):
+            if one[t]:
+                color, ls = REF_STYLES[t]
+                ax.axhline(100 * one[t]['acc'], color=color, ls=ls, lw=1, alpha=0.7)
+                if one[t].get('acc_ci') and t == 'free_best_val':
+                    ax.axhspan(100 * one[t]['acc_ci'][0], 100 * one[t]['acc_ci'][1], color=color, alpha=0.08, lw=0)
+        free = [r for r in rows if r['type'] in FREE_TYPES and r['type'] != 'vote']
+        ax.plot([0] * len(free), [100 * r['acc'] for r in free], '_', ms=12, color='gray',
+                label=f'{len(free)} other free selectors')
+        for t, mk in (('vote', 'D'), ('free_best_val', 'o'), ('free_best_test', '*')):
+            if one[t]:
+                color = REF_STYLES[t][0]
+                ax.errorbar([0], [100 * one[t]['acc']], yerr=yerr([one[t]['acc']], [one[t].get('acc_ci')])
+                            if t == 'free_best_val' else None, fmt=mk, color=color, ms=7, capsize=3, label=name(one[t]))
+        xs = []
         for c, r in cost:
             color, marker = style.get(r['method'], ('tab:gray', 'o'))
-            ax.errorbar([c['flops']], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
-                        color=color, capsize=3, ms=6, label=r['method'])
-            vote = by_name.get(f"{r['method']} + weighted vote")
-            if vote:  # the same verifier's weighted vote: same cost, open marker
-                ax.plot([c['flops'] * 1.4], [100 * vote['acc']], marker, mfc='white', color=color, ms=6,
-                        label=vote['method'])
-        ax.set(xscale='log', xlim=(x0 / 3, hi * 5), xlabel='verifier FLOPs per candidate (free selectors: 0)',
-               ylabel=f'best-of-{n} accuracy (%), 95% interval', title=f"accuracy vs verifier cost, {res['dataset']}")
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+            xs.append(n * c['flops'])
+            ax.errorbar([xs[-1]], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
+                        color=color, capsize=3, ms=7, label=r['method'])
+            v = vote_of.get(r['method'])
+            if v:  # its weighted vote: the same cost, an open marker
+                ax.plot([xs[-1]], [100 * v['acc']], marker, mfc='white', color=color, ms=7, label=v['method'])
+            if gen:
+                ax.annotate(f'{100 * xs[-1] / gen:.2g}% of sampling', (xs[-1], 100 * r['acc']), xytext=(6, -10),
+                            textcoords='offset points', fontsize=7, color=color)
+        if gen:  # the cost every row pays, the free selectors' whole cost
+            ax.axvline(gen, color='k', lw=1, ls=':', label=f'the generator sampling {n} candidates: {fmt_num(gen)}')
+        lin = 10 ** np.floor(np.log10(min(xs))) / 10  # 0 is a real position: linear below lin, log above
+        top = 3 * max(xs + [gen or 0])
+        ax.set_xscale('symlog', linthresh=lin, linscale=0.6)
+        ax.set_xticks([0] + [10 ** k for k in range(int(np.log10(lin)) + 1, int(np.log10(top)) + 1)])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set(xlim=(-lin, top), ylabel=f'best-of-{n} accuracy (%), 95% interval',
+               xlabel='FLOPs per problem the selector adds to sampling (free selectors: 0)'
+               + ('' if gen else f"; the generator's cost unknown here (no config for {res['generator']!r})"),
+               title=plot_title(res, 'Accuracy against cost'))
+        ax.grid(alpha=0.25)
         save(fig, ax, 'acc_vs_flops')
+
+    ranked = [r for r in rows if r['type'] in ('cheap', 'deepconf', 'combo', 'verifier', 'prm')
+              and r.get('auroc') is not None and not np.isnan(r['auroc'])]
+    if ranked:
+        ranked.sort(key=lambda r: r['auroc'])
+        ref = next((r for r in rows if r['type'] == 'free_best_val_auroc'), None)
+        refs = set((ref or {}).get('tied') or [])
+        fig, ax = plt.subplots(figsize=(7, 0.8 + 0.32 * len(ranked)))
+        for i, r in enumerate(ranked):
+            picked = r.get('scorer') in refs or refs & set(r.get('alike') or [])
+            color = style[r['method']][0] if r['method'] in style else 'tab:blue' if picked else 'gray'
+            ax.errorbar([r['auroc']], [i], xerr=None if not r.get('auroc_ci') else
+                        [[r['auroc'] - r['auroc_ci'][0]], [r['auroc_ci'][1] - r['auroc']]], fmt='o', color=color,
+                        capsize=3, ms=5)
+            d = r.get('vs', {}).get('best_free_val', {})
+            if r['method'] in style and 'auroc_ci' in d:
+                ax.annotate(f"Δ vs the reference {fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True).strip('*')}",
+                            (r['auroc_ci'][1] if r.get('auroc_ci') else r['auroc'], i), xytext=(6, -3),
+                            textcoords='offset points', fontsize=7, color=color)
+        if ref and ref.get('auroc_ci'):  # the best free scorer on validation by AUROC
+            ax.axvspan(*ref['auroc_ci'], color='tab:blue', alpha=0.10, lw=0, label="the reference's 95% interval")
+        ax.axvline(0.5, color='k', ls=':', lw=0.8, label='chance (0.5)')
+        tie = ', tied' if len(refs) > 1 else ''
+        ax.set_yticks(range(len(ranked)), [r['method'] + (f' (the reference: best on val{tie})'
+                                                          if r.get('scorer') in refs else '') for r in ranked],
+                      fontsize=7)
+        ax.set(xlabel='within-problem AUROC (a correct candidate outscores a wrong one), 95% interval',
+               title=plot_title(res, 'Ranking'))
+        ax.grid(alpha=0.25, axis='x')
+        save(fig, ax, 'auroc')
     return [f'plot: {f}' for f in files]
 
 
 # -----------------------------------------------------------------------------
 # rows of the table: the PRM and the learned verifiers (the free side is tables.free_rows)
+
+
+def generator_config(name):
+    """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
+    conversion cache (generator.local_model's, made by its extraction), a paper generator's (memory.PAPER_SHAPES), or a
+    folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
+    made-up model name)."""
+    if name == 'smollm2':
+        return smollm2_config()
+    if name in PAPER_SHAPES:
+        return paper_config(name)
+    from transformers import AutoConfig
+    try:
+        return AutoConfig.from_pretrained(os.path.join(cache_dir(), EMBEDDED[name]['file'][:-5]) if name in EMBEDDED
+                                          else name, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def generator_cost(problems, name):
+    """What sampling one candidate costs the generator `name`, counted as the verifiers' and the PRM's FLOPs are: one
+    forward over the prompt and the completion (baselines.prm_flops: the linear layers, LM head included, and
+    attention), the prompt's tokens estimated from its characters at the completions' tokens per character.
+    {'generator', 'params', 'flops', 'tokens'}, or None without the generator's config."""
+    config = generator_config(name)
+    if config is None:
+        return None
+    arch = {'linear_params': sum(o * i * k for o, i, k in matmul_shapes(config)),
+            'n_layer': config.num_hidden_layers, 'd_attn': config.num_attention_heads * head_dim(config)}
+    cands = [(p, c) for p in problems for c in p['candidates']]
+    tpc = sum(len(c['token_ids']) for _, c in cands) / max(1, sum(len(c['text']) for _, c in cands))
+    L = [round(tpc * len(p.get('prompt') or p['question'])) + len(c['token_ids']) for p, c in cands]
+    return {'generator': name, 'params': n_params(config), 'flops': float(np.mean([prm_flops(arch, x) for x in L])),
+            'tokens': float(np.mean(L))}
 
 
 def prm_rows(eval_dir, problems, pool, ns, n, how):
@@ -270,18 +425,22 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
             temp, val = None, val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
                                         tc.get('max_train_problems'))
+            n_train = None  # K: the problems it trained on (its validation problems left out)
             if val is not None:
                 vp, vpool, vn = val
+                n_train = (tc.get('max_train_problems') or len(problem_files(train_dir))) - len(vp)
                 vs = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
                 temp = choose_temp(vs, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
             voted = temp is not None
             mt = scored_metrics(sc, pool, ns, temp, vote=voted, where=f'{path} on {eval_dir}', n=n)
             lengths = [input_lengths(c, model.spec) for p in problems for c in p['candidates']]
             runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'temp': temp,
+                         'n_train': n_train,
                          'seconds_per_candidate': spc, 'device': where, **mt,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
         label, kind = PRETTY.get(g, g), arch[0]
-        rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind))
+        rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind,
+                             n_train=runs[0]['n_train']))
         if voted:
             rows.append(make_row(f'{label} + weighted vote', 'verifier_vote',
                                  [per_problem_run(r['per_problem']['vote_at'], n=n) for r in runs], group=g))
@@ -345,17 +504,31 @@ def table_notes(cfg, sizes, n, train_dir, val):
     return notes
 
 
-def interval_notes(cfg, rows):
-    """The notes on AUROC, the seeds and the intervals."""
-    best_val = next((r['scorer'] for r in rows if r['type'] == 'free_best_val'), None)
-    return ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
-            'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
-            'json).',
-            f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of the problems "
-            "with replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. "
-            f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
-            + (f" ({best_val})" if best_val else " (none: no validation split)")
-            + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
+def interval_notes(cfg, rows, boot):
+    """The notes on AUROC, the seeds and the intervals; boot: the bootstrap's unit ('groups' or 'problems'), n_groups,
+    n_problems. Where groups were resampled, each learned verifier's Δ against the reference with both intervals."""
+    best_val = next((' / '.join(free_name(k) for k in r['tied']) for r in rows if r['type'] == 'free_best_val'), None)
+    unit = (f"the evaluation split's {boot['n_groups']} groups (tasks.group_key: questions sharing their numbers are "
+            f"one group; a drawn group brings all its problems, {boot['n_problems']} in all)"
+            if boot['unit'] == 'groups' else
+            "the problems (each its own group, tasks.group_key, so problems are the independent unit)")
+    notes = ['Within-AUROC: per problem over its whole pool, mean over the problems with both correct and incorrect '
+             'candidates. Learned verifiers: mean over seeds, one row per run name (the seed std is acc_std in the '
+             'json).',
+             f"[95% CI]: percentile bootstrap, {cfg['n_boot']} draws (boot_seed {cfg['boot_seed']}) of {unit} with "
+             "replacement, the same draws for every method; a learned verifier's draw also resamples its seeds. "
+             f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
+             + (f" ({best_val})" if best_val else " (none: no validation split)")
+             + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
+    for r in rows:
+        d = r.get('vs', {}).get('best_free_val', {})
+        if r['type'] in ('verifier', 'verifier_vote', 'prm', 'prm_vote') and 'acc_ci_problems' in d:
+            both = lambda k, pct: (f"{fmt_ci(d[k], d[k + '_ci'], pct, diff=True)} resampling groups, "  # noqa: E731
+                                   f"{fmt_ci(d[k], d[k + '_ci_problems'], pct, diff=True)} resampling problems")
+            notes.append(f"{r['method']} against the best free selector on validation: Bo{cfg['n_eval']} Δ "
+                         f"{both('acc', True)}" + (f"; AUROC Δ {both('auroc', False)}" if 'auroc_ci' in d else '')
+                         + '.')
+    return notes
 
 
 def write_results(res, prefix, plots):
@@ -462,15 +635,32 @@ def run(cfg, named=None):
                      "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
     orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
     rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
-    add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
-    notes += interval_notes(cfg, rows)
+    groups = [group_key(p) for p in problems]  # the bootstrap's unit where a group holds several problems
+    add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'], groups)
+    boot = {'unit': 'groups' if len(set(groups)) < len(groups) else 'problems', 'n_groups': len(set(groups)),
+            'n_problems': len(problems)}
+    parts = breakdown(rows, problems, n, cfg['n_boot'], cfg['boot_seed'])
+    if not parts:
+        ds = problems[0]['dataset']
+        notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
+                     + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
+                        "and OlympiadBench rows carry no category)."))
+    notes += interval_notes(cfg, rows, boot)
+    if any(r.get('alike') for r in rows):
+        longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
+        notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
+                     "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
+                     f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
+                     f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
     if trained_on and trained_on != [os.path.abspath(train_dir)]:
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
 
+    gc = split_config(eval_dir)
     res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
-           'generator': str(split_config(eval_dir).get('model', '?')), 'n_problems': len(problems),
+           'generator': str(gc.get('model', '?')), 'dtype': gc.get('weights_dtype'), 'n_problems': len(problems),
            'pool_size': sizes[0], 'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on,
-           'rows': rows, 'cost': [pcost] + vcost, 'notes': notes,
+           'rows': rows, 'cost': [pcost] + vcost, 'generator_cost': generator_cost(problems, str(gc.get('model'))),
+           'notes': notes, 'bootstrap': boot, 'breakdown': parts,
            'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
     return res

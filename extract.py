@@ -30,7 +30,8 @@ from tqdm import tqdm
 from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reencode, sample_problems, step_table,
                      stored_kinds)
 from configurator import check_between, check_positive, cli, configure, knobs
-from generator import check_dtype, check_layers, check_positions, eos_ids, load_generator, positions, resolve_dtype
+from generator import (check_layers, check_positions, check_weight_dtype, eos_ids, load_generator, positions,
+                       resolve_dtype)
 from memory import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
                     reencode_bytes)
 from model import resolve_device
@@ -431,7 +432,7 @@ def run(config, steer=None, command=None):
     out_dir = c['out_dir']
     check_writable('out_dir', out_dir)  # before any work: the splits, their config.json and the process logs go there
     device = c['device'] = resolve_device(c['device'])  # under torchrun: cuda:LOCAL_RANK
-    cli(lambda x: check_dtype(x['dtype'], device), c, 'extract.py')
+    cli(lambda x: check_weight_dtype(x['dtype'], device), c, 'extract.py')
     if device.startswith('cuda:'):
         torch.cuda.set_device(device)  # what allocates without naming a device (CUDA graphs, streams) goes there too
     if c['threads']:

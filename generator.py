@@ -227,7 +227,7 @@ def resolve_dtype(name, dtype, device, key='model'):
     return measured_cpu_dtype(from_pretrained(AutoConfig, key, local_model(name, key)))
 
 
-def check_dtype(dtype, device, key='dtype'):
+def check_weight_dtype(dtype, device, key='dtype'):
     """ValueError (one line, the fix) for float16 weights on a CPU: CPUs run float16 matmuls far slower than bfloat16
     (SmolLM2's decoding-step matmuls at 128 rows on one thread of an AMX Xeon, step_seconds: 0.98 s against 0.28 s; on
     an AMD EPYC an extraction sampled 5 tokens/s against 26)."""
@@ -370,7 +370,7 @@ def smollm2_config():
     """The embedded SmolLM2-135M's shapes (no load)."""
     from transformers import LlamaConfig
     return LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                       num_key_value_heads=3, vocab_size=49152)
+                       num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)
 
 
 def eos_ids(model, tok):

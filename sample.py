@@ -47,7 +47,7 @@ import train
 from bestofn import answer_groups, choose_temp, top_mask
 from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_table, stored_kinds
 from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
-from generator import check_dtype, check_layers, check_positions, load_generator
+from generator import check_layers, check_positions, check_weight_dtype, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
 from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
@@ -574,7 +574,7 @@ def run(cfg, steer=None):
         raise ValueError("vote=True at n_samples=1: a vote over one candidate is that candidate; fix: --n_samples=8 "
                          "(or more), or --vote=False")
     dev = resolve_device(cfg['device'])
-    check_dtype(cfg['dtype'], dev)
+    check_weight_dtype(cfg['dtype'], dev)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)

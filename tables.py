@@ -23,7 +23,7 @@ from scorers import (CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, combo_fit, c
                      has_confidences)
 from store import (atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, run_state,
                    trained_on)
-from tasks import check_unseen
+from tasks import check_unseen, group_key, problem_kinds
 from train import check_fresh, split_problems
 
 # -----------------------------------------------------------------------------
@@ -177,8 +177,8 @@ def run_group(ckpt_path):
 
 
 # -----------------------------------------------------------------------------
-# rows of the table: names, mean and std over seeds, and 95% intervals from a paired bootstrap over problems
-# (rows of several runs also resample their seeds) against the references
+# rows of the table: names, mean and std over seeds, and 95% intervals from a paired bootstrap over problems or their
+# groups (rows of several runs also resample their seeds) against the references; the same by part (breakdown)
 
 
 PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
@@ -224,31 +224,83 @@ def make_row(method, kind, runs, params=None, **extra):
 REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
 
 
-def add_intervals(rows, n, n_boot, seed):
+def add_intervals(rows, n, n_boot, seed, groups=None):
     """Every row with per-problem values gets acc_ci (best-of-n), acc_ci_at {k: ...} (every N), auroc_ci,
     and under 'vs' its paired difference against each REFS row present: {ref: {'acc', 'acc_ci', 'auroc',
     'auroc_ci'}} (observed difference, and the interval of the differences over the same draws; best-of-N against
-    the reference's best-of-N row, AUROC against its AUROC row)."""
+    the reference's best-of-N row, AUROC against its AUROC row); under 'vs_at' the best-of-N differences at every N:
+    {ref: {'acc': {k: ...}, 'acc_ci': {k: ...}}}. groups [P] (tasks.group_key of each problem) or None: where groups
+    hold several problems the draws resample groups (bestofn.boot_draws), and each difference in 'vs' also carries
+    its problem-resampled interval ('acc_ci_problems', 'auroc_ci_problems')."""
     rows = [r for r in rows if r.get('per_problem')]
     if not rows:
         return
-    idx = boot_draws(rows[0]['per_problem']['acc_at'][n].shape[1], n_boot, seed)
-    b = {id(r): {'acc_at': {k: boot_means(v, idx, seed) for k, v in r['per_problem']['acc_at'].items()},
-                 'auroc': None if r['per_problem']['auroc'] is None
-                 else boot_means(r['per_problem']['auroc'], idx, seed)}
-         for r in rows}
+    P = rows[0]['per_problem']['acc_at'][n].shape[1]
+    grouped = groups is not None and len(set(groups)) < P
+    draws = {'': boot_draws(P, n_boot, seed, groups)} | ({'_problems': boot_draws(P, n_boot, seed)} if grouped else {})
     find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
     refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
-    for r in rows:
-        br = b[id(r)]
-        r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
-        r['auroc_ci'], r['vs'] = None if br['auroc'] is None else ci(br['auroc']), {}
-        for name, (ra, ru) in refs.items():
-            if ra is not None:
-                r['vs'][name] = {'acc': r['acc'] - ra['acc'], 'acc_ci': ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])}
-            if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
-                r['vs'].setdefault(name, {}).update(auroc=r['auroc'] - ru['auroc'],
-                                                    auroc_ci=ci(br['auroc'] - b[id(ru)]['auroc']))
+    for key, w in draws.items():
+        b = {id(r): {'acc_at': {k: boot_means(v, w, seed) for k, v in r['per_problem']['acc_at'].items()
+                                if key == '' or k == n},
+                     'auroc': None if r['per_problem']['auroc'] is None
+                     else boot_means(r['per_problem']['auroc'], w, seed)}
+             for r in rows}
+        for r in rows:
+            br = b[id(r)]
+            if key == '':
+                r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
+                r['auroc_ci'], r['vs'], r['vs_at'] = None if br['auroc'] is None else ci(br['auroc']), {}, {}
+            for name, (ra, ru) in refs.items():
+                if ra is not None:
+                    d = r['vs'].setdefault(name, {})
+                    d['acc'], d['acc_ci' + key] = r['acc'] - ra['acc'], ci(br['acc_at'][n] - b[id(ra)]['acc_at'][n])
+                    if key == '':
+                        ks = [k for k in br['acc_at'] if k in b[id(ra)]['acc_at']]
+                        r['vs_at'][name] = {'acc': {k: r['acc_at'][k] - ra['acc_at'][k] for k in ks},
+                                            'acc_ci': {k: ci(br['acc_at'][k] - b[id(ra)]['acc_at'][k]) for k in ks}}
+                if ru is not None and br['auroc'] is not None and b[id(ru)]['auroc'] is not None:
+                    r['vs'].setdefault(name, {}).update({'auroc': r['auroc'] - ru['auroc'],
+                                                         'auroc_ci' + key: ci(br['auroc'] - b[id(ru)]['auroc'])})
+
+
+def restrict(row, mask, n):
+    """A row's method, type and metrics on the problems where mask [P] holds: its per-problem values sliced (best-of-n
+    and AUROC), their means recomputed."""
+    acc, au = row['per_problem']['acc_at'][n][..., mask], row['per_problem']['auroc']
+    au = None if au is None else au[..., mask]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # no problem of the part with both labels: NaN
+        auroc = None if au is None else float(np.nanmean(au))
+    return {'method': row['method'], 'type': row['type'], 'n_runs': row.get('n_runs', 1), 'acc': float(np.mean(acc)),
+            'acc_at': {n: float(np.mean(acc))}, 'auroc': auroc, 'per_problem': {'acc_at': {n: acc}, 'auroc': au}}
+
+
+# the rows broken down by part (breakdown): the references and the learned verifiers
+BREAKDOWN_TYPES = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'verifier_vote', 'prm', 'prm_vote')
+
+
+def breakdown(rows, problems, n, n_boot, seed):
+    """The best-of-n differences by the parts of each kind tasks.problem_kinds names (a synthetic question's operator
+    pattern, a word problem's family, ...): {kind: [{'part', 'n_problems', 'n_groups', 'rows': [BREAKDOWN_TYPES rows
+    restricted to the part, with add_intervals' intervals and Δ; groups resampled within the part]}]}; a kind with a
+    single part is left out (the whole table is that part)."""
+    kinds = [problem_kinds(p) for p in problems]
+    groups = np.array([group_key(p) for p in problems])
+    out = {}
+    for kind in dict.fromkeys(k for ks in kinds for k in ks):
+        labels = np.array([ks.get(kind, '(none)') for ks in kinds])
+        parts = sorted(set(labels.tolist()))
+        if len(parts) < 2:
+            continue
+        out[kind] = []
+        for part in parts:
+            mask = labels == part
+            sub = [restrict(r, mask, n) for r in rows if r['type'] in BREAKDOWN_TYPES and r.get('per_problem')]
+            add_intervals(sub, n, n_boot, seed, groups[mask])
+            out[kind].append({'part': part, 'n_problems': int(mask.sum()), 'n_groups': len(set(groups[mask])),
+                              'rows': sub})
+    return out
 
 
 def for_json(obj):
@@ -289,7 +341,8 @@ def free_selectors(problems, pool, ns, n, scores, temps, cfg):
         out[name] = (kind, m)
         if temps.get(name) is not None:
             out[f'{name} + weighted vote'] = ('free_vote',
-                                              per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name]))
+                                              per_problem_run(m['per_problem']['vote_at'], n=n, temp=temps[name],
+                                                              scorer=name))
     conf = {k: scores[k] for k in DEEPCONF_SCORERS if k in scores}
     if conf:
         votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
@@ -298,8 +351,40 @@ def free_selectors(problems, pool, ns, n, scores, temps, cfg):
             v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
                               for c, q in zip(conf[k], pool)]) for m in ns}
             name = f"DeepConf vote ({DEEPCONF_PRETTY[k][9:]}" + ('' if eta == 1.0 else f', top {100 * eta:g}%') + ')'
-            out[name] = ('deepconf_vote', per_problem_run(v, n=n))
+            out[name] = ('deepconf_vote', per_problem_run(v, n=n, scorer=k, eta=eta))
     return out
+
+
+FREE_PRETTY = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
+               'majority vote': 'Majority vote (extracted answers)'}
+
+
+def free_name(key):
+    """A free selector's name in the table (free_selectors' key: a scorer, '<scorer> + weighted vote', a vote)."""
+    base = key.removesuffix(' + weighted vote')
+    return FREE_PRETTY.get(base, base[0].upper() + base[1:]) + key[len(base):]
+
+
+def _joined(names):
+    """One name for several rows alike: their shared first and last words once, the rest joined by ' / '
+    ('DeepConf mean / tail confidence')."""
+    if len(names) == 1:
+        return names[0]
+    w = [x.replace('(', '( ').split(' ') for x in names]  # '(' a word of its own: 'vote (' can be shared
+    pre = next((i for i in range(min(map(len, w))) if len({tuple(x[:i + 1]) for x in w}) > 1), min(map(len, w)))
+    suf = next((i for i in range(min(map(len, w)) - pre) if len({tuple(x[len(x) - i - 1:]) for x in w}) > 1),
+               min(map(len, w)) - pre)
+    mid = ' / '.join(' '.join(x[pre:len(x) - suf]) for x in w)
+    return ' '.join(w[0][:pre] + [mid] + w[0][len(w[0]) - suf:]).replace('( ', '(') + ' (the same picks here)'
+
+
+def _same_run(a, b):
+    """Whether two selectors' metrics give the same row, problem by problem: best-of-N at every N and AUROC."""
+    pa, pb = a['per_problem'], b['per_problem']
+    if pa['acc_at'].keys() != pb['acc_at'].keys() or (pa['auroc'] is None) != (pb['auroc'] is None):
+        return False
+    return (all(np.array_equal(pa['acc_at'][k], pb['acc_at'][k]) for k in pa['acc_at'])
+            and (pa['auroc'] is None or np.array_equal(pa['auroc'], pb['auroc'], equal_nan=True)))
 
 
 def _best(metrics, key, ties):
@@ -350,13 +435,21 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
         choice = {'val_acc': {k: m['acc'] for k, m in vsel.items()},
                   'val_auroc': {k: m['auroc'] for k, m in vsel.items() if 'auroc' in m}}
     sel = free_selectors(problems, pool, ns, n, scores, temps, cfg)
-    pretty = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
-              'majority vote': 'Majority vote (extracted answers)'}
+    # selectors alike: the same rule on scores equal on every candidate (DeepConf's group and tail confidences when no
+    # trace is longer than the window), so the same row problem by problem: one row, named after all of them
+    same = {k: next(j for j in scores if all(np.array_equal(a, b) for a, b in zip(scores[k], scores[j])))
+            for k in scores}
+    rule = lambda k, m: (sel[k][0], same.get(m.get('scorer', k), k), m.get('temp'), m.get('eta'))  # noqa: E731
+    alike = {}
     for k, (kind, m) in sel.items():
-        name = pretty.get(k, k[0].upper() + k[1:]) if kind != 'free_vote' \
-            else f"{pretty.get(k[:-16], k[:-16])} + weighted vote"
+        first = next((f for f in alike if rule(f, sel[f][1]) == rule(k, m) and _same_run(sel[f][1], m)), k)
+        alike.setdefault(first, []).append(k)
+    name = {k: _joined([free_name(j) for j in ks]) for ks in alike.values() for k in ks}
+    for k, ks in alike.items():
+        kind, m = sel[k]
         extra = {'weights': dict(zip(combo['names'], combo['weight']))} if k == 'combo' else {}
-        rows.append(make_row(name, kind, [m], scorer=k, temp=m.get('temp'), **extra))
+        rows.append(make_row(name[k], kind, [m], scorer=k, temp=m.get('temp'), **extra,
+                             **({'alike': ks} if len(ks) > 1 else {})))
     scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
     picks = {'free_best_test': _best({k: m for k, (_, m) in sel.items()}, 'acc', ties=True),
              'free_best_test_auroc': _best({k: sel[k][1] for k in scorers}, 'auroc', ties=True)}
@@ -369,7 +462,8 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
              'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
     for kind, names in picks.items():
         run = sel[names[0]][1] if len(names) == 1 else _mean_run([sel[k][1] for k in names], n)
-        tie = f" (tie: mean of {' / '.join(names)})" if len(names) > 1 else f': {names[0]}'
+        rows_ = list(dict.fromkeys(name[k] for k in names))  # the tied rows (alike selectors are one)
+        tie = f" (tie: mean of {' / '.join(rows_)})" if len(rows_) > 1 else f': {rows_[0]}'
         rows.append(make_row(title[kind] + tie, kind, [run], scorer=' / '.join(names), tied=names))
         choice[kind] = names
     return rows, choice

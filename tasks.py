@@ -132,6 +132,25 @@ def group_key(problem):
     return f"{problem['dataset']}:{problem['id']}"
 
 
+BENCHMARK_KINDS = ('subject', 'level')  # a benchmark row's own categories (MATH-500 has both), kept in meta
+
+
+def problem_kinds(problem):
+    """{kind: part} of the parts evaluate.py breaks the table down by: a synthetic question's operator pattern
+    ('a+b-c', the operands as letters) and whether its operand multiset repeats a number; a word problem's family; a
+    benchmark problem's own categories (BENCHMARK_KINDS: MATH-500's subject and level), {} where it has none
+    (GSM8K, AIME, OlympiadBench here: each problem is its own group, group_key)."""
+    if problem['dataset'] == 'synth':
+        nums = re.findall(r'\d+', problem['question'])
+        ops = re.findall(r'\d\s*([+-])\s*(?=\d)', problem['question'])
+        pattern = ''.join(chr(ord('a') + i) + (ops[i] if i < len(ops) else '') for i in range(len(nums)))
+        return {'operator pattern': pattern,
+                'operands': 'a repeated number' if len(set(nums)) < len(nums) else 'distinct numbers'}
+    if problem['dataset'] == 'words':
+        return {'family': problem['meta']['family']}
+    return {k: str(problem['meta'][k]) for k in BENCHMARK_KINDS if k in problem.get('meta', {})}
+
+
 def number_key(problem):
     """The question's numbers alone, as a sorted multiset ('4 6 9 12'): what a model could recall from a training
     question that uses them in another arrangement (curve.py reports the evaluation questions sharing it apart)."""

@@ -3258,6 +3258,37 @@ def test_deepconf_scorers_follow_their_definitions():
         SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
 
 
+def test_deepconf_scorers_with_window_and_tail_apart():
+    """window != tail: each scorer reads its own knob, in scorers.py and through the free scores evaluate.py
+    (tables.free_scores) and sample.py compute. Values worked by hand from DeepConf's definitions (their
+    compute_least_grouped: the mean of every full window; the tail: the mean of the last tail tokens)."""
+    import sample as SA
+    conf = [3., 1., 2., 5., 4., 0., 6.]
+    c = {'confidences': torch.tensor(conf), 'logprobs': -torch.ones(7), 'entropies': torch.ones(7),
+         'step_pos': torch.tensor([6]), 'token_ids': torch.arange(7)}
+    want = {(2, 3): {'deepconf_mean': 3.0,                       # (3+1+2+5+4+0+6) / 7
+                     'deepconf_tail': 10 / 3,                    # the last 3: (4+0+6) / 3
+                     'deepconf_lowest': 1.5,                     # windows of 2: 2, 1.5, 3.5, 4.5, 2, 3
+                     'deepconf_bottom10': 1.5},                  # 10% of 6 windows: at least one, the lowest
+            (4, 2): {'deepconf_mean': 3.0, 'deepconf_tail': 3.0,  # the last 2: (0+6) / 2
+                     'deepconf_lowest': 2.75,                    # windows of 4: 11/4, 12/4, 11/4, 15/4
+                     'deepconf_bottom10': 2.75},
+            (3, 5): {'deepconf_mean': 3.0, 'deepconf_tail': 3.4,  # the last 5: (2+5+4+0+6) / 5
+                     'deepconf_lowest': 2.0,                     # windows of 3: 2, 8/3, 11/3, 3, 10/3
+                     'deepconf_bottom10': 2.0}}
+    for (window, tail), w in want.items():
+        cfg = {'deepconf_window': window, 'deepconf_tail': tail}
+        free = tables.free_scores([{'candidates': [c]}], cfg)
+        mine = SA.free_scores(c, window, tail)
+        for name, v in w.items():
+            assert SC.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
+            assert SC.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
+            assert free[name][0][0] == pytest.approx(v) and mine[name] == pytest.approx(v), (name, window, tail)
+    ramp = {'confidences': torch.arange(40.)}  # windows of 3: 1 .. 38; int(3.8) = 3 lowest: 1, 2, 3
+    assert SC.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0) and SC.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
+    assert SC.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and SC.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
+
+
 # ====================================================================================================
 # model.py: verifiers, losses, FLOPs, prefix scores
 # ====================================================================================================
@@ -3356,6 +3387,20 @@ def test_param_counts_match_paper():
     assert round(m('hsrm', layers=[-1, -2, -3, -4]), 2) == 3.69  # input-modality table, top-4 layers
     assert round(m('hsrm_narrow'), 2) == 0.67
     assert round(m('deepset'), 2) == 0.40
+    # exact, by hand from the architecture (a dropped LayerNorm or bias moves them by a few hundred: no rounding hides
+    # it): d_in -> d projection, 2 post-LN encoder layers (qkv 3d^2 + 3d, out d^2 + d, FFN d -> 4d -> d 8d^2 + 5d, two
+    # LayerNorms 4d), the score head (LayerNorm 2d, d -> 64 -> 1); DeepSet's d -> 4d -> d MLP instead of the encoder
+    enc = lambda d: 2 * (12 * d * d + 13 * d)  # noqa: E731
+    head = lambda d: 2 * d + d * 64 + 64 + 64 + 1  # noqa: E731
+    hsrm = lambda d_in, d=256: d_in * d + d + enc(d) + head(d)  # noqa: E731
+    exact = {('hsrm', 2048, None): 2_121_089, ('hsrm', 2560, None): 2_252_161, ('hsrm', 4096, None): 2_645_377,
+             ('hsrm', 2048, (-1, -2, -3, -4)): 3_693_953, ('hsrm_narrow', 2048, None): 667_393,
+             ('deepset', 2048, None): 402_561}
+    assert [hsrm(2048), hsrm(2560), hsrm(4096), hsrm(4 * 2048), hsrm(2048, 128),
+            2048 * 128 + 128 + 128 * 512 + 512 + 512 * 128 + 128 + head(128)] == list(exact.values())
+    for (kind, d_gen, layers), want in exact.items():
+        kw = {'layers': list(layers)} if layers else {}
+        assert count_params(build_verifier(kind, d_gen, **kw)) == want, (kind, d_gen, layers)
 
 
     # text verifiers: through the real GPT-2 tokenizer's vocabulary, test_eorm_text_* in the issue-21 block
@@ -4365,6 +4410,62 @@ def test_deepconf_filtered_vote_groups_equivalent_answers():
     assert vote([1.0, 1.0, 1.4, 0.1, 9.0], 0.75) == 1.0  # >= 75th-from-top percentile (1.0): 1.0, 1.0, 1.4
 
 
+def test_candidate_order_and_ties_change_no_rule():
+    """Permuting a problem's candidates leaves every rule unchanged, with real ties everywhere: best-of-N (four tied top
+    scores, one right: 1/4, never the first or last of them), majority vote (two answers tied at 3 votes), the weighted
+    vote, DeepConf's filtered votes (confidences tied at the threshold) and AUROC (tied scores count 1/2)."""
+    labels = np.array([1, 0, 0, 1, 0, 1, 0, 0], dtype=float)
+    answers = ['7', '8', '8', '7', '9', '7', None, '8']
+    s = np.array([2.0, 2.0, 1.0, 0.5, 2.0, 0.5, 2.0, -np.inf])  # 0, 1, 4 and 6 (no answer) tie at the top
+    conf = np.array([1.0, 2.0, 2.0, 1.0, 0.5, 2.0, 5.0, 1.0])
+
+    def rules(order):
+        q = _pool(labels[order], answers=[answers[i] for i in order])
+        sub = q['subsets'][8]
+        m = BON.scored_metrics([s[order]], [q], [8], temp=1.0, vote=True)
+        return [BON.best_of_n(s[order], labels[order]), m['acc_at'][8], m['auroc'], m['vote_at'][8],
+                BON.vote_sub(q['groups'], q['labels'], sub),
+                *[BON.filtered_vote_sub(q['groups'], q['labels'], sub, conf[order], eta) for eta in (1.0, 0.5, 0.1)]]
+    want = rules(np.arange(8))
+    pos, neg = s[labels == 1], s[labels == 0]
+    auroc = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])          # by hand, over every pair
+    assert want[:3] == pytest.approx([1 / 4, 1 / 4, auroc])                         # 0, 1, 4, 6 tied: one right
+    assert want[4] == 0.5                                                          # '7' x3 and '8' x3: a tie
+    rng = np.random.default_rng(0)
+    for order in [np.arange(8)[::-1], np.roll(np.arange(8), 3)] + [rng.permutation(8) for _ in range(20)]:
+        assert rules(order) == pytest.approx(want, abs=1e-12), order
+
+
+def test_sample_picks_among_real_ties_as_evaluate_counts():
+    """sample.choose with tied top scores: the pick is the first of the tied (its documented rule), one of the
+    candidates evaluate.py's best-of-N averages, and it follows the candidates when they are reordered; a pruned
+    candidate never wins, whatever its score; the weighted vote's answer is a group bestofn.vote_sub counts as a
+    winner."""
+    import sample as SA
+    problem = {'id': 'synth-1-0', 'index': 0, 'question': 'Compute 3 + 4.', 'gold': '7', 'dataset': 'synth',
+               'meta': {'level': 1}}
+    answers = ['8', '7', '8', '7', '9', '8']
+    finish = ['eos', 'eos', 'eos', 'eos', 'eos', 'pruned']
+    s = np.array([1.0, 2.0, 2.0, 0.5, 2.0, 9.0])  # 1, 2 and 4 tie at the top (5 is pruned): one of three right
+
+    def cand(i):
+        return {'text': f'Step 1: 3 + 4 = {answers[i]}.\nThe answer is {answers[i]}.', 'finish': finish[i],
+                'token_ids': torch.arange(5 + i), 'logprobs': -torch.ones(5 + i), 'entropies': torch.ones(5 + i),
+                'step_pos': torch.tensor([4 + i])}
+    for order in (np.arange(6), np.array([4, 0, 2, 5, 1, 3]), np.array([3, 2, 5, 4, 1, 0])):
+        pick = SA.choose(problem, [cand(i) for i in order], s[order], vote_temp=0.5)
+        live = np.array([finish[i] != 'pruned' for i in order])
+        top = np.flatnonzero(live & (s[order] == s[order][live].max()))
+        assert len(top) == 3 and pick['tied'] == 3 and pick['candidate'] == top[0], order  # the first of the tied
+        correct = np.array([c['correct'] for c in pick['candidates']], dtype=float)
+        assert correct.tolist() == [float(answers[i] == '7') for i in order]
+        assert BON.best_of_n_sub(s[order], correct, np.arange(6)[None], ~live) == pytest.approx(correct[top].mean())
+        q = _pool(correct, answers=[None if f == 'pruned' else a for a, f in zip([answers[i] for i in order],
+                                                                                  [finish[i] for i in order])])
+        won = (q['groups'] == q['groups'][pick['vote']['candidate']]).astype(float)
+        assert BON.vote_sub(q['groups'], won, np.arange(6)[None], s[order], 0.5) > 0  # the vote's answer won there
+
+
 def test_deepconf_filtered_vote_all_subsets_at_once_equals_one_at_a_time():
     """The vectorized filter (issue 42: it was 80% of evaluate.py's time) equals the rule applied subset by subset with
     np.percentile, on random pools with ties in confidence, candidates without an answer and subsets with none."""
@@ -4597,14 +4698,209 @@ def test_results_carry_intervals(tmp_path, one_thread_eval):
     assert (f"| HSRM (2 seeds) | {tables.fmt_num(rows['HSRM']['params'], giga='B')} | "
             f"{100 * rows['HSRM']['acc']:.1f} [") in md
     assert 'ref.' in md and '300 draws' in md
+    # 95%, by hand: the 2.5th and 97.5th percentiles of the means over the documented draws (each problem is its own
+    # group here: problems resampled, seeded by (boot_seed, P)); a 90% interval would be narrower
+    idx = np.random.default_rng([0, 30]).integers(0, 30, (300, 30))
+    for name in ('Majority vote (extracted answers)', 'Single-pass (expected accuracy of one sample)'):
+        v = rows[name]['per_problem']['acc_at'][8][0]
+        assert rows[name]['acc_ci'] == pytest.approx(np.percentile(v[idx].mean(1), [2.5, 97.5]).tolist(), abs=1e-12)
+    # one row per rule on equal scores: traces are shorter than deepconf_tail, so the tail confidence is the mean
+    assert rows['DeepConf mean / tail confidence (the same picks here)']['alike'] == ['deepconf_mean', 'deepconf_tail']
+    assert len(rows) == len(res['rows']) and 'DeepConf tail confidence' not in rows
+    assert 'DeepConf lowest group confidence' in rows                   # windows of 4: not the mean
+    for r in res['rows']:                                               # a vote ranks nothing: no AUROC
+        if r['type'] in ('vote', 'free_vote', 'deepconf_vote', 'verifier_vote') or 'vote' in (r.get('scorer') or ''):
+            assert r['auroc'] is None or np.isnan(r['auroc']), r['method']
+            assert f"| {r['method']}{' (2 seeds)' if r['n_runs'] > 1 else ''} |" in md and md.split(
+                f"| {r['method']}")[1].split('\n')[0].endswith('| – | – |'), r['method']
     saved = json.load(open(f'{out}/results.json'))
     assert 'per_problem' not in json.dumps(saved) and saved['rows'][0]['acc_ci'] == res['rows'][0]['acc_ci']
-    for name in ('results_bon_vs_n', 'results_acc_vs_flops'):
+    for name in ('results_bon_vs_n', 'results_acc_vs_flops', 'results_auroc'):
         assert os.path.getsize(f'{out}/{name}.png') > 0
     quick = {**cfg, 'plots': False}
     again, other = E.run(quick), E.run({**quick, 'boot_seed': 1})
     assert [r['acc_ci'] for r in again['rows']] == [r['acc_ci'] for r in res['rows']]  # seeded
     assert [r['acc_ci'] for r in other['rows']] != [r['acc_ci'] for r in res['rows']]
+
+
+def test_generator_cost_counts_the_sampling():
+    """The generator's cost per candidate (evaluate.generator_cost), counted as a verifier's: one forward over the
+    prompt and the completion, 2 FLOPs per weight of every linear layer (LM head included) per token, and attention's
+    4 x layers x L^2 x (heads x head_dim); SmolLM2-135M's figures by hand."""
+    linear = 30 * (576 * 576 * 2 + 192 * 576 * 2 + 1536 * 576 * 3) + 49152 * 576  # q, o; k, v (3 kv heads); FFN; head
+    assert linear == 134_479_872
+    p = {'question': 'Compute 7 + 7 - 2.', 'prompt': 'x' * 40,
+         'candidates': [{'text': 'y' * 20, 'token_ids': list(range(10))}, {'text': 'y' * 20, 'token_ids': [1] * 30}]}
+    g = E.generator_cost([p], 'smollm2')
+    L = [round(40 / 40 * 40) + 10, 40 + 30]                                       # 1 token per character here
+    assert g['params'] == 134_515_008 and g['tokens'] == np.mean(L)                # tied embeddings, counted once
+    assert g['flops'] == pytest.approx(np.mean([2 * x * linear + 4 * 30 * x * x * 576 for x in L]))
+    assert E.generator_cost([p], 'no-such-model-here') is None
+
+
+def test_group_bootstrap_draws_whole_groups():
+    """Groups of several problems: a draw takes whole groups (padded with P, no problem); groups of one problem each:
+    exactly the problems' draws; values shared within groups widen the interval ~ sqrt(group size)."""
+    g = np.repeat(['e', 'a', 'c', 'b', 'd'], [1, 2, 3, 4, 10])               # 20 problems in 5 groups
+    idx = BON.boot_draws(20, 400, 0, g)
+    sizes = {k: (g == k).sum() for k in set(g)}
+    for row in idx:
+        drawn = row[row < 20]
+        cnt = np.bincount(drawn, minlength=20)
+        for k in sizes:                                                       # each group: all its problems or none,
+            assert len(set(cnt[g == k])) == 1                                 # as often as the group was drawn
+        assert sum(cnt[g == k][0] for k in sizes) == 5                        # 5 groups drawn in all
+    assert np.array_equal(BON.boot_draws(20, 400, 0, list(range(20))), BON.boot_draws(20, 400, 0))
+    assert np.array_equal(BON.boot_draws(20, 400, 0, g), BON.boot_draws(20, 400, 0, g))  # seeded
+    rng = np.random.default_rng(5)
+    v = np.repeat(rng.random(30) < 0.5, 10).astype(float)                     # 30 groups of 10 alike problems
+    groups = np.repeat(np.arange(30), 10)
+    w = {k: np.diff(BON.ci(BON.boot_means(v, BON.boot_draws(300, 2000, 0, gr), 0)))[0]
+         for k, gr in (('problems', None), ('groups', groups))}
+    assert w['groups'] / w['problems'] == pytest.approx(np.sqrt(10), rel=0.25)
+
+
+def test_problem_kinds():
+    """The parts evaluate.py breaks the table down by (tasks.problem_kinds)."""
+    kinds = [tasks.problem_kinds(synth_problem(i, 2, 1337)) for i in range(1225, 1899)]
+    assert {k['operator pattern'] for k in kinds} == {'a+b+c', 'a+b-c', 'a-b+c', 'a-b-c'}
+    p = synth_problem(1225, 2, 1337)
+    assert p['question'] == 'Compute 7 + 7 - 2.' and tasks.problem_kinds(p) == {'operator pattern': 'a+b-c',
+                                                                               'operands': 'a repeated number'}
+    for k, p in zip(kinds, [synth_problem(i, 2, 1337) for i in range(1225, 1899)]):
+        nums = tasks.number_key(p).split()
+        assert (k['operands'] == 'a repeated number') == (len(set(nums)) < 3)
+    assert tasks.problem_kinds(synth_problem(0, 3, 1337))['operator pattern'].count('b') == 1  # four operands: a..d
+    assert len(tasks.problem_kinds(synth_problem(0, 3, 1337))['operator pattern']) == 7
+    assert tasks.problem_kinds(tasks.word_problem(3, 'travel', 1337)) == {'family': 'travel'}
+    assert tasks.problem_kinds({'dataset': 'math500', 'meta': {'subject': 'Algebra', 'level': 3}}) == {
+        'subject': 'Algebra', 'level': '3'}
+    assert tasks.problem_kinds({'dataset': 'gsm8k', 'meta': {}}) == {}
+
+
+def write_grouped_run(out):
+    """write_untrained_run without DeepConf confidences (every free scorer is worked by hand below), its 30 evaluation
+    questions made synthetic: 10 operand multisets (tasks.group_key groups) of 3 questions each, 3 operator patterns,
+    3 multisets with a repeated number."""
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    write_split_eval(f'{out}/eval', 30, 8, seed=2, start=1000)
+    for i, path in enumerate(sorted(glob.glob(f'{out}/eval/problems/*.pt'))):
+        p = torch.load(path, weights_only=False)
+        g = i // 3
+        a, b, c = (g + 2, g + 2, 1) if g < 3 else (g, g - 1, 0)
+        ops = [('+', '-'), ('-', '+'), ('+', '+')][i % 3]
+        p['question'] = f'Compute {a} {ops[0]} {b} {ops[1]} {c}.'
+        torch.save(p, path)
+    for s in (1, 2):
+        torch.manual_seed(s)
+        save_checkpoint(f'{out}/verifiers/hsrm_seed{s}/ckpt.pt', build_verifier('hsrm', 16, dropout=0.0),
+                        {'train_config': {'seed': s}})
+
+
+@pytest.mark.slow
+def test_headline_deltas_recomputed_independently(tmp_path, one_thread_eval):
+    """results.json's headline against a recomputation from the raw files that shares no code with tables.py or
+    bestofn.py: labels.json, the candidates' statistics, the score caches. HSRM's Bo8 accuracy and AUROC, its paired Δ
+    against the best free selector on validation (best-of-N side) and the best free scorer on validation by AUROC, and
+    against majority vote, each with its 95% interval: the documented bootstrap worked out with numpy, operand
+    multisets resampled (tasks.group_key; the problems for the '_problems' interval), HSRM's two seeds resampled, the
+    draws seeded by boot_seed; and the same within one part of the table by part."""
+    out = str(tmp_path / 'run')
+    write_grouped_run(out)
+    B_, seed = 400, 3
+    E.run({'out_dir': out, 'n_scaling': [8], 'n_boot': B_, 'boot_seed': seed, 'plots': False})
+    res = json.load(open(f'{out}/results.json'))
+    rows = {r['method']: r for r in res['rows']}
+    lab = json.load(open(f'{out}/eval/labels.json'))['labels']
+    probs = [torch.load(f, weights_only=False) for f in sorted(glob.glob(f'{out}/eval/problems/*.pt'))]
+    y = [np.array([l['correct'] for l in lab[p['key']]], dtype=float) for p in probs]
+    ans = [[l['answer'] for l in lab[p['key']]] for p in probs]
+    P = len(probs)
+
+    def bo(s, l):  # best-of-8 over the whole pool: the mean label of the tied top scores
+        return l[s == s.max()].mean()
+
+    def auc(s, l):
+        pos, neg = s[l == 1], s[l == 0]
+        return np.nan if not len(pos) or not len(neg) else np.mean([(a > b) + 0.5 * (a == b) for a in pos
+                                                                    for b in neg])
+
+    def vote(a, l, w):  # the answer with the most weight wins; tied answers: their mean correctness
+        tot = {}
+        for x, wi in zip(a, w):
+            if x is not None:
+                tot[x] = tot.get(x, 0.0) + wi
+        top = [x for x, t in tot.items() if t >= max(tot.values()) * (1 - 1e-12)]
+        return np.mean([l[[i for i, x in enumerate(a) if x == t][0]] for t in top])
+
+    free = {'cumulative_logprob': lambda c: float(c['logprobs'].sum()), 'mean_logprob': lambda c: float(
+        c['logprobs'].mean()), 'neg_mean_entropy': lambda c: -float(c['entropies'].mean()),
+        'neg_varentropy': lambda c: -float(np.var(c['entropies'].numpy())), 'shortest': lambda c: -len(c['token_ids']),
+        'fewest_steps': lambda c: -len(c['step_pos']), 'longest': lambda c: len(c['token_ids'])}
+    fs = {k: [np.array([f(c) for c in p['candidates']], dtype=float) for p in probs] for k, f in free.items()}
+
+    def selector(name):  # per problem, Bo8 of one free selector by name (evaluate's choice names)
+        if name == 'majority vote':
+            return np.array([vote(a, l, np.ones(8)) for a, l in zip(ans, y)])
+        if name.endswith(' + weighted vote'):
+            k = name[:-len(' + weighted vote')]
+            T = next(r['temp'] for r in res['rows'] if name in [r.get('scorer')] + r.get('alike', []))
+            return np.array([vote(a, l, np.exp((s - max(x for x, aa in zip(s, a) if aa is not None)) / T))
+                             for s, a, l in zip(fs[k], ans, y)])
+        return np.array([bo(s, l) for s, l in zip(fs[name], y)])
+
+    choice = res['validation']
+    ref = np.mean([selector(k) for k in choice['free_best_val']], 0)                       # tied: their mean
+    ref_auc = np.nanmean([[auc(s, l) for s, l in zip(fs[k], y)] for k in choice['free_best_val_auroc']], 0)
+    maj = selector('majority vote')
+    sc = [json.load(open(f'{out}/scores/eval/verifiers_hsrm_seed{r}.json'))['scores'] for r in (1, 2)]
+    hs = np.array([[bo(np.array(c[p['key']]), l) for p, l in zip(probs, y)] for c in sc])   # [seeds, problems]
+    hs_auc = np.array([[auc(np.array(c[p['key']]), l) for p, l in zip(probs, y)] for c in sc])
+    h = rows['HSRM']
+    assert h['acc'] == pytest.approx(hs.mean(), abs=1e-12) and h['auroc'] == pytest.approx(
+        np.mean([np.nanmean(a) for a in hs_auc]), abs=1e-12)
+    vs = h['vs']['best_free_val']
+    assert vs['acc'] == pytest.approx(hs.mean() - ref.mean(), abs=1e-12)
+    assert vs['auroc'] == pytest.approx(np.mean([np.nanmean(a) for a in hs_auc]) - np.nanmean(ref_auc), abs=1e-12)
+    assert h['vs']['majority']['acc'] == pytest.approx(hs.mean() - maj.mean(), abs=1e-12)
+
+    def intervals(keys):  # the documented draws: groups (sorted; or problems), then seeds; percentiles 2.5 and 97.5
+        uniq = sorted(set(keys)) if len(set(keys)) < len(keys) else keys
+        members = [[i for i, k in enumerate(keys) if k == u] for u in uniq]
+        n, G = len(keys), len(uniq)
+        draws = np.random.default_rng([seed, n] + ([G] if G < n else [])).integers(0, G, (B_, G))
+        runs = np.random.default_rng([seed, 2]).integers(0, 2, (B_, 2))
+        out = {k: [] for k in ('hsrm', 'hsrm_auc', 'acc', 'auroc', 'maj')}
+        for d, r in zip(draws, runs):
+            ix = [i for g in d for i in members[g]]
+            out['hsrm'].append(hs[np.ix_(r, ix)].mean())
+            out['hsrm_auc'].append(np.nanmean(hs_auc[np.ix_(r, ix)]))
+            out['acc'].append(out['hsrm'][-1] - ref[ix].mean())
+            out['auroc'].append(out['hsrm_auc'][-1] - np.nanmean(ref_auc[ix]))
+            out['maj'].append(out['hsrm'][-1] - maj[ix].mean())
+        return {k: np.percentile(v, [2.5, 97.5]).tolist() for k, v in out.items()}
+    keys = ['synth:' + tasks.number_key(p) for p in probs]
+    grouped, alone = intervals(keys), intervals([str(i) for i in range(P)])
+    assert res['bootstrap'] == {'unit': 'groups', 'n_groups': 10, 'n_problems': 30}
+    approx = lambda v: pytest.approx(v, abs=1e-12)  # noqa: E731
+    assert h['acc_ci'] == approx(grouped['hsrm']) and h['auroc_ci'] == approx(grouped['hsrm_auc'])
+    assert vs['acc_ci'] == approx(grouped['acc']) and vs['auroc_ci'] == approx(grouped['auroc'])
+    assert vs['acc_ci_problems'] == approx(alone['acc']) and vs['auroc_ci_problems'] == approx(alone['auroc'])
+    assert h['vs']['majority']['acc_ci'] == approx(grouped['maj'])
+    assert grouped['acc'] != approx(alone['acc'])                     # the two intervals differ: both are reported
+    md = open(f'{out}/results.md').read()
+    assert 'HSRM against the best free selector on validation: Bo8 Δ' in md and 'resampling problems' in md
+    # the table by part: the problems with a repeated number (3 multisets, 9 problems), their groups resampled
+    part = next(x for x in res['breakdown']['operands'] if x['part'] == 'a repeated number')
+    assert (part['n_problems'], part['n_groups']) == (9, 3)
+    ph = next(r for r in part['rows'] if r['type'] == 'verifier')
+    mask = [i for i, p in enumerate(probs) if p['question'].split()[1] == p['question'].split()[3]]
+    hs, hs_auc, ref, ref_auc, maj = hs[:, mask], hs_auc[:, mask], ref[mask], ref_auc[mask], maj[mask]
+    sub = intervals([keys[i] for i in mask])
+    assert ph['vs']['best_free_val']['acc'] == pytest.approx(hs.mean() - ref.mean(), abs=1e-12)
+    assert ph['vs']['best_free_val']['acc_ci'] == approx(sub['acc']) and ph['acc_ci'] == approx(sub['hsrm'])
+    assert [x['part'] for x in res['breakdown']['operator pattern']] == ['a+b+c', 'a+b-c', 'a-b+c']
+    assert '### Bo8 by operator pattern' in md and '| a+b-c | 10 (10) | Majority vote |' in md
 
 
 def test_score_cache_follows_the_split_content(tmp_path):

@@ -240,14 +240,6 @@ def evaluate_size(cfg, k, problems, pool, dev):
             'recall': recall_split(cfg, rows, problems, tr_files + va_files)}
 
 
-def restrict(row, mask, n):
-    """A row's metrics on the problems where mask [P] holds (its per-problem values sliced, means recomputed)."""
-    acc, au = row['per_problem']['acc_at'][n][..., mask], row['per_problem']['auroc']
-    au = None if au is None else au[..., mask]
-    return {'acc': float(np.mean(acc)), 'auroc': None if au is None else float(np.nanmean(au)),
-            'per_problem': {'acc_at': {n: acc}, 'auroc': au}}
-
-
 def recall_split(cfg, rows, problems, k_files):
     """The eval split in two: questions whose numbers (tasks.number_key: the numbers alone, in any arrangement) some
     problem of this K's training and validation has, and the rest. Word families are grouped by numbers plus answer
@@ -263,12 +255,12 @@ def recall_split(cfg, rows, problems, k_files):
     for part, mask in (('seen', seen), ('rest', ~seen)):
         if not mask.any():
             continue
-        r0 = [restrict(r, mask, n) for r in ref]
+        r0 = [tables.restrict(r, mask, n) for r in ref]
         out['ref'][part] = {'acc': r0[0]['acc'], 'auroc': r0[1]['auroc']}
         for r in rows:
             if r['type'] == 'verifier':
-                out.setdefault(r['method'], {})[part] = B.paired_vs(restrict(r, mask, n), *r0, n, cfg['n_boot'],
-                                                                    cfg['boot_seed'])
+                out.setdefault(r['method'], {})[part] = B.paired_vs(tables.restrict(r, mask, n), *r0, n,
+                                                                    cfg['n_boot'], cfg['boot_seed'])
     return out
 
 
