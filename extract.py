@@ -454,8 +454,8 @@ def run(config, steer=None, command=None):
     # CUDA (one GPU)
     n_procs = c['procs'] or (1 if device.startswith('cuda') else len(cpu_cores()))
     n_procs = min(n_procs, max(-(-len(problems[s]) * n // c['batch_size']) for s, _, n in splits)) if splits else 1
-    weights = resolve_dtype(c['model'], c['dtype'], device)  # 'auto' on a CPU: measured once here, the processes take
-                                                             # it
+    weights = resolve_dtype(c['model'], c['dtype'], device, rows=c['batch_size'])  # 'auto' on a CPU: measured once
+                                                                                      # here, the processes take it
     if c['mode'] == 'sample':  # before any process starts, whatever the prompt (exactly once the prompts are tokenized)
         cli(lambda x: check_positions(positions(x['model']), x['max_new_tokens']), c, 'extract.py')
     part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once

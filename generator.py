@@ -219,12 +219,13 @@ def keep_freed_memory():
     mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)
 
 
-def resolve_dtype(name, dtype, device, key='model'):
-    """The weights' dtype name `dtype` means for the generator `name` on `device` (measuring 'auto' on a CPU)."""
+def resolve_dtype(name, dtype, device, key='model', rows=128):
+    """The weights' dtype name `dtype` means for the generator `name` on `device` (measuring 'auto' on a CPU at
+    `rows` decoding rows)."""
     from transformers import AutoConfig
     if dtype != 'auto' or str(device).startswith('cuda'):
         return str(weight_dtype(dtype, device)).removeprefix('torch.')
-    return measured_cpu_dtype(from_pretrained(AutoConfig, key, local_model(name, key)))
+    return measured_cpu_dtype(from_pretrained(AutoConfig, key, local_model(name, key)), rows)
 
 
 def check_weight_dtype(dtype, device, key='dtype'):
@@ -305,18 +306,64 @@ def step_seconds(shapes, rows, dtype, secs=0.04, head_cut=4096, give_up=None):
     return total
 
 
+def decode_seconds(config, dtype, rows, context=256, steps=4, give_up=None):
+    """Seconds one decoding step of the sampling loop takes on this thread for a model of `config`'s shapes in `dtype`
+    at `rows` rows over `context` cached positions: the forward (through decode_attention, the cache read whole
+    where the loop reads it whole: not in float32) and the top-p sampler's vocabulary passes (vocab_stats, nucleus,
+    draw). Timed on randomly initialised copies with 1 and 1 + k layers (k = min(layers - 1, 4)), `steps` steps each
+    after a warm-up: a step is the first's time plus (layers - 1) x what a layer adds. None once the 1-layer copy
+    alone takes give_up."""
+    import copy
+    from transformers import AutoModelForCausalLM
+    per, whole, k = [], dtype != torch.float32, max(1, min(config.num_hidden_layers - 1, 4))
+    for n in (1, 1 + k):
+        c = copy.deepcopy(config)
+        c.num_hidden_layers = n
+        if getattr(c, 'layer_types', None):
+            c.layer_types = c.layer_types[:n]
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(c).to(dtype).eval()
+        model.config._attn_implementation = 'decode_sdpa'
+        cap = context + steps + 1
+        cache, shared = row_cache(model, rows, cap)
+        ids, w = torch.randint(0, c.vocab_size, (rows,)), torch.full((rows,), context)
+        t = 0.0
+        with torch.no_grad():
+            for s in range(steps + 1):
+                t = time.perf_counter() if s == 1 else t  # step 0 warms up
+                shared['at'][:], shared['n'] = w, cap if whole else int(w.max()) + 1
+                mask = (torch.arange(shared['n'])[None] <= w[:, None])[:, None, None]
+                logits = model(input_ids=ids[:, None], attention_mask=mask, position_ids=w[:, None],
+                               past_key_values=cache, use_cache=True).logits[:, -1].float()
+                vals, top, _, _, zt, _ = vocab_stats(logits, TOPK_PREFILTER, 0.7)
+                ids, w = draw(nucleus(vals, zt, 0.7, 0.9)[0], top, torch.rand(rows)), w + 1
+        per.append((time.perf_counter() - t) / steps)
+        if give_up is not None and per[0] > give_up:
+            return None
+    return per[0] + (config.num_hidden_layers - 1) * max(0.0, per[1] - per[0]) / k
+
+
+def kernel_settings():
+    """What picks this process's CPU kernels besides the CPU and torch: ATen's vector ISA and the oneDNN / MKL
+    environment (ONEDNN_MAX_CPU_ISA=AVX2 made bfloat16 4x slower on an AMX Xeon)."""
+    env = {k: v for k, v in sorted(os.environ.items())
+           if k.startswith(('ONEDNN_', 'DNNL_', 'MKL_', 'ATEN_CPU_CAPABILITY', 'TORCH_MKLDNN'))}
+    return {'capability': torch.backends.cpu.get_cpu_capability(), **env}
+
+
 def measured_cpu_dtype(config, rows=128, log=print):
-    """dtype='auto' on CPU: the fastest of CPU_KEPT for this model's matmul shapes on this machine, measured once (one
-    thread, as each extraction process runs; at `rows` rows and a quarter of them, as finished rows leave a batch;
-    about a second) and cached per CPU model, flags, torch version and shapes in cache_dir()/dtype/. A CPU's flags
-    predict nothing: avx512_bf16 meant bfloat16 3-6x float32 on AMD Genoa and on Intel with AMX, 0.8x on an Intel
-    Xeon without AMX, and an AVX2 EPYC emulates it (0.2x). Returns the dtype's name; logs one line."""
+    """dtype='auto' on CPU: the fastest of CPU_KEPT for this model on this machine: a decoding step of the sampling
+    loop at `rows` rows (decode_seconds: the forward with its attention and elementwise work, and the sampler), on
+    one thread as each extraction process runs, measured once (seconds) and cached per CPU model, flags, torch
+    version, kernel settings (kernel_settings), shapes and rows in cache_dir()/dtype/. A CPU's flags predict nothing:
+    avx512_bf16 meant bfloat16 3-6x float32 on AMD Genoa and on Intel with AMX, 0.8x on an Intel Xeon without AMX,
+    and an AVX2 EPYC emulates it (0.2x). Returns the dtype's name; logs one line."""
     import hashlib
     import json
     cpu, flags = cpu_name()
     shapes = [list(s) for s in matmul_shapes(config)]
-    key = {'cpu': cpu, 'flags': flags, 'torch': torch.__version__, 'shapes': shapes, 'rows': rows,
-           'kept': list(CPU_KEPT)}
+    key = {'cpu': cpu, 'flags': flags, 'torch': torch.__version__, 'kernels': kernel_settings(), 'shapes': shapes,
+           'rows': rows, 'kept': list(CPU_KEPT), 'probe': 'decoding step'}
     path = os.path.join(cache_dir(), 'dtype', hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16] + '.json')
     try:
         with open(path) as f:
@@ -332,14 +379,12 @@ def measured_cpu_dtype(config, rows=128, log=print):
     try:
         secs = {}
         for dt in CPU_KEPT:  # float32 first: the others give up past 3x its time
-            cut = 3 * secs['float32'] if secs else None
-            a = step_seconds(shapes, rows, getattr(torch, dt), give_up=cut)
-            b = None if a is None else step_seconds(shapes, max(1, rows // 4), getattr(torch, dt), give_up=cut)
-            secs[dt] = None if b is None else a + b
+            secs[dt] = decode_seconds(config, getattr(torch, dt), rows,
+                                      give_up=3 * secs['float32'] if secs else None)
     finally:
         torch.set_num_threads(n)
     choice = min((dt for dt in CPU_KEPT if secs[dt] is not None), key=secs.get)
-    line = (f"{cpu}, torch {torch.__version__}, one thread: this model's matmuls at {rows} + {max(1, rows // 4)} rows "
+    line = (f"{cpu}, torch {torch.__version__}, one thread: a decoding step of this model at {rows} rows "
             + ', '.join(f'{dt} {1e3 * s:.0f} ms' if s is not None else f'{dt} over 3x float32 (stopped)'
                         for dt, s in secs.items()))
     os.makedirs(os.path.dirname(path), exist_ok=True)

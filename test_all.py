@@ -957,35 +957,50 @@ def test_check_layers_refuses_a_release_that_selects_otherwise():
 
 
 def test_auto_dtype_is_measured_once_per_machine(tmp_path, monkeypatch):
-    """dtype='auto' on CPU: the faster of CPU_KEPT at the model's own matmul shapes, timed on this machine (its flags
-    predict nothing), with one line saying what was measured and chosen; cached per CPU, flags, torch version and
-    shapes, so a second call times nothing; a damaged cache is measured again. float16 on CUDA; an explicit dtype
-    always wins."""
+    """dtype='auto' on CPU: the faster of CPU_KEPT for a decoding step of the loop at the job's rows (the forward with
+    its attention and elementwise work, and the sampler), timed on this machine (its flags predict nothing), with one
+    line saying what was measured and chosen; cached per CPU, flags, torch version, kernel settings, shapes and rows,
+    so a second call times nothing and another ONEDNN_MAX_CPU_ISA measures again; a damaged cache is measured again.
+    float16 on CUDA; an explicit dtype always wins."""
     monkeypatch.setenv('HSRM_CACHE', str(tmp_path))
     cfg, lines = generator.smollm2_config(), []
-    got = generator.measured_cpu_dtype(cfg, log=lines.append)
+    got = generator.measured_cpu_dtype(cfg, rows=16, log=lines.append)
     [path] = glob.glob(str(tmp_path / 'dtype' / '*.json'))
     rec = json.load(open(path))
     assert got in generator.CPU_KEPT and rec['choice'] == got and rec['seconds']['float32'] > 0
     assert got == min((d for d, t in rec['seconds'].items() if t is not None), key=rec['seconds'].get)
     assert len(lines) == 1 and lines[0].startswith(f"dtype='auto': {got} (") and path in lines[0]
-    monkeypatch.setattr(generator, 'step_seconds', lambda *a, **k: pytest.fail('measured twice'))
-    assert generator.measured_cpu_dtype(cfg, log=lines.append) == got and 'measured 20' in lines[1]
-    assert generator.weight_dtype('auto', 'cpu', cfg) == getattr(torch, got)
+    assert 'a decoding step of this model at 16 rows' in lines[0]
+    monkeypatch.setattr(generator, 'decode_seconds', lambda *a, **k: pytest.fail('measured twice'))
+    assert generator.measured_cpu_dtype(cfg, rows=16, log=lines.append) == got and 'measured 20' in lines[1]
     # the choice follows the timing, whatever the flags: each machine kind seen so far, faked
     for f32, b16, want in ((0.3, 0.08, 'bfloat16'), (0.3, 0.4, 'float32'), (0.3, None, 'float32')):
-        monkeypatch.setattr(generator, 'step_seconds', lambda s, r, dt, f32=f32, b16=b16, **k:
+        monkeypatch.setattr(generator, 'decode_seconds', lambda c, dt, rows, f32=f32, b16=b16, **k:
                             f32 if dt == torch.float32 else b16)
         monkeypatch.setattr(torch, '__version__', f'9.{f32}.{b16}')  # another torch: measured again
-        assert generator.measured_cpu_dtype(cfg, log=lines.append) == want
+        assert generator.measured_cpu_dtype(cfg, rows=16, log=lines.append) == want
     assert 'bfloat16 over 3x float32 (stopped)' in lines[-1]
+    monkeypatch.setattr(torch, '__version__', rec['key']['torch'])  # the first machine's record again ...
+    monkeypatch.setenv('ONEDNN_MAX_CPU_ISA', 'AVX2')  # ... under other kernels: measured again (the fake: bfloat16)
+    monkeypatch.setattr(generator, 'decode_seconds', lambda c, dt, rows, **k: 0.3 if dt == torch.float32 else 0.1)
+    assert generator.measured_cpu_dtype(cfg, rows=16, log=lines.append) == 'bfloat16' and 'cached in' in lines[-1]
+    monkeypatch.delenv('ONEDNN_MAX_CPU_ISA')
     open(path, 'w').write('{"key": ')  # damaged: measured again, not a traceback
-    monkeypatch.setattr(torch, '__version__', rec['key']['torch'])  # the first machine's record again
-    assert generator.measured_cpu_dtype(cfg, log=lines.append) == 'float32'
+    monkeypatch.setattr(generator, 'decode_seconds', lambda c, dt, rows, **k: 0.3 if dt == torch.float32 else 0.4)
+    assert generator.measured_cpu_dtype(cfg, rows=16, log=lines.append) == 'float32'
     assert generator.weight_dtype('auto', 'cuda:0') == torch.float16
     assert generator.weight_dtype('float32', 'cpu') == torch.float32
     with pytest.raises(SystemExit, match=r"dtype='fp8' is unknown; fix: one of auto"):
         generator.weight_dtype('fp8', 'cpu')
+
+
+def test_decode_seconds_runs_decoding_steps_and_gives_up():
+    """The probe behind dtype='auto' runs real decoding steps of its copies (the forward at the job's rows, through
+    the row cache and decode_attention, then the sampler) and gives up past give_up. (Its times are bench.py's.)"""
+    cfg = generator.smollm2_config()
+    assert generator.decode_seconds(cfg, torch.float32, 8, context=32, steps=1) > 0
+    assert generator.decode_seconds(cfg, torch.bfloat16, 8, context=32, steps=1) > 0  # the cache read whole
+    assert generator.decode_seconds(cfg, torch.float32, 8, context=32, steps=1, give_up=1e-9) is None
 
 
 def test_keep_freed_memory_reuses_freed_blocks():
