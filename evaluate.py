@@ -78,6 +78,8 @@ deepconf_tail = 2048        # DeepConf tail confidence: mean over the last this 
 deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered votes; online (steer.py's pruning study)
                             # 0.1 = DeepConf-low (threshold at the 90th percentile of warm-up lowest-group confidences),
                             # 0.9 = DeepConf-high (10th)
+index_parts: list = []      # [(name, lo, hi), ...]: dataset index ranges (inclusive) the table is also broken down by,
+                            # e.g. an evaluation set grown after a result: the part fixed before it and the part added
 # -----------------------------------------------------------------------------
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -639,7 +641,7 @@ def run(cfg, named=None):
     add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'], groups)
     boot = {'unit': 'groups' if len(set(groups)) < len(groups) else 'problems', 'n_groups': len(set(groups)),
             'n_problems': len(problems)}
-    parts = breakdown(rows, problems, n, cfg['n_boot'], cfg['boot_seed'])
+    parts = breakdown(rows, problems, n, cfg['n_boot'], cfg['boot_seed'], cfg['index_parts'])
     if not parts:
         ds = problems[0]['dataset']
         notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"

@@ -280,12 +280,14 @@ def restrict(row, mask, n):
 BREAKDOWN_TYPES = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'verifier_vote', 'prm', 'prm_vote')
 
 
-def breakdown(rows, problems, n, n_boot, seed):
+def breakdown(rows, problems, n, n_boot, seed, index_parts=()):
     """The best-of-n differences by the parts of each kind tasks.problem_kinds names (a synthetic question's operator
-    pattern, a word problem's family, ...): {kind: [{'part', 'n_problems', 'n_groups', 'rows': [BREAKDOWN_TYPES rows
-    restricted to the part, with add_intervals' intervals and Δ; groups resampled within the part]}]}; a kind with a
-    single part is left out (the whole table is that part)."""
-    kinds = [problem_kinds(p) for p in problems]
+    pattern, a word problem's family, ...), and by index_parts ([(name, lo, hi)]: dataset index ranges, the kind
+    'index range'): {kind: [{'part', 'n_problems', 'n_groups', 'rows': [BREAKDOWN_TYPES rows restricted to the part,
+    with add_intervals' intervals and Δ; groups resampled within the part]}]}; a kind with a single part is left out
+    (the whole table is that part)."""
+    ranges = lambda p: {'index range': name for name, lo, hi in index_parts if lo <= p['index'] <= hi}  # noqa: E731
+    kinds = [{**problem_kinds(p), **ranges(p)} for p in problems]
     groups = np.array([group_key(p) for p in problems])
     out = {}
     for kind in dict.fromkeys(k for ks in kinds for k in ks):
