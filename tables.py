@@ -172,8 +172,11 @@ def val_splitter(train_dir, n, cfg):
 
 
 def run_group(ckpt_path):
-    """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix."""
-    return re.sub(r'_seed\d+$', '', os.path.basename(os.path.dirname(os.path.abspath(ckpt_path))))
+    """Table row a checkpoint belongs to: its run dir's name without the _seed<k> suffix (studies.curve's
+    <variant>/seed<k>/ runs: the variant's name)."""
+    run = os.path.dirname(os.path.abspath(ckpt_path))
+    name = os.path.basename(run)
+    return os.path.basename(os.path.dirname(run)) if re.fullmatch(r'seed\d+', name) else re.sub(r'_seed\d+$', '', name)
 
 
 # -----------------------------------------------------------------------------
