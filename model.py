@@ -146,8 +146,9 @@ def _encode(encoder, x, mask):
     for layer in encoder.layers:
         at = layer.self_attn
         d, h = at.embed_dim, at.num_heads
-        qkv = x.new_zeros(B, S, 3 * d)
-        qkv[mask] = F.linear(x, at.in_proj_weight, at.in_proj_bias)
+        y = F.linear(x, at.in_proj_weight, at.in_proj_bias)
+        qkv = y.new_zeros(B, S, 3 * d)  # in y's dtype: bfloat16 under autocast
+        qkv[mask] = y
         q, k, v = qkv.view(B, S, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [B,h,S,d/h]
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :],
                                            dropout_p=at.dropout if layer.training else 0.0)
