@@ -518,9 +518,10 @@ def torch_dropout(module):
 
 
 def level2_problems(n_problems=96, n_cands=8, d_gen=576, seed=0):
-    """Problems shaped as the main job's (synthetic level 2, SmolLM2): texts in its answers' form, 'Step 1: 4 + 2 = 6.'
-    lines and 'The answer is 6.', one step for 18%, two for 82%, 9% with a longer last line and 0.5% rambling on (15 / 25 / 27 / 43
-    GPT-2 tokens: a fifth of a 64-candidate batch's positions padding, as in the main job's), a state per line, d_gen 576."""
+    """Problems shaped as the main job's (synthetic level 2, SmolLM2): texts in its answers' form ('Step 1: 4 + 2 =
+    6.' lines, 'The answer is 6.'), one step for 18%, two for 82%, 9% with a longer last line, 0.5% rambling on (15 /
+    25 / 27 / 43 GPT-2 tokens: a fifth of a 64-candidate batch's positions padding, as in the main job's), a state per
+    line, d_gen 576."""
     g = torch.Generator().manual_seed(seed)
     probs = []
     for i in range(n_problems):
@@ -630,8 +631,9 @@ def torch_padded(encoder, z, mask):
 CHANGES = [
     ('the encoders on the real positions only (model._encode)', {
         (M.HSRM, 'pooled'): lambda self, b: torch_padded(self.encoder, self.proj(b['states']), b['step_mask']),
-        (M.TextVerifier, 'pooled'): lambda self, b: torch_padded(self.encoder, self.drop(self.tok(b['tokens']) + self.pos(
-            torch.arange(b['tokens'].shape[1]))), b['token_mask'])}),
+        (M.TextVerifier, 'pooled'): lambda self, b: torch_padded(
+            self.encoder, self.drop(self.tok(b['tokens']) + self.pos(torch.arange(b['tokens'].shape[1]))),
+            b['token_mask'])}),
 ]
 
 
