@@ -9,16 +9,13 @@ import functools
 import hashlib
 import importlib.util
 import os
-import warnings
 
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from scorers import cheap_score, combo_score
-
-# the encoder's inference fast path packs padded batches as nested tensors and warns that they are a prototype
-warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')
 
 # -----------------------------------------------------------------------------
 # what every stage runs with besides its config: the device a knob names, a Hugging Face model a knob names, and
@@ -126,11 +123,11 @@ class Dropout(nn.Module):
 
 
 def _encoder(d, n_layer, n_head, dropout):
-    # post-LN, batch_first, relu: torch's nested-tensor fast path skips padding at inference. The layer's three
-    # dropouts are Dropout's (the attention weights' stays torch's, inside its attention)
+    # post-LN, batch_first, relu; run by _encode on the real positions only. The layer's three dropouts are Dropout's
+    # (the attention weights' stays torch's, inside scaled_dot_product_attention)
     layer = nn.TransformerEncoderLayer(d, n_head, 4 * d, dropout, batch_first=True)
     layer.dropout, layer.dropout1, layer.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-    return nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=n_head % 2 == 0)
+    return nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
 
 
 def _masked_mean(z, mask):
@@ -139,11 +136,28 @@ def _masked_mean(z, mask):
     return (z * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-def _encode(encoder, z, mask):
-    # masked positions may come back as garbage (or 0 on the fast path); _masked_mean drops them
-    if z.shape[1] == 0:  # a batch of zero-step candidates: the mean over no step is 0, as for one in a mixed batch
-        return z.new_zeros(z.shape[0], z.shape[2])
-    return _masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
+def _encode(encoder, x, mask):
+    """torch's encoder (its layers' weights and math) on the real positions x [N,d] of a padded batch, mask [B,S]
+    (True = real; x in mask's row-major order) -> each row's mean over its real positions [B,d] (0 for a row without
+    one). Every linear map, norm, activation and dropout runs on the N real rows and only the attention on [B,S]:
+    against torch's layers over the padded batch (scoring: its nested-tensor fast path) the text verifier's training
+    step is 1.14-1.37x faster at the main job's lengths (a fifth of a batch's positions are padding) and HSRM's
+    scoring 1.3-1.5x (studies.bench --only=train)."""
+    B, S = mask.shape
+    for layer in encoder.layers:
+        at = layer.self_attn
+        d, h = at.embed_dim, at.num_heads
+        y = F.linear(x, at.in_proj_weight, at.in_proj_bias)
+        qkv = y.new_zeros(B, S, 3 * d)  # in y's dtype: bfloat16 under autocast
+        qkv[mask] = y
+        q, k, v = qkv.view(B, S, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [B,h,S,d/h]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :],
+                                           dropout_p=at.dropout if layer.training else 0.0)
+        x = layer.norm1(x + layer.dropout1(at.out_proj(a.transpose(1, 2).reshape(B, S, d)[mask])))
+        x = layer.norm2(x + layer.dropout2(layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))))
+    n = mask.sum(1)
+    rows = torch.repeat_interleave(torch.arange(B, device=x.device), n)
+    return x.new_zeros(B, x.shape[1]).index_add_(0, rows, x) / n.clamp(min=1)[:, None].to(x.dtype)
 
 
 # FLOPs: 2 per multiply-add of every matmul (what torch's FLOP counter counts), attention included;
@@ -173,7 +187,8 @@ class HSRM(nn.Module):
         self.head = _score_head(d_model)
 
     def pooled(self, batch):
-        return _encode(self.encoder, self.proj(batch['states']), batch['step_mask'])
+        m = batch['step_mask']
+        return _encode(self.encoder, self.proj(batch['states'][m]), m)
 
     def forward(self, batch):
         return _plus_cheap(self.head(self.pooled(batch)).squeeze(-1), batch)
@@ -230,9 +245,9 @@ class TextVerifier(nn.Module):
         self.head = _score_head(d_model)
 
     def pooled(self, batch):
-        t = batch['tokens']
-        z = self.drop(self.tok(t) + self.pos(torch.arange(t.shape[1], device=t.device)))
-        return _encode(self.encoder, z, batch['token_mask'])
+        t, m = batch['tokens'], batch['token_mask']
+        at = torch.arange(t.shape[1], device=t.device).expand_as(t)
+        return _encode(self.encoder, self.drop(self.tok(t[m]) + self.pos(at[m])), m)
 
     def forward(self, batch):
         return self.head(self.pooled(batch)).squeeze(-1)

@@ -3513,6 +3513,39 @@ def test_padding_never_changes_a_score(kind):
         assert torch.allclose(together, alone, atol=1e-5), (kind, mode, (together - alone).abs().max())
 
 
+@pytest.mark.parametrize('kind', ['hsrm', 'text'])
+def test_the_encoder_on_real_positions_is_torchs_padded_layer(kind):
+    """Issue 67: model._encode runs torch's encoder layers on the real positions only (the attention on the padded
+    batch, masked); its scores and every weight's gradient are those of torch's own nn.TransformerEncoder over the
+    padded batch (the path before it), in training (dropout 0: the same math) and scoring. Zero-step candidates
+    among them pool to 0 in both and leave the gradients finite."""
+    torch.manual_seed(0)
+    cands = _cands(12, 32) + [{'states': torch.zeros(0, 32).half(), 'token_ids': torch.zeros(0, dtype=torch.long)}]
+    m = build_verifier(kind, 32, vocab=list(range(50)), dropout=0.0, d_model=32, n_head=2)
+
+    def torch_padded(b):
+        mask = b['step_mask' if kind == 'hsrm' else 'token_mask']
+        z = m.proj(b['states']) if kind == 'hsrm' else m.tok(b['tokens']) + m.pos(torch.arange(mask.shape[1]))
+        return m.head(model_mod._masked_mean(m.encoder(z, src_key_padding_mask=~mask), mask)).squeeze(-1)
+
+    b = make_batch(cands, m.spec)
+    for mode in ('train', 'eval'):
+        getattr(m, mode)()
+        out = {}
+        for how, fn in (('packed', m), ('torch', torch_padded)):
+            m.zero_grad()
+            s = fn(b)
+            (s * torch.linspace(-1, 1, len(s))).sum().backward()
+            out[how] = s.detach(), {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+        (s1, g1), (s2, g2) = out['packed'], out['torch']
+        assert torch.allclose(s1, s2, atol=1e-5), (mode, (s1 - s2).abs().max())
+        assert g1.keys() == g2.keys() and len(g1) == len(list(m.parameters()))
+        for k in g1:
+            assert torch.isfinite(g1[k]).all() and torch.allclose(g1[k], g2[k], atol=1e-5), (mode, k)
+    zero = make_batch(cands[-1:], m.spec)  # a batch of zero-step candidates alone
+    assert kind == 'text' or torch.equal(m.pooled(zero), torch.zeros(1, 32))
+
+
 def test_dropout_drops_p_keeps_the_mean_and_follows_the_seed():
     d, x = model_mod.Dropout(0.1), torch.ones(64, 60, 257)  # an odd count: the last 64-bit draw is partly used
     torch.manual_seed(0)

@@ -5,6 +5,7 @@ Speed and memory, measured side by side in one run and printed as tables (never 
     python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
                                             # memory, gpu
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
+    python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to studies/bench_lab.py.
@@ -24,6 +25,7 @@ import torch
 import generator
 import memory
 from configurator import read_flags
+import model as M
 import tasks
 import train as T
 from model import Dropout, build_verifier, make_batch, verifier_flops
@@ -515,27 +517,46 @@ def torch_dropout(module):
     return module
 
 
-def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
-    """HSRM and the small text verifier at the main job's shapes (d_gen 576; 8 problems x 8 candidates a batch; steps
-    and tokens as a synthetic level-2 candidate has them), steps per second through train.train on one thread and
-    through its undecorated body on torch's threads; the text verifier's token table as its used rows (train.UsedRows)
-    against the whole table in AdamW; one thread under bfloat16 autocast (issue 42: faster only where
-    the CPU has bf16 matmuls, avx512_bf16 / AMX; measured, not assumed); and the AdamW step alone on each verifier's
-    parameters."""
-    g = torch.Generator().manual_seed(0)
+def level2_problems(n_problems=96, n_cands=8, d_gen=576, seed=0):
+    """Problems shaped as the main job's (synthetic level 2, SmolLM2): texts in its answers' form ('Step 1: 4 + 2 =
+    6.' lines, 'The answer is 6.'), one step for 18%, two for 82%, 9% with a longer last line, 0.5% rambling on (15 /
+    25 / 27 / 43 GPT-2 tokens: a fifth of a 64-candidate batch's positions padding, as in the main job's), a state per
+    line, d_gen 576."""
+    g = torch.Generator().manual_seed(seed)
     probs = []
     for i in range(n_problems):
         cands = []
         for j in range(n_cands):
-            S, T_ = 4 + j % 3, 40 + 3 * j
+            u, a = torch.rand(1, generator=g).item(), torch.randint(1, 9, (4,), generator=g).tolist()
+            lines = [f'Step 1: {a[0]} + {a[1]} = {a[0] + a[1]}.'] + (
+                [] if u < 0.18 else [f'Step 2: {a[0] + a[1]} - {a[2]} = {a[0] + a[1] - a[2]}.'])
+            if u > 0.995:  # rambling on
+                lines.append(f'To add {a[0]} + {a[3]}, you simply add them: {a[0]} + {a[3]} = {a[0] + a[3]}.')
+            lines.append(f"{'So the answer is still' if u > 0.91 else 'The answer is'} {a[0] + a[1]}.")
+            S, T_ = len(lines), 11 * len(lines) + 4  # generator tokens: ~11 a line
             cands.append({'states': torch.randn(S, d_gen, generator=g).half(),
-                          'token_ids': torch.randint(10, 5000, (T_,), generator=g),
-                          'text': ' '.join(f'w{k}' for k in range(T_ // 4)),  # ~23 GPT-2 tokens, as synth's
+                          'token_ids': torch.randint(10, 5000, (T_,), generator=g), 'text': '\n'.join(lines),
                           'step_pos': torch.arange(1, S + 1) * T_ // S - 1, 'logprobs': -torch.rand(T_, generator=g),
                           'entropies': torch.rand(T_, generator=g), 'finish': 'eos', 'correct': j % 2 == 0})
         probs.append({'key': f'{i:06d}', 'index': i, 'dataset': 'gsm8k', 'id': str(i), 'question': str(i),
                       'layers': [-1], 'candidates': cands})
-    tr, va = probs[:48], probs[48:]
+    return probs
+
+
+def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
+    """HSRM and the small text verifier at the main job's shapes (level2_problems: 8 problems x 8 candidates a batch;
+    train_dir: a labelled split of its own instead, e.g. out/demo/train, cut as train.py cuts it), steps per second
+    through train.train on one thread and through its undecorated body on torch's threads; the text verifier's token
+    table as its used rows (train.UsedRows) against the whole table in AdamW; one thread under bfloat16 autocast
+    (issue 42: faster only where the CPU has bf16 matmuls, avx512_bf16 / AMX; measured, not assumed); and the AdamW
+    step alone on each verifier's parameters. Then bench_train_changes: each change of issue 67 against the path
+    before it, side by side."""
+    if train_dir:
+        tr, va = T.split_problems(T.load_train_data([train_dir])[0], T.DEFAULTS['val_frac'], T.DEFAULTS['val_seed'])
+    else:
+        probs = level2_problems()
+        tr, va = probs[:72], probs[72:]
+    n_cands, d_gen = len(tr[0]['candidates']), tr[0]['candidates'][0]['states'].shape[1]
     rows, n_threads = [], torch.get_num_threads()
     for verifier in ('hsrm', 'text'):
         cfg = dict(verifier=verifier, max_iters=steps, eval_interval=10 ** 9, seed=0, early_stop_metric='acc')
@@ -547,7 +568,6 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
             rate['whole table'] = steps / T.train(tr, va, {**cfg, 'used_rows': False})[1]['step_time_s']
         model = T.build_model(tr, {**T.DEFAULTS, **cfg})
         # a training step's forward, backward and AdamW on one batch, float32 against bfloat16 autocast, one thread
-        # (train.train's validation runs the encoder's inference fast path, which autocast does not take)
         cands = [c for p in tr[:8] for c in p['candidates']]
         batch = make_batch(cands, model.spec)
         step_s = {}
@@ -594,6 +614,80 @@ def bench_train(n_problems=64, n_cands=8, d_gen=576, steps=20, ab_steps=3):
                  'one step: bf16 autocast speed / float32, one thread',
                  "one step: model.Dropout's speed / torch's nn.Dropout, one thread",
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
+    bench_train_changes(tr, va, rounds=rounds)
+
+
+# issue 67's changes to the verifiers' training and scoring, each as (what, {(owner, name): the value before it}):
+# bench_train_changes runs the path before every change, then after each in turn (the values it names put back)
+
+
+def torch_padded(encoder, z, mask):
+    """model._encode before issue 67: torch's encoder layers over the padded batch z [B,S,d] (when scoring, through
+    torch's nested-tensor fast path, as model._encoder enabled it then), then the masked mean."""
+    encoder.use_nested_tensor = encoder.layers[0].self_attn.num_heads % 2 == 0
+    return M._masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
+
+
+CHANGES = [
+    ('the encoders on the real positions only (model._encode)', {
+        (M.HSRM, 'pooled'): lambda self, b: torch_padded(self.encoder, self.proj(b['states']), b['step_mask']),
+        (M.TextVerifier, 'pooled'): lambda self, b: torch_padded(
+            self.encoder, self.drop(self.tok(b['tokens']) + self.pos(torch.arange(b['tokens'].shape[1]))),
+            b['token_mask'])}),
+]
+
+
+def bench_train_changes(tr, va, steps=20, rounds=3):
+    """Each change of CHANGES against the path before it, side by side: a training step of train.train (one thread)
+    and a validation (model.score_problems on va, as train.val_metrics scores it), each variant run in turn `rounds`
+    times (their sums compared: this shared CPU's speed drifts), and each against its floor: the matmul FLOPs
+    (model.verifier_flops of every candidate at its own length; a step's backward twice its forward, less the HSRM
+    projection's input gradient) over this machine's fp32 matmul rate on one thread (machine_floor, measured now)."""
+    import warnings
+    warnings.filterwarnings('ignore', message='The PyTorch API of nested tensors')  # the path before: its fast path
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rate = machine_floor()[0]
+    finally:
+        torch.set_num_threads(threads_before)
+    saved = {k: getattr(*k) for _, patch in CHANGES for k in patch}
+    rows = []
+    for verifier in ('hsrm', 'text'):
+        cfg = dict(verifier=verifier, max_iters=steps, eval_interval=10 ** 9, seed=0, early_stop_metric='acc')
+        spent = [[0.0, 0.0] for _ in range(len(CHANGES) + 1)]  # [step s, validation s] after the first i changes
+        for _ in range(rounds):
+            for i, sums in enumerate(spent):
+                for k in saved:  # the values before the changes from the i-th on
+                    setattr(*k, next((p[k] for _, p in CHANGES[i:] if k in p), saved[k]))
+                try:
+                    model, log = T.train(tr, va, cfg)
+                    t = time.perf_counter()
+                    M.score_problems(model, va, T.DEFAULTS['eval_batch_size'])
+                    sums[0] += log['step_time_s'] / steps
+                    sums[1] += time.perf_counter() - t
+                finally:
+                    for k, v in saved.items():
+                        setattr(*k, v)
+        pool = [c for p in tr if T.is_mixed(p) for c in p['candidates']]  # what the pairwise loss trains on
+        fwd = lambda cs: sum(M.verifier_flops(model, *M.input_lengths(c, model.spec)) for c in cs)  # noqa: E731
+        proj = sum(2 * M.input_lengths(c, model.spec)[0] * model.proj.weight.numel() for c in pool) \
+            if verifier == 'hsrm' else 0
+        batch = T.DEFAULTS['batch_problems'] * len(tr[0]['candidates'])
+        floor = ((3 * fwd(pool) - proj) / len(pool) * batch / rate, fwd(c for p in va for c in p['candidates']) / rate)
+        step0, val0 = spent[0]
+        for i, (step, val) in enumerate(spent):
+            step, val = step / rounds, val / rounds
+            rows.append([verifier, 'before issue 67' if i == 0 else f'+ {CHANGES[i - 1][0]}', f'{1e3 * step:.1f}',
+                         f'{step0 / rounds / step:.2f}x', f'{step / floor[0]:.2f}x', f'{1e3 * val:.0f}',
+                         f'{val0 / rounds / val:.2f}x', f'{val / floor[1]:.2f}x'])
+    n_val = sum(len(p['candidates']) for p in va)
+    print(f"\nissue 67, each change against the path before it ({rounds} rounds in turn): a training step ({steps} "
+          f"steps of train.train) and a validation ({n_val} candidates), one thread; floor: matmul FLOPs over "
+          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, measured now); {generator.cpu_name()[0]}, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    table(rows, ['verifier', 'path', 'step ms', 'speed-up', 'step / floor', 'validation ms', 'speed-up',
+                 'validation / floor'])
 
 
 # -----------------------------------------------------------------------------
@@ -1010,7 +1104,8 @@ if __name__ == '__main__':
         _extract_worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
-    known = {'only': True, 'device': True, 'profile': False, 'search_ckpt': True, 'ckpt': True, 'dirs': True}
+    known = {'only': True, 'device': True, 'profile': False, 'search_ckpt': True, 'ckpt': True, 'dirs': True,
+             'train_dir': True}
     flag = read_flags(sys.argv[1:], known, 'python -m studies.bench').get  # an unknown flag: one line, no section
     only, device = flag('only'), flag('device')
     if device is not None:  # the other sections measure this CPU machine
@@ -1020,7 +1115,7 @@ if __name__ == '__main__':
     prof = bool(flag('profile'))
     sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
                 'dtype': lambda: bench_dtype(profile=prof),
-                'train': bench_train, 'procs': bench_procs,
+                'train': lambda: bench_train(flag('train_dir')), 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,
