@@ -134,12 +134,12 @@ def bench_batching(workloads=None):
     subprocess.run(f'git archive {TODAY} | tar -x -C {old}', shell=True, cwd=HERE, check=True)
     torch.set_num_threads(1)
     rows_out = []
-    for name, (model, dataset, n_prob, n, T, temp, top_p, rows) in (workloads or WORKLOADS).items():
+    for name, (model, dataset, n_prob, n, new_tokens, temp, top_p, rows) in (workloads or WORKLOADS).items():
         folder = generator.local_model(model)
-        dtype = generator.resolve_dtype(model, 'auto', 'cpu')
+        dtype = generator.resolve_dtype(model, 'auto', 'cpu', rows=rows)
         conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
         per_token = generator.step_seconds(generator.matmul_shapes(conf), rows, getattr(torch, dtype)) / rows
-        arg = json.dumps([folder, dtype, dataset, n_prob, n, T, temp, top_p, rows, DATA])
+        arg = json.dumps([folder, dtype, dataset, n_prob, n, new_tokens, temp, top_p, rows, DATA])
         for loop, tree in ((f'fixed batches ({TODAY})', old), ('continuous', HERE)):
             out = subprocess.run([sys.executable, '-c', BATCHING_DRIVER, arg], cwd=tree, capture_output=True, text=True,
                                  env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': tree})
@@ -147,7 +147,7 @@ def bench_batching(workloads=None):
                 raise RuntimeError(out.stderr[-3000:])
             r = json.loads(out.stdout.strip().splitlines()[-1])
             floor = r['tokens'] * per_token
-            rows_out.append([name, dtype, f'{n_prob} x {n}', T, rows, loop, f"{r['tokens']:,}", f"{r['seconds']:.0f}",
+            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}", f"{r['seconds']:.0f}",
                              f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
                              f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
                              f"{sum(r['rows']) / r['tokens']:.3f}"])
