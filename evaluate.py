@@ -10,7 +10,7 @@ unfinished run, or a seed the config does not name, is left out with a note. A c
 groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
 (tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
+adds the free scorers (bestofn.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
@@ -33,14 +33,13 @@ import torch
 import baselines
 import train
 
-from bestofn import build_pool, choose_temp, oracle_sub, per_problem_run, scored_metrics
+from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
 from configurator import apply_config, check_positive, cli, configure, knobs, read_config_file
 from model import count_params, input_lengths, reads, resolve_device, verifier_flops
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from generator import EMBEDDED, cache_dir, head_dim, matmul_shapes, smollm2_config
 from memory import PAPER_SHAPES, n_params, paper_config
-from scorers import has_confidences
 from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files, run_name,
                    train_dirs_now)
 from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,

@@ -2,7 +2,7 @@
 The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
 (batching, the step features, the residual's free score), scoring and prefix scores; and what every stage runs
 with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are store.py's; the losses
-train.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
+train.py's; the free scorers bestofn.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
 prefix scores studies/policy.py's.
 """
 import functools
@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from scorers import cheap_score, combo_score
+from bestofn import cheap_score, combo_score
 
 # -----------------------------------------------------------------------------
 # what every stage runs with besides its config: the device a knob names, a Hugging Face model a knob names, and
@@ -339,9 +339,9 @@ def check_kinds(c, kinds, where):
 # HF tokenizer name / dir, its whole vocabulary: vocab_size = its size + 2), or vocab_size alone (a model to count);
 # max_tokens: the text position table; step_features: each step state gets its step's confidence features
 # (step_feature_matrix, standardized by feat_norm = (mean [3], std [3]) of the training candidates); residual: a free
-# scorer's name (scorers.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
+# scorer's name (bestofn.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
 # (the output layer starting at 0; states / hsrm, deepset only), or 'combo': every free scorer combined
-# (scorers.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
+# (bestofn.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
 SPEC = {'kind': None, 'd_gen': None, 'layers': [-1], 'input_steps': 'all', 'max_steps': None, 'step_read': 'boundary',
         'vocab': None, 'vocab_size': None, 'tokenizer': None, 'max_tokens': 512, 'step_features': False,
         'feat_norm': None, 'residual': None, 'res_norm': None}

@@ -44,13 +44,12 @@ import evaluate
 import extract
 import tables
 import train
-from bestofn import answer_groups, choose_temp, top_mask
+from bestofn import CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, choose_temp, top_mask
 from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_table, stored_kinds
 from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, resolve_device, score_problems
-from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_writable,
                    load_checkpoint, load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
@@ -192,7 +191,7 @@ def check_match(verifier, s, gen=None, key='ckpt'):
 
 
 def free_scores(c, window, tail):
-    """The free scorers' scores of one candidate (scorers.py; DeepConf's with window and tail tokens)."""
+    """The free scorers' scores of one candidate (bestofn.py; DeepConf's with window and tail tokens)."""
     out = {k: f(c) for k, f in CHEAP_SCORERS.items()}
     if 'confidences' in c:
         out |= {k: f(c, window, tail) for k, f in DEEPCONF_SCORERS.items()}

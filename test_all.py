@@ -47,7 +47,6 @@ from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
-import scorers as SC  # noqa: E402
 import tables  # noqa: E402
 
 
@@ -278,7 +277,7 @@ def one_thread_eval():
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
 STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
-SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'memory', 'capture')
+SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'memory', 'capture')
 
 
 def write_untrained_run(out):
@@ -3293,7 +3292,7 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
 
 
 # ====================================================================================================
-# scorers.py: the cheap scorers and DeepConf's confidences
+# bestofn.py: the cheap scorers and DeepConf's confidences
 # ====================================================================================================
 
 
@@ -3306,22 +3305,22 @@ def test_cheap_scorers_on_hand_made_statistics():
          'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
     want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
             'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(SC.CHEAP_SCORERS) == set(want)
+    assert set(BON.CHEAP_SCORERS) == set(want)
     for name, v in want.items():
-        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+        assert BON.CHEAP_SCORERS[name](c) == pytest.approx(v), name
     flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
             'token_ids': torch.tensor([1])}
-    assert SC.neg_varentropy(flat) == 0.0
+    assert BON.neg_varentropy(flat) == 0.0
     empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
              'token_ids': torch.zeros(0, dtype=torch.long)}
     for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
+        assert BON.CHEAP_SCORERS[name](empty) == -math.inf
     # a problem: the confident candidate is right, the long one wrong
     p = {'candidates': [c, flat]}
-    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    assert list(BON.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(BON.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
     with pytest.raises(ValueError, match='cheap scorer'):
-        SC.cheap_scores([p], 'nope')
+        BON.cheap_scores([p], 'nope')
 
 
 # -----------------------------------------------------------------------------
@@ -3331,24 +3330,24 @@ def test_cheap_scorers_on_hand_made_statistics():
 def test_deepconf_scorers_follow_their_definitions():
     conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
     c = {'confidences': conf}
-    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    assert np.allclose(BON.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert BON.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert BON.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert BON.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert BON.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
     ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    assert BON.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
     # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    assert BON.deepconf_lowest(c, 100, 2048) == BON.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert BON.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
     probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    assert BON.has_confidences(probs) and BON.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
     with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+        BON.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
 
 
 def test_deepconf_scorers_with_window_and_tail_apart():
-    """window != tail: each scorer reads its own knob, in scorers.py and through the free scores evaluate.py
+    """window != tail: each scorer reads its own knob, in bestofn.py and through the free scores evaluate.py
     (tables.free_scores) and sample.py compute. Values worked by hand from DeepConf's definitions (their
     compute_least_grouped: the mean of every full window; the tail: the mean of the last tail tokens)."""
     import sample as SA
@@ -3370,12 +3369,12 @@ def test_deepconf_scorers_with_window_and_tail_apart():
         free = tables.free_scores([{'candidates': [c]}], cfg)
         mine = SA.free_scores(c, window, tail)
         for name, v in w.items():
-            assert SC.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
-            assert SC.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
+            assert BON.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
+            assert BON.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
             assert free[name][0][0] == pytest.approx(v) and mine[name] == pytest.approx(v), (name, window, tail)
     ramp = {'confidences': torch.arange(40.)}  # windows of 3: 1 .. 38; int(3.8) = 3 lowest: 1, 2, 3
-    assert SC.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0) and SC.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
-    assert SC.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and SC.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
+    assert BON.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0) and BON.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
+    assert BON.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and BON.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
 
 
 # ====================================================================================================
@@ -4698,7 +4697,7 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     val = res['validation']
     assert 'Cumulative log-prob + weighted vote' in rows and 'majority vote' in val['val_acc']
     assert ('cumulative_logprob + weighted vote' in val['val_acc']
-            and len(val['val_acc']) >= 1 + 2 * len(SC.CHEAP_SCORERS))
+            and len(val['val_acc']) >= 1 + 2 * len(BON.CHEAP_SCORERS))
     top = max(val['val_acc'].values())
     assert sorted(val['free_best_val']) == sorted(k for k, v in val['val_acc'].items() if v >= top - 1e-9)
     ref = kinds['free_best_val']
@@ -5290,7 +5289,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says
     so)."""
     from bestofn import pool_metrics
-    from scorers import cheap_score, residual_scorers
+    from bestofn import cheap_score, residual_scorers
     from store import save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
@@ -5432,7 +5431,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
             assert (gw[groups[pk['vote']['candidate']]] == max(gw.values())
                     and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer'])
             assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
-        assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
+        assert set(BON.CHEAP_SCORERS) <= set(mine[0]['free'])
     pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
     assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
     before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()

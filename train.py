@@ -29,12 +29,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from bestofn import pool_metrics
+from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
 from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
                    count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
                    score_problems, score_sorted, step_feature_matrix, text_ids)
-from scorers import cheap_score, combo_fit, residual_scorers
 from store import (atomic_write_json, check_writable, data_change, finished, load_labels, load_problem, load_split,
                    problem_files, run_name, save_checkpoint, train_dirs_now)
 from tasks import group_key
@@ -96,8 +95,8 @@ step_features = False       # True: each step state also gets its step's mean lo
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
                             # free scorer, standardized, weighted by a ranking fit on the training problems:
-                            # scorers.combo_fit; a base that does not bet on one scorer) | a name of
-                            # scorers.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
+                            # bestofn.combo_fit; a base that does not bet on one scorer) | a name of
+                            # bestofn.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap
                             # scorer
@@ -344,7 +343,7 @@ def preflight(train_problems, val_problems, cfg):
 
 def residual_choice(train_problems, val_problems, name):
     """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of scorers.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    'auto' = the one of bestofn.residual_scorers with the best mean within-problem AUROC on the validation problems:
     the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
     little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()

@@ -20,7 +20,6 @@ import torch
 import bestofn as BON
 import capture
 import evaluate as E
-import scorers as SC
 import store
 import tables
 import tasks
@@ -28,7 +27,7 @@ import train as T
 from capture import reencode, sample_with_capture, step_table
 from grading import answers_equal
 from model import build_verifier, score_prefixes, score_problems
-from scorers import combo_fit
+from bestofn import combo_fit
 from store import load_checkpoint, load_split, save_checkpoint
 from studies import policy as P
 from studies import steer as ST
@@ -320,7 +319,7 @@ def test_replay_prune_follows_token_time():
 
 def test_replay_deepconf_follows_their_online_protocol():
     confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    gs = [BON.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
     lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
     kept, tok = P.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
     assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the
@@ -750,7 +749,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     in-domain row's paired Δ against its zero-shot self equals a recomputation and is in transfer.md; a second run
     retrains nothing."""
     from studies import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
+    from bestofn import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path, shift=0.2)  # a weak signal: in domain and zero-shot rank differently
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
@@ -834,9 +833,9 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
     the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
     from studies import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
+    from bestofn import CHEAP_SCORERS, cheap_scores
     from bestofn import pool_metrics
-    from scorers import cheap_score, combo_score
+    from bestofn import cheap_score, combo_score
     from store import problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
@@ -1006,7 +1005,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
     differences, the fit is a log-linear least squares; a second call reuses every run."""
     from studies import curve as C
-    from scorers import cheap_score, combo_score
+    from bestofn import cheap_score, combo_score
     out = str(tmp_path / 'cell')
     write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)

@@ -3,7 +3,7 @@ Leave-one-family-out transfer: does a verifier hold up on a task family it never
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
 then score F's eval split zero-shot beside every free selector on the same pool (tables.free_rows: cheap and
-DeepConf scorers, the free-scorer combo (scorers.combo_fit: every free scorer standardized, weights learned on the
+DeepConf scorers, the free-scorer combo (bestofn.combo_fit: every free scorer standardized, weights learned on the
 training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
 user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (bestofn.py's, the same draws
@@ -33,7 +33,7 @@ import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs
 from grading import answers_equal
 from model import count_params, resolve_device
-from scorers import combo_fit
+from bestofn import combo_fit
 from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen
 
