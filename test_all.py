@@ -30,7 +30,7 @@ import extract  # noqa: E402
 from capture import step_table, reencode, sample_with_capture  # noqa: E402
 import generator  # noqa: E402
 from generator import load_generator  # noqa: E402
-import memory  # noqa: E402
+import machine  # noqa: E402
 import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import grading  # noqa: E402
@@ -277,7 +277,7 @@ def one_thread_eval():
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
 STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
-SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'memory', 'capture')
+SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'machine', 'capture')
 
 
 def write_untrained_run(out):
@@ -505,7 +505,7 @@ def test_think_configs_share_one_extraction():
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from model import resolve_device
+    from machine import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
     assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'},
@@ -803,7 +803,7 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in ev} and len(ev) == 250
 
 # ====================================================================================================
-# generator.py: the top-p sampler, attention, the load-time checks; memory.py: the memory model
+# generator.py: the top-p sampler, attention, the load-time checks; machine.py: the memory model
 # ====================================================================================================
 
 
@@ -902,30 +902,30 @@ def test_memory_model_on_qwen3_1p7b_shapes():
     """The memory model on Qwen3-1.7B's real config (built from its numbers: no weights, no hub): 112 KiB of KV
     cache per row and position in float16, so think_full's eval split at the old 96 rows x 8,493 positions needed 87
     GiB and its train split 58 GiB; re-encoding never holds [rows, T+1, V] logits (32 AIME traces: 80 GB)."""
-    c = memory.paper_config('Qwen/Qwen3-1.7B')
-    assert memory.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
-    assert memory.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
-    counts = {k: memory.n_params(memory.paper_config(k)) / 1e9 for k in memory.PAPER_SHAPES}
+    c = machine.paper_config('Qwen/Qwen3-1.7B')
+    assert machine.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
+    assert machine.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
+    counts = {k: machine.n_params(machine.paper_config(k)) / 1e9 for k in machine.PAPER_SHAPES}
     published = {'Qwen/Qwen3-1.7B': 1.72, 'Qwen/Qwen3-4B': 4.02, 'Qwen/Qwen3-8B': 8.19, 'Qwen/Qwen3-14B': 14.77,
                  'meta-llama/Llama-3.2-1B-Instruct': 1.24, 'meta-llama/Llama-3.2-3B-Instruct': 3.21,
                  'meta-llama/Llama-3.1-8B-Instruct': 8.03}
     assert {k: round(v, 2) for k, v in counts.items()} == published
     gib = 2 ** 30
     for rows, n, want in ((96, 8, 87.1), (64, 64, 58.1)):
-        kv = rows * (300 + 8192 + 1) * memory.kv_bytes_per_token(c, torch.float16)
+        kv = rows * (300 + 8192 + 1) * machine.kv_bytes_per_token(c, torch.float16)
         assert round(kv / gib, 1) == want
-        need = memory.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
+        need = machine.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
         assert kv < need < 1.06 * kv  # the cache dominates; buffers (every state kept, logits, prefill) add a few %
-        assert memory.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
+        assert machine.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
     old = 32 * 4097 * 151936 * 4  # what one forward's float32 logits over every completion position held
-    new = memory.reencode_bytes(c, torch.float16, 32, 512 + 4096)
-    assert old / gib > 74 and new < old / 5 and generator.LOGIT_CHUNK * 16 < new
+    new = machine.reencode_bytes(c, torch.float16, 32, 512 + 4096)
+    assert old / gib > 74 and new < old / 5 and machine.LOGIT_CHUNK * 16 < new
     # the budget: a batch is planned against free memory less HEADROOM; fit_rows is the largest that fits
-    room = memory.budget(memory.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
-    need = lambda r: memory.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
-    r = memory.fit_rows(need, room, 1024)
+    room = machine.budget(machine.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
+    need = lambda r: machine.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
+    r = machine.fit_rows(need, room, 1024)
     assert need(r) <= room < need(r + 1) and 64 <= r < 96
-    assert memory.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
+    assert machine.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
 
 
 def test_check_layers_refuses_a_release_that_selects_otherwise():
@@ -1393,15 +1393,15 @@ def test_paper_cells_batch_size_fits_one_80gb_gpu():
     assert len(stacks) == 25
     for files in stacks:
         c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
-        mc = memory.paper_config(c['model'])
-        room = memory.budget(memory.CARD_80GB - 2 * memory.n_params(mc))
+        mc = machine.paper_config(c['model'])
+        room = machine.budget(machine.CARD_80GB - 2 * machine.n_params(mc))
         splits = [(n, tasks.PROMPT_TOKENS[c['dataset']]) for r, n in ((c['train_range'], c['n_train_samples']),
                                                                       (c['eval_range'], c['n_eval_samples'])) if r]
         args = (c['max_new_tokens'], room, len(c['layers']), c['max_steps'])
-        assert c['batch_size'] == memory.fit_batch_size(mc, torch.float16, splits, *args), files
+        assert c['batch_size'] == machine.fit_batch_size(mc, torch.float16, splits, *args), files
         for n, p in splits:
             rows = max(1, c['batch_size'] // n) * n
-            assert memory.decode_bytes(mc, torch.float16, rows, p, c['max_new_tokens'], n, *args[2:]) <= room
+            assert machine.decode_bytes(mc, torch.float16, rows, p, c['max_new_tokens'], n, *args[2:]) <= room
     think = apply_config(dict(extract.DEFAULTS), stacks[-1], extract.DEFAULTS)
     assert think['batch_size'] == 64 and think['max_new_tokens'] == 8192
 
@@ -1438,7 +1438,7 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
     pool = {0: [{'ids': c, 'finish': 'length', 'line': i} for i, c in enumerate(comps + comps[:2])]}
     prompt = build_prompt(tok, problems[0], None, False)
     L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, comps))
-    room = memory.reencode_bytes(model.config, torch.float32, 2, L, 2)
+    room = machine.reencode_bytes(model.config, torch.float32, 2, L, 2)
     calls, real = [], extract.reencode
     out = {}
     for name, r in (('chunked', room), ('whole', None)):
@@ -1520,8 +1520,8 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     are raised to 2**30 so that the limit's millions of new tokens are refused on memory, not on positions.)"""
     model = _tiny_folder(tmp_path / 'm', positions=2 ** 30)
     m, tok = load_generator(model, dtype='float32')  # the memory model below is float32's
-    free = memory.free_bytes('cpu')
-    T = free // 16 // (memory.kv_bytes_per_token(m.config, torch.float32) + 64)
+    free = machine.free_bytes('cpu')
+    T = free // 16 // (machine.kv_bytes_per_token(m.config, torch.float32) + 64)
     r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1225,1232)',
              '--n_train_samples=1', '--n_eval_samples=8', '--batch_size=64', f'--max_new_tokens={T}', '--procs=1',
              f'--out_dir={tmp_path / "run"}', '--dtype=float32')

@@ -31,9 +31,8 @@ from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
 from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
-from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
-                   count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
-                   score_problems, score_sorted, step_feature_matrix, text_ids)
+from model import SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params, cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix, text_ids
+from machine import one_thread, resolve_device
 from store import (atomic_write_json, check_writable, data_change, finished, load_labels, load_problem, load_split,
                    problem_files, run_name, save_checkpoint, train_dirs_now)
 from tasks import group_key

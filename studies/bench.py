@@ -23,7 +23,7 @@ import time
 import torch
 
 import generator
-import memory
+import machine
 from configurator import read_flags
 import model as M
 import tasks
@@ -837,7 +837,7 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
 
 
 # -----------------------------------------------------------------------------
-# memory: the paper cells against one 80 GB GPU, from the memory model alone (memory.py; no GPU, no weights)
+# memory: the paper cells against one 80 GB GPU, from the memory model alone (machine.py; no GPU, no weights)
 
 
 def bench_memory():
@@ -854,22 +854,22 @@ def bench_memory():
     rows = []
     for files in cfgs:
         c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
-        mc, dt = memory.paper_config(c['model']), torch.float16
-        w = 2 * memory.n_params(mc)
-        room = memory.budget(memory.CARD_80GB - w)
+        mc, dt = machine.paper_config(c['model']), torch.float16
+        w = 2 * machine.n_params(mc)
+        room = machine.budget(machine.CARD_80GB - w)
         p = tasks.PROMPT_TOKENS[c['dataset']]
         need = []
         for n in (c['n_train_samples'], c['n_eval_samples']):
             r = max(1, c['batch_size'] // n) * n
-            need.append((r, memory.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']),
+            need.append((r, machine.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']),
                                                    c['max_steps'])))
         rows.append([' + '.join(os.path.basename(f)[:-3] for f in files), c['batch_size'],
-                     f"{memory.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
+                     f"{machine.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
                      *[f'{r} / {b / 2 ** 30:.1f}' for r, b in need], f'{w / 2 ** 30:.1f}', f'{room / 2 ** 30:.1f}',
                      f'{max(b for _, b in need) / room:.2f}'])
-    print(f"One 80 GB GPU: {memory.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {memory.HEADROOM:.0%} "
-          f"of what is left kept back; float16; at most {memory.MAX_ROWS} rows per forward. Need = KV cache at "
-          f"capacity + per-row buffers + logits temporaries + prefill (memory.decode_bytes).")
+    print(f"One 80 GB GPU: {machine.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {machine.HEADROOM:.0%} "
+          f"of what is left kept back; float16; at most {machine.MAX_ROWS} rows per forward. Need = KV cache at "
+          f"capacity + per-row buffers + logits temporaries + prefill (machine.decode_bytes).")
     table(rows, ['cell', 'batch_size', 'KV KiB / row / position', 'capacity (positions)', 'train rows / GiB',
                  'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
 
@@ -1006,8 +1006,8 @@ def bench_gpu(device=None):
     # 3. speed and memory at the paper's generator size (CUDA), or tiny shapes (CPU: inductor compiles for minutes there
     # and is slower than eager, so compile is measured on CUDA only)
     if cuda:
-        bench_speed(device, memory.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
-        gpu_extract(device, memory.paper_config('Qwen/Qwen3-1.7B'), 64, 256, 8.0, (False, True))
+        bench_speed(device, machine.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
+        gpu_extract(device, machine.paper_config('Qwen/Qwen3-1.7B'), 64, 256, 8.0, (False, True))
     else:
         bench_speed(device, _tiny_config('qwen3', 300), (8, 16, 32), 32, torch.float32, None, 1.0)
         gpu_extract(device, _tiny_config('qwen3', 300), 4, 32, 1.0)
@@ -1082,7 +1082,7 @@ def bench_speed(device, cfg, grid, T, dt, compile_at, head_scale):
             n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
             prefill, steps = _floor_work(model, big, ps, res)
             floor = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
-            pred = memory.decode_bytes(cfg, dt, r, 128, T, 8, 1, 100)
+            pred = machine.decode_bytes(cfg, dt, r, 128, T, 8, 1, 100)
             peak = torch.cuda.max_memory_allocated(device) - weights if cuda else None
             base = base or n_tok / secs
             rows.append([r, f'compile (first call {t_compile:.0f} s)' if comp else 'eager',

@@ -33,7 +33,8 @@ import evaluate
 import tables
 from configurator import cli, configure, knobs, split_argv
 from grading import answers_equal
-from model import reads, resolve_device
+from model import reads
+from machine import resolve_device
 from bestofn import group_confidences, has_confidences
 from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune

@@ -32,7 +32,8 @@ import tables
 import train as T
 from configurator import check_keys, check_positive, cli, configure, knobs
 from grading import answers_equal
-from model import count_params, resolve_device
+from model import count_params
+from machine import resolve_device
 from bestofn import combo_fit
 from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
 from tasks import check_unseen

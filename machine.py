@@ -1,12 +1,72 @@
 """
-The memory model: the bytes a batch allocates, from the model config alone (no weights), against what the device has
+This machine, what every stage runs on besides its config: the device a knob names (resolve_device), one CPU thread
+where results must not depend on the thread count (one_thread), a Hugging Face model a knob names (from_pretrained),
+and its memory: the bytes a batch allocates, from the model config alone (no weights), against what the device has
 free. extract.py refuses a batch that will not fit before a split starts and names the batch_size that fits; the
 paper cells' batch_size is the largest that fits one 80 GB GPU (python -m studies.bench --only=memory prints the plan).
 """
+import functools
+import os
+
 import torch
 
-from generator import LOGIT_CHUNK, head_dim
+# -----------------------------------------------------------------------------
+# the device, its threads, the models a knob names
 
+
+def resolve_device(device, env=None, cuda=None):
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
+    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
+    env, cuda: the environment and whether CUDA is available (default: this process's)."""
+    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
+    if device == 'auto':
+        device = 'cuda' if cuda else 'cpu'
+    if device.startswith('cuda') and not cuda:
+        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
+    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
+
+
+def from_pretrained(cls, key, name, **kw):
+    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
+    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
+    the model's files) is one line naming it and the fix, not transformers' traceback."""
+    try:
+        return cls.from_pretrained(name, **kw)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
+            raise
+        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
+                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
+        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
+                         "folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in "
+                         "the Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is "
+                         "tried") from None
+
+
+def one_thread(fn):
+    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
+    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
+    on one, the same config and extraction give the same checkpoint and scores on any core count."""
+    @functools.wraps(fn)
+    def on_one(*args, **kwargs):
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(n)
+    return on_one
+
+
+# -----------------------------------------------------------------------------
+# memory: what a batch allocates against what is free
+
+
+def head_dim(config):
+    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
+
+
+LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
 HEADROOM = 0.05  # of the free memory never planned for: allocator fragmentation, cuBLAS workspaces, what is counted
                  # roughly
 CARD_80GB = 78 * 2 ** 30  # free on an idle 80 GB GPU (A100 / H100 80GB: 79.1 GiB total, less the CUDA context), before
