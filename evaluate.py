@@ -14,7 +14,7 @@ adds the free scorers (bestofn.py), the PRM's cached scores (baselines.py), majo
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
-of {train_dir} (train.split_problems, same val_frac / val_seed as training).
+of {train_dir} (store.split_problems, same val_frac / val_seed as training).
 
 The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the free rows and the
 reference chosen on validation, rows with their paired intervals, formatting) is tables.py's, which the studies and

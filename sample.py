@@ -51,7 +51,7 @@ from generator import check_layers, check_positions, check_weight_dtype, load_ge
 from grading import answers_equal, extract_answer, grade
 from model import read_kinds, reads, score_problems
 from machine import resolve_device
-from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_writable,
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_fresh, check_writable,
                    load_checkpoint, load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
 from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
                    synth_space, task_pattern, word_boundary, word_problem, word_space)
@@ -583,7 +583,7 @@ def run(cfg, steer=None):
     readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
                               if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
     for p, c in readers:
-        train.check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
+        check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
               f"was trained on are unchecked; settings not given are extract.py's defaults")

@@ -20,10 +20,9 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, boot_draws, boot_means, bu
                      combo_fit, combo_score, deepconf_scores, filtered_vote_sub, has_confidences, per_problem_run,
                      scored_metrics, vote_sub)
 from model import VERIFIERS, score_prefixes, score_problems
-from store import (atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, run_state,
-                   trained_on)
+from store import (atomic_write_json, check_dtype, check_fresh, load_split, problem_files, read_checkpoint, run_state,
+                   split_problems, trained_on)
 from tasks import check_unseen, group_key, problem_kinds
-from train import check_fresh, split_problems
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -143,7 +142,7 @@ def check_checkpoint(problems, split_dir, path, fix=''):
     """What every stage checks before a checkpoint scores a split's problems, one line naming the fix where it fails:
     it never trained or validated on their groups (tasks.check_unseen; fix: a way out the stage adds), the split holds
     states of the weights dtype it was trained on (store.check_dtype), and its training data is still what its split
-    dirs hold (train.check_fresh: a grown or relabelled split leaves a stale verifier)."""
+    dirs hold (store.check_fresh: a grown or relabelled split leaves a stale verifier)."""
     ck = read_checkpoint(path)  # whole: a damaged one is named before any work
     check_unseen(problems, ck.get('groups'), path, fix)
     cfgp = os.path.join(split_dir, 'config.json')

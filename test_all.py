@@ -40,7 +40,8 @@ from label import label_split  # noqa: E402
 from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
                    score_problems)
 import model as model_mod  # noqa: E402
-from store import load_checkpoint, load_split, run_diff, run_name, save_checkpoint  # noqa: E402
+from store import (VAL_CUT, load_checkpoint, load_split, run_diff, run_name, save_checkpoint,  # noqa: E402
+                   split_problems)
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
@@ -758,7 +759,6 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     (train.py's validation cut and sample.py's refusal of a training question go by them), ranges across the boundary
     refused with the fix; config/reads_travel.py's ranges keep its numbers apart."""
     from configurator import apply_config
-    import train as T
     for fam in tasks.WORD_FAMILIES:
         space, b = tasks.word_space(fam, 1337, 'numbers'), tasks.word_boundary(fam, 1337, 'numbers')
         assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337,
@@ -779,7 +779,7 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     assert len({tasks.group_key(q) for q in twins}) == 1
     assert len({tasks.group_key(tasks.new_problem(q['question'], 'words', 0, None, q['gold'], word_family='travel'))
                 for q in twins}) == len(twins)
-    tr, va = T.split_problems(ps, 0.2, 42)
+    tr, va = split_problems(ps, 0.2, 42)
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in va}
     # a question sample.py is given, with its gold, is matched to a training one by its numbers under this split
     q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel',
@@ -3720,7 +3720,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
-    tr, va = T.split_problems(probs)
+    tr, va = split_problems(probs)
     model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
@@ -3769,16 +3769,16 @@ def test_validation_split_keeps_groups_together():
     training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
     nested."""
     ps = tasks.load_problems('synth', 0, 399, synth_level=2)
-    tr, va = T.split_problems(ps, 0.2, 42)
+    tr, va = split_problems(ps, 0.2, 42)
     assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
     assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
     bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
-    va_ids = sorted(int(p['id']) for p in T.split_problems(bench, 0.2, 42)[1])
+    va_ids = sorted(int(p['id']) for p in split_problems(bench, 0.2, 42)[1])
     assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
-    small, big = T.split_problems(ps, 0.2, 42, k=100), T.split_problems(ps, 0.2, 42, k=200)
+    small, big = split_problems(ps, 0.2, 42, k=100), split_problems(ps, 0.2, 42, k=200)
     assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
     with pytest.raises(ValueError, match='leaves no training group'):
-        T.split_problems([ps[0]] * 5, 0.2, 42)
+        split_problems([ps[0]] * 5, 0.2, 42)
 
 
 # ----------------------------------------------------------------------------- training
@@ -3787,7 +3787,7 @@ def test_validation_split_keeps_groups_together():
 @pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    tr, va = split_problems(load_split(split), 0.25, 42)
     assert {p['key'] for p in tr}.isdisjoint(p['key'] for p in va) and len(va) == 10
     untrained = build_verifier('hsrm', 32, layers=[-1, -2])
     torch.manual_seed(0)
@@ -3809,7 +3809,7 @@ def test_training_is_the_same_on_one_and_two_threads(tmp_path):
     scoring run on one thread: model.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
     split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
-    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    tr, va = split_problems(load_split(split), 0.25, 42)
     n, runs = torch.get_num_threads(), []
     try:
         for threads in (1, 2):
@@ -3853,7 +3853,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=6))
     steps = {}
     for k in (10, 20, 40):
-        tr, va = T.split_problems(probs, 0.25, 42, k)
+        tr, va = split_problems(probs, 0.25, 42, k)
         pool = [p for p in tr if T.is_mixed(p)]
         _, log = T.train(tr, va, _cfg(max_iters=7, epochs=3, batch_problems=4, eval_interval=4, seed=1))
         assert (log['max_iters'] == math.ceil(3 * len(pool) / 4)
@@ -3874,7 +3874,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
+    tr, va = split_problems(load_split(split), k=kw.get('max_train_problems'))
     cfg = _cfg(max_iters=10, eval_interval=2, run_dir=str(tmp_path / 'run'), **kw)
     model, log = T.train(tr, va, cfg)
     assert all(np.isfinite(l) for _, l in log['train_loss']) and model.spec['kind'] == kw['verifier']
@@ -3913,7 +3913,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
     arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items()
                                                        if k in takes}
@@ -3926,14 +3926,14 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
 def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
-    full = T.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
+    full = split_problems(probs, 0.2, 42)
+    assert [keys(x) for x in split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
                                                                                                  # run
-    small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
+    small, big = split_problems(probs, 0.2, 42, k=10), split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
     assert set(keys(small[0])).isdisjoint(keys(small[1]))
-    _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    _err(lambda: split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
     # a list of K is a sweep: one run dir per K, each with its own draw
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
@@ -4021,9 +4021,9 @@ def _last_line(r):
 def test_a_run_cut_before_grouped_validation_is_another_run():
     """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
     another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
-    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': T.VAL_CUT}, default=str))
+    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
+    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', VAL_CUT)}
     assert run_diff(new, new, T.DEFAULTS) == {}
 
 
@@ -4092,7 +4092,7 @@ def _err(fn, *match):
 def test_bad_inputs(tmp_path):
     split = write_split_train(str(tmp_path / 'a' / 'train'), n_problems=10, n_cands=6)
     probs = load_split(split)
-    tr, va = T.split_problems(probs)
+    tr, va = split_problems(probs)
     # d_gen / layer mismatch between a model (checkpoint) and data
     m = build_verifier('hsrm', 48, layers=[-1])
     _err(lambda: score_problems(m, probs), 'd_gen=48', 'fix')
@@ -4108,7 +4108,7 @@ def test_bad_inputs(tmp_path):
     _err(lambda: load_split(split), 'labels.json', 'label.py')
     # a split with no mixed problem: the pairwise loss has nothing to learn
     allok = load_split(write_split_train(str(tmp_path / 'b' / 'train'), n_problems=10, n_cands=4, p_correct=1.0))
-    _err(lambda: T.train(*T.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
+    _err(lambda: T.train(*split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
     # NaN / inf in stored states: named file and candidate
     bad = write_split_train(str(tmp_path / 'c' / 'train'), n_problems=4, n_cands=3)
     f = os.path.join(bad, 'problems', '000002.pt')
@@ -4119,7 +4119,7 @@ def test_bad_inputs(tmp_path):
     # empty data
     os.makedirs(tmp_path / 'empty' / 'train')
     _err(lambda: T.load_train_data([str(tmp_path / 'empty' / 'train')]), 'no extracted problems')
-    _err(lambda: T.split_problems(probs[:1]), 'val_frac')
+    _err(lambda: split_problems(probs[:1]), 'val_frac')
 
 
 TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
@@ -4152,7 +4152,7 @@ def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
     """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
     final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = split_problems(load_split(split))
     runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
     (m10, log10), (m3, log3) = runs
     assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
@@ -4240,7 +4240,7 @@ def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path):
     rest only decay, as AdamW does to a row with no gradient, so the kept weights are those of the whole table within
     float rounding, and a row no text uses is its initial value times the product of (1 - lr x weight decay)."""
     write_split_train(str(tmp_path / 'train'), n_problems=12, n_cands=8)
-    tr, va = T.split_problems(load_split(str(tmp_path / 'train')), 0.25, 42)
+    tr, va = split_problems(load_split(str(tmp_path / 'train')), 0.25, 42)
     cfg = {**T.DEFAULTS, 'verifier': 'text', 'd_model': 32, 'seed': 3, 'max_iters': 12, 'eval_interval': 5,
            'batch_problems': 4, 'lr': 1e-2, 'weight_decay': 0.5, 'lr_schedule': 'cosine', 'warmup_iters': 3}
     torch.manual_seed(3)
@@ -5139,7 +5139,7 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
     ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     c = torch.load(ck, weights_only=True)
-    tr, va = T.split_problems(load_split(f'{out}/train'))
+    tr, va = split_problems(load_split(f'{out}/train'))
     assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
                            'val': sorted({tasks.group_key(p) for p in va})}
     write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
@@ -5203,7 +5203,7 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     fams = _families(tmp_path, (24, 6))
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
-    tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in data for p in split_problems(probs, 0.2, 42)[0]]
     state = {'order': np.arange(len(tr)), 'cursor': 0,
              'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
@@ -5294,7 +5294,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
     probs = load_split(d)
-    tr, va = T.split_problems(probs, 0.2, 42)
+    tr, va = split_problems(probs, 0.2, 42)
     name, (mu, sd) = T.residual_choice(tr, va, 'auto')
     labels = [[float(c['correct']) for c in p['candidates']] for p in va]
     aurocs = {k: pool_metrics([np.array([cheap_score(c, k) for c in p['candidates']]) for p in va], labels)['auroc']
@@ -5327,7 +5327,7 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     batches each family gives 8; fewer problems than families still gives batch_problems."""
     fams = _families(tmp_path, (24, 12, 16))
     dirs = [f'{d}/train' for d in fams.values()]
-    tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in T.load_train_data(dirs) for p in split_problems(probs, 0.2, 42)[0]]
     for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,

@@ -14,15 +14,11 @@ other data (grown, relabelled: the run records its problem ids and labels' hash)
 naming the keys or the change (--overwrite=True trains it again in place). A run moved with its data is the same run.
 """
 import copy
-import functools
-import hashlib
-import json
 import math
 import multiprocessing
 import os
 import signal
 import time
-from collections import Counter
 
 import numpy as np
 import torch
@@ -31,10 +27,12 @@ from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
 from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
-from model import SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params, cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix, text_ids
 from machine import one_thread, resolve_device
-from store import (atomic_write_json, check_writable, data_change, finished, load_labels, load_problem, load_split,
-                   problem_files, run_name, save_checkpoint, train_dirs_now)
+from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+                   cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
+                   text_ids)
+from store import (VAL_CUT, atomic_write_json, check_writable, finished, load_split, run_name, save_checkpoint,
+                   split_problems, split_record)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -124,55 +122,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the sta
 
 
 # -----------------------------------------------------------------------------
-# the data: the grouped train / validation split, loading the split dirs, the batches
-
-
-@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
-def file_meta(path):
-    """(tasks.group_key, key) of one problem file (memory-mapped: its states are never read)."""
-    p = load_problem(path, mmap=True)
-    return group_key(p), p['key']
-
-
-def file_group(path):
-    return file_meta(path)[0]
-
-
-VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
-                                        # another run
-
-
-def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
-    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
-    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
-    lands on one side, so validation choices are made on questions training never saw, not even reordered.
-    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
-    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
-    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
-    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
-    n = len(problems)
-    if k is not None:
-        if not 0 < k <= n:
-            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
-                             f"<1..{n}> (K counts training and validation problems)")
-        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
-        problems, n = [problems[i] for i in keep], k
-    n_val = int(round(val_frac * n))
-    if n_val < 1 or n - n_val < 1:
-        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
-                         f"fix: extract more problems or change --val_frac")
-    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
-    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
-    val, count = set(), 0
-    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
-        if count >= n_val:
-            break
-        val.add(uniq[g])
-        count += size[uniq[g]]
-    if len(val) == len(uniq):
-        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no "
-                         f"training group; fix: extract more problems or lower --val_frac")
-    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
+# the data: loading the split dirs (store.split_problems cuts them by group), the batches
 
 
 def first_candidates(problems, n):
@@ -205,52 +155,11 @@ def load_train_data(dirs):
     return out
 
 
-def _sha(x):
-    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
-
-
-def split_record(d, run_dir, keys, labels):
-    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (store.data_change compares
-    two): where d lies relative to the run dir (store.train_dirs_now: a run moved with its data finds it), the
-    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
-    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
-    read) and the weights_dtype its states were extracted in."""
-    cfgp = os.path.join(d, 'config.json')
-    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
-    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
-            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
-
-
 def data_record(dirs, run_dir, parts):
     """split_record of each split dir of a run, from its (training, validation) problem dicts (parts, per dir)."""
     return [split_record(d, run_dir, [[p['key'] for p in tr], [p['key'] for p in va]],
                          [[bool(c['correct']) for c in p['candidates']] for p in tr + va])
             for d, (tr, va) in zip(dirs, parts)]
-
-
-def check_fresh(ck, path):
-    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
-    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
-    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
-    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
-    tc = ck.get('train_config') or {}
-    dirs = train_dirs_now(tc, path)
-    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
-        return
-    now = []
-    for d in dirs:
-        labels = load_labels(d)
-        a, b = split_problems(problem_files(d), tc.get('val_frac', DEFAULTS['val_frac']),
-                              tc.get('val_seed', DEFAULTS['val_seed']), tc.get('max_train_problems'))
-        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
-        now.append(split_record(d, os.path.dirname(path), keys,
-                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
-    logp = os.path.join(os.path.dirname(path), 'log.json')
-    log = json.load(open(logp)) if os.path.exists(logp) else None
-    change = data_change(tc.get('data'), now, log, dirs)
-    if change:
-        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
-                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
 
 
 def get_batch(pool, state, cfg, rng):

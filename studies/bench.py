@@ -29,6 +29,7 @@ import model as M
 import tasks
 import train as T
 from model import Dropout, build_verifier, make_batch, verifier_flops
+from store import split_problems
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -552,7 +553,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
     step alone on each verifier's parameters. Then bench_train_changes: each change of issue 67 against the path
     before it, side by side."""
     if train_dir:
-        tr, va = T.split_problems(T.load_train_data([train_dir])[0], T.DEFAULTS['val_frac'], T.DEFAULTS['val_seed'])
+        tr, va = split_problems(T.load_train_data([train_dir])[0], T.DEFAULTS['val_frac'], T.DEFAULTS['val_seed'])
     else:
         probs = level2_problems()
         tr, va = probs[:72], probs[72:]

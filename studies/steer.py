@@ -36,9 +36,8 @@ from grading import answers_equal
 from model import reads
 from machine import resolve_device
 from bestofn import group_confidences, has_confidences
-from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files, split_problems
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
-from train import split_problems
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them

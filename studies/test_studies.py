@@ -28,7 +28,7 @@ from capture import reencode, sample_with_capture, step_table
 from grading import answers_equal
 from model import build_verifier, score_prefixes, score_problems
 from bestofn import combo_fit
-from store import load_checkpoint, load_split, save_checkpoint
+from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
@@ -869,7 +869,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
             assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
             assert vs['best_free_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
         others = [f'{d}/train' for k, d in fams.items() if k != held]
-        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
+        tr = [p for d in others for p in load_split(d, files=split_problems(problem_files(d), 0.2, 42)[0])]
         norm = combo_fit(tr)
         combo = rows['Free-scorer combo (fitted on training problems)']
         assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
@@ -979,10 +979,10 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
     assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
     log = json.load(open(f'{out}/curve/K12/x12/seed1/log.json'))
-    tr12, _ = T.split_problems(load_split(more), 0.2, 42, 12)
+    tr12, _ = split_problems(load_split(more), 0.2, 42, 12)
     assert log['n_train_problems'] == len(tr12) and all(len(p['candidates']) == 12 for p in tr12)
     assert summ['x12']['fit'] is None and summ['x12']['k_to_k'] == [] and len(summ['hsrm']['k_to_k']) == 1
-    tr, _ = T.split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
+    tr, _ = split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
     log = json.load(open(f'{out}/curve/K24/n3/seed1/log.json'))
     assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
     assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \

@@ -35,7 +35,8 @@ from grading import answers_equal
 from model import count_params
 from machine import resolve_device
 from bestofn import combo_fit
-from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
+from store import (atomic_write_json, check_writable, file_group, load_checkpoint, load_problem, load_split,
+                   problem_files, split_problems)
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
@@ -116,7 +117,7 @@ def val_split(dirs, cfg, n):
     n)."""
     probs = []
     for d in dirs:
-        files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
+        files = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
         for p in load_split(d, files=files):
             p['src'] = d
             probs.append(p)
@@ -155,7 +156,7 @@ def evaluate_fold(cfg, held, dev):
     # the free side, chosen on the training families' validation split; the combo's weights from their train splits
     vp, vpool, vn = val_split(others, cfg, n)
     tr = [p for d in others
-          for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+          for p in load_split(d, files=split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
     rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
@@ -267,7 +268,7 @@ def run(cfg):
     for held in cfg['folds'] or list(cfg['families']):  # before training: no run will score its own training groups
         ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['families'][held], 'eval'))]
         for name, _, dirs in fold_runs(cfg, held):
-            check_unseen(ev, {'train': [T.file_group(f) for d in dirs for f in problem_files(d)]},
+            check_unseen(ev, {'train': [file_group(f) for d in dirs for f in problem_files(d)]},
                          f"{name} (fold {held}, trained on {', '.join(dirs)})")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # runs, caches, the report
     if cfg['threads']:
