@@ -20,7 +20,6 @@ refused.
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -32,15 +31,11 @@ from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reenco
 from configurator import check_between, check_positive, cli, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, eos_ids, load_generator, positions,
                        resolve_dtype)
-from machine import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
-                    reencode_bytes)
-from machine import resolve_device
-from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
-                   lock, steering)
+from machine import (HEADROOM, budget, cpu_cores, decode_bytes, fit_batch_size, fit_rows, free_bytes,
+                     kv_bytes_per_token, launch_procs, reencode_bytes, resolve_device)
+from store import STEERING, atomic_save, atomic_write_json, check_writable, done_problems, extracted, lock, steering
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
                    check_word_ranges, load_problems)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -235,7 +230,7 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
 
 def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
     """Extract this shard's `problems` of one split (every num_shards-th, from the shard-th) into
-    {out_dir}/{split}/problems/, skipping finished problems (finished()), each file written as its problem's last
+    {out_dir}/{split}/problems/, skipping finished problems (store.done_problems), each file written as its problem's last
     candidate ends. Sampling runs every problem through one
     continuous batch of batch_size rows (capture.sample_problems); a candidate's draws depend on the seed, its
     problem's index and its sample number alone, so a resumed, sharded or grown run samples what one run over the
@@ -244,7 +239,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     mine = problems[cfg['shard']::cfg['num_shards']]
-    done, damaged = finished(mine, path)
+    done, damaged = done_problems(mine, path)
     todo = [p for p in mine if path(p) not in done]
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {len(mine)}, {len(done)} "
           f"done already, {len(todo)} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}"
@@ -284,36 +279,9 @@ def reencoded(problems, n, cfg, model, tok, table, pool, room):
         yield p, prompt, cands
 
 
-def finished(problems, path):
-    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
-    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
-    problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
-    seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
-    never read."""
-    done, damaged = set(), 0
-    for p in problems:
-        if not os.path.exists(path(p)):
-            continue
-        try:
-            check_crc(path(p))  # garbage inside a tensor's bytes loads silently: its CRC tells
-            old = torch.load(path(p), weights_only=True, mmap=True)
-            check_problem(old)
-        except DAMAGED:
-            damaged += 1
-            continue
-        if (old['question'], old['gold']) != (p['question'], p['gold']):
-            raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
-                             f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
-                             f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
-                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
-                             "it was extracted from")
-        done.add(path(p))
-    return done, damaged
-
-
 def check_resume(split_dir, cfg):
     """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, steering policies
-    (store.STEERING), sampling settings or data selection (finished() compares the data itself: a moved data_dir is
+    (store.STEERING), sampling settings or data selection (store.done_problems compares the data itself: a moved data_dir is
     fine). A key its config.json lacks (written by an older version) is unknown and not compared."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
@@ -346,61 +314,6 @@ def check_resume(split_dir, cfg):
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
                                  f"{split_dir}")
 
-
-def cpu_cores():
-    """The cores this process may run on (its affinity where the OS tells it)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
-
-
-def extracted(per_split, out_dir):
-    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
-    (finished: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
-    file being extracted again counts once it is written, not while it is worked on."""
-    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
-    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
-    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
-    before = {f: stamp(f) for f in paths}
-    whole = {f for s, ps in per_split.items() for f in finished(ps, lambda p, s=s: path(s, p))[0]}
-    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
-
-
-def launch_procs(n, per_split, out_dir, threads=0, argv=None, command=None):
-    """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
-    pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
-    One bar counts the problems extracted (extracted). `per_split`: {split: problems}; command + argv: what runs
-    the extraction (None: this file, with this process's arguments). Returns when all are done; a failed process
-    stops the others and its log's tail is the error."""
-    argv = sys.argv[1:] if argv is None else argv
-    command = command or [sys.executable, os.path.join(HERE, 'extract.py')]
-    files, total = extracted(per_split, out_dir), sum(map(len, per_split.values()))  # before any process writes
-    cores = cpu_cores()
-    share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
-    os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
-    logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
-    for i in range(n):
-        t = str(threads or len(share[i]))
-        cmd = [*command, *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
-               f'--threads={t}']  # a shard never launches processes; procs tells it how many share this machine's RAM
-        pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
-        with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
-            jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
-                                         env={**os.environ, 'OMP_NUM_THREADS': t}))
-    bar = tqdm(total=total, initial=files(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
-    try:  # until all are done or one has failed
-        while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
-            time.sleep(1)
-            bar.update(files() - bar.n)
-    finally:
-        for j in jobs:
-            if j.poll() is None:
-                j.terminate()
-                j.wait()
-        bar.close()
-    failed = [i for i, j in enumerate(jobs) if j.returncode != 0]
-    if failed:
-        tail = open(logs[failed[0]]).read()[-3000:]
-        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last "
-                         f"lines:\n{tail}")
 
 def run(config, steer=None, command=None):
     """The CLI (config: the knobs above, as set): every split extracted into {out_dir}/{split}/, each check before any
@@ -461,7 +374,8 @@ def run(config, steer=None, command=None):
     part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
-        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, c['threads'],
+        per_split = {s: problems[s] for s, _, _ in splits}
+        launch_procs(n_procs, extracted(per_split, out_dir), sum(map(len, per_split.values())), out_dir, c['threads'],
                      sys.argv[1:] + [f'--dtype={weights}'], command)
         print(f'done: {out_dir}')
         return

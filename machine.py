@@ -1,14 +1,23 @@
 """
 This machine, what every stage runs on besides its config: the device a knob names (resolve_device), one CPU thread
 where results must not depend on the thread count (one_thread), a Hugging Face model a knob names (from_pretrained),
-and its memory: the bytes a batch allocates, from the model config alone (no weights), against what the device has
+its cores and the processes that share them (extraction's shards: launch_procs; training's runs: fork_map), and its
+memory: the bytes a batch allocates, from the model config alone (no weights), against what the device has
 free. extract.py refuses a batch that will not fit before a split starts and names the batch_size that fits; the
 paper cells' batch_size is the largest that fits one 80 GB GPU (python -m studies.bench --only=memory prints the plan).
 """
 import functools
+import multiprocessing
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import torch
+from tqdm import tqdm
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 # -----------------------------------------------------------------------------
 # the device, its threads, the models a knob names
@@ -56,6 +65,77 @@ def one_thread(fn):
         finally:
             torch.set_num_threads(n)
     return on_one
+
+
+# -----------------------------------------------------------------------------
+# the cores and processes: extraction's shards (launch_procs), training's runs (fork_map)
+
+
+def cpu_cores():
+    """The cores this process may run on (its affinity where the OS tells it)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+
+
+def launch_procs(n, done, total, out_dir, threads=0, argv=None, command=None):
+    """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
+    pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
+    One bar counts the problems extracted, done() of total (store.extracted); command + argv: what runs the
+    extraction (None: extract.py, with this process's arguments). Returns when all are done; a failed process stops
+    the others and its log's tail is the error."""
+    argv = sys.argv[1:] if argv is None else argv
+    command = command or [sys.executable, os.path.join(HERE, 'extract.py')]
+    cores = cpu_cores()
+    share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
+    os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
+    logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
+    for i in range(n):
+        t = str(threads or len(share[i]))
+        cmd = [*command, *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
+               f'--threads={t}']  # a shard never launches processes; procs tells it how many share this machine's RAM
+        pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
+        with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
+            jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
+                                         env={**os.environ, 'OMP_NUM_THREADS': t}))
+    bar = tqdm(total=total, initial=done(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
+    try:  # until all are done or one has failed
+        while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
+            time.sleep(1)
+            bar.update(done() - bar.n)
+    finally:
+        for j in jobs:
+            if j.poll() is None:
+                j.terminate()
+                j.wait()
+        bar.close()
+    failed = [i for i, j in enumerate(jobs) if j.returncode != 0]
+    if failed:
+        tail = open(logs[failed[0]]).read()[-3000:]
+        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last "
+                         f"lines:\n{tail}")
+
+
+_WORK = None  # fork_map's function and arguments, read by the forked processes (inherited, never pickled)
+
+
+def _work(i):
+    fn, args = _WORK
+    return fn(*args[i])
+
+
+def fork_map(fn, args, procs=0):
+    """[fn(*a) for a in args], several at once, each in a forked process (procs; 0 = every one at once, at most 4 a
+    core: the cores stay busy to the end). Each process ignores Ctrl-C: the caller stops them and says so in one line
+    (configurator.cli), no traceback from each."""
+    global _WORK
+    n = min(len(args), procs or 4 * len(cpu_cores()))
+    if n <= 1:
+        return [fn(*a) for a in args]
+    _WORK = (fn, args)
+    try:
+        with multiprocessing.get_context('fork').Pool(n, signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
+            return pool.map(_work, range(len(args)), chunksize=1)
+    finally:
+        _WORK = None
 
 
 # -----------------------------------------------------------------------------

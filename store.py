@@ -242,6 +242,45 @@ def load_split(split_dir, labels=True, files=None):
     return problems
 
 
+def done_problems(problems, path):
+    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
+    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
+    problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
+    seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
+    never read."""
+    done, damaged = set(), 0
+    for p in problems:
+        if not os.path.exists(path(p)):
+            continue
+        try:
+            check_crc(path(p))  # garbage inside a tensor's bytes loads silently: its CRC tells
+            old = torch.load(path(p), weights_only=True, mmap=True)
+            check_problem(old)
+        except DAMAGED:
+            damaged += 1
+            continue
+        if (old['question'], old['gold']) != (p['question'], p['gold']):
+            raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
+                             f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
+                             f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
+                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
+                             "it was extracted from")
+        done.add(path(p))
+    return done, damaged
+
+
+def extracted(per_split, out_dir):
+    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
+    (done_problems: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
+    file being extracted again counts once it is written, not while it is worked on."""
+    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
+    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
+    before = {f: stamp(f) for f in paths}
+    whole = {f for s, ps in per_split.items() for f in done_problems(ps, lambda p, s=s: path(s, p))[0]}
+    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
+
+
 # -----------------------------------------------------------------------------
 # the grouped split: a split dir's problems cut into training and validation by group (train.py's; evaluate.py and the
 # studies cut validation as it did)

@@ -40,8 +40,8 @@ from label import label_split  # noqa: E402
 from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
                    score_problems)
 import model as model_mod  # noqa: E402
-from store import (VAL_CUT, load_checkpoint, load_split, run_diff, run_name, save_checkpoint,  # noqa: E402
-                   split_problems)
+from store import (VAL_CUT, extracted, load_checkpoint, load_split, run_diff, run_name,  # noqa: E402
+                   save_checkpoint, split_problems)
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
@@ -1771,7 +1771,7 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
             load()
         assert bad in str(e.value) and 'fix: re-run `python extract.py' in str(e.value), str(e.value)
     mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
-    count = extract.extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
+    count = extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
     assert count() == 2
     capsys.readouterr()
     _extract_tiny(out, problems, model, tok)

@@ -15,9 +15,7 @@ naming the keys or the change (--overwrite=True trains it again in place). A run
 """
 import copy
 import math
-import multiprocessing
 import os
-import signal
 import time
 
 import numpy as np
@@ -27,7 +25,7 @@ from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
 from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
-from machine import one_thread, resolve_device
+from machine import fork_map, one_thread, resolve_device
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
@@ -565,35 +563,14 @@ def run(cfg, keep_both=KEEP_BOTH):
             tr, va = tr + first_candidates(a, cfg['n_candidates']), va + first_candidates(b, cfg['n_candidates'])
         atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
         jobs.append((tr, va, c))
-    for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
+    # on CPU several runs at once, each in a forked process (procs): the same weights as one after another, training
+    # runs on one thread anyway
+    logs = fork_map(lambda *job: train(*job)[1], jobs, cfg['procs'] if resolve_device(cfg['device']) == 'cpu' else 1)
+    for c, log in zip(todo, logs):
         bv = log['best_val']
         print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
               f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; "
               f"{log['n_train_problems']} train / {log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
-
-
-_JOBS = []  # train_all's runs, read by the forked processes (inherited, never pickled)
-
-
-def _train_job(i):
-    return train(*_JOBS[i])[1]
-
-
-def train_all(jobs, procs=0, device='cpu'):
-    """Train each (train problems, validation problems, cfg) of jobs; -> their logs, in order. On CPU several at once,
-    each in a forked process on one thread (procs; 0 = every run at once, at most 4 a core: the cores stay busy to the
-    end); each run's weights are those it gets alone."""
-    global _JOBS
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    n = min(len(jobs), procs or 4 * cores)
-    if n <= 1 or resolve_device(device) != 'cpu':
-        return [train(*j)[1] for j in jobs]
-    _JOBS = jobs
-    try:  # the runs ignore Ctrl-C: this process stops them and says so in one line (cli), no traceback from each
-        with multiprocessing.get_context('fork').Pool(n, signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
-            return pool.map(_train_job, range(len(jobs)), chunksize=1)
-    finally:
-        _JOBS = []
 
 
 if __name__ == '__main__':

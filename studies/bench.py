@@ -806,7 +806,7 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
     """RESULTS.md's 'Extraction on every core' table: candidates per second of one process with torch's threads, one
     1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
     import tempfile
-    from extract import cpu_cores
+    from machine import cpu_cores
     cores = cpu_cores()
     paths = {'one process, torch threads (before procs)': (['--procs=1', '--threads=0'], None),
              'one 1-thread process, pinned': (['--procs=1', '--threads=1'], {cores[0]}),
