@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 import train
-from configurator import cli, configure, knobs, split_argv
+from configurator import check_writable, cli, configure, knobs, split_argv
 from machine import from_pretrained, resolve_device
-from store import atomic_write_json, check_writable, load_split
+from store import atomic_write_json, load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config

@@ -17,7 +17,8 @@ from collections import deque
 
 import torch
 
-from generator import TOPK_PREFILTER, candidate_key, draw, eos_ids, full_nucleus, hidden_selection, move_rows, nucleus, put_prompts, row_cache, uniforms, vocab_stats
+from generator import (TOPK_PREFILTER, candidate_key, draw, eos_ids, full_nucleus, hidden_selection, move_rows, nucleus,
+                       put_prompts, row_cache, uniforms, vocab_stats)
 from machine import LOGIT_CHUNK
 from model import STEP_KINDS
 from tasks import GENERATED, build_prompt

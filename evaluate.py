@@ -34,16 +34,13 @@ import baselines
 import train
 
 from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
-from configurator import apply_config, check_positive, cli, configure, knobs, read_config_file
+from configurator import apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file
 from model import count_params, input_lengths, reads, verifier_flops
-from machine import resolve_device
+from machine import EMBEDDED, PAPER_SHAPES, cache_dir, head_dim, n_params, paper_config, resolve_device
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from generator import EMBEDDED, cache_dir, matmul_shapes, smollm2_config
-from machine import head_dim
-from machine import PAPER_SHAPES, n_params, paper_config
-from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files, run_name,
-                   train_dirs_now)
+from generator import matmul_shapes, smollm2_config
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, run_name, train_dirs_now
 from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
                     fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
                     run_group, val_splitter, yerr)
@@ -334,7 +331,7 @@ def make_plots(res, prefix):
 
 def generator_config(name):
     """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
-    conversion cache (generator.local_model's, made by its extraction), a paper generator's (machine.PAPER_SHAPES), or a
+    conversion cache (machine.local_model's, made by its extraction), a paper generator's (machine.PAPER_SHAPES), or a
     folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
     made-up model name)."""
     if name == 'smollm2':

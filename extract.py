@@ -28,12 +28,12 @@ from tqdm import tqdm
 
 from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reencode, sample_problems, step_table,
                      stored_kinds)
-from configurator import check_between, check_positive, cli, configure, knobs
+from configurator import check_between, check_positive, check_writable, cli, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, eos_ids, load_generator, positions,
                        resolve_dtype)
 from machine import (HEADROOM, budget, cpu_cores, decode_bytes, fit_batch_size, fit_rows, free_bytes,
                      kv_bytes_per_token, launch_procs, reencode_bytes, resolve_device)
-from store import STEERING, atomic_save, atomic_write_json, check_writable, done_problems, extracted, lock, steering
+from store import STEERING, atomic_save, atomic_write_json, done_problems, extracted, lock, steering
 from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
                    check_word_ranges, load_problems)
 

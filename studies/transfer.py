@@ -30,13 +30,13 @@ import bestofn as B
 import evaluate
 import tables
 import train as T
-from configurator import check_keys, check_positive, cli, configure, knobs
-from grading import answers_equal
-from model import count_params
-from machine import resolve_device
 from bestofn import combo_fit
-from store import (atomic_write_json, check_writable, file_group, load_checkpoint, load_problem, load_split,
-                   problem_files, split_problems)
+from configurator import check_keys, check_positive, check_writable, cli, configure, knobs
+from grading import answers_equal
+from machine import resolve_device
+from model import count_params
+from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
+                   split_problems)
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
