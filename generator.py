@@ -59,6 +59,12 @@ def check_weight_dtype(dtype, device, key='dtype'):
                          f"fix: --{key}=bfloat16, or --{key}=auto (the faster of float32 and bfloat16 on this CPU)")
 
 
+def nonfinite(dtype, where):
+    return ValueError(f"non-finite logits or hidden states while {where} with {str(dtype)[6:]} weights: the model "
+                      f"overflows this dtype (float16's range ends at 65,504; Qwen3 was trained in bfloat16), and the "
+                      f"samples would be garbage; fix: --dtype=bfloat16")
+
+
 def positions(name, key='model'):
     """The generator's max_position_embeddings, read from its config (no weights loaded); None where it names none."""
     from transformers import AutoConfig
@@ -360,6 +366,15 @@ def draw(weights, ids, u):
                                                                              # weight
     return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
 
+
+def token_stats(logits, tokens, conf_topk=20):
+    """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
+    log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
+    most likely tokens. All float32 [...]. The sampler computes the same from the same vocab_stats."""
+    logits = logits.float()
+    vals, _, logz, ent, _, _ = vocab_stats(logits, conf_topk)
+    return logits.gather(-1, tokens[..., None]).squeeze(-1) - logz, ent, logz - vals[..., :conf_topk].mean(-1)
+
 # -----------------------------------------------------------------------------
 # the decoding cache and attention
 
@@ -446,3 +461,43 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)
+
+
+def prefill(model, seqs):
+    """One forward over token sequences (left-padded) through the model's body: their keys and values, a
+    DynamicCache whose row i holds seqs[i] right-aligned."""
+    from transformers import DynamicCache
+    device = next(model.parameters()).device
+    L = max(map(len, seqs))
+    x = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    mask = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    for i, q in enumerate(seqs):
+        if q:
+            x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
+    cache = DynamicCache()
+    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                     past_key_values=cache, use_cache=True)
+    return cache
+
+
+def decode_step(model, cache, layers, static, fast=False):
+    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
+    static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query on CPU),
+    the model's attention restored after each call (the prefills between them run SDPA)."""
+    sel = hidden_selection(model, layers)
+
+    def forward(ids, mask, pos):
+        o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
+                  use_cache=True, output_hidden_states=sel)
+        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+
+    def fast_forward(ids, mask, pos):
+        attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
+        try:
+            return forward(ids, mask, pos)
+        finally:
+            model.config._attn_implementation = attn
+    if not static:
+        return fast_forward if fast else forward
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
+                         else 'default')

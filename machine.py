@@ -475,3 +475,44 @@ def fit_batch_size(config, dtype, splits, max_new_tokens, budget, n_layers=1, ma
     r = min(fit_rows(lambda r: decode_bytes(config, dtype, r, prompt_len, max_new_tokens, n, n_layers, max_steps),
                      budget, cap) for n, prompt_len in splits)
     return r - r % 8 if r >= 8 else r
+
+
+def _gib(n):
+    return f'{n / 2 ** 30:,.1f} GiB'
+
+
+def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
+    """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
+    the memory model (machine.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
+    re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
+    batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
+    splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may
+    plan for (re-encoding sizes its row chunks by it), or None where the free memory is unknown."""
+    free = free_bytes(cfg['device']) if free is None else free
+    if free is None:
+        return None
+    room = budget(free // (cfg['procs'] if cfg['device'] == 'cpu' and cfg['procs'] > 1 else 1))
+    conf, dtype, n_layers = model.config, next(model.parameters()).dtype, len(cfg['layers']) * len(cfg['step_kinds'])
+    where = f"{_gib(room)} is free to plan for on {cfg['device']} ({HEADROOM:.0%} kept back)"
+    if pool is not None:
+        for split, _, _ in splits:
+            L = max((lp + max((len(r['ids']) for r in pool.get(p['index'], pool.get(p['id'], []))), default=0)
+                     for p, lp in zip(problems[split], prompts[split])), default=0)
+            if reencode_bytes(conf, dtype, 1, L, n_layers) > room:
+                raise SystemExit(f"{split} split: re-encoding its longest candidate ({L:,} positions with its prompt) "
+                                 f"needs {_gib(reencode_bytes(conf, dtype, 1, L, n_layers))} on one row, {where}; fix: "
+                                 f"a device with more memory, or leave the longest candidates out of candidates_file")
+        return room
+    for split, _, n in splits:
+        rows, lp = min(cfg['batch_size'], len(problems[split]) * n), max(prompts[split], default=0)
+        need = decode_bytes(conf, dtype, rows, lp, cfg['max_new_tokens'], n, n_layers, cfg['max_steps'])
+        if need <= room:
+            continue
+        bs = fit_batch_size(conf, dtype, [(m, max(prompts[s], default=0)) for s, _, m in splits], cfg['max_new_tokens'],
+                            room, n_layers, cfg['max_steps'], cap=cfg['batch_size'])
+        cap = lp + cfg['max_new_tokens']
+        fix = f"--batch_size={bs} (fits every split)" if bs else \
+            "a shorter --max_new_tokens, or a device with more memory"
+        raise SystemExit(f"{split} split: {rows} rows x {cap:,} positions need {_gib(need)} (their KV cache "
+                         f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
+    return room

@@ -45,7 +45,7 @@ import extract
 import tables
 import train
 from bestofn import CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, choose_temp, top_mask
-from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_table, stored_kinds
+from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
 from configurator import apply_config, check_between, check_positive, check_writable, cli, configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
 from grading import answers_equal, extract_answer, grade
@@ -53,8 +53,8 @@ from machine import resolve_device
 from model import read_kinds, reads, score_problems
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_fresh, load_checkpoint,
                    load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
-from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
-                   synth_space, task_pattern, word_boundary, word_problem, word_space)
+from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_problem, seen_groups, synth_boundary,
+                   synth_problem, synth_space, task_pattern, word_boundary, word_problem, word_space)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them

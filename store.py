@@ -260,6 +260,13 @@ def extracted(per_split, out_dir):
     return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
 
 
+def generated_tokens(cands):
+    """Tokens one problem's sampling ran through the generator's decoding forward: each candidate's decoded (its
+    prompt's last token and its own; a search copy's since it was made), or, in files made before it was recorded,
+    its tokens."""
+    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
+
+
 # -----------------------------------------------------------------------------
 # the grouped split: a split dir's problems cut into training and validation by group (train.py's; evaluate.py and the
 # studies cut validation as it did)

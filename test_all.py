@@ -31,6 +31,7 @@ from capture import step_table, reencode, sample_with_capture  # noqa: E402
 import generator  # noqa: E402
 from generator import load_generator  # noqa: E402
 import machine  # noqa: E402
+import store  # noqa: E402
 import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import grading  # noqa: E402
@@ -1144,7 +1145,7 @@ def test_refill_equals_teacher_forcing_and_a_candidate_draws_alone():
     finally:
         hook.remove()
     flat = [(p, c) for p, cs in zip(prompts, res) for c in cs]
-    assert rows['rows'] == sum(capture.generated_tokens(cs) for cs in res) == sum(len(c['token_ids']) + 1
+    assert rows['rows'] == sum(store.generated_tokens(cs) for cs in res) == sum(len(c['token_ids']) + 1
                                                                                    for _, c in flat)
     assert len({len(c['token_ids']) for _, c in flat}) > 3  # candidates ended at different steps: rows were refilled
     for p, c in flat:
@@ -1508,7 +1509,7 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
         bad = tmp_path / 'bad.jsonl'
         bad.write_text(line + '\n')
         with pytest.raises(SystemExit, match='line 1') as e:
-            extract.pool_ids(extract.read_candidates_file(str(bad)), tok, m, str(bad))
+            capture.pool_ids(tasks.read_candidates_file(str(bad)), tok, m, str(bad))
         assert fix in str(e.value) and 'fix:' in str(e.value)
 
 
@@ -1534,11 +1535,11 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     splits, prompts = [('train', (0, 0), 1), ('eval', (1225, 1232), 8)], {'train': [100], 'eval': [100] * 8}
     cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
     with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
-        extract.check_memory(cfg, splits, problems, prompts, m, free=free)
+        machine.check_memory(cfg, splits, problems, prompts, m, free=free)
     bs = int(re.search(r'batch_size=(\d+)', str(e.value)).group(1))
-    assert extract.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
+    assert machine.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
     with pytest.raises(SystemExit, match=r"fix: a shorter --max_new_tokens, or a device with more memory"):
-        extract.check_memory({**cfg, 'max_new_tokens': 64 * T}, splits, problems, prompts, m, free=free)
+        machine.check_memory({**cfg, 'max_new_tokens': 64 * T}, splits, problems, prompts, m, free=free)
 
 
 def test_resume_refuses_changed_sampling_settings(tmp_path):
@@ -5433,7 +5434,7 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
                     and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer'])
             assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
         assert set(BON.CHEAP_SCORERS) <= set(mine[0]['free'])
-    pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
+    pool = tasks.read_candidates_file(f'{sd}/candidates.jsonl')
     assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
     before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()
     capsys.readouterr()
@@ -5483,7 +5484,7 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
-    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
+    prompt = tasks.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
                                    SA.resolve({}, v.trained_on))[0]
     assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
     bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),

@@ -29,7 +29,7 @@ import model as M
 import tasks
 import train as T
 from model import Dropout, build_verifier, make_batch, verifier_flops
-from store import split_problems
+from store import generated_tokens, split_problems
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -148,7 +148,8 @@ def bench_batching(workloads=None):
                 raise RuntimeError(out.stderr[-3000:])
             r = json.loads(out.stdout.strip().splitlines()[-1])
             floor = r['tokens'] * per_token
-            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}", f"{r['seconds']:.0f}",
+            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}",
+                             f"{r['seconds']:.0f}",
                              f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
                              f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
                              f"{sum(r['rows']) / r['tokens']:.3f}"])
@@ -741,7 +742,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
                                     table=table_, steer=Steering(verifier, how, width=width) if how else None)
         secs = time.perf_counter() - t
         _Batch.score, model.forward = score, forward
-        gen = sum(X.generated_tokens(cs) for cs in res)
+        gen = sum(generated_tokens(cs) for cs in res)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',
                      f'{gen / max(rowsteps[0], 1):.3f}', f'{100 * spent[0] / secs:.1f}%',
@@ -999,7 +1000,7 @@ def bench_gpu(device=None):
         ref = [X.reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table_)[0] for p, c in flat]
         es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])
         rows.append([name, len(flat), sum(c['finish'] == 'pruned' for _, c in flat),
-                     sum(c.get('parent') is not None for _, c in flat), sum(X.generated_tokens(cs) for cs in res),
+                     sum(c.get('parent') is not None for _, c in flat), sum(generated_tokens(cs) for cs in res),
                      f'{es:.2f}'])
     print(f'\nSteering on the device ({str(dt)[6:]}, a random HSRM steering): every candidate against its own '
           're-encoding')

@@ -119,7 +119,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
         res = sample_with_capture(model, tok, prompts, 4, steer=Steering(v, how, width=2), step_kinds=kinds, **args)
     finally:
         h.remove()
-    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
+    assert sum(store.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
     branched = 0
     for p, cs in zip(prompts, res):
         assert sum(c['finish'] != 'pruned' for c in cs) == 4
@@ -167,7 +167,7 @@ def test_steering_with_refill_equals_one_batch(how):
         finally:
             h.remove()
         assert key(res) == key(one), rows
-        assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
+        assert sum(store.generated_tokens(cs) for cs in res) == cnt['rows']
 
 
 def _decode_forwards(model):
@@ -193,7 +193,7 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
         res = sample_with_capture(model, tok, prompts, n, steer=Steering(v, how, width=width) if how else None, **args)
     finally:
         h.remove()
-    got = sum(capture.generated_tokens(cs) for cs in res)
+    got = sum(store.generated_tokens(cs) for cs in res)
     assert cnt['rows'] > 100 and got == cnt['rows']  # issue 67: no row waits, so nothing runs uncounted
     if not how:  # plain sampling: each candidate's tokens and its prompt's last token (fed by the decoding forward)
         assert got == sum(len(c['token_ids']) + 1 for cs in res for c in cs)
@@ -425,9 +425,9 @@ def test_a_steering_checkpoint_is_group_checked_as_the_picking_one(sample_run, t
                seen / 'ckpt.pt')
     args = ['sample.py', f'--out_dir={out}', f'--ckpt={ckpt}', '--n_samples=4', '--search=beam', '--search_width=2',
             f'--search_ckpt={seen}/ckpt.pt']
-    with pytest.raises(SystemExit, match=r"^sample.py: 1 of the 1 problems to score share a group with .*seen/ckpt.pt's "
-                                         r"train problems, e.g. 0 \('Compute 7 \+ 7 - 2.'\): group 'synth:2 7 7'; fix: .*"
-                                         r"--force=True to answer anyway"):
+    with pytest.raises(SystemExit, match=r"^sample.py: 1 of the 1 problems to score share a group with "
+                                         r".*seen/ckpt.pt's train problems, e.g. 0 \('Compute 7 \+ 7 - 2.'\): "
+                                         r"group 'synth:2 7 7'; fix: .*--force=True to answer anyway"):
         P.run([*args, '--question=Compute 7 + 7 - 2.', f"--sample_dir={tmp_path / 's'}"])
     assert not (tmp_path / 's').exists()
     got = P.run([*args, '--question=Compute 9 - 2 - 5.', f"--sample_dir={tmp_path / 's'}"])

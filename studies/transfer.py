@@ -215,9 +215,9 @@ def render(folds, summ, cfg):
            "free-scorer combo's weights are learned on the training families' train splits. Δ are paired differences "
            f"with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and seeds), **bold** where the interval "
            "excludes 0.", '',
-           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on test '
-           '(pts) | Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs best free '
-           'on test |',
+           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on '
+           'test (pts) | Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs '
+           'best free on test |',
            '|---|---|---:|---:|---:|---:|---:|---:|---:|']
     keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
             'verifier', 'verifier_vote', 'oracle', 'single')
