@@ -5,14 +5,17 @@ cost (the cheap scorers: log-prob, entropy, length; DeepConf's confidence measur
 training problems, the combo), baselines in evaluate.py and the studies, and what the residual verifier and the step
 features (model.py) start from. Then the best-of-N maths: the metrics of one problem (argmax with ties split,
 within-problem AUROC), the pools (answer groups, fixed random N-subsets), the selection rules (argmax, majority and
-weighted votes, DeepConf's filtered votes, oracle), and the paired bootstrap intervals (over problems or their
-groups). No knobs, no files: each stage passes its own. The table built from these (free rows, the reference chosen
-on validation, score caches, formatting) is tables.py's.
+weighted votes, DeepConf's filtered votes, oracle), the paired bootstrap intervals (over problems or their groups),
+and the pick among one new question's candidates (choose: sample.py's answer, graded by grading.py). No knobs, no
+files: each stage passes its own. The table built from these (free rows, the reference chosen on validation, score
+caches, formatting) is tables.py's.
 """
 import math
 
 import numpy as np
 import torch
+
+from grading import answers_equal, extract_answer, grade
 
 # -----------------------------------------------------------------------------
 # cheap scorers: one float per candidate dict ('logprobs', 'entropies' [T], 'step_pos' [S],
@@ -144,6 +147,14 @@ def residual_scorers():
     """The free scorers a residual verifier can start from: the cheap scorers above and DeepConf's mean
     token confidence (a trace's mean; a window longer than any trace here)."""
     return {**CHEAP_SCORERS, 'deepconf_mean': lambda c: deepconf_mean(c, 2048, 2048)}
+
+
+def free_scores(c, window, tail):
+    """The free scorers' scores of one candidate (DeepConf's with window and tail tokens)."""
+    out = {k: f(c) for k, f in CHEAP_SCORERS.items()}
+    if 'confidences' in c:
+        out |= {k: f(c, window, tail) for k, f in DEEPCONF_SCORERS.items()}
+    return out
 
 
 def cheap_score(c, name):
@@ -493,3 +504,50 @@ def filtered_vote_sub(groups, labels, sub, conf, eta):
         thr = np.where(t >= 0.5, b - d * (1 - t), a + d * t)  # numpy's _lerp, so thresholds match np.percentile's
         keep = has & (c >= thr[:, None])
     return vote_sub(groups, labels, sub, conf, None, keep)
+
+
+# -----------------------------------------------------------------------------
+# the pick among one new question's candidates (sample.py's best-of-N)
+
+
+def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
+    """The pick of one question's candidates by their verifier scores: the top score (top_mask; of tied top
+    scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
+    those it averages), never a candidate stopped by pruning or search (best_of_n_sub's rule). Answers are
+    grouped by grading.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
+    weighted vote (vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
+    answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
+    scores higher). A gold answer (problem['gold'] not None) grades every candidate (grading.grade). windows:
+    DeepConf's (window, tail) of the free scores."""
+    s = np.asarray(scores, dtype=np.float64)
+    live = np.array([c['finish'] != 'pruned' for c in cands])
+    top = top_mask(np.where(live, s, -np.inf)) & live
+    j = int(np.flatnonzero(top)[0])
+    answers = [extract_answer(c['text'])[0] if c['finish'] != 'pruned' else None for c in cands]
+    groups = answer_groups(answers, answers_equal)
+    best = {g: max(np.flatnonzero(groups == g), key=lambda i: (s[i], -i)) for g in sorted(set(groups.tolist()) - {-1})}
+    pick = {'id': problem['id'], 'index': problem['index'], 'question': problem['question'], 'answer': answers[j],
+            'score': float(s[j]), 'candidate': j, 'tied': int(top.sum()),
+            'agree': int((groups == groups[j]).sum()) if groups[j] >= 0 else 0,
+            'runner_up': [{'answer': answers[i], 'score': float(s[i]), 'count': int((groups == g).sum())}
+                          for g, i in sorted(best.items(), key=lambda gi: -s[gi[1]]) if g != groups[j]]}
+    if vote_temp is not None:
+        pick['vote'] = None
+        if best:
+            w = np.exp((s - s[groups >= 0].max()) / vote_temp)
+            gs = list(best)
+            gw = np.array([w[groups == g].sum() for g in gs])
+            win = max((g for g, t in zip(gs, top_mask(gw)) if t), key=lambda g: (s[best[g]], -best[g]))
+            pick['vote'] = {'answer': answers[best[win]], 'candidate': int(best[win]), 'temp': vote_temp,
+                            'weight': float(gw[gs.index(win)] / gw.sum())}
+    pick['candidates'] = [{**c, 'answer': a, 'score': float(x), 'free': free_scores(c, *windows)}
+                          for c, a, x in zip(cands, answers, s)]
+    if problem.get('gold') is not None:
+        pick['gold'] = problem['gold']
+        for c in pick['candidates']:
+            c['correct'] = grade(c['text'], problem['gold'], problem['dataset'], finish=c['finish'],
+                                 meta=problem['meta'])['correct']
+        pick['correct'] = pick['candidates'][j]['correct']
+        if pick.get('vote'):
+            pick['vote']['correct'] = pick['candidates'][pick['vote']['candidate']]['correct']
+    return pick

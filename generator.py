@@ -16,7 +16,8 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from configurator import check_writable
-from machine import cache_dir, cpu_name, from_pretrained, head_dim, keep_freed_memory, kernel_settings, local_model
+from machine import (EMBEDDED, PAPER_SHAPES, cache_dir, cpu_name, from_pretrained, head_dim, keep_freed_memory,
+                     kernel_settings, local_model, paper_config)
 
 PINNED_TRANSFORMERS = '5.23.0'  # requirements.txt; check_layers refuses a release that selects hidden states otherwise
 
@@ -214,6 +215,32 @@ def weight_dtype(dtype, device, config=None):
     if torch_dtype is None:
         raise SystemExit(f"dtype={dtype!r} is unknown; fix: one of auto, float16, bfloat16, float32")
     return torch_dtype
+
+
+def generator_config(name):
+    """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
+    conversion cache (machine.local_model's, made by its extraction), a paper generator's (machine.PAPER_SHAPES), or a
+    folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
+    made-up model name)."""
+    if name == 'smollm2':
+        return smollm2_config()
+    if name in PAPER_SHAPES:
+        return paper_config(name)
+    from transformers import AutoConfig
+    try:
+        return AutoConfig.from_pretrained(os.path.join(cache_dir(), EMBEDDED[name]['file'][:-5]) if name in EMBEDDED
+                                          else name, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def generator_name(name):
+    """The generator as a reader knows it: the embedded model's name and quantization, a hub id's or folder's last
+    part."""
+    if name in EMBEDDED:  # its GGUF file: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-135M-Instruct (Q4_1)'
+        model, quant = EMBEDDED[name]['file'].removesuffix('.gguf').rsplit('.', 1)
+        return f'{model} ({quant})'
+    return name.rstrip('/').split('/')[-1]
 
 
 def smollm2_config():

@@ -3368,7 +3368,7 @@ def test_deepconf_scorers_with_window_and_tail_apart():
     for (window, tail), w in want.items():
         cfg = {'deepconf_window': window, 'deepconf_tail': tail}
         free = tables.free_scores([{'candidates': [c]}], cfg)
-        mine = SA.free_scores(c, window, tail)
+        mine = BON.free_scores(c, window, tail)
         for name, v in w.items():
             assert BON.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
             assert BON.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
@@ -4560,7 +4560,7 @@ def test_candidate_order_and_ties_change_no_rule():
 
 
 def test_sample_picks_among_real_ties_as_evaluate_counts():
-    """sample.choose with tied top scores: the pick is the first of the tied (its documented rule), one of the
+    """bestofn.choose with tied top scores: the pick is the first of the tied (its documented rule), one of the
     candidates evaluate.py's best-of-N averages, and it follows the candidates when they are reordered; a pruned
     candidate never wins, whatever its score; the weighted vote's answer is a group bestofn.vote_sub counts as a
     winner."""
@@ -4576,7 +4576,7 @@ def test_sample_picks_among_real_ties_as_evaluate_counts():
                 'token_ids': torch.arange(5 + i), 'logprobs': -torch.ones(5 + i), 'entropies': torch.ones(5 + i),
                 'step_pos': torch.tensor([4 + i])}
     for order in (np.arange(6), np.array([4, 0, 2, 5, 1, 3]), np.array([3, 2, 5, 4, 1, 0])):
-        pick = SA.choose(problem, [cand(i) for i in order], s[order], vote_temp=0.5)
+        pick = BON.choose(problem, [cand(i) for i in order], s[order], vote_temp=0.5)
         live = np.array([finish[i] != 'pruned' for i in order])
         top = np.flatnonzero(live & (s[order] == s[order][live].max()))
         assert len(top) == 3 and pick['tied'] == 3 and pick['candidate'] == top[0], order  # the first of the tied
