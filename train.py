@@ -323,6 +323,43 @@ def text_tables(model):
     return [(m, m.tok) for m in model.modules() if hasattr(m, 'tok') and isinstance(m.tok, torch.nn.Embedding)]
 
 
+class Optimizer:
+    """AdamW over the verifier's trainable parameters, fused: one pass over them a step instead of a dozen
+    (memory-bound on CPU: ~5x faster on the text verifier's 13.8M, bench.py --only=train). A text table steps as its
+    used rows (UsedRows; a prefix re-tokenizes its text, so prefix_train keeps the table): step() puts them in, full()
+    puts the whole tables back for validation and checkpoints."""
+
+    def __init__(self, model, pool, cfg, dev):
+        self.model, self.weight_decay = model, cfg['weight_decay']
+        self.swaps = [] if cfg['prefix_train'] or not cfg['used_rows'] else [
+            (m, UsedRows(t, torch.cat([text_ids(c, model.spec) for p in pool for c in p['candidates']]).to(dev)))
+            for m, t in text_tables(model)]
+        params = [p for p in model.parameters() if p.requires_grad] + [r.weight for _, r in self.swaps]
+        self.opt = torch.optim.AdamW(params, lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
+
+    def full(self):
+        for mod, r in self.swaps:
+            mod.tok = r.put_back()
+
+    def step(self, lr, loss_of):
+        """One step at learning rate lr on the loss loss_of() gives (the model in training mode, its used rows in);
+        -> the loss, or None (nothing stepped) where loss_of gives None."""
+        for g in self.opt.param_groups:
+            g['lr'] = lr
+        for mod, r in self.swaps:
+            mod.tok = r
+        self.model.train()
+        loss = loss_of()
+        if loss is None:
+            return None
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        for _, r in self.swaps:  # what AdamW's step did to the rows it did not hold
+            r.decay *= 1 - lr * self.weight_decay
+        return loss
+
+
 # -----------------------------------------------------------------------------
 # losses, one signature: scores [M], labels [M] (0/1), problem_ids [M] (which problem each candidate
 # belongs to), generator (torch.Generator seeded by the run, for any random choice); -> scalar
@@ -440,14 +477,7 @@ def train(train_problems, val_problems, cfg):
     model = build_model(train_problems, cfg, val_problems).to(dev)
     cols = problem_columns(pool, model.spec, 'training data')
     problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
-    # a text table steps as its used rows (UsedRows; a prefix re-tokenizes its text, so prefix_train keeps the table)
-    swaps = [] if cfg['prefix_train'] or not cfg['used_rows'] else [
-        (m, UsedRows(t, torch.cat([text_ids(c, model.spec) for p in pool for c in p['candidates']]).to(dev)))
-        for m, t in text_tables(model)]
-    params = [p for p in model.parameters() if p.requires_grad] + [r.weight for _, r in swaps]
-    # fused: one pass over the parameters per step instead of a dozen (memory-bound on CPU: ~5x faster on the text
-    # verifier's 13.8M, bench.py --only=train)
-    opt = torch.optim.AdamW(params, lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
+    opt = Optimizer(model, pool, cfg, dev)
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
@@ -468,9 +498,9 @@ def train(train_problems, val_problems, cfg):
     for it in range(cfg['max_iters'] + 1):
         # validate every eval_interval steps and after the last; the residual form before the first too (it starts as
         # its cheap scorer, which can be the model kept). The best so far is kept, in ckpt.pt with what chose it
-        if it % cfg['eval_interval'] == 0 and (it or cfg['residual']) or it == cfg['max_iters']:
-            for mod, r in swaps:
-                mod.tok = r.put_back()
+        validate = (it % cfg['eval_interval'] == 0 and (it > 0 or bool(cfg['residual']))) or it == cfg['max_iters']
+        if validate:
+            opt.full()
             m = {**val_metrics(model, val_problems, cfg, dev), 'iter': it}
             log['val'].append(m)
             if (m[metric] > best) if higher else (m[metric] < best):
@@ -496,22 +526,12 @@ def train(train_problems, val_problems, cfg):
             break
         # one step on the next batch
         cands, labels, pids = get_batch(pool, state, cfg, rng)
-        lr = lr_at(it, cfg)
-        for g in opt.param_groups:
-            g['lr'] = lr
-        for mod, r in swaps:
-            mod.tok = r
-        model.train()
         t1 = time.time()
-        l = loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev), labels.to(dev), pids.to(dev), gen)
+        l = opt.step(lr_at(it, cfg), lambda: loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev),
+                                                     labels.to(dev), pids.to(dev), gen))
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
-            opt.zero_grad(set_to_none=True)
-            l.backward()
-            opt.step()
-            for _, r in swaps:  # what AdamW's step did to the rows it did not hold
-                r.decay *= 1 - lr * cfg['weight_decay']
             log['step_time_s'] += time.time() - t1
             log['train_loss'].append((it, l.item()))
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
