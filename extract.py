@@ -87,9 +87,8 @@ torch_compile = False  # True: torch.compile the decoding step over fixed shapes
                        # step over the whole cache capacity (RESULTS: speed on a GPU); slower on CPU
 shard = 0  # this job's shard: every num_shards-th problem of each split, from the shard-th
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the problems on this machine, each pinned to its own cores: 0 = one per core on CPU
-           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it; on CPU each
-           # counts on 1 / procs of the available RAM
+procs = 0  # processes that split the problems, each pinned to its own cores: 0 = one per core on CPU (bench.py
+           # --only=procs), 1 on CUDA | n. Candidates do not depend on it; on CPU each counts on 1 / procs of the RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict

@@ -332,8 +332,9 @@ def _work(i):
 
 def fork_map(fn, args, procs=0):
     """[fn(*a) for a in args], several at once, each in a forked process (procs; 0 = every one at once, at most 4 a
-    core: the cores stay busy to the end). Each process ignores Ctrl-C: the caller stops them and says so in one line
-    (configurator.cli), no traceback from each."""
+    core: the cores stay busy to the end; 3 training seeds on 2 cores ended together, 1.25x faster than two then one).
+    Each process ignores Ctrl-C: the caller stops them and says so in one line (configurator.cli), no traceback from
+    each."""
     global _WORK
     n = min(len(args), procs or 4 * len(cpu_cores()))
     if n <= 1:

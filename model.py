@@ -311,7 +311,7 @@ def build_verifier(kind, d_gen=None, **kw):
         raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or "
                          f"{', '.join(STEP_INPUTS[1:])})")
     max_steps = spec['max_steps']
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+    if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1):
         raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all "
                          "stored)")
     cls, base, _ = VERIFIERS[kind]

@@ -107,10 +107,8 @@ used_rows = True            # text/hybrid: the token table steps as the rows the
                             # weights, 1.3x a step); False = the whole table in AdamW
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same
-                            # weights as one after another: training runs on one thread anyway): 0 = every run at once
-                            # (up to 4 a core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one
-                            # at a time
+procs = 0                   # runs (seeds, K) trained at once on CPU, each forked on one thread (machine.fork_map:
+                            # the same weights as one after another): 0 = every run, up to 4 a core | 1 = one at a time
 overwrite = False           # a finished run here whose config or data differs (store.run_diff, data_change) is
                             # refused, naming them; True = train it again in place. A finished run with the same config
                             # and data is always kept
@@ -217,11 +215,9 @@ def preflight(train_problems, val_problems, cfg):
     """Every check that can fail before training starts; returns the training problems the loss
     learns from (those with both labels, for a loss that needs them)."""
     check_names(cfg)
-    for key in ('max_steps', 'max_tokens'):
-        v = cfg[key]
-        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
-                             f"--{key}={100 if key == 'max_steps' else 512}")
+    v = cfg['max_tokens']  # max_steps: build_verifier checks it, for every stage that builds one
+    if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        raise ValueError(f"max_tokens={v!r} must be a positive int; fix: --max_tokens=512")
     if not 0 <= cfg['prefix_train'] <= 1:
         raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 "
                          "(0 = off)")
