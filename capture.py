@@ -529,9 +529,9 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     left-padded forward pass over prompt + completion through the model's body (no KV cache), keeping only the
     selected layers' states, then the LM head over the completion tokens, `chunk` // vocabulary tokens at a time with
     their statistics: never [rows, T, V] logits at once (80 GB for 64 AIME traces). The caller chooses how many rows
-    go in one call (extract.py: machine.reencode_bytes). Logits are lm_head(final state), as for every model here.
-    step_kinds: the kinds stored per step, from the same pass (the step's tokens: after the previous boundary through
-    this one, as sampling reads them)."""
+    go in one call (reencode_problems: machine.reencode_bytes). Logits are lm_head(final state), as for every model
+    here. step_kinds: the kinds stored per step, from the same pass (the step's tokens: after the previous boundary
+    through this one, as sampling reads them)."""
     kinds = stored_kinds(step_kinds)
     device = next(model.parameters()).device
     head = model.get_output_embeddings()

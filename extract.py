@@ -33,8 +33,8 @@ from generator import (check_layers, check_positions, check_weight_dtype, load_g
 from machine import check_memory, cpu_cores, launch_procs, resolve_device
 from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, lock,
                    steering)
-from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
-                   check_word_ranges, load_problems, read_candidates_file)
+from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
+                   load_problems, read_candidates_file)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -239,9 +239,8 @@ def run(config, steer=None, command=None):
     table = step_table(tok)
     pool = pool_ids(read_candidates_file(c['candidates_file']), tok, gen_model, c['candidates_file']) \
         if c['mode'] == 'reencode' else None
-    prompt_lens = {s: [len(tok(build_prompt(tok, p, c['system_prompt'] if p['dataset'] not in GENERATED else None,
-                                            c['enable_thinking']), add_special_tokens=False).input_ids)
-                       for p in problems[s]] for s, _, _ in splits}
+    prompt_lens = {s: [len(tok(q, add_special_tokens=False).input_ids) for q in batch_prompts(tok, problems[s], c)]
+                   for s, _, _ in splits}
     if pool is None:
         cli(lambda x: check_positions(getattr(gen_model.config, 'max_position_embeddings', None), x['max_new_tokens'],
                                       max((n for ns in prompt_lens.values() for n in ns), default=0)), c, 'extract.py')

@@ -483,9 +483,9 @@ def _gib(n):
 
 
 def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
-    """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
-    the memory model (machine.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
-    re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
+    """Refuse, before any split starts, a split of extract.py's whose batches will not fit the free memory of
+    cfg['device']: the memory model (decode_bytes while sampling, reencode_bytes for one row of the longest candidate
+    while re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
     batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
     splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may
     plan for (re-encoding sizes its row chunks by it), or None where the free memory is unknown."""

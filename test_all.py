@@ -1440,15 +1440,15 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
     prompt = build_prompt(tok, problems[0], None, False)
     L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, comps))
     room = machine.reencode_bytes(model.config, torch.float32, 2, L, 2)
-    calls, real = [], extract.reencode
+    calls, real = [], capture.reencode
     out = {}
     for name, r in (('chunked', room), ('whole', None)):
         cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / name), 'mode': 'reencode', 'layers': [-1, 1]}
-        extract.reencode = lambda *a, **k: calls.append(len(a[3])) or real(*a, **k)
+        capture.reencode = lambda *a, **k: calls.append(len(a[3])) or real(*a, **k)
         try:
             extract.run_split('train', problems, 5, cfg, model, tok, step_table(tok), pool, None, r)
         finally:
-            extract.reencode = real
+            capture.reencode = real
         out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'),
                                weights_only=True)['candidates']
     assert calls == [2, 2, 1, 5]

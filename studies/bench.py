@@ -174,7 +174,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
     torch.set_num_threads(1)
     if variant.endswith(GLIBC_DEFAULT):  # the baseline of --only=alloc: freed memory goes back to the system
         variant = variant.removesuffix(GLIBC_DEFAULT)
-        machine.keep_freed_memory = lambda: None
+        generator.keep_freed_memory = lambda: None  # what load_generator calls
     dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16',
              'extract float32': 'float32'}.get(variant, 'auto')
     model, tok = generator.load_generator('smollm2', dtype=dtype)
