@@ -1154,7 +1154,7 @@ def test_every_study_command_refuses_an_unknown_flag():
                    *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer')])
     assert got[:3] == [
         (1, "python -m studies.bench: unknown flag '--onyl=dtype'; fix: --only=dtype (its flags: --only=, --device=, "
-            "--profile, --search_ckpt=, --ckpt=, --dirs=)"),
+            "--profile, --search_ckpt=, --ckpt=, --dirs=, --train_dir=)"),
         (1, "python -m studies.bench: '--profile=1' is a switch; fix: --profile"),
         (1, "python -m studies.bench_lab: unknown flag '--prune_thresh=0.5'; fix: --prune_threshold=0.5 (its flags: "
             "--only=, --prune_ckpt=, --prune_rule=, --prune_threshold=)")]
