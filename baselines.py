@@ -1,6 +1,6 @@
 """
 Baselines HSRM is compared against that need a run of their own, read by evaluate.py (the free ones, the
-cheap scorers and DeepConf's confidences, are in scorers.py: they cost nothing and evaluate.py computes them):
+cheap scorers and DeepConf's confidences, are in bestofn.py: they cost nothing and evaluate.py computes them):
 - EORM-style text-only verifiers (GPT-2's tokenizer, 512 positions: small 13.80M, large 53.22M; the paper
   says 2.6M / 53.4M): trained by train.py's `train` (as train.py runs it) with verifier='text' on the same problems,
   split, loss and early stopping as HSRM, reading every split through the same tokenizer and position table;
@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 import train
-from configurator import cli, configure, knobs, split_argv
-from model import from_pretrained, resolve_device
-from store import atomic_write_json, check_writable, load_split
+from configurator import check_writable, cli, configure, knobs, split_argv
+from machine import from_pretrained, resolve_device
+from store import atomic_write_json, load_split
 
 # -----------------------------------------------------------------------------
 # config (options in the comments). The text verifiers take every train.py key from the same config

@@ -17,10 +17,12 @@ from collections import deque
 
 import torch
 
-from generator import (LOGIT_CHUNK, TOPK_PREFILTER, candidate_key, draw, eos_ids, full_nucleus, hidden_selection,
-                       move_rows, nucleus, put_prompts, row_cache, uniforms, vocab_stats)
+from generator import (TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus, hidden_selection,
+                       move_rows, nonfinite, nucleus, prefill, put_prompts, row_cache, token_stats, uniforms,
+                       vocab_stats)
+from machine import LOGIT_CHUNK, fit_rows, reencode_bytes
 from model import STEP_KINDS
-from tasks import GENERATED, build_prompt
+from tasks import batch_prompts
 
 # -----------------------------------------------------------------------------
 # what a step is: change it here. Sampling and re-encoding both decide boundaries with step_ends (on
@@ -45,6 +47,12 @@ def step_ends(prev, cur, table):
     cur is the first newline token of a run (a run of newlines is one boundary). The state kept for the
     step is prev's: the one whose next-token prediction emitted the delimiter."""
     return table[cur] & ~table[prev]
+
+
+def _fit(table, V):
+    # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
+    return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
+
 
 # -----------------------------------------------------------------------------
 # which boundaries are kept (the same for every rule)
@@ -72,29 +80,6 @@ def think_end_index(tok, ids):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if has(mid) else (mid + 1, hi)
     return lo
-
-# -----------------------------------------------------------------------------
-# per-token statistics (shared by sampling and re-encoding)
-
-
-def token_stats(logits, tokens, conf_topk=20):
-    """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
-    log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
-    most likely tokens. All float32 [...]. The sampler computes the same from the same vocab_stats."""
-    logits = logits.float()
-    vals, _, logz, ent, _, _ = vocab_stats(logits, conf_topk)
-    return logits.gather(-1, tokens[..., None]).squeeze(-1) - logz, ent, logz - vals[..., :conf_topk].mean(-1)
-
-
-def _nonfinite(dtype, where):
-    return ValueError(f"non-finite logits or hidden states while {where} with {str(dtype)[6:]} weights: the model "
-                      f"overflows this dtype (float16's range ends at 65,504; Qwen3 was trained in bfloat16), and the "
-                      f"samples would be garbage; fix: --dtype=bfloat16")
-
-
-def _fit(table, V):
-    # the model's vocabulary may be padded past the tokenizer's: those ids are no delimiters
-    return torch.cat([table, table.new_zeros((max(0, V - len(table)),) + table.shape[1:])])
 
 # -----------------------------------------------------------------------------
 # sampling with capture
@@ -134,8 +119,9 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     at once in device buffers (states in a ring of the last max_steps per row; max_steps=None: every state, the ring
     doubling when a row fills it), one host sync per step. Every candidate records `decoded`: the tokens its row ran
     through the decoding forward (its prompt's last token and its own tokens; a search copy's since it was made), so
-    the decoding forwards add up to the candidates' decoded (generated_tokens). torch_compile: the decoding forward is
-    compiled over fixed shapes (CUDA graphs on GPU): every row runs every step, an ended row idle until refilled.
+    the decoding forwards add up to the candidates' decoded (store.generated_tokens). torch_compile: the decoding
+    forward is compiled over fixed shapes (CUDA graphs on GPU): every row runs every step, an ended row idle until
+    refilled.
 
     steer: a steering policy (studies/policy.py's Steering; the rules live there). A steered prompt's rows start
     together (its n_samples rows wait for as many free rows) and it gets its own steerer, steer.start(layers, D, 1,
@@ -172,7 +158,7 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     s = _rows(model, B, max(map(len, ids)) + T, T, max_steps, D, kinds, bool(steer and steer.features),
               whole=torch_compile or fast and next(model.parameters()).dtype != torch.float32, static=torch_compile)
     s.seed, s.keys = seed, keys
-    step = _decode_step(model, s.cache, layers, torch_compile, fast)
+    step = decode_step(model, s.cache, layers, torch_compile, fast)
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
                # 'steer': its steerer}
     queue = deque(range(len(prompts)))
@@ -262,7 +248,7 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static):
 def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
     """Free rows take waiting candidates (queue: prompt indices, in order): a prompt's candidates one by one, a steered
     prompt's n at once (with its steerer; where = (layers, D, kinds, device)). Prompts not yet in s.kv are prefilled
-    together (all but their last token: _prefill), their keys and values copied into each of their rows, and the last
+    together (all but their last token: prefill), their keys and values copied into each of their rows, and the last
     token is what a row feeds first. Then the rows in use are made contiguous, [0, m): the last ones move into the
     slots left free (the compiled step's rows never move)."""
     slots = (~s.live[:s.m]).nonzero().squeeze(1).tolist() + list(range(s.m, len(s.live)))
@@ -284,7 +270,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
         dev = s.live.device
         need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
         if need:
-            pre = _prefill(model, [ids[i][:-1] for i in need])
+            pre = prefill(model, [ids[i][:-1] for i in need])
             s.kv.update({i: (pre, x) for x, i in enumerate(need)})
         rows, prompts, rids = zip(*new)
         for r, p in zip(rows, prompts):
@@ -312,46 +298,6 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
         s.move(s.live[m:s.m].nonzero().squeeze(1) + m, holes)
         s.live[m:s.m] = False
     s.m = s.b = m
-
-
-def _prefill(model, seqs):
-    """One forward over token sequences (left-padded) through the model's body: their keys and values, a
-    DynamicCache whose row i holds seqs[i] right-aligned."""
-    from transformers import DynamicCache
-    device = next(model.parameters()).device
-    L = max(map(len, seqs))
-    x = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
-    mask = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
-    for i, q in enumerate(seqs):
-        if q:
-            x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
-    cache = DynamicCache()
-    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                     past_key_values=cache, use_cache=True)
-    return cache
-
-
-def _decode_step(model, cache, layers, static, fast=False):
-    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
-    static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query on CPU),
-    the model's attention restored after each call (the prefills between them run SDPA)."""
-    sel = hidden_selection(model, layers)
-
-    def forward(ids, mask, pos):
-        o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
-                  use_cache=True, output_hidden_states=sel)
-        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
-
-    def fast_forward(ids, mask, pos):
-        attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
-        try:
-            return forward(ids, mask, pos)
-        finally:
-            model.config._attn_implementation = attn
-    if not static:
-        return fast_forward if fast else forward
-    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
-                         else 'default')
 
 
 def _feed(s, step):
@@ -412,7 +358,7 @@ def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
              (count + keep).max() if count_kept else zero, bad.any(), s.w[:m].max()]
     any_done, any_short, any_keep, n_kept, any_bad, s.wmax = torch.stack([f.long() for f in flags]).tolist()
     if any_bad:
-        raise _nonfinite(s.dtype, f'decoding token {int(ln.max())}')
+        raise nonfinite(s.dtype, f'decoding token {int(ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
         r = (short & samp).nonzero().squeeze(1)
         s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r] / temperature, dim=-1), top_p), u[r])
@@ -543,13 +489,6 @@ def _results(tok, job, max_steps, D, kinds=('boundary',)):
     return out
 
 
-def generated_tokens(cands):
-    """Tokens one problem's sampling ran through the generator's decoding forward: each candidate's decoded (its
-    prompt's last token and its own; a search copy's since it was made), or, in files made before it was recorded,
-    its tokens."""
-    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
-
-
 # -----------------------------------------------------------------------------
 # the candidate dicts
 
@@ -590,9 +529,9 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     left-padded forward pass over prompt + completion through the model's body (no KV cache), keeping only the
     selected layers' states, then the LM head over the completion tokens, `chunk` // vocabulary tokens at a time with
     their statistics: never [rows, T, V] logits at once (80 GB for 64 AIME traces). The caller chooses how many rows
-    go in one call (extract.py: memory.reencode_bytes). Logits are lm_head(final state), as for every model here.
-    step_kinds: the kinds stored per step, from the same pass (the step's tokens: after the previous boundary through
-    this one, as sampling reads them)."""
+    go in one call (reencode_problems: machine.reencode_bytes). Logits are lm_head(final state), as for every model
+    here. step_kinds: the kinds stored per step, from the same pass (the step's tokens: after the previous boundary
+    through this one, as sampling reads them)."""
     kinds = stored_kinds(step_kinds)
     device = next(model.parameters()).device
     head = model.get_output_embeddings()
@@ -624,7 +563,7 @@ def reencode(model, tok, prompts, completions, layers=(-1,), finishes=None, tabl
     at = torch.tensor([L - len(c) + p for c, sp in zip(completions, spos) for p in sp], dtype=torch.long, device=device)
     states = torch.cat([out.hidden_states[l][at_row, at] for l in layers], dim=-1).cpu()
     if not (torch.isfinite(states).all() and (stats is None or torch.isfinite(stats).all())):
-        raise _nonfinite(next(model.parameters()).dtype, 're-encoding')
+        raise nonfinite(next(model.parameters()).dtype, 're-encoding')
     D = len(layers) * model.config.hidden_size
     cands, t0, s0 = [], 0, 0
     for i, c in enumerate(completions):
@@ -653,16 +592,47 @@ def _step_reads(hidden_states, layers, i, start, lp, spos, kinds):
         out.append(torch.stack([H[a + 1 + int(lp[a + 1:b + 1].argmin())] for a, b in zip(bounds, bounds[1:])]))
     return out
 
+
+def pool_ids(pool, tok, model, path):
+    """Each candidate row's completion ids, as row['ids']: its token_ids, else its text tokenized; trailing EOS ids
+    dropped. An id outside the model's vocabulary (another tokenizer's) is refused."""
+    eos, V = set(eos_ids(model, tok)), model.get_output_embeddings().weight.shape[0]
+    for rows in pool.values():
+        for r in rows:
+            ids = list(r['token_ids']) if r.get('token_ids') is not None \
+                else tok(r['text'], add_special_tokens=False).input_ids
+            while ids and ids[-1] in eos:
+                ids.pop()
+            if any(t >= V for t in ids):
+                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the "
+                                 f"model's vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or "
+                                 "leave them out")
+            r['ids'] = ids
+    return pool
+
+
+def reencode_problems(problems, n, cfg, model, tok, table, pool, room):
+    """Yield (problem, prompt, candidates) of each problem's pool rows re-encoded (capture.reencode) in row chunks that
+    `room` bytes hold (at most batch_size)."""
+    for p, prompt in zip(problems, batch_prompts(tok, problems, cfg)):
+        rows = pool.get(p['index'], pool.get(p['id'], []))
+        if not rows:
+            raise SystemExit(f"candidates_file has no rows for problem index {p['index']} / id {p['id']!r}; "
+                             f"fix: restrict the range or add its candidates")
+        ids = [r['ids'] for r in rows]
+        L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, ids))
+        k = cfg['batch_size'] if room is None else max(1, fit_rows(
+            lambda r: reencode_bytes(model.config, next(model.parameters()).dtype, r, L, len(cfg['layers'])),
+            room, cfg['batch_size']))
+        cands = []
+        for j in range(0, len(rows), k):
+            cands += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
+                              [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
+                              cfg['conf_topk'], step_kinds=cfg['step_kinds'])
+        yield p, prompt, cands
+
 # -----------------------------------------------------------------------------
 # a run's problems, sampled as extraction samples them (extract.py's splits, sample.py's questions)
-
-
-def batch_prompts(tok, batch, cfg):
-    """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
-    cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
-    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
-                         cfg['enable_thinking'])
-            for p in batch]
 
 
 def sample_problems(model, tok, problems, n, cfg, table=None, steer=None):

@@ -32,6 +32,7 @@ import functools
 import os
 import shlex
 import sys
+import tempfile
 import traceback
 import types
 import typing
@@ -273,6 +274,26 @@ def check_distinct(cfg, keys):
             twice = sorted({x for x in v if v.count(x) > 1})
             raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "
                              f"folder, trained once; fix: --{k}={shlex.quote(repr(list(dict.fromkeys(v))))}")
+
+
+def check_writable(key, *paths):
+    """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
+    made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
+    A stage calls it before its work, so a read-only place is named at the start, not after an hour. key: the knob (or
+    environment variable) that names the place."""
+    for path in paths:
+        p = os.path.abspath(path)
+        while not os.path.exists(p):
+            p = os.path.dirname(p)
+        fix = "HSRM_CACHE=<a folder you can write> before the command" if key == 'HSRM_CACHE' else \
+            f"--{key}=<a folder you can write>"
+        if not os.path.isdir(p):
+            raise SystemExit(f"{key}: {path} cannot be made, {p} is a file, not a folder; fix: {fix}")
+        try:
+            tempfile.TemporaryFile(dir=p).close()
+        except OSError as e:
+            raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
+                from None
 
 
 def command(stage):

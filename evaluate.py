@@ -10,11 +10,11 @@ unfinished run, or a seed the config does not name, is left out with a note. A c
 groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
 (tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the free scorers (scorers.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
+adds the free scorers (bestofn.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
 Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
 "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
-of {train_dir} (train.split_problems, same val_frac / val_seed as training).
+of {train_dir} (store.split_problems, same val_frac / val_seed as training).
 
 The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the free rows and the
 reference chosen on validation, rows with their paired intervals, formatting) is tables.py's, which the studies and
@@ -33,16 +33,14 @@ import torch
 import baselines
 import train
 
-from bestofn import build_pool, choose_temp, oracle_sub, per_problem_run, scored_metrics
-from configurator import apply_config, check_positive, cli, configure, knobs, read_config_file
-from model import count_params, input_lengths, reads, resolve_device, verifier_flops
+from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
+from configurator import apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file
+from model import count_params, input_lengths, reads, verifier_flops
+from machine import head_dim, n_params, resolve_device
 from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
 from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from generator import EMBEDDED, cache_dir, head_dim, matmul_shapes, smollm2_config
-from memory import PAPER_SHAPES, n_params, paper_config
-from scorers import has_confidences
-from store import (atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files, run_name,
-                   train_dirs_now)
+from generator import generator_config, generator_name, matmul_shapes
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, run_name, train_dirs_now
 from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
                     fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
                     run_group, val_splitter, yerr)
@@ -154,15 +152,6 @@ def _band(ax, x, y, ci, color, ls, label, marker=None, mfc=None, band=True):
     ax.plot(x, [100 * v for v in y], color=color, ls=ls, marker=marker, ms=4, lw=1.6, label=label, mfc=mfc)
     if band and all(c is not None for c in ci):
         ax.fill_between(x, [100 * c[0] for c in ci], [100 * c[1] for c in ci], color=color, alpha=0.12, lw=0)
-
-
-def generator_name(name):
-    """The generator as a reader knows it: the embedded model's name and quantization, a hub id's or folder's last
-    part."""
-    if name in EMBEDDED:  # its GGUF file: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-135M-Instruct (Q4_1)'
-        model, quant = EMBEDDED[name]['file'].removesuffix('.gguf').rsplit('.', 1)
-        return f'{model} ({quant})'
-    return name.rstrip('/').split('/')[-1]
 
 
 def plot_title(res, what):
@@ -329,23 +318,6 @@ def make_plots(res, prefix):
 
 # -----------------------------------------------------------------------------
 # rows of the table: the PRM and the learned verifiers (the free side is tables.free_rows)
-
-
-def generator_config(name):
-    """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
-    conversion cache (generator.local_model's, made by its extraction), a paper generator's (memory.PAPER_SHAPES), or a
-    folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
-    made-up model name)."""
-    if name == 'smollm2':
-        return smollm2_config()
-    if name in PAPER_SHAPES:
-        return paper_config(name)
-    from transformers import AutoConfig
-    try:
-        return AutoConfig.from_pretrained(os.path.join(cache_dir(), EMBEDDED[name]['file'][:-5]) if name in EMBEDDED
-                                          else name, local_files_only=True)
-    except (OSError, ValueError):
-        return None
 
 
 def generator_cost(problems, name):

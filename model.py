@@ -1,9 +1,8 @@
 """
 The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their input from the on-disk candidates
-(batching, the step features, the residual's free score), scoring and prefix scores; and what every stage runs
-with (resolve_device, from_pretrained, one_thread). The on-disk format and checkpoints are store.py's; the losses
-train.py's; the free scorers scorers.py's; the per-problem metrics bestofn.py's; the steering policy that acts on
-prefix scores studies/policy.py's.
+(batching, the step features, the residual's free score), scoring and prefix scores. The on-disk format and
+checkpoints are store.py's; the losses train.py's; the free scorers and the per-problem metrics bestofn.py's; the
+steering policy that acts on prefix scores studies/policy.py's.
 """
 import functools
 import hashlib
@@ -15,56 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from scorers import cheap_score, combo_score
-
-# -----------------------------------------------------------------------------
-# what every stage runs with besides its config: the device a knob names, a Hugging Face model a knob names, and
-# one CPU thread where results must not depend on the thread count
-
-
-def resolve_device(device, env=None, cuda=None):
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; an explicit 'cuda' without one is an error. Under torchrun
-    (LOCAL_RANK in the environment) 'cuda' is this rank's own GPU, cuda:LOCAL_RANK, not every rank's cuda:0.
-    env, cuda: the environment and whether CUDA is available (default: this process's)."""
-    env, cuda = os.environ if env is None else env, torch.cuda.is_available() if cuda is None else cuda
-    if device == 'auto':
-        device = 'cuda' if cuda else 'cpu'
-    if device.startswith('cuda') and not cuda:
-        raise SystemExit(f"device={device!r} but CUDA is not available; fix: --device=cpu (or 'auto')")
-    return f"cuda:{int(env['LOCAL_RANK'])}" if device == 'cuda' and 'LOCAL_RANK' in env else device
-
-
-def from_pretrained(cls, key, name, **kw):
-    """cls.from_pretrained(name, **kw) (a transformers Auto class) for the knob `key`. A model that cannot be
-    loaded (a mistyped id or folder, a hub id with no network and not in the cache, a folder without
-    the model's files) is one line naming it and the fix, not transformers' traceback."""
-    try:
-        return cls.from_pretrained(name, **kw)
-    except (OSError, ValueError) as e:
-        if isinstance(e, ValueError) and not os.path.isdir(name):  # a ValueError elsewhere is no loading problem
-            raise
-        where = (f'the folder {name} does not hold a loadable model' if os.path.isdir(name) else
-                 f'no folder {name} here, and neither the Hugging Face cache nor the hub (network) gave it')
-        raise SystemExit(f"{key}={name!r} cannot be loaded: {where} ({str(e).splitlines()[0][:150]}); fix: a local "
-                         "folder with its config.json, weights and tokenizer, or a hub id (spelled right) already in "
-                         "the Hugging Face cache (HF_HOME) with HF_HUB_OFFLINE=1 set, so that no network is "
-                         "tried") from None
-
-
-def one_thread(fn):
-    """fn on one CPU thread (torch's count restored after). With several, matmuls and reductions split by the thread
-    count and round differently, and training keeps another step (1 vs 2 threads on one extraction: step 125 vs 50);
-    on one, the same config and extraction give the same checkpoint and scores on any core count."""
-    @functools.wraps(fn)
-    def on_one(*args, **kwargs):
-        n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(n)
-    return on_one
-
+from bestofn import cheap_score, combo_score
+from machine import from_pretrained, one_thread
 
 # -----------------------------------------------------------------------------
 # verifiers. Every forward takes one padded batch dict (make_batch) and returns scores [B]:
@@ -339,9 +290,9 @@ def check_kinds(c, kinds, where):
 # HF tokenizer name / dir, its whole vocabulary: vocab_size = its size + 2), or vocab_size alone (a model to count);
 # max_tokens: the text position table; step_features: each step state gets its step's confidence features
 # (step_feature_matrix, standardized by feat_norm = (mean [3], std [3]) of the training candidates); residual: a free
-# scorer's name (scorers.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
+# scorer's name (bestofn.residual_scorers) whose score, standardized by res_norm = (mean, std), the output is added to
 # (the output layer starting at 0; states / hsrm, deepset only), or 'combo': every free scorer combined
-# (scorers.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
+# (bestofn.combo_score, res_norm = {'names', 'mean', 'std', 'weight'}).
 SPEC = {'kind': None, 'd_gen': None, 'layers': [-1], 'input_steps': 'all', 'max_steps': None, 'step_read': 'boundary',
         'vocab': None, 'vocab_size': None, 'tokenizer': None, 'max_tokens': 512, 'step_features': False,
         'feat_norm': None, 'residual': None, 'res_norm': None}
@@ -360,7 +311,7 @@ def build_verifier(kind, d_gen=None, **kw):
         raise ValueError(f"input_steps={spec['input_steps']!r}; fix: --input_steps=all (or "
                          f"{', '.join(STEP_INPUTS[1:])})")
     max_steps = spec['max_steps']
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+    if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1):
         raise ValueError(f"max_steps={max_steps!r}; fix: --max_steps=100 (the last 100 step states) or None (all "
                          "stored)")
     cls, base, _ = VERIFIERS[kind]

@@ -44,17 +44,16 @@ import evaluate
 import extract
 import tables
 import train
-from bestofn import answer_groups, choose_temp, top_mask
-from capture import SAMPLER, STEP_RULE, batch_prompts, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_between, check_positive, cli, configure, knobs, split_argv
+from bestofn import choose, choose_temp
+from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
+from configurator import apply_config, check_between, check_positive, check_writable, cli, configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
-from grading import answers_equal, extract_answer, grade
-from model import read_kinds, reads, resolve_device, score_problems
-from scorers import CHEAP_SCORERS, DEEPCONF_SCORERS
-from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_writable,
-                   load_checkpoint, load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
-from tasks import (GENERATED, check_unseen, load_problems, new_problem, seen_groups, synth_boundary, synth_problem,
-                   synth_space, task_pattern, word_boundary, word_problem, word_space)
+from machine import resolve_device
+from model import read_kinds, reads, score_problems
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_fresh, load_checkpoint,
+                   load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
+from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_problem, seen_groups, synth_boundary,
+                   synth_problem, synth_space, task_pattern, word_boundary, word_problem, word_space)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -191,57 +190,6 @@ def check_match(verifier, s, gen=None, key='ckpt'):
 # best-of-N: sample, score, pick
 
 
-def free_scores(c, window, tail):
-    """The free scorers' scores of one candidate (scorers.py; DeepConf's with window and tail tokens)."""
-    out = {k: f(c) for k, f in CHEAP_SCORERS.items()}
-    if 'confidences' in c:
-        out |= {k: f(c, window, tail) for k, f in DEEPCONF_SCORERS.items()}
-    return out
-
-
-def choose(problem, cands, scores, vote_temp=None, windows=(2048, 2048)):
-    """The pick of one question's candidates by their verifier scores: the top score (bestofn.top_mask; of tied top
-    scores the first candidate: evaluate.py's best-of-N counts a tie as the mean of the tied, so the pick is one of
-    those it averages), never a candidate stopped by pruning or search (bestofn.best_of_n_sub's rule). Answers are
-    grouped by grading.answers_equal; the runner-ups are the other answers, by their best score. vote_temp: the
-    weighted vote (bestofn.vote_sub's: softmax(score / T) summed per answer, weights taken relative to the best
-    answered candidate so that no low T rounds them all to a tie; tied answers go to the one whose best candidate
-    scores higher). A gold answer (problem['gold'] not None) grades every candidate (grading.grade). windows:
-    DeepConf's (window, tail) of the free scores."""
-    s = np.asarray(scores, dtype=np.float64)
-    live = np.array([c['finish'] != 'pruned' for c in cands])
-    top = top_mask(np.where(live, s, -np.inf)) & live
-    j = int(np.flatnonzero(top)[0])
-    answers = [extract_answer(c['text'])[0] if c['finish'] != 'pruned' else None for c in cands]
-    groups = answer_groups(answers, answers_equal)
-    best = {g: max(np.flatnonzero(groups == g), key=lambda i: (s[i], -i)) for g in sorted(set(groups.tolist()) - {-1})}
-    pick = {'id': problem['id'], 'index': problem['index'], 'question': problem['question'], 'answer': answers[j],
-            'score': float(s[j]), 'candidate': j, 'tied': int(top.sum()),
-            'agree': int((groups == groups[j]).sum()) if groups[j] >= 0 else 0,
-            'runner_up': [{'answer': answers[i], 'score': float(s[i]), 'count': int((groups == g).sum())}
-                          for g, i in sorted(best.items(), key=lambda gi: -s[gi[1]]) if g != groups[j]]}
-    if vote_temp is not None:
-        pick['vote'] = None
-        if best:
-            w = np.exp((s - s[groups >= 0].max()) / vote_temp)
-            gs = list(best)
-            gw = np.array([w[groups == g].sum() for g in gs])
-            win = max((g for g, t in zip(gs, top_mask(gw)) if t), key=lambda g: (s[best[g]], -best[g]))
-            pick['vote'] = {'answer': answers[best[win]], 'candidate': int(best[win]), 'temp': vote_temp,
-                            'weight': float(gw[gs.index(win)] / gw.sum())}
-    pick['candidates'] = [{**c, 'answer': a, 'score': float(x), 'free': free_scores(c, *windows)}
-                          for c, a, x in zip(cands, answers, s)]
-    if problem.get('gold') is not None:
-        pick['gold'] = problem['gold']
-        for c in pick['candidates']:
-            c['correct'] = grade(c['text'], problem['gold'], problem['dataset'], finish=c['finish'],
-                                 meta=problem['meta'])['correct']
-        pick['correct'] = pick['candidates'][j]['correct']
-        if pick.get('vote'):
-            pick['vote']['correct'] = pick['candidates'][pick['vote']['candidate']]['correct']
-    return pick
-
-
 def as_problem(q, i, s):
     """A question as a problem dict (tasks.py's): a load_problems problem as it is, a string or {question, id?, gold?,
     index?} asked in the prompt style of settings s (index: its position i unless given)."""
@@ -271,8 +219,8 @@ def iter_best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_tem
     batch_size rows, each candidate's draws from seed, its question's index and its sample number alone.
     vote_temp: also the weighted vote at that temperature. steer: a steering policy for the sampling (online pruning
     or search: studies/policy.py's Steering; its verifier is checked as the one that picks).
-    -> a pick per question (choose()), with its candidates and the seconds spent generating since the previous pick
-    and verifying it ('seconds': {'generate', 'verify'})."""
+    -> a pick per question (bestofn.choose), with its candidates and the seconds spent generating since the previous
+    pick and verifying it ('seconds': {'generate', 'verify'})."""
     s = resolve(settings or {}, getattr(verifier, 'trained_on', []))
     check_match(verifier, s, model)
     readers = [verifier] + ([steer.verifier] if steer is not None else [])
@@ -583,7 +531,7 @@ def run(cfg, steer=None):
     readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
                               if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
     for p, c in readers:
-        train.check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
+        check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
               f"was trained on are unchecked; settings not given are extract.py's defaults")

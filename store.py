@@ -9,16 +9,20 @@ token ids, per-token log-probs / entropies / confidences, step positions, float1
 and, if extract.py's step_kinds asks, `states_mean` / `states_least` of the same shape, `think_end`, `finish`.
 load_split(dir) loads a split with its labels ({split}/labels.json, label.py's).
 """
+import functools
 import glob
+import hashlib
 import json
 import os
 import pickle
-import tempfile
 import zipfile
+from collections import Counter
 
+import numpy as np
 import torch
 
 from model import SPEC, build_verifier, count_params, reads
+from tasks import group_key
 
 # -----------------------------------------------------------------------------
 # files: atomic writes and the extraction format
@@ -46,26 +50,6 @@ def atomic_write_json_lines(rows, path):
     with open(tmp, 'w') as f:
         f.write(''.join(json.dumps(r) + '\n' for r in rows))
     os.replace(tmp, path)
-
-
-def check_writable(key, *paths):
-    """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
-    made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
-    A stage calls it before its work, so a read-only place is named at the start, not after an hour. key: the knob (or
-    environment variable) that names the place."""
-    for path in paths:
-        p = os.path.abspath(path)
-        while not os.path.exists(p):
-            p = os.path.dirname(p)
-        fix = "HSRM_CACHE=<a folder you can write> before the command" if key == 'HSRM_CACHE' else \
-            f"--{key}=<a folder you can write>"
-        if not os.path.isdir(p):
-            raise SystemExit(f"{key}: {path} cannot be made, {p} is a file, not a folder; fix: {fix}")
-        try:
-            tempfile.TemporaryFile(dir=p).close()
-        except OSError as e:
-            raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
-                from None
 
 
 _LOCKS = {}  # {path: open file} of the locks this process holds (lock), until it exits
@@ -237,6 +221,105 @@ def load_split(split_dir, labels=True, files=None):
     return problems
 
 
+def done_problems(problems, path):
+    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
+    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
+    problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
+    seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
+    never read."""
+    done, damaged = set(), 0
+    for p in problems:
+        if not os.path.exists(path(p)):
+            continue
+        try:
+            check_crc(path(p))  # garbage inside a tensor's bytes loads silently: its CRC tells
+            old = torch.load(path(p), weights_only=True, mmap=True)
+            check_problem(old)
+        except DAMAGED:
+            damaged += 1
+            continue
+        if (old['question'], old['gold']) != (p['question'], p['gold']):
+            raise SystemExit(f"{path(p)} holds {old['dataset']} problem {old['id']!r} ({old['question'][:60]!r}, gold "
+                             f"{old['gold']!r}), this run's index {p['index']} is {p['dataset']} problem {p['id']!r} "
+                             f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
+                             "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
+                             "it was extracted from")
+        done.add(path(p))
+    return done, damaged
+
+
+def extracted(per_split, out_dir):
+    """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
+    (done_problems: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
+    file being extracted again counts once it is written, not while it is worked on."""
+    path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    paths = [path(s, p) for s, ps in per_split.items() for p in ps]
+    stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
+    before = {f: stamp(f) for f in paths}
+    whole = {f for s, ps in per_split.items() for f in done_problems(ps, lambda p, s=s: path(s, p))[0]}
+    return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
+
+
+def generated_tokens(cands):
+    """Tokens one problem's sampling ran through the generator's decoding forward: each candidate's decoded (its
+    prompt's last token and its own; a search copy's since it was made), or, in files made before it was recorded,
+    its tokens."""
+    return sum(c['decoded'] if 'decoded' in c else len(c['token_ids']) for c in cands)
+
+
+# -----------------------------------------------------------------------------
+# the grouped split: a split dir's problems cut into training and validation by group (train.py's; evaluate.py and the
+# studies cut validation as it did)
+
+
+@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
+def file_meta(path):
+    """(tasks.group_key, key) of one problem file (memory-mapped: its states are never read)."""
+    p = load_problem(path, mmap=True)
+    return group_key(p), p['key']
+
+
+def file_group(path):
+    return file_meta(path)[0]
+
+
+VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
+                                        # another run
+
+
+def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
+    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
+    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
+    lands on one side, so validation choices are made on questions training never saw, not even reordered.
+    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
+    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
+    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
+    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
+    n = len(problems)
+    if k is not None:
+        if not 0 < k <= n:
+            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
+                             f"<1..{n}> (K counts training and validation problems)")
+        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
+        problems, n = [problems[i] for i in keep], k
+    n_val = int(round(val_frac * n))
+    if n_val < 1 or n - n_val < 1:
+        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
+                         f"fix: extract more problems or change --val_frac")
+    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
+    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
+    val, count = set(), 0
+    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
+        if count >= n_val:
+            break
+        val.add(uniq[g])
+        count += size[uniq[g]]
+    if len(val) == len(uniq):
+        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no "
+                         f"training group; fix: extract more problems or lower --val_frac")
+    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
+
+
 # -----------------------------------------------------------------------------
 # checkpoints
 
@@ -387,6 +470,47 @@ def data_change(old, new, log=None, names=None):
             return (f"{where}: trained on states of {o.get('weights_dtype')} weights, it now holds "
                     f"{n.get('weights_dtype')}")
     return ''
+
+
+def _sha(x):
+    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
+
+
+def split_record(d, run_dir, keys, labels):
+    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (store.data_change compares
+    two): where d lies relative to the run dir (store.train_dirs_now: a run moved with its data finds it), the
+    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
+    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
+    read) and the weights_dtype its states were extracted in."""
+    cfgp = os.path.join(d, 'config.json')
+    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
+    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
+            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
+
+
+def check_fresh(ck, path):
+    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
+    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
+    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
+    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
+    tc = ck.get('train_config') or {}
+    dirs = train_dirs_now(tc, path)
+    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
+        return
+    now = []
+    for d in dirs:
+        labels = load_labels(d)
+        a, b = split_problems(problem_files(d), **{k: tc[k] for k in ('val_frac', 'val_seed') if k in tc},
+                              k=tc.get('max_train_problems'))
+        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
+        now.append(split_record(d, os.path.dirname(path), keys,
+                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
+    logp = os.path.join(os.path.dirname(path), 'log.json')
+    log = json.load(open(logp)) if os.path.exists(logp) else None
+    change = data_change(tc.get('data'), now, log, dirs)
+    if change:
+        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
+                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
 
 
 def run_state(run_dir):

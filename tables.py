@@ -16,15 +16,13 @@ import zipfile
 import numpy as np
 import torch
 
-from bestofn import (boot_draws, boot_means, build_pool, choose_temp, ci, filtered_vote_sub, per_problem_run,
+from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, boot_draws, boot_means, build_pool, cheap_scores, choose_temp, ci,
+                     combo_fit, combo_score, deepconf_scores, filtered_vote_sub, has_confidences, per_problem_run,
                      scored_metrics, vote_sub)
 from model import VERIFIERS, score_prefixes, score_problems
-from scorers import (CHEAP_SCORERS, DEEPCONF_SCORERS, cheap_scores, combo_fit, combo_score, deepconf_scores,
-                     has_confidences)
-from store import (atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, run_state,
-                   trained_on)
+from store import (atomic_write_json, check_dtype, check_fresh, load_split, problem_files, read_checkpoint, run_state,
+                   split_problems, trained_on)
 from tasks import check_unseen, group_key, problem_kinds
-from train import check_fresh, split_problems
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -144,7 +142,7 @@ def check_checkpoint(problems, split_dir, path, fix=''):
     """What every stage checks before a checkpoint scores a split's problems, one line naming the fix where it fails:
     it never trained or validated on their groups (tasks.check_unseen; fix: a way out the stage adds), the split holds
     states of the weights dtype it was trained on (store.check_dtype), and its training data is still what its split
-    dirs hold (train.check_fresh: a grown or relabelled split leaves a stale verifier)."""
+    dirs hold (store.check_fresh: a grown or relabelled split leaves a stale verifier)."""
     ck = read_checkpoint(path)  # whole: a damaged one is named before any work
     check_unseen(problems, ck.get('groups'), path, fix)
     cfgp = os.path.join(split_dir, 'config.json')
@@ -324,8 +322,8 @@ FREE_TIES = 'mean'  # the tie rule of the validation choices: tied selectors cou
 
 
 def free_scores(problems, cfg, combo=None):
-    """{name: per-problem score arrays} of every free scorer: scorers.py's cheap scorers, DeepConf's four
-    confidences (when the candidates store them), and the fitted free-scorer combo (norm from scorers.combo_fit)."""
+    """{name: per-problem score arrays} of every free scorer: bestofn.py's cheap scorers, DeepConf's four
+    confidences (when the candidates store them), and the fitted free-scorer combo (norm from bestofn.combo_fit)."""
     out = {k: cheap_scores(problems, k) for k in CHEAP_SCORERS}
     if has_confidences(problems):
         out |= {k: deepconf_scores(problems, k, cfg['deepconf_window'], cfg['deepconf_tail']) for k in DEEPCONF_SCORERS}
@@ -410,7 +408,7 @@ def _mean_run(runs, n):
 
 
 def fit_combo(train_dir, val_frac, val_seed, k=None):
-    """scorers.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
+    """bestofn.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
     out), or None when none of them has both a correct and a wrong candidate."""
     tr = load_split(train_dir, files=split_problems(problem_files(train_dir), val_frac, val_seed, k)[0])
     mixed = any(len({bool(c['correct']) for c in p['candidates']}) == 2 for p in tr)
@@ -424,7 +422,7 @@ def free_rows(problems, pool, ns, n, val, cfg, combo=None):
     included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing); ties count
     as their mean (FREE_TIES). 'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split
     itself (optimistic: no user can choose them in advance). val: (problems, pool, n) of the validation split, or
-    None (no weighted votes, no validation reference). combo: scorers.combo_fit's weights from training problems
+    None (no weighted votes, no validation reference). combo: bestofn.combo_fit's weights from training problems
     (None: no combo). choice: what was chosen, the tied names and every selector's validation accuracy and AUROC."""
     single = np.array([q['labels'].mean() for q in pool])
     rows = [make_row('Single-pass (expected accuracy of one sample)', 'single',

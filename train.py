@@ -14,29 +14,23 @@ other data (grown, relabelled: the run records its problem ids and labels' hash)
 naming the keys or the change (--overwrite=True trains it again in place). A run moved with its data is the same run.
 """
 import copy
-import functools
-import hashlib
-import json
 import math
-import multiprocessing
 import os
-import signal
 import time
-from collections import Counter
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from bestofn import pool_metrics
-from configurator import check_between, check_distinct, check_positive, cli, configure, knobs
-from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states,
-                   count_params, cut_prefix, one_thread, problem_columns, read_kinds, reads, resolve_device,
-                   score_problems, score_sorted, step_feature_matrix, text_ids)
-from scorers import cheap_score, combo_fit, residual_scorers
-from store import (atomic_write_json, check_writable, data_change, finished, load_labels, load_problem, load_split,
-                   problem_files, run_name, save_checkpoint, train_dirs_now)
+from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
+from configurator import check_between, check_distinct, check_positive, check_writable, cli, configure, knobs
+from machine import fork_map, one_thread, resolve_device
+from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
+                   cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
+                   text_ids)
+from store import (VAL_CUT, atomic_write_json, finished, load_split, run_name, save_checkpoint, split_problems,
+                   split_record)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -96,8 +90,8 @@ step_features = False       # True: each step state also gets its step's mean lo
                             # (model.step_feature_matrix, standardized on the training candidates): hsrm / deepset
 residual: str = None        # None | 'auto' (the free scorer with the best validation within-AUROC) | 'combo' (every
                             # free scorer, standardized, weighted by a ranking fit on the training problems:
-                            # scorers.combo_fit; a base that does not bet on one scorer) | a name of
-                            # scorers.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
+                            # bestofn.combo_fit; a base that does not bet on one scorer) | a name of
+                            # bestofn.residual_scorers (the cheap scorers, 'deepconf_mean'): score = that scorer
                             # (standardized) + a learned correction starting at 0;
                             # validated at step 0 too, so where the states add nothing the kept model is the cheap
                             # scorer
@@ -113,10 +107,8 @@ used_rows = True            # text/hybrid: the token table steps as the rows the
                             # weights, 1.3x a step); False = the whole table in AdamW
 eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
-procs = 0                   # runs (seeds, K) trained at once on CPU, each in its own process on one thread (the same
-                            # weights as one after another: training runs on one thread anyway): 0 = every run at once
-                            # (up to 4 a core: 3 seeds on 2 cores end together, 1.25x faster than two then one), 1 = one
-                            # at a time
+procs = 0                   # runs (seeds, K) trained at once on CPU, each forked on one thread (machine.fork_map:
+                            # the same weights as one after another): 0 = every run, up to 4 a core | 1 = one at a time
 overwrite = False           # a finished run here whose config or data differs (store.run_diff, data_change) is
                             # refused, naming them; True = train it again in place. A finished run with the same config
                             # and data is always kept
@@ -126,55 +118,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict: what run() and the sta
 
 
 # -----------------------------------------------------------------------------
-# the data: the grouped train / validation split, loading the split dirs, the batches
-
-
-@functools.lru_cache(maxsize=None)  # curve and transfer cut the same files at every size and fold: read each once
-def file_meta(path):
-    """(tasks.group_key, key) of one problem file (memory-mapped: its states are never read)."""
-    p = load_problem(path, mmap=True)
-    return group_key(p), p['key']
-
-
-def file_group(path):
-    return file_meta(path)[0]
-
-
-VAL_CUT = 'by group (tasks.group_key)'  # the validation cut's rule, in each run's config.json: a run cut otherwise is
-                                        # another run
-
-
-def split_problems(problems, val_frac=0.2, val_seed=42, k=None):
-    """Deterministic split -> (train, val) by group: every candidate of a problem, and every problem of a group
-    (tasks.group_key: a synthetic operand multiset, a word family's numbers and answer; a benchmark problem alone),
-    lands on one side, so validation choices are made on questions training never saw, not even reordered.
-    problems: problem dicts or their files (read memory-mapped for the group). k (max_train_problems): first keep
-    k problems, a fixed draw by val_seed that is nested (the k=25 problems are among the k=50 ones), then split
-    those; k = len(problems) is the same as None. Validation takes whole groups in a seeded order until it holds
-    val_frac of the problems (with one problem per group: exactly a problem-level split)."""
-    n = len(problems)
-    if k is not None:
-        if not 0 < k <= n:
-            raise ValueError(f"max_train_problems={k} but the split dir has {n} problems; fix: --max_train_problems="
-                             f"<1..{n}> (K counts training and validation problems)")
-        keep = np.sort(np.random.default_rng([val_seed, 1]).permutation(n)[:k])
-        problems, n = [problems[i] for i in keep], k
-    n_val = int(round(val_frac * n))
-    if n_val < 1 or n - n_val < 1:
-        raise ValueError(f"val_frac={val_frac} on {n} problems leaves {n - n_val} train / {n_val} val problems; "
-                         f"fix: extract more problems or change --val_frac")
-    groups = [group_key(p) if isinstance(p, dict) else file_group(p) for p in problems]
-    uniq, size = list(dict.fromkeys(groups)), Counter(groups)
-    val, count = set(), 0
-    for g in np.random.default_rng(val_seed).permutation(len(uniq)):
-        if count >= n_val:
-            break
-        val.add(uniq[g])
-        count += size[uniq[g]]
-    if len(val) == len(uniq):
-        raise ValueError(f"val_frac={val_frac} on {n} problems in {len(uniq)} groups (tasks.group_key) leaves no "
-                         f"training group; fix: extract more problems or lower --val_frac")
-    return [p for p, g in zip(problems, groups) if g not in val], [p for p, g in zip(problems, groups) if g in val]
+# the data: loading the split dirs (store.split_problems cuts them by group), the batches
 
 
 def first_candidates(problems, n):
@@ -207,52 +151,11 @@ def load_train_data(dirs):
     return out
 
 
-def _sha(x):
-    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
-
-
-def split_record(d, run_dir, keys, labels):
-    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (store.data_change compares
-    two): where d lies relative to the run dir (store.train_dirs_now: a run moved with its data finds it), the
-    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
-    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
-    read) and the weights_dtype its states were extracted in."""
-    cfgp = os.path.join(d, 'config.json')
-    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
-    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
-            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
-
-
 def data_record(dirs, run_dir, parts):
     """split_record of each split dir of a run, from its (training, validation) problem dicts (parts, per dir)."""
     return [split_record(d, run_dir, [[p['key'] for p in tr], [p['key'] for p in va]],
                          [[bool(c['correct']) for c in p['candidates']] for p in tr + va])
             for d, (tr, va) in zip(dirs, parts)]
-
-
-def check_fresh(ck, path):
-    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
-    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
-    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
-    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
-    tc = ck.get('train_config') or {}
-    dirs = train_dirs_now(tc, path)
-    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
-        return
-    now = []
-    for d in dirs:
-        labels = load_labels(d)
-        a, b = split_problems(problem_files(d), tc.get('val_frac', DEFAULTS['val_frac']),
-                              tc.get('val_seed', DEFAULTS['val_seed']), tc.get('max_train_problems'))
-        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
-        now.append(split_record(d, os.path.dirname(path), keys,
-                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
-    logp = os.path.join(os.path.dirname(path), 'log.json')
-    log = json.load(open(logp)) if os.path.exists(logp) else None
-    change = data_change(tc.get('data'), now, log, dirs)
-    if change:
-        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
-                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
 
 
 def get_batch(pool, state, cfg, rng):
@@ -312,11 +215,9 @@ def preflight(train_problems, val_problems, cfg):
     """Every check that can fail before training starts; returns the training problems the loss
     learns from (those with both labels, for a loss that needs them)."""
     check_names(cfg)
-    for key in ('max_steps', 'max_tokens'):
-        v = cfg[key]
-        if (v is not None or key == 'max_tokens') and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
-            raise ValueError(f"{key}={v!r} must be a positive int{' or None' if key == 'max_steps' else ''}; fix: "
-                             f"--{key}={100 if key == 'max_steps' else 512}")
+    v = cfg['max_tokens']  # max_steps: build_verifier checks it, for every stage that builds one
+    if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        raise ValueError(f"max_tokens={v!r} must be a positive int; fix: --max_tokens=512")
     if not 0 <= cfg['prefix_train'] <= 1:
         raise ValueError(f"prefix_train={cfg['prefix_train']!r} is a fraction of candidates; fix: --prefix_train=0.5 "
                          "(0 = off)")
@@ -344,7 +245,7 @@ def preflight(train_problems, val_problems, cfg):
 
 def residual_choice(train_problems, val_problems, name):
     """(the free scorer of the residual form, (mean, std) of its finite scores on the training candidates);
-    'auto' = the one of scorers.residual_scorers with the best mean within-problem AUROC on the validation problems:
+    'auto' = the one of bestofn.residual_scorers with the best mean within-problem AUROC on the validation problems:
     the same split that then picks the checkpoint (early stopping), so the kept model's validation metrics are a
     little optimistic for both choices; judge it on held-out problems (evaluate.py, transfer.py)."""
     fs = residual_scorers()
@@ -416,6 +317,43 @@ class UsedRows(torch.nn.Module):
 def text_tables(model):
     """(module, its token table) of every text branch of model (text, hybrid); [] for the others."""
     return [(m, m.tok) for m in model.modules() if hasattr(m, 'tok') and isinstance(m.tok, torch.nn.Embedding)]
+
+
+class Optimizer:
+    """AdamW over the verifier's trainable parameters, fused: one pass over them a step instead of a dozen
+    (memory-bound on CPU: ~5x faster on the text verifier's 13.8M, bench.py --only=train). A text table steps as its
+    used rows (UsedRows; a prefix re-tokenizes its text, so prefix_train keeps the table): step() puts them in, full()
+    puts the whole tables back for validation and checkpoints."""
+
+    def __init__(self, model, pool, cfg, dev):
+        self.model, self.weight_decay = model, cfg['weight_decay']
+        self.swaps = [] if cfg['prefix_train'] or not cfg['used_rows'] else [
+            (m, UsedRows(t, torch.cat([text_ids(c, model.spec) for p in pool for c in p['candidates']]).to(dev)))
+            for m, t in text_tables(model)]
+        params = [p for p in model.parameters() if p.requires_grad] + [r.weight for _, r in self.swaps]
+        self.opt = torch.optim.AdamW(params, lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
+
+    def full(self):
+        for mod, r in self.swaps:
+            mod.tok = r.put_back()
+
+    def step(self, lr, loss_of):
+        """One step at learning rate lr on the loss loss_of() gives (the model in training mode, its used rows in);
+        -> the loss, or None (nothing stepped) where loss_of gives None."""
+        for g in self.opt.param_groups:
+            g['lr'] = lr
+        for mod, r in self.swaps:
+            mod.tok = r
+        self.model.train()
+        loss = loss_of()
+        if loss is None:
+            return None
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        for _, r in self.swaps:  # what AdamW's step did to the rows it did not hold
+            r.decay *= 1 - lr * self.weight_decay
+        return loss
 
 
 # -----------------------------------------------------------------------------
@@ -535,14 +473,7 @@ def train(train_problems, val_problems, cfg):
     model = build_model(train_problems, cfg, val_problems).to(dev)
     cols = problem_columns(pool, model.spec, 'training data')
     problem_columns(val_problems, model.spec, 'validation data')  # same checks, fail before training
-    # a text table steps as its used rows (UsedRows; a prefix re-tokenizes its text, so prefix_train keeps the table)
-    swaps = [] if cfg['prefix_train'] or not cfg['used_rows'] else [
-        (m, UsedRows(t, torch.cat([text_ids(c, model.spec) for p in pool for c in p['candidates']]).to(dev)))
-        for m, t in text_tables(model)]
-    params = [p for p in model.parameters() if p.requires_grad] + [r.weight for _, r in swaps]
-    # fused: one pass over the parameters per step instead of a dozen (memory-bound on CPU: ~5x faster on the text
-    # verifier's 13.8M, bench.py --only=train)
-    opt = torch.optim.AdamW(params, lr=cfg['lr'], weight_decay=cfg['weight_decay'], fused=True)
+    opt = Optimizer(model, pool, cfg, dev)
 
     metric, higher = cfg['early_stop_metric'], cfg['early_stop_metric'] != 'loss'
     best, best_step, best_state, bad_evals = -math.inf if higher else math.inf, -1, None, 0
@@ -563,9 +494,9 @@ def train(train_problems, val_problems, cfg):
     for it in range(cfg['max_iters'] + 1):
         # validate every eval_interval steps and after the last; the residual form before the first too (it starts as
         # its cheap scorer, which can be the model kept). The best so far is kept, in ckpt.pt with what chose it
-        if it % cfg['eval_interval'] == 0 and (it or cfg['residual']) or it == cfg['max_iters']:
-            for mod, r in swaps:
-                mod.tok = r.put_back()
+        validate = (it % cfg['eval_interval'] == 0 and (it > 0 or bool(cfg['residual']))) or it == cfg['max_iters']
+        if validate:
+            opt.full()
             m = {**val_metrics(model, val_problems, cfg, dev), 'iter': it}
             log['val'].append(m)
             if (m[metric] > best) if higher else (m[metric] < best):
@@ -591,22 +522,12 @@ def train(train_problems, val_problems, cfg):
             break
         # one step on the next batch
         cands, labels, pids = get_batch(pool, state, cfg, rng)
-        lr = lr_at(it, cfg)
-        for g in opt.param_groups:
-            g['lr'] = lr
-        for mod, r in swaps:
-            mod.tok = r
-        model.train()
         t1 = time.time()
-        l = loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev), labels.to(dev), pids.to(dev), gen)
+        l = opt.step(lr_at(it, cfg), lambda: loss_fn(score_sorted(model, cands, cols, cfg['chunk_candidates'], dev),
+                                                     labels.to(dev), pids.to(dev), gen))
         if l is None:  # a sampled n_train subset held one label only
             log['skipped_batches'] += 1
         else:
-            opt.zero_grad(set_to_none=True)
-            l.backward()
-            opt.step()
-            for _, r in swaps:  # what AdamW's step did to the rows it did not hold
-                r.decay *= 1 - lr * cfg['weight_decay']
             log['step_time_s'] += time.time() - t1
             log['train_loss'].append((it, l.item()))
             bar.set_postfix(loss=f'{l.item():.4f}', best=f'{best:.4f}')
@@ -658,35 +579,14 @@ def run(cfg, keep_both=KEEP_BOTH):
             tr, va = tr + first_candidates(a, cfg['n_candidates']), va + first_candidates(b, cfg['n_candidates'])
         atomic_write_json(c, os.path.join(c['run_dir'], 'config.json'))
         jobs.append((tr, va, c))
-    for c, log in zip(todo, train_all(jobs, cfg['procs'], cfg['device'])):
+    # on CPU several runs at once, each in a forked process (procs): the same weights as one after another, training
+    # runs on one thread anyway
+    logs = fork_map(lambda *job: train(*job)[1], jobs, cfg['procs'] if resolve_device(cfg['device']) == 'cpu' else 1)
+    for c, log in zip(todo, logs):
         bv = log['best_val']
         print(f"seed {c['seed']}: best {c['early_stop_metric']}={log['best_metric']:.4f} at step {log['best_step']} "
               f"(val acc {bv['acc']:.4f}, auroc {bv['auroc']:.4f}, oracle {bv['oracle']:.4f}; "
               f"{log['n_train_problems']} train / {log['n_val_problems']} val problems) -> {c['run_dir']}/ckpt.pt")
-
-
-_JOBS = []  # train_all's runs, read by the forked processes (inherited, never pickled)
-
-
-def _train_job(i):
-    return train(*_JOBS[i])[1]
-
-
-def train_all(jobs, procs=0, device='cpu'):
-    """Train each (train problems, validation problems, cfg) of jobs; -> their logs, in order. On CPU several at once,
-    each in a forked process on one thread (procs; 0 = every run at once, at most 4 a core: the cores stay busy to the
-    end); each run's weights are those it gets alone."""
-    global _JOBS
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    n = min(len(jobs), procs or 4 * cores)
-    if n <= 1 or resolve_device(device) != 'cpu':
-        return [train(*j)[1] for j in jobs]
-    _JOBS = jobs
-    try:  # the runs ignore Ctrl-C: this process stops them and says so in one line (cli), no traceback from each
-        with multiprocessing.get_context('fork').Pool(n, signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
-            return pool.map(_train_job, range(len(jobs)), chunksize=1)
-    finally:
-        _JOBS = []
 
 
 if __name__ == '__main__':

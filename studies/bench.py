@@ -23,12 +23,13 @@ import time
 import torch
 
 import generator
-import memory
+import machine
 from configurator import read_flags
 import model as M
 import tasks
 import train as T
 from model import Dropout, build_verifier, make_batch, verifier_flops
+from store import generated_tokens, split_problems
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
@@ -135,7 +136,7 @@ def bench_batching(workloads=None):
     torch.set_num_threads(1)
     rows_out = []
     for name, (model, dataset, n_prob, n, new_tokens, temp, top_p, rows) in (workloads or WORKLOADS).items():
-        folder = generator.local_model(model)
+        folder = machine.local_model(model)
         dtype = generator.resolve_dtype(model, 'auto', 'cpu', rows=rows)
         conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
         per_token = generator.step_seconds(generator.matmul_shapes(conf), rows, getattr(torch, dtype)) / rows
@@ -147,11 +148,12 @@ def bench_batching(workloads=None):
                 raise RuntimeError(out.stderr[-3000:])
             r = json.loads(out.stdout.strip().splitlines()[-1])
             floor = r['tokens'] * per_token
-            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}", f"{r['seconds']:.0f}",
+            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}",
+                             f"{r['seconds']:.0f}",
                              f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
                              f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
                              f"{sum(r['rows']) / r['tokens']:.3f}"])
-    print(f"\nExtraction loops side by side ({generator.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
+    print(f"\nExtraction loops side by side ({machine.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
           "floor: the generated tokens at this model's matmul rate at the workload's full rows (generator.step_seconds"
           "); rows < half: the share of decoding forwards that ran below half the rows; forwarded / token: rows "
           "forwarded per generated token (the continuous loop also feeds each prompt's last token).")
@@ -172,7 +174,7 @@ def _extract_worker(variant, n_problems, n_samples, max_new_tokens, dataset, tem
     torch.set_num_threads(1)
     if variant.endswith(GLIBC_DEFAULT):  # the baseline of --only=alloc: freed memory goes back to the system
         variant = variant.removesuffix(GLIBC_DEFAULT)
-        generator.keep_freed_memory = lambda: None
+        generator.keep_freed_memory = lambda: None  # what load_generator calls
     dtype = {'extract bf16': 'bfloat16', 'extract bfloat16': 'bfloat16',
              'extract float32': 'float32'}.get(variant, 'auto')
     model, tok = generator.load_generator('smollm2', dtype=dtype)
@@ -395,7 +397,7 @@ def bench_dtype(n_problems=64, n_samples=8, max_new_tokens=64, give_up=1.0, repe
                      f"{runs['float32']['seconds'] / run['seconds']:.2f}x"])
     best = min(runs, key=lambda d: runs[d]['seconds'])
     print(f"Weights' dtype on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
-          f"tokens, T 0.8, top-p 0.95), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}, "
+          f"tokens, T 0.8, top-p 0.95), one process on one thread, fastest of {repeats}; {machine.cpu_name()[0]}, "
           f"copy bandwidth {bw / 1e9:.1f} GB/s. int8 is not among them: no recipe kept the generator's quality "
           f"(RESULTS.md). dtype='auto' picks {auto} here; the fastest run here is {best}"
           + (f", {runs[auto]['seconds'] / runs[best]['seconds'] - 1:.0%} slower than it" if auto != best else '')
@@ -407,7 +409,7 @@ GLIBC_DEFAULT = ' (glibc default)'
 
 
 def bench_alloc(n_problems=64, n_samples=8, max_new_tokens=64, repeats=2):
-    """generator.keep_freed_memory against glibc's default on one batch of the main job (bench_dtype's work, in the
+    """machine.keep_freed_memory against glibc's default on one batch of the main job (bench_dtype's work, in the
     dtype auto picks here), one process on one thread each, the runs interleaved, the fastest of `repeats`: seconds,
     page faults (minor: a page first touched) and peak memory."""
     auto = generator.measured_cpu_dtype(generator.smollm2_config(), log=lambda line: None)
@@ -420,9 +422,9 @@ def bench_alloc(n_problems=64, n_samples=8, max_new_tokens=64, repeats=2):
     rows = [[name, f"{runs[v]['seconds']:.1f}", f"{runs[v]['faults'] / 1e6:.2f}M", f"{runs[v]['peak_mb']:,.0f}",
              f"{runs[GLIBC_DEFAULT]['seconds'] / runs[v]['seconds']:.2f}x"]
             for v, name in ((GLIBC_DEFAULT, "glibc's default (large blocks mmapped, unmapped when freed)"),
-                            ('', 'generator.keep_freed_memory (freed blocks reused)'))]
+                            ('', 'machine.keep_freed_memory (freed blocks reused)'))]
     print(f"Freed memory on the main job's batch ({n_problems} problems x {n_samples} samples, {max_new_tokens} new "
-          f"tokens, {auto}), one process on one thread, fastest of {repeats}; {generator.cpu_name()[0]}.")
+          f"tokens, {auto}), one process on one thread, fastest of {repeats}; {machine.cpu_name()[0]}.")
     table(rows, ['malloc', 'seconds', 'page faults', 'peak MB', 'speed'])
 
 
@@ -499,7 +501,7 @@ def bench_int8(n_problems=64, n_samples=8, max_new_tokens=64):
         rows.append([kind, f'{n_tok / (time.perf_counter() - t):.0f}'])
     q = sample_quality(per, 'float32')
     print(f"int8 against float32 and bfloat16: the main job's training problems 0-{n_problems - 1} x {n_samples}, "
-          f"T 0.8, top-p 0.95, {max_new_tokens} new tokens, one thread, {generator.cpu_name()[0]}; paired "
+          f"T 0.8, top-p 0.95, {max_new_tokens} new tokens, one thread, {machine.cpu_name()[0]}; paired "
           f"differences to float32 [95% interval over problems]")
     table([r + x[1:] for r, x in zip(rows, q)], ['weights', 'tokens/s', 'per-sample accuracy (%)', 'Δ', 'pass@N (%)',
                                                   'Δ'])
@@ -552,7 +554,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
     step alone on each verifier's parameters. Then bench_train_changes: each change of issue 67 against the path
     before it, side by side."""
     if train_dir:
-        tr, va = T.split_problems(T.load_train_data([train_dir])[0], T.DEFAULTS['val_frac'], T.DEFAULTS['val_seed'])
+        tr, va = split_problems(T.load_train_data([train_dir])[0], T.DEFAULTS['val_frac'], T.DEFAULTS['val_seed'])
     else:
         probs = level2_problems()
         tr, va = probs[:72], probs[72:]
@@ -607,7 +609,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
                      f"{step_s['torch dropout'] / step_s['float32']:.2f}x", f'{1e3 * opt_s[False]:.1f}',
                      f'{1e3 * opt_s[True]:.1f}', f'{opt_s[False] / opt_s[True]:.1f}x'])
     print(f"training steps per second (8 problems x {n_cands} candidates, d_gen {d_gen}); bf16 autocast on this CPU "
-          f"({generator.cpu_name()[0]}); load average "
+          f"({machine.cpu_name()[0]}); load average "
           f"{os.getloadavg()[0]:.1f} (other work on these cores slows every number)")
     table(rows, ['verifier', 'params', 'steps/s, one thread (train.train)', f'steps/s, {n_threads} threads',
                  'threads / one', 'used rows / whole token table, one thread',
@@ -684,7 +686,7 @@ def bench_train_changes(tr, va, steps=20, rounds=3):
     n_val = sum(len(p['candidates']) for p in va)
     print(f"\nissue 67, each change against the path before it ({rounds} rounds in turn): a training step ({steps} "
           f"steps of train.train) and a validation ({n_val} candidates), one thread; floor: matmul FLOPs over "
-          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, measured now); {generator.cpu_name()[0]}, load average "
+          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, measured now); {machine.cpu_name()[0]}, load average "
           f"{os.getloadavg()[0]:.1f}")
     table(rows, ['verifier', 'path', 'step ms', 'speed-up', 'step / floor', 'validation ms', 'speed-up',
                  'validation / floor'])
@@ -740,7 +742,7 @@ def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_to
                                     table=table_, steer=Steering(verifier, how, width=width) if how else None)
         secs = time.perf_counter() - t
         _Batch.score, model.forward = score, forward
-        gen = sum(X.generated_tokens(cs) for cs in res)
+        gen = sum(generated_tokens(cs) for cs in res)
         gflops = 2 * n_params * gen  # the generator's weights, per generated token (attention not counted)
         rows.append([how or 'plain sampling', gen, f'{secs:.1f}', f'{1e3 * secs / gen:.2f}',
                      f'{gen / max(rowsteps[0], 1):.3f}', f'{100 * spent[0] / secs:.1f}%',
@@ -805,7 +807,7 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
     """RESULTS.md's 'Extraction on every core' table: candidates per second of one process with torch's threads, one
     1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
     import tempfile
-    from extract import cpu_cores
+    from machine import cpu_cores
     cores = cpu_cores()
     paths = {'one process, torch threads (before procs)': (['--procs=1', '--threads=0'], None),
              'one 1-thread process, pinned': (['--procs=1', '--threads=1'], {cores[0]}),
@@ -837,7 +839,7 @@ def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128,
 
 
 # -----------------------------------------------------------------------------
-# memory: the paper cells against one 80 GB GPU, from the memory model alone (memory.py; no GPU, no weights)
+# memory: the paper cells against one 80 GB GPU, from the memory model alone (machine.py; no GPU, no weights)
 
 
 def bench_memory():
@@ -854,22 +856,22 @@ def bench_memory():
     rows = []
     for files in cfgs:
         c = apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)
-        mc, dt = memory.paper_config(c['model']), torch.float16
-        w = 2 * memory.n_params(mc)
-        room = memory.budget(memory.CARD_80GB - w)
+        mc, dt = machine.paper_config(c['model']), torch.float16
+        w = 2 * machine.n_params(mc)
+        room = machine.budget(machine.CARD_80GB - w)
         p = tasks.PROMPT_TOKENS[c['dataset']]
         need = []
         for n in (c['n_train_samples'], c['n_eval_samples']):
             r = max(1, c['batch_size'] // n) * n
-            need.append((r, memory.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']),
+            need.append((r, machine.decode_bytes(mc, dt, r, p, c['max_new_tokens'], n, len(c['layers']),
                                                    c['max_steps'])))
         rows.append([' + '.join(os.path.basename(f)[:-3] for f in files), c['batch_size'],
-                     f"{memory.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
+                     f"{machine.kv_bytes_per_token(mc, dt) // 1024}", p + c['max_new_tokens'] + 1,
                      *[f'{r} / {b / 2 ** 30:.1f}' for r, b in need], f'{w / 2 ** 30:.1f}', f'{room / 2 ** 30:.1f}',
                      f'{max(b for _, b in need) / room:.2f}'])
-    print(f"One 80 GB GPU: {memory.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {memory.HEADROOM:.0%} "
-          f"of what is left kept back; float16; at most {memory.MAX_ROWS} rows per forward. Need = KV cache at "
-          f"capacity + per-row buffers + logits temporaries + prefill (memory.decode_bytes).")
+    print(f"One 80 GB GPU: {machine.CARD_80GB / 2 ** 30:.0f} GiB free before the weights, {machine.HEADROOM:.0%} "
+          f"of what is left kept back; float16; at most {machine.MAX_ROWS} rows per forward. Need = KV cache at "
+          f"capacity + per-row buffers + logits temporaries + prefill (machine.decode_bytes).")
     table(rows, ['cell', 'batch_size', 'KV KiB / row / position', 'capacity (positions)', 'train rows / GiB',
                  'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
 
@@ -998,7 +1000,7 @@ def bench_gpu(device=None):
         ref = [X.reencode(model, tok, [p], [c['token_ids'].tolist()], [-1], [c['finish']], table_)[0] for p, c in flat]
         es = _max_err([c['states'].float() for _, c in flat], [r['states'].float() for r in ref], tol[dt])
         rows.append([name, len(flat), sum(c['finish'] == 'pruned' for _, c in flat),
-                     sum(c.get('parent') is not None for _, c in flat), sum(X.generated_tokens(cs) for cs in res),
+                     sum(c.get('parent') is not None for _, c in flat), sum(generated_tokens(cs) for cs in res),
                      f'{es:.2f}'])
     print(f'\nSteering on the device ({str(dt)[6:]}, a random HSRM steering): every candidate against its own '
           're-encoding')
@@ -1006,8 +1008,8 @@ def bench_gpu(device=None):
     # 3. speed and memory at the paper's generator size (CUDA), or tiny shapes (CPU: inductor compiles for minutes there
     # and is slower than eager, so compile is measured on CUDA only)
     if cuda:
-        bench_speed(device, memory.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
-        gpu_extract(device, memory.paper_config('Qwen/Qwen3-1.7B'), 64, 256, 8.0, (False, True))
+        bench_speed(device, machine.paper_config('Qwen/Qwen3-1.7B'), (64, 128, 256), 512, torch.bfloat16, 128, 8.0)
+        gpu_extract(device, machine.paper_config('Qwen/Qwen3-1.7B'), 64, 256, 8.0, (False, True))
     else:
         bench_speed(device, _tiny_config('qwen3', 300), (8, 16, 32), 32, torch.float32, None, 1.0)
         gpu_extract(device, _tiny_config('qwen3', 300), 4, 32, 1.0)
@@ -1082,7 +1084,7 @@ def bench_speed(device, cfg, grid, T, dt, compile_at, head_scale):
             n_tok = sum(len(c['token_ids']) for cs in res for c in cs)
             prefill, steps = _floor_work(model, big, ps, res)
             floor = prefill / flops + sum(max(f / flops, b / bw) for f, b in steps)
-            pred = memory.decode_bytes(cfg, dt, r, 128, T, 8, 1, 100)
+            pred = machine.decode_bytes(cfg, dt, r, 128, T, 8, 1, 100)
             peak = torch.cuda.max_memory_allocated(device) - weights if cuda else None
             base = base or n_tok / secs
             rows.append([r, f'compile (first call {t_compile:.0f} s)' if comp else 'eager',

@@ -234,7 +234,7 @@ def bench_prune(n_problems=8, n_cands=8, n_steps=20, n_tokens=300, d_gen=2048, r
     default); and how many pools per second the offline replays simulate."""
     from studies.policy import replay_deepconf, replay_prune
     from model import score_prefixes
-    from scorers import group_confidences
+    from bestofn import group_confidences
     torch.manual_seed(seed)
     gf, bw = machine_floor()
     print(f"torch {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.1f}; fp32 matmul {gf / 1e9:.0f} "

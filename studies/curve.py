@@ -29,11 +29,13 @@ import bestofn as B
 import evaluate
 import tables
 import train as T
-from configurator import check_keys, check_positive, cli, configure, knobs
+from bestofn import cheap_score, combo_score
+from configurator import check_keys, check_positive, check_writable, cli, configure, knobs
 from grading import answers_equal
-from model import count_params, resolve_device
-from scorers import cheap_score, combo_score
-from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
+from machine import resolve_device
+from model import count_params
+from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
+                   split_problems)
 from tasks import check_unseen, number_key
 
 # -----------------------------------------------------------------------------
@@ -183,7 +185,7 @@ def evaluate_size(cfg, k, problems, pool, dev):
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
     each residual variant's own base scorer; intervals and Δ (tables.add_intervals, paired_vs)."""
     n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
-    tr_files, va_files = T.split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
+    tr_files, va_files = split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
     vp = load_split(train_dir, files=va_files)
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
@@ -475,8 +477,8 @@ def run(cfg):
         d = (over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
         k = max(x for x in over.get('sizes', cfg['sizes']) if x <= n_held[v])  # nested draws: the largest K holds the
                                                                                # rest
-        tr, va = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
-        check_unseen(ev, {'train': [T.file_group(f) for f in tr], 'val': [T.file_group(f) for f in va]},
+        tr, va = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
+        check_unseen(ev, {'train': [file_group(f) for f in tr], 'val': [file_group(f) for f in va]},
                      f"variant {v!r} at K={k} (trained on {d})")
     pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any
                           # training

@@ -14,7 +14,7 @@ split's candidates need their final labels) or sample.py's questions, with every
 
 A split or sample folder records the knobs in its config.json (store.STEERING); resuming it under another policy,
 or none, is refused. sample.py checks the steering checkpoint as the one that picks (sample.refusals: a question of its
-training groups is refused; train.check_fresh: a stale one too; the weights dtype: check_match).
+training groups is refused; store.check_fresh: a stale one too; the weights dtype: check_match).
 """
 import os
 import sys

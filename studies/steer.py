@@ -31,13 +31,13 @@ import torch
 import bestofn as B
 import evaluate
 import tables
-from configurator import cli, configure, knobs, split_argv
+from bestofn import group_confidences, has_confidences
+from configurator import check_writable, cli, configure, knobs, split_argv
 from grading import answers_equal
-from model import reads, resolve_device
-from scorers import group_confidences, has_confidences
-from store import atomic_write_json, check_writable, load_checkpoint, load_split, problem_files
+from machine import resolve_device
+from model import reads
+from store import atomic_write_json, load_checkpoint, load_split, problem_files, split_problems
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
-from train import split_problems
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them

@@ -20,7 +20,6 @@ import torch
 import bestofn as BON
 import capture
 import evaluate as E
-import scorers as SC
 import store
 import tables
 import tasks
@@ -28,8 +27,8 @@ import train as T
 from capture import reencode, sample_with_capture, step_table
 from grading import answers_equal
 from model import build_verifier, score_prefixes, score_problems
-from scorers import combo_fit
-from store import load_checkpoint, load_split, save_checkpoint
+from bestofn import combo_fit
+from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
@@ -120,7 +119,7 @@ def test_search_branches_equal_teacher_forcing_and_tokens_add_up(how):
         res = sample_with_capture(model, tok, prompts, 4, steer=Steering(v, how, width=2), step_kinds=kinds, **args)
     finally:
         h.remove()
-    assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
+    assert sum(store.generated_tokens(cs) for cs in res) == cnt['rows'] > 0
     branched = 0
     for p, cs in zip(prompts, res):
         assert sum(c['finish'] != 'pruned' for c in cs) == 4
@@ -168,7 +167,7 @@ def test_steering_with_refill_equals_one_batch(how):
         finally:
             h.remove()
         assert key(res) == key(one), rows
-        assert sum(capture.generated_tokens(cs) for cs in res) == cnt['rows']
+        assert sum(store.generated_tokens(cs) for cs in res) == cnt['rows']
 
 
 def _decode_forwards(model):
@@ -194,7 +193,7 @@ def test_search_generated_tokens_count_every_decode_forward(how, n, width):
         res = sample_with_capture(model, tok, prompts, n, steer=Steering(v, how, width=width) if how else None, **args)
     finally:
         h.remove()
-    got = sum(capture.generated_tokens(cs) for cs in res)
+    got = sum(store.generated_tokens(cs) for cs in res)
     assert cnt['rows'] > 100 and got == cnt['rows']  # issue 67: no row waits, so nothing runs uncounted
     if not how:  # plain sampling: each candidate's tokens and its prompt's last token (fed by the decoding forward)
         assert got == sum(len(c['token_ids']) + 1 for cs in res for c in cs)
@@ -320,7 +319,7 @@ def test_replay_prune_follows_token_time():
 
 def test_replay_deepconf_follows_their_online_protocol():
     confs = [[5., 5, 5, 5], [4., 4, 4, 4], [5., 5, 1, 1, 5, 5], [3.0]]  # 2 warm-up rows, then a dip, then a short row
-    gs = [SC.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
+    gs = [BON.group_confidences(np.array(c), 2) for c in confs]            # row 2's windows: 5, 3, 1, 3, 5
     lows = np.array([g.min() for g in gs])                               # 5, 4, 1, 3
     kept, tok = P.replay_deepconf(gs, lows, [4, 4, 6, 1], 2, 4.5, warmup=2)
     assert tok.tolist() == [4, 4, 3, 1]  # row 2 stops at token 2 (window 1..2 = 3 < 4.5); row 3 is shorter than the
@@ -426,9 +425,9 @@ def test_a_steering_checkpoint_is_group_checked_as_the_picking_one(sample_run, t
                seen / 'ckpt.pt')
     args = ['sample.py', f'--out_dir={out}', f'--ckpt={ckpt}', '--n_samples=4', '--search=beam', '--search_width=2',
             f'--search_ckpt={seen}/ckpt.pt']
-    with pytest.raises(SystemExit, match=r"^sample.py: 1 of the 1 problems to score share a group with .*seen/ckpt.pt's "
-                                         r"train problems, e.g. 0 \('Compute 7 \+ 7 - 2.'\): group 'synth:2 7 7'; fix: .*"
-                                         r"--force=True to answer anyway"):
+    with pytest.raises(SystemExit, match=r"^sample.py: 1 of the 1 problems to score share a group with "
+                                         r".*seen/ckpt.pt's train problems, e.g. 0 \('Compute 7 \+ 7 - 2.'\): "
+                                         r"group 'synth:2 7 7'; fix: .*--force=True to answer anyway"):
         P.run([*args, '--question=Compute 7 + 7 - 2.', f"--sample_dir={tmp_path / 's'}"])
     assert not (tmp_path / 's').exists()
     got = P.run([*args, '--question=Compute 9 - 2 - 5.', f"--sample_dir={tmp_path / 's'}"])
@@ -750,7 +749,7 @@ def test_transfer_leave_one_family_out_end_to_end(tmp_path, one_thread_eval):
     in-domain row's paired Δ against its zero-shot self equals a recomputation and is in transfer.md; a second run
     retrains nothing."""
     from studies import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
+    from bestofn import CHEAP_SCORERS, cheap_scores
     fams = _families(tmp_path, shift=0.2)  # a weak signal: in domain and zero-shot rank differently
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
            'variants': {'hsrm': {}, 'hsrm_residual': {'residual': 'auto'}}, 'in_domain': ['hsrm'],
@@ -834,9 +833,9 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
     loss is at its minimum: zero gradient), its AUROC recomputed from those weights; residual='combo' starts as
     the combo (step 0's validation AUROC); the summary counts folds below majority and the optimistic scorer."""
     from studies import transfer as X
-    from scorers import CHEAP_SCORERS, cheap_scores
+    from bestofn import CHEAP_SCORERS, cheap_scores
     from bestofn import pool_metrics
-    from scorers import cheap_score, combo_score
+    from bestofn import cheap_score, combo_score
     from store import problem_files
     fams = _families(tmp_path)
     cfg = {**X.DEFAULTS, 'out_dir': str(tmp_path / 'xfer'), 'families': fams, 'seeds': [1], 'n_boot': 200,
@@ -870,7 +869,7 @@ def test_transfer_optimistic_free_scorer_and_combo_base(tmp_path, one_thread_eva
             assert vs['best_free_test']['acc'] == pytest.approx(rows[name]['acc'] - best['acc'])
             assert vs['best_free_test']['auroc'] == pytest.approx(rows[name]['auroc'] - best_au['auroc'])
         others = [f'{d}/train' for k, d in fams.items() if k != held]
-        tr = [p for d in others for p in load_split(d, files=T.split_problems(problem_files(d), 0.2, 42)[0])]
+        tr = [p for d in others for p in load_split(d, files=split_problems(problem_files(d), 0.2, 42)[0])]
         norm = combo_fit(tr)
         combo = rows['Free-scorer combo (fitted on training problems)']
         assert combo['weights'] == dict(zip(norm['names'], norm['weight']))
@@ -980,10 +979,10 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     ck = load_checkpoint(f'{out}/curve/K12/x12/seed1/ckpt.pt')[1]['train_config']
     assert ck['train_dirs'] == [more] and ck['max_train_problems'] == 12
     log = json.load(open(f'{out}/curve/K12/x12/seed1/log.json'))
-    tr12, _ = T.split_problems(load_split(more), 0.2, 42, 12)
+    tr12, _ = split_problems(load_split(more), 0.2, 42, 12)
     assert log['n_train_problems'] == len(tr12) and all(len(p['candidates']) == 12 for p in tr12)
     assert summ['x12']['fit'] is None and summ['x12']['k_to_k'] == [] and len(summ['hsrm']['k_to_k']) == 1
-    tr, _ = T.split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
+    tr, _ = split_problems(load_split(f'{out}/train'), 0.2, 42, 24)
     log = json.load(open(f'{out}/curve/K24/n3/seed1/log.json'))
     assert json.load(open(f'{out}/curve/K24/n3/seed1/config.json'))['n_candidates'] == 3
     assert log['n_pool_problems'] == sum(T.is_mixed(p) for p in T.first_candidates(tr, 3)) \
@@ -1006,7 +1005,7 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     checkpoints of its own K (scored here by hand), the residual's base row is its free scorer, the Δ are paired
     differences, the fit is a log-linear least squares; a second call reuses every run."""
     from studies import curve as C
-    from scorers import cheap_score, combo_score
+    from bestofn import cheap_score, combo_score
     out = str(tmp_path / 'cell')
     write_split_eval(f'{out}/train', 40, 6, seed=3, confidences=True)
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)

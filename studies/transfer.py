@@ -3,7 +3,7 @@ Leave-one-family-out transfer: does a verifier hold up on a task family it never
 `families` (name -> a cell dir holding labelled train/ and eval/ splits, e.g. out/words_shop from config/words.py),
 train every variant (train.py config overrides) on all the OTHER families' train splits at once (balanced batches),
 then score F's eval split zero-shot beside every free selector on the same pool (tables.free_rows: cheap and
-DeepConf scorers, the free-scorer combo (scorers.combo_fit: every free scorer standardized, weights learned on the
+DeepConf scorers, the free-scorer combo (bestofn.combo_fit: every free scorer standardized, weights learned on the
 training families' train splits: a base that travels), each one's weighted vote, majority vote, DeepConf's votes),
 the best free selector chosen on the training families' validation split and the best on F itself (optimistic: a
 user cannot choose it in advance), single pass, oracle; paired bootstrap intervals (bestofn.py's, the same draws
@@ -30,11 +30,13 @@ import bestofn as B
 import evaluate
 import tables
 import train as T
-from configurator import check_keys, check_positive, cli, configure, knobs
+from bestofn import combo_fit
+from configurator import check_keys, check_positive, check_writable, cli, configure, knobs
 from grading import answers_equal
-from model import count_params, resolve_device
-from scorers import combo_fit
-from store import atomic_write_json, check_writable, load_checkpoint, load_problem, load_split, problem_files
+from machine import resolve_device
+from model import count_params
+from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
+                   split_problems)
 from tasks import check_unseen
 
 # -----------------------------------------------------------------------------
@@ -115,7 +117,7 @@ def val_split(dirs, cfg, n):
     n)."""
     probs = []
     for d in dirs:
-        files = T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
+        files = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[1]
         for p in load_split(d, files=files):
             p['src'] = d
             probs.append(p)
@@ -154,7 +156,7 @@ def evaluate_fold(cfg, held, dev):
     # the free side, chosen on the training families' validation split; the combo's weights from their train splits
     vp, vpool, vn = val_split(others, cfg, n)
     tr = [p for d in others
-          for p in load_split(d, files=T.split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
+          for p in load_split(d, files=split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'])[0])]
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}  # vote temperatures, DeepConf windows
     rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo_fit(tr))
     for name, run_dir, dirs in fold_runs(cfg, held):
@@ -213,9 +215,9 @@ def render(folds, summ, cfg):
            "free-scorer combo's weights are learned on the training families' train splits. Δ are paired differences "
            f"with 95% bootstrap intervals ({cfg['n_boot']} draws over problems and seeds), **bold** where the interval "
            "excludes 0.", '',
-           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on test '
-           '(pts) | Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs best free '
-           'on test |',
+           f'| Held out | Method | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | Δ vs best free on '
+           'test (pts) | Δ vs majority (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ AUROC vs '
+           'best free on test |',
            '|---|---|---:|---:|---:|---:|---:|---:|---:|']
     keep = ('vote', 'cheap', 'free_best_val', 'free_best_val_auroc', 'combo', 'deepconf', 'deepconf_vote', 'free_vote',
             'verifier', 'verifier_vote', 'oracle', 'single')
@@ -266,7 +268,7 @@ def run(cfg):
     for held in cfg['folds'] or list(cfg['families']):  # before training: no run will score its own training groups
         ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['families'][held], 'eval'))]
         for name, _, dirs in fold_runs(cfg, held):
-            check_unseen(ev, {'train': [T.file_group(f) for d in dirs for f in problem_files(d)]},
+            check_unseen(ev, {'train': [file_group(f) for d in dirs for f in problem_files(d)]},
                          f"{name} (fold {held}, trained on {', '.join(dirs)})")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # runs, caches, the report
     if cfg['threads']:
