@@ -197,8 +197,8 @@ def make_plots(res, prefix):
                     else f"Best free on test ({pick}): optimistic")
         return 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
 
-    def save(fig, ax, what):
-        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
+    def save(fig, ax, what, inside=None):  # inside: a corner of the axes for the legend, else beside them
+        ax.legend(fontsize=7, loc=inside or 'upper left', bbox_to_anchor=None if inside else (1.02, 1.0))
         files.append(f'{prefix}_{what}.png')
         fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
         plt.close(fig)
@@ -312,7 +312,11 @@ def make_plots(res, prefix):
         ax.set(xlabel='within-problem AUROC (a correct candidate outscores a wrong one), 95% interval',
                title=plot_title(res, 'Ranking'))
         ax.grid(alpha=0.25, axis='x')
-        save(fig, ax, 'auroc')
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= min(hi, 1.0)]
+        ax.set_xlim(lo, hi + 0.6 * (hi - lo))  # room for the Δ labels right of the top rows, inside the frame
+        ax.set_xticks(ticks)  # none past 1, the AUROC's top
+        save(fig, ax, 'auroc', inside='lower right')  # the low-AUROC rows at the bottom leave that corner free
     return [f'plot: {f}' for f in files]
 
 
