@@ -3,7 +3,7 @@ Speed and memory, measured side by side in one run and printed as tables (never 
 
     python -m studies.bench                 # every section
     python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
-                                            # memory, gpu
+                                            # memory, gpu, gpu_cell
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
 
@@ -11,6 +11,7 @@ Each section backs a number in README.md or RESULTS.md (its docstring or comment
 moved to studies/bench_lab.py.
     python -m studies.bench --only=gpu      # the CUDA path (--device=cuda, the default where a GPU is visible;
                                             # --device=cpu: tiny shapes, a smoke run); --device=cuda alone runs it
+    python -m studies.bench --only=gpu_cell # config/gsm8k_1p7b.py's decoding: float16, 256 rows, 1,024 tokens
 """
 import copy
 import json
@@ -1015,6 +1016,18 @@ def bench_gpu(device=None):
         gpu_extract(device, _tiny_config('qwen3', 300), 4, 32, 1.0)
 
 
+def bench_gpu_cell(device=None):
+    """Decoding speed and peak memory at the paper GSM8K cell's own settings (config/gsm8k_1p7b.py: Qwen3-1.7B's
+    shapes, float16, 256 rows, 1,024 new tokens), eager and compiled: README's GPU cost figures."""
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    if not device.startswith('cuda'):  # nothing to measure here (every section's run goes on)
+        print(f"skipped: gpu_cell measures a CUDA device, not {device!r} (--only=gpu --device=cpu: the CUDA path's "
+              "smoke run)")
+        return
+    print(f"device: {torch.cuda.get_device_name(device)}; torch {torch.__version__}")
+    bench_speed(device, machine.paper_config('Qwen/Qwen3-1.7B'), (256,), 1024, torch.float16, 256, 8.0)
+
+
 def gpu_extract(device, cfg, n_problems, max_new_tokens, head_scale, compiles=(False,)):
     """extract.py itself (the CLI, main job's synthetic problems x 8) on a random model of `cfg` saved as a folder:
     load, memory check, sampling, capture and the atomic writes, end to end; wall time and candidates per second."""
@@ -1112,7 +1125,7 @@ if __name__ == '__main__':
     only, device = flag('only'), flag('device')
     if device is not None:  # the other sections measure this CPU machine
         only = only or 'gpu'
-        if only != 'gpu':
+        if only not in ('gpu', 'gpu_cell'):
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = bool(flag('profile'))
     sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
@@ -1120,6 +1133,7 @@ if __name__ == '__main__':
                 'train': lambda: bench_train(flag('train_dir')), 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
-                'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device), 'int8': bench_int8,
+                'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device),
+                'gpu_cell': lambda: bench_gpu_cell(device), 'int8': bench_int8,
                 'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
