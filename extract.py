@@ -49,15 +49,12 @@ exclude_ids = []  # dataset ids left out of the index ranges (the other rows kee
 synth_level = 2  # synthetic task: 1 | 2 | 3 | 4 operations (+ or -) on one-digit numbers
 word_family = 'shop'  # dataset='words': GSM8K-style word problems generated in tasks.py: 'shop' | 'travel' | 'bake' |
                       # 'share' (WORD_FAMILIES)
-word_split = 'arithmetic'  # dataset='words': what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (any
-                           # disjoint ranges; a question's numbers may recur in another arrangement) | 'numbers'
-                           # (grouped by the numbers alone, as the synthetic levels: train ranges below
-                           # tasks.word_boundary, eval ranges at or above it; other questions per index)
+word_split = 'arithmetic'  # dataset='words', what disjoint ranges keep apart (tasks.word_space): 'arithmetic' (numbers
+                           # may recur) | 'numbers' (grouped by numbers: train below tasks.word_boundary, eval above)
 synth_seed = 1337  # the order of the generated questions (synth and words): index i is always the same question
 train_range: tuple | None = (0, 7)  # inclusive dataset indices of the verifier-training problems; None skips the split
-eval_range: tuple | None = (1225, 1232)  # inclusive dataset indices of the held-out evaluation problems; None skips
-                                         # the split (synthetic levels: train ranges below tasks.synth_boundary, 1225
-                                         # at level 2, eval above it)
+eval_range: tuple | None = (1225, 1232)  # inclusive indices of the held-out problems; None skips the split (synth:
+                                         # eval at or above tasks.synth_boundary, 1225 at level 2; train below it)
 n_train_samples = 64  # candidates per training problem (paper: 64)
 n_eval_samples = 8  # candidates per evaluation problem (paper: 8)
 mode = 'sample'  # 'sample' | 'reencode' (teacher-forced pass over candidates_file)
@@ -65,12 +62,9 @@ candidates_file: str = None  # reencode: JSONL, one candidate a line: {index|id,
                              # (tasks.read_candidates_file)
 layers = [-1]  # HF hidden_states indices (0 = embeddings, -1 = final layer after norm); [-1,-2,-3,-4] = top-4
 max_steps: int | None = 100  # step states stored per candidate: the last max_steps (paper: S <= 100) | None = every
-                             # step (thinking traces: train.py's input_steps / max_steps then choose which to read,
-                             # from one extraction)
-step_kinds = ['boundary']  # what is stored per step (model.STEP_KINDS): 'boundary' (always; the paper's state at the
-                           # step's last token) plus 'mean' (the mean of the step's token states) and / or 'least' (the
-                           # state at its least likely token); each kind adds S x len(layers) x d_gen x 2 bytes per
-                           # candidate; train.py's step_read picks
+                             # step (thinking traces: train.py's input_steps / max_steps choose which to read)
+step_kinds = ['boundary']  # per step (model.STEP_KINDS): 'boundary' (always: the step's last token) + 'mean' (of its
+                           # tokens) | 'least' (its least likely token); train.py's step_read picks one
 enable_thinking = False  # Qwen3 chat template thinking mode
 system_prompt = MATH_SYSTEM  # for the benchmark datasets; the synthetic task uses a worked example instead
 max_new_tokens = 256
@@ -80,11 +74,10 @@ conf_topk = 20  # DeepConf token confidence: minus the mean log-prob of the top 
 batch_size = 128  # rows decoding at once (continuous batching: a row that ends takes the next candidate); the
                  # paper cells: the most that fit one 80 GB GPU (machine.fit_batch_size); reencode: at most this many
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster of float32 and bfloat16 for this model, measured once per
-                # machine: generator.measured_cpu_dtype) | 'float16' | 'bfloat16' | 'float32'. The weights' dtype used
-                # is recorded with each split (weights_dtype): a resume in another is refused
-torch_compile = False  # True: torch.compile the decoding step over fixed shapes (CUDA graphs): every row runs every
-                       # step over the whole cache capacity (RESULTS: speed on a GPU); slower on CPU
+dtype = 'auto'  # 'auto' (float16 on CUDA; on CPU the faster for this model, measured: generator.measured_cpu_dtype)
+                # | 'float16' | 'bfloat16' | 'float32'; recorded per split (weights_dtype): resumes in another refused
+torch_compile = False  # True: torch.compile the decoding step over fixed shapes (RESULTS: 4.7x eager on an H200,
+                       # no CUDA graphs: the cache write mutates an input); slower on CPU
 shard = 0  # this job's shard: every num_shards-th problem of each split, from the shard-th
 num_shards = 1  # with torchrun, RANK / WORLD_SIZE set these when num_shards is 1
 procs = 0  # processes that split the problems, each pinned to its own cores: 0 = one per core on CPU (bench.py
@@ -131,6 +124,11 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     bar.close()
 
 
+# what a split's config.json meant where it was written before the key existed (only the dataset's keys are compared)
+MADE_BEFORE = {'step_kinds': ['boundary'], 'sampler': 'per-batch generator (before continuous batching)',
+               'synth_split': 'by question string (before operand-multiset splits)', 'word_split': 'arithmetic'}
+
+
 def check_resume(split_dir, cfg):
     """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, steering policies
     (store.STEERING), sampling settings or data selection (store.done_problems compares the data itself: a moved
@@ -152,12 +150,7 @@ def check_resume(split_dir, cfg):
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
         norm = lambda k, v: (sorted(map(str, v)) if k == 'exclude_ids'  # noqa: E731
                              else json.loads(json.dumps(v, default=str)))
-        old.setdefault('step_kinds', ['boundary'])  # made before other kinds could be stored
-        old.setdefault('sampler', 'per-batch generator (before continuous batching)')
-        if cfg['dataset'] == 'synth':  # made before the space was split by operand multiset: other questions per index
-            old.setdefault('synth_split', 'by question string (before operand-multiset splits)')
-        if cfg['dataset'] == 'words':  # made before word_split existed: the arithmetic order
-            old.setdefault('word_split', 'arithmetic')
+        old = {**MADE_BEFORE, **old}  # an old split is refused by the key it lacks, never resumed
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
                 name = {'n_samples': f"n_{cfg.get('split', 'train')}_samples", 'weights_dtype': 'dtype'}.get(k, k)

@@ -58,16 +58,13 @@ from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_pr
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt: str = None  # a verifier's ckpt.pt, or a glob of several; None = the seeds of one run,
-                  # {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the one with the highest validation
-                  # within-problem AUROC at its kept step (train.py's best_val), ties to the first in sorted path order
-verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm' or 'hsrm_max_train_problems-25'; None = the
-                          # config's own (train.py's run name for the training knobs the config files set:
-                          # train.run_name, less the seed)
+ckpt: str = None  # a ckpt.pt or a glob; None = {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the highest
+                  # validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted path order
+verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm_max_train_problems-25'; None = the config's own
+                          # (the run name train.py gives the training knobs the config files set, less the seed)
 question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
-force = False  # True: answer a question that does not fit the verifier's task (its dataset's or word family's template)
-               # or shares its numbers with its training questions (tasks.check_unseen), marked forced: true in
-               # picks.jsonl; else it is refused
+force = False  # True: answer (marked forced in picks.jsonl) a question off the verifier's task template or sharing
+               # numbers with its training questions (tasks.check_unseen); else it is refused
 questions_file: str = None  # a JSONL file, one {"question": str, "id": optional, "gold": optional answer} per line
 dataset_range: tuple[int, int] = None  # (lo, hi): dataset problems lo..hi, inclusive, as extract.py's ranges (their
                                        # gold grades the picks)
@@ -93,13 +90,12 @@ data_dir: str = None  # dataset_range: where the dataset is (extract.py's data_d
 data_path: str = None
 synth_seed: int = None
 exclude_ids: list = None
-seed = 1337  # a batch of questions is seeded as extract.py seeds it (seed and its first index): a dataset_range with
-             # extraction's seed, n and batch_size samples exactly its candidates
-batch_size = 128  # sequences per forward pass; questions per batch = batch_size // n_samples
+seed = 1337  # draws as extract.py's (seed, problem, sample, token): a dataset_range with extraction's seed and n
+             # samples exactly its candidates
+batch_size = 128  # rows decoding at once, as extract.py's (a speed knob: candidates do not depend on it)
 device = 'auto'  # 'auto' | 'cpu' | 'cuda'
-dtype: str = None  # the generator's weights: None = as the verifier's training split was extracted (its weights_dtype:
-                   # the states it learnt from) | 'auto' | 'float16' | 'bfloat16' | 'float32' (another than the
-                   # training's is refused)
+dtype: str = None  # the generator's weights: None = the training split's weights_dtype (the states it learnt from)
+                   # | 'auto' | 'float16' | 'bfloat16' | 'float32'; another than the training's is refused
 threads = 0  # CPU threads for torch; 0 = torch's default
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
