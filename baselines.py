@@ -4,24 +4,23 @@ cheap scorers and DeepConf's confidences, are in bestofn.py: they cost nothing a
 - EORM-style text-only verifiers (GPT-2's tokenizer, 512 positions: small 13.80M, large 53.22M; the paper
   says 2.6M / 53.4M): trained by train.py's `train` (as train.py runs it) with verifier='text' on the same problems,
   split, loss and early stopping as HSRM, reading every split through the same tokenizer and position table;
-- an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached: its input format, loading,
-  per-step scores, the candidate score from them and its cost in FLOPs are below, where evaluate.py reads them too.
+- an off-the-shelf PRM (Qwen2.5-Math-PRM-7B), scored once per candidate and cached: its loading and per-step scores
+  are below; its input format, the candidate score from its step scores and its cost are model.py's.
 
     python baselines.py config/gsm8k_1p7b.py                                  # text verifiers
     python baselines.py config/gsm8k_1p7b.py --text_sizes="['large']" --text_tokenizer=gpt2 --max_tokens=512
     python baselines.py config/gsm8k_1p7b.py --prm_model=Qwen/Qwen2.5-Math-PRM-7B --device=cuda
 """
 import json
-import math
 import os
 import time
 
-import numpy as np
 import torch
 
 import train
 from configurator import check_writable, cli, configure, knobs, split_argv
 from machine import from_pretrained, resolve_device
+from model import PRM_SEP, PRM_SYSTEM, split_steps
 from store import atomic_write_json, load_split
 
 # -----------------------------------------------------------------------------
@@ -42,20 +41,8 @@ threads = 0                 # CPU threads for torch; 0 = torch's default (on a b
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # -----------------------------------------------------------------------------
-# off-the-shelf PRM (Qwen2.5-Math-PRM-7B usage, from its model card): system prompt, the question as
-# the user turn, the steps joined by <extra_0> (and one after the last) as the assistant turn, chat
-# template; the model gives 2-class logits per token; the positive-class probability at each
-# <extra_0> is that step's score.
-
-PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
-PRM_SEP = '<extra_0>'
-
-
-def split_steps(text):
-    """Steps of a completion: blank-line separated chunks (stripped, empties dropped); >= 1 step."""
-    steps = [s.strip() for s in text.split('\n\n') if s.strip()]
-    return steps or [text.strip()]
-
+# the off-the-shelf PRM (model.py defines its input, its step scores' reduce and its cost): run here, its per-step
+# positive-class probabilities cached for evaluate.py
 
 def prm_text(tokenizer, question, completion):
     messages = [{'role': 'system', 'content': PRM_SYSTEM}, {'role': 'user', 'content': question},
@@ -68,36 +55,14 @@ def prm_input_ids(tokenizer, question, texts):
     return [tokenizer(prm_text(tokenizer, question, t), add_special_tokens=False)['input_ids'] for t in texts]
 
 
-# PRM cost, counted as model.py counts the verifiers' FLOPs (2 per multiply-add of every matmul, attention
-# included; embedding lookups, norms, softmax and the rotary outer product count 0): one forward over its
-# whole input of L tokens (system prompt, question, steps) is 2 L W + 4 L^2 d_attn per layer, W = the weights
-# of every nn.Linear (attention, MLP, score head), d_attn = heads x head dim; the causal mask does not halve
-# it (torch's FLOP counter counts the full L x L products, as for HSRM's encoder). Qwen2.5-Math-PRM-7B from
-# its config.json (hidden 3584, FFN 18944, 28 layers, 28 heads of 128 with 4 KV heads, vocab 152064, score
-# head 3584 -> 3584 -> 2; no LM head): the nominal figures when it has not run here.
-PRM_7B_ARCH = {'linear_params': 6_538_140_672, 'n_layer': 28, 'd_attn': 3584, 'n_params': 7_083_474_946}
-
-
 def prm_arch(model):
-    """PRM_7B_ARCH's figures of a loaded PRM."""
+    """model.PRM_7B_ARCH's figures of a loaded PRM."""
     cfg = model.config
     head_dim = getattr(cfg, 'head_dim', None) or cfg.hidden_size // cfg.num_attention_heads
     return {'linear_params': sum(m.in_features * m.out_features for m in model.modules()
                                  if isinstance(m, torch.nn.Linear)),
             'n_layer': cfg.num_hidden_layers, 'd_attn': cfg.num_attention_heads * head_dim,
             'n_params': sum(p.numel() for p in model.parameters())}
-
-
-def prm_flops(arch, n_tokens):
-    """Forward FLOPs of the PRM (arch: PRM_7B_ARCH's keys) on one input of n_tokens tokens."""
-    return 2 * n_tokens * arch['linear_params'] + 4 * arch['n_layer'] * n_tokens ** 2 * arch['d_attn']
-
-
-def prm_tokens_estimate(question, completion, n_tokens, tokens_per_char):
-    """PRM input tokens without its tokenizer: the completion's n_tokens (generator tokens), the system
-    prompt and question at tokens_per_char, one separator per step and 15 ChatML tokens (3 turns of
-    <|im_start|> role \\n ... <|im_end|> \\n)."""
-    return n_tokens + round(tokens_per_char * len(PRM_SYSTEM + question)) + len(split_steps(completion)) + 15
 
 
 def load_prm(name, dtype='bfloat16', device='cpu'):
@@ -141,15 +106,6 @@ def prm_step_probs(model, tokenizer, question, texts, batch_size=8, device='cpu'
             at = (x[r] == sep) & (mask[r] == 1)
             out[i] = prob[r][at].tolist()
     return out
-
-
-def prm_reduce(step_probs, how='last'):
-    """Candidate score from its step scores: 'last' (the paper's main results), 'min' or 'prod'."""
-    if how not in ('last', 'min', 'prod'):
-        raise ValueError(f"prm_reduce={how!r}; fix: --prm_reduce=last (or min, prod)")
-    if not step_probs:  # the separator was cut off (should not happen: nothing is truncated)
-        return -math.inf
-    return float(step_probs[-1] if how == 'last' else min(step_probs) if how == 'min' else np.prod(step_probs))
 
 
 def score_prm(problems, cache_path, prm_model, batch_size=8, dtype='bfloat16', device='cpu', save_every=16):

@@ -27,6 +27,7 @@ A positional argument is a config file (plain Python assignments); several stack
   that is missing names the nearest config files.
 """
 import ast
+import copy
 import difflib
 import functools
 import os
@@ -99,6 +100,13 @@ def _stages():
                 out[name][target.id] = (_declared(node.annotation, f'{name} line {node.lineno}')
                                         if isinstance(node, ast.AnnAssign) else None, default)
     return out
+
+
+def stage_defaults(name):
+    """{knob: default} of the stage file `name` (one of STAGE_FILES) as _stages reads it: another stage's knobs without
+    importing that stage (evaluate.py reads train.py's, sample.py evaluate.py's). A default that is not a literal
+    (system_prompt = MATH_SYSTEM) is left out."""
+    return copy.deepcopy({k: d for k, (_, d) in _stages()[name].items() if d is not _UNREAD})
 
 
 @functools.lru_cache(maxsize=1)

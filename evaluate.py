@@ -24,23 +24,19 @@ stage's knobs, the PRM's and the learned verifiers' rows, the notes, the markdow
 import glob
 import json
 import os
-import re
 import sys
 
 import numpy as np
 import torch
 
-import baselines
-import train
-
 from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
-from configurator import apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file
-from model import count_params, input_lengths, reads, verifier_flops
+from configurator import (apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file,
+                          stage_defaults)
+from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
+from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from machine import head_dim, n_params, resolve_device
-from baselines import PRM_7B_ARCH, prm_flops, prm_tokens_estimate
-from baselines import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from generator import generator_config, generator_name, matmul_shapes
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, run_name, train_dirs_now
+from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, own_run, train_dirs_now
 from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
                     fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
                     run_group, val_splitter, yerr)
@@ -326,7 +322,7 @@ def make_plots(res, prefix):
 
 def generator_cost(problems, name):
     """What sampling one candidate costs the generator `name`, counted as the verifiers' and the PRM's FLOPs are: one
-    forward over the prompt and the completion (baselines.prm_flops: the linear layers, LM head included, and
+    forward over the prompt and the completion (model.lm_flops: the linear layers, LM head included, and
     attention), the prompt's tokens estimated from its characters at the completions' tokens per character.
     {'generator', 'params', 'flops', 'tokens'}, or None without the generator's config."""
     config = generator_config(name)
@@ -337,7 +333,7 @@ def generator_cost(problems, name):
     cands = [(p, c) for p in problems for c in p['candidates']]
     tpc = sum(len(c['token_ids']) for _, c in cands) / max(1, sum(len(c['text']) for _, c in cands))
     L = [round(tpc * len(p.get('prompt') or p['question'])) + len(c['token_ids']) for p, c in cands]
-    return {'generator': name, 'params': n_params(config), 'flops': float(np.mean([prm_flops(arch, x) for x in L])),
+    return {'generator': name, 'params': n_params(config), 'flops': float(np.mean([lm_flops(arch, x) for x in L])),
             'tokens': float(np.mean(L))}
 
 
@@ -374,7 +370,7 @@ def prm_rows(eval_dir, problems, pool, ns, n, how):
             'params': (prm or {}).get('n_params') or arch['n_params'],
             'input': "L tokens: system prompt + question + steps (mean "
                      f"{np.mean(L):.0f}{'' if exact else ', estimated'})",
-            'flops': float(np.mean([prm_flops(arch, x) for x in L])),
+            'flops': float(np.mean([lm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
             'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
     return rows, cost, note
@@ -522,21 +518,13 @@ def write_results(res, prefix, plots):
     print(f'wrote {prefix}.json and {prefix}.md')
 
 
-def own_run(files=(), stored_layers=(-1,)):
-    """The run name train.py gives the training knobs that config files set (store.run_name, less its seed), on data
-    storing stored_layers: the run whose seeds evaluate.py and sample.py read. No files: train.py's defaults
-    ('hsrm')."""
-    tc = apply_config(dict(train.DEFAULTS), list(files), train.DEFAULTS)
-    return re.sub(r'_seed0$', '', run_name({**tc, 'seed': 0}, train.DEFAULTS, stored_layers))
-
-
 def named_runs(files, out_dir):
     """{run group: (seeds, the command that trains them)} of the verifiers config files name for out_dir: train.py's
     own run (own_run, on the layers its training data stores) and baselines.py's text verifiers of each of
     text_sizes, where the files set text_sizes or a run of that size is there; both with train.py's seeds."""
-    files = list(files)
-    tc = apply_config(dict(train.DEFAULTS), files, train.DEFAULTS)
-    sizes = apply_config(dict(baselines.DEFAULTS), files, baselines.DEFAULTS)['text_sizes']
+    files, tdef, bdef = list(files), stage_defaults('train.py'), stage_defaults('baselines.py')
+    tc = apply_config(dict(tdef), files, tdef)
+    sizes = apply_config(dict(bdef), files, bdef)['text_sizes']
     dirs = tc['train_dirs'] or [os.path.join(out_dir, 'train')]
     stored = load_problem(problem_files(dirs[0])[0], mmap=True)['layers'] if glob.glob(
         os.path.join(dirs[0], 'problems', '*.pt')) else (-1,)

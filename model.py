@@ -22,20 +22,12 @@ from machine import from_pretrained, one_thread
 #   'states' float32 [B,S,D], 'step_mask' bool [B,S] (True = real step), and for text models
 #   'tokens' int64 [B,T] (ids into the restricted vocab), 'token_mask' bool [B,T].
 #
-# Parameter counts. The paper's equations (linear projection, 2 post-LN encoder layers with FFN 4d,
-# mean pool, LN, one linear readout) give 2,104,833 parameters at d_gen 2048, i.e. 2.10M, while its
-# tables say 2.12M / 2.25M / 2.65M (d_gen 2048/2560/4096), 3.69M (top-4 layers, 8192), 0.67M
-# (Transformer d=128) and 0.40M (DeepSet d=128). Every one of them is reproduced by a score head
-# LN -> Linear(d, 64) -> ReLU -> Linear(64, 1), i.e. 64*d + 128 more than a single linear readout
-# (+16,256 at d=256). (A 64-entry learned step-position table would also fit the Transformer counts,
-# but not DeepSet's, and would cap S at 64 where extraction keeps up to 100 steps.) Default HSRM:
-#   input projection d_gen*256 + 256            524,544 at d_gen 2048 (the only d_gen-dependent part)
-#   2 encoder layers x 789,760                1,579,520 (qkv 197,376 + out 65,792 + FFN 525,568 + 2 LN 1,024)
-#   pooled LN 512 + head 16,448 + 65             17,025
-#   total                                     2,121,089 (2.12M); 2,252,161 at 2560; 2,645,377 at 4096
-# (the paper's "~3.4M" for d_gen 5120 does not fit any of this: the formula gives 2.91M there).
-# No positional encoding over steps (the paper describes none): each step state comes from a causal
-# LM, so it already encodes where in the solution it sits.
+# Parameter counts. The paper's equations (projection, 2 post-LN encoder layers with FFN 4d, mean pool, LN, a linear
+# readout) give 2.10M at d_gen 2048, its tables 2.12M / 2.25M / 2.65M (d_gen 2048/2560/4096), 3.69M (top-4 layers),
+# 0.67M (Transformer d=128), 0.40M (DeepSet d=128): each reproduced by the score head LN -> Linear(d, 64) -> ReLU ->
+# Linear(64, 1). Default HSRM at d_gen 2048: projection 524,544 (the only d_gen-dependent part) + 2 layers x 789,760
+# + pooled LN and head 17,025 = 2,121,089 (the paper's "~3.4M" at 5120 fits none of this: 2.91M). No positional
+# encoding over steps (the paper describes none): a causal LM's state already encodes where in the solution it sits.
 
 HEAD_HIDDEN = 64
 PAD, UNK = 0, 1  # restricted-vocab ids reserved by text models; real tokens start at 2
@@ -52,10 +44,8 @@ def _plus_cheap(score, batch):
 
 
 class Dropout(nn.Module):
-    """nn.Dropout with its mask drawn from 16 random bits an element (four from each 64-bit draw): torch's CPU dropout
-    draws a float per element through bernoulli_: with this one a training step is 1.36x faster for the text
-    verifier, 1.13x for HSRM (one thread, AMD EPYC; studies.bench --only=train). p is rounded to a multiple of
-    1/65536 (0.1 -> 0.1000061)."""
+    """nn.Dropout with its mask drawn from 16 random bits an element (torch's CPU dropout draws a float each; speed-up
+    in RESULTS, `model.Dropout`). p is rounded to a multiple of 1/65536 (0.1 -> 0.1000061)."""
 
     def __init__(self, p=0.1):
         super().__init__()
@@ -90,10 +80,8 @@ def _masked_mean(z, mask):
 def _encode(encoder, x, mask):
     """torch's encoder (its layers' weights and math) on the real positions x [N,d] of a padded batch, mask [B,S]
     (True = real; x in mask's row-major order) -> each row's mean over its real positions [B,d] (0 for a row without
-    one). Every linear map, norm, activation and dropout runs on the N real rows and only the attention on [B,S]:
-    against torch's layers over the padded batch (scoring: its nested-tensor fast path) the text verifier's training
-    step is 1.14-1.37x faster at the main job's lengths (a fifth of a batch's positions are padding) and HSRM's
-    scoring 1.3-1.5x (studies.bench --only=train)."""
+    one). Every linear map, norm, activation and dropout runs on the N real rows and only the attention on [B,S]
+    (faster than torch's layers over the padded batch: RESULTS, the encoders on the real positions)."""
     B, S = mask.shape
     for layer in encoder.layers:
         at = layer.self_attn
@@ -362,6 +350,45 @@ def verifier_flops(model, n_steps, n_tokens):
     S = 1 if model.spec['input_steps'] == 'last' else min(n_steps, model.spec.get('max_steps') or n_steps)
     T = max(1, min(n_tokens, model.spec['max_tokens']))
     return model.flops(S, T)
+
+
+# -----------------------------------------------------------------------------
+# the off-the-shelf PRM (Qwen2.5-Math-PRM-7B, its model card): the system prompt, the question, the steps joined by
+# PRM_SEP (one after the last); a step's score is the positive class's probability at its separator. baselines.py
+# runs it and caches the step scores; evaluate.py reduces them to a candidate's score and counts its cost here.
+PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
+PRM_SEP = '<extra_0>'
+# its figures where it has not run (config.json: hidden 3584, FFN 18944, 28 layers, 28 heads of 128, 4 KV heads,
+# vocab 152064, score head 3584 -> 3584 -> 2, no LM head)
+PRM_7B_ARCH = {'linear_params': 6_538_140_672, 'n_layer': 28, 'd_attn': 3584, 'n_params': 7_083_474_946}
+
+
+def split_steps(text):
+    """Steps of a completion as the PRM reads them: blank-line separated chunks (stripped, empties dropped); >= 1."""
+    steps = [s.strip() for s in text.split('\n\n') if s.strip()]
+    return steps or [text.strip()]
+
+
+def prm_reduce(step_probs, how='last'):
+    """Candidate score from its step scores: 'last' (the paper's main results), 'min' or 'prod'."""
+    if how not in ('last', 'min', 'prod'):
+        raise ValueError(f"prm_reduce={how!r}; fix: --prm_reduce=last (or min, prod)")
+    if not step_probs:  # the separator was cut off (should not happen: nothing is truncated)
+        return -float('inf')
+    return float(step_probs[-1] if how == 'last' else min(step_probs) if how == 'min' else np.prod(step_probs))
+
+
+def lm_flops(arch, n_tokens):
+    """Forward FLOPs of a causal LM (arch: PRM_7B_ARCH's keys; the PRM or a generator) over one input of n_tokens,
+    counted as the verifiers': 2 L W + 4 L^2 d_attn a layer, W every nn.Linear's weights, the causal mask not halving
+    it (torch's counter counts the full L x L products)."""
+    return 2 * n_tokens * arch['linear_params'] + 4 * arch['n_layer'] * n_tokens ** 2 * arch['d_attn']
+
+
+def prm_tokens_estimate(question, completion, n_tokens, tokens_per_char):
+    """PRM input tokens without its tokenizer: the completion's n_tokens (generator tokens), the system prompt and
+    question at tokens_per_char, a separator a step and 15 ChatML tokens (3 turns of <|im_start|> role \\n ...)."""
+    return n_tokens + round(tokens_per_char * len(PRM_SYSTEM + question)) + len(split_steps(completion)) + 15
 
 
 # -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ trained checkpoint (model.score_problems: the scores evaluate.py computes), and 
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
 prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
-verifier is a seed of the config's own run (train.run_name; --ckpt for another), of its seeds, each finished. A
+verifier is a seed of the config's own run (store.own_run; --ckpt for another), of its seeds, each finished. A
 question that does not fit its task (the dataset's or word family's template), or shares its numbers with its training
 or validation questions (tasks.seen_groups; a benchmark question typed as text, where it is one of its training
 problems), is refused (--force=True answers it, marked forced): alone, in one line with the fix and a
@@ -40,13 +40,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-import evaluate
 import extract
+import store
 import tables
-import train
 from bestofn import choose, choose_temp
 from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
-from configurator import apply_config, check_between, check_positive, check_writable, cli, configure, knobs, split_argv
+from configurator import (apply_config, check_between, check_positive, check_writable, cli, configure, knobs, split_argv,
+                          stage_defaults)
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
 from machine import resolve_device
 from model import read_kinds, reads, score_problems
@@ -101,7 +101,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # evaluate.py's knobs (vote temperatures, subsets, DeepConf windows); config files and flags set
 # them as for evaluate.py, so a vote's temperature is the one evaluate.py chose for the same checkpoint and N
-EVAL = {k: v for k, v in evaluate.DEFAULTS.items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
+EVAL = {k: v for k, v in stage_defaults('evaluate.py').items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
         'val_seed', 'eval_batch_size', 'deepconf_window', 'deepconf_tail')}
 # extract.py's defaults fill a setting nobody gave when the verifier's training extraction config is not found
 EXTRACT = extract.DEFAULTS
@@ -241,10 +241,10 @@ def iter_best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_tem
 
 
 def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (evaluate.own_run, on the layers extract.py
+    """The run name train.py gives the training knobs that config files set (store.own_run, on the layers extract.py
     stores for them): the run whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
     files = list(files)
-    return evaluate.own_run(files, apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)['layers'])
+    return store.own_run(files, apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)['layers'])
 
 
 def best_ckpt(pattern, run=None, seeds=None):
@@ -621,7 +621,8 @@ def configured(argv):
     config = configure(dict(DEFAULTS), argv)
     files = [a for a in argv if not a.startswith('--')]
     if files and not config['verifier_run']:  # the config's own run, of its seeds (each finished: best_ckpt)
-        tc = apply_config(dict(train.DEFAULTS), files, train.DEFAULTS)
+        tdef = stage_defaults('train.py')
+        tc = apply_config(dict(tdef), files, tdef)
         config['verifier_seeds'] = tc['seeds'] or [tc['seed']]
     config['verifier_run'] = config['verifier_run'] or own_run(files)
     return {**{k: eval_cfg[k] for k in EVAL}, **config}

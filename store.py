@@ -21,6 +21,7 @@ from collections import Counter
 import numpy as np
 import torch
 
+from configurator import apply_config, stage_defaults
 from model import SPEC, build_verifier, count_params, reads
 from tasks import group_key
 
@@ -386,6 +387,14 @@ def load_checkpoint(path, device='cpu'):
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
              'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems',
              'prefix_train', 'step_features', 'residual')
+
+
+def own_run(files=(), stored_layers=(-1,)):
+    """The run name train.py gives the training knobs that config files set (run_name, less its seed), on data storing
+    stored_layers: the run whose seeds evaluate.py and sample.py read. No files: train.py's defaults ('hsrm')."""
+    defaults = stage_defaults('train.py')
+    tc = apply_config(dict(defaults), list(files), defaults)
+    return run_name({**tc, 'seed': 0}, defaults, stored_layers).removesuffix('_seed0')
 
 
 def run_name(cfg, defaults, stored_layers=(-1,)):

@@ -172,7 +172,7 @@ def _tiny_prm_tokenizer():
     """A byte-level BPE tokenizer with <extra_0> and a ChatML template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
-    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', B.PRM_SEP]
+    specials = ['<unk>', '<pad>', '<|im_start|>', '<|im_end|>', model_mod.PRM_SEP]
     tok = Tokenizer(models.BPE(unk_token='<unk>'))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -323,6 +323,11 @@ def test_imports_follow_the_pipeline():
             assert not ds & set(rank), (m, sorted(ds & set(rank)))
         if m in top:
             assert ds <= top, (m, sorted(ds - top))
+    # a stage reads another's knobs through configurator.stage_defaults, never by importing it; a stage imports another
+    # for its body alone: baselines trains the text verifiers with train.py's loop, sample.py samples with extract.py's
+    # settings (its system_prompt default is no literal) and intervals; tables.py is the tables' shared machinery
+    crossed = {m: sorted(ds & set(rank) - {'tables'}) for m, ds in deps.items() if m in rank}
+    assert {m: d for m, d in crossed.items() if d} == {'baselines': ['train'], 'sample': ['extract']}, crossed
     done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
     while left:
         ready = [m for m, ds in left.items() if ds <= done]
@@ -334,6 +339,20 @@ def test_imports_follow_the_pipeline():
 # ====================================================================================================
 # configurator.py: config files and --key=value, every config against every stage, the device
 # ====================================================================================================
+
+
+def test_stage_defaults_are_each_stages_knobs():
+    """configurator.stage_defaults reads a stage's knobs without importing it: the same dict as the stage's DEFAULTS,
+    less a default that is no literal; a copy (a caller's change does not reach the next caller)."""
+    from configurator import STAGE_FILES, stage_defaults
+    import importlib
+    for name in STAGE_FILES:
+        mod = importlib.import_module(name[:-3].replace('/', '.'))
+        got = stage_defaults(name)
+        assert got == {k: v for k, v in mod.DEFAULTS.items() if k in got}, name
+        assert set(mod.DEFAULTS) - set(got) == ({'system_prompt'} if name == 'extract.py' else set()), name
+    stage_defaults('evaluate.py')['vote_temps'].append(-1)
+    assert -1 not in stage_defaults('evaluate.py')['vote_temps']
 
 
 def test_configurator_fixes_nanogpt_holes(tmp_path):
@@ -4292,8 +4311,8 @@ def test_eorm_text_large_gpt2_scores_real_candidates(smollm, tmp_path):
 
 
 def test_prm_scoring_path(tiny_prm, tmp_path):
-    assert B.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
-    assert B.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and B.split_steps('') == ['']
+    assert model_mod.split_steps(TEXTS[0]) == ['First, 2+3.', 'So 5.', 'The answer is \\boxed{5}']
+    assert model_mod.split_steps(TEXTS[2]) == ['a', 'b', 'c'] and model_mod.split_steps('') == ['']
     model, tok = B.load_prm(tiny_prm, 'float32')
     # the hub PRM's path: the class comes from the folder's remote code, with every saved weight loaded
     from safetensors.torch import load_file
@@ -4304,14 +4323,15 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
     saved, sd = load_file(os.path.join(tiny_prm, 'model.safetensors')), model.state_dict()
     assert set(saved) == set(sd) and all(torch.equal(saved[k], sd[k]) for k in saved)
     text = B.prm_text(tok, 'What is 2+3?', TEXTS[0])
-    assert B.PRM_SYSTEM in text and text.count(B.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
+    M = model_mod
+    assert M.PRM_SYSTEM in text and text.count(M.PRM_SEP) == 3 and text.index('What is 2+3?') < text.index('First')
     probs = B.prm_step_probs(model, tok, 'What is 2+3?', TEXTS, batch_size=4)
     assert [len(p) for p in probs] == [3, 1, 3, 1]                             # one score per step
     # the scores are the positive-class probabilities at exactly the separator positions
     ids = torch.tensor([tok(text, add_special_tokens=False)['input_ids']])
     with torch.no_grad():
         ref = torch.softmax(model(input_ids=ids)[0][0], -1)[:, 1]
-    sep = tok.convert_tokens_to_ids(B.PRM_SEP)
+    sep = tok.convert_tokens_to_ids(model_mod.PRM_SEP)
     assert probs[0] == pytest.approx(ref[ids[0] == sep].tolist(), abs=1e-5)
     # batched (right-padded) == one at a time
     one = [B.prm_step_probs(model, tok, 'What is 2+3?', [t], batch_size=1)[0] for t in TEXTS]
@@ -4325,11 +4345,11 @@ def test_prm_scoring_path(tiny_prm, tmp_path):
     m2, tok2 = B.load_prm(tc, 'float32')
     assert type(m2).__name__ == 'Qwen2ForTokenClassification'
     assert [len(p) for p in B.prm_step_probs(m2, tok2, 'What is 2+3?', TEXTS)] == [3, 1, 3, 1]
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
-    assert B.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
+    assert model_mod.prm_reduce([0.9, 0.2, 0.6], 'last') == 0.6
+    assert model_mod.prm_reduce([0.9, 0.2, 0.6], 'min') == 0.2
+    assert model_mod.prm_reduce([0.9, 0.2, 0.6], 'prod') == pytest.approx(0.108)
     with pytest.raises(ValueError, match='prm_reduce'):
-        B.prm_reduce([0.5], 'mean')
+        model_mod.prm_reduce([0.5], 'mean')
 
 
 def test_prm_cache_is_resumable(tiny_prm, tmp_path):
@@ -4376,10 +4396,11 @@ def test_prm_7b_nominal_figures_match_its_config():
     with torch.device('meta'):
         m = Qwen2Model(cfg)
         m.score = torch.nn.Sequential(torch.nn.Linear(3584, 3584), torch.nn.ReLU(), torch.nn.Linear(3584, 2))
-    assert B.prm_arch(m) == B.PRM_7B_ARCH
+    assert B.prm_arch(m) == model_mod.PRM_7B_ARCH
     # not run: its input estimated as question + completion, so a longer question costs more
-    short, long = (B.prm_flops(B.PRM_7B_ARCH, B.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
-    assert long > short > 2 * 40 * B.PRM_7B_ARCH['linear_params']
+    M = model_mod
+    short, long = (M.lm_flops(M.PRM_7B_ARCH, M.prm_tokens_estimate(q, 'a\n\nb', 40, 0.3)) for q in ('x', 'x' * 200))
+    assert long > short > 2 * 40 * M.PRM_7B_ARCH['linear_params']
 
 
 # ====================================================================================================
