@@ -3,7 +3,7 @@ Speed and memory, measured side by side in one run and printed as tables (never 
 
     python -m studies.bench                 # every section
     python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
-                                            # memory, gpu, gpu_cell
+                                            # memory, gpu, gpu_cell, gpu_refill
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
 
@@ -12,6 +12,7 @@ moved to studies/bench_lab.py.
     python -m studies.bench --only=gpu      # the CUDA path (--device=cuda, the default where a GPU is visible;
                                             # --device=cpu: tiny shapes, a smoke run); --device=cuda alone runs it
     python -m studies.bench --only=gpu_cell # config/gsm8k_1p7b.py's decoding: float16, 256 rows, 1,024 tokens
+    python -m studies.bench --only=gpu_refill  # continuous batching against fixed batches (a stand-in EOS)
 """
 import copy
 import json
@@ -1028,6 +1029,56 @@ def bench_gpu_cell(device=None):
     bench_speed(device, machine.paper_config('Qwen/Qwen3-1.7B'), (256,), 1024, torch.float16, 256, 8.0)
 
 
+def bench_gpu_refill(device=None, rows=128, n_problems=48, T=256, every=200):
+    """Continuous batching against fixed batches on the device, at Qwen3-1.7B's shapes (bfloat16, random weights).
+    Random weights never end a row early, so a stand-in EOS ends it: every `every`-th token id (about a 1/every
+    chance a token, lengths spread as a real generator's do, some at the cap T). Fixed batches: one call per rows / 8
+    prompts, every row of a batch starting together and the batch running until its longest row ends (the loop
+    before continuous batching); continuous: one call over all prompts, an ended row refilled at once. Counter-based
+    draws: both make the same candidates."""
+    import capture as X
+    device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    cuda = device.startswith('cuda')
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit(f"--device={device} but CUDA is not available; fix: --device=cpu (tiny shapes: a smoke run)")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    cfg = machine.paper_config('Qwen/Qwen3-1.7B') if cuda else _tiny_config('qwen3', 300)
+    if not cuda:  # a smoke run: tiny shapes, a short cap
+        rows, n_problems, T, every = 16, 6, 32, 20
+    tok = word_tokenizer(cfg.vocab_size)
+    table_ = torch.zeros(cfg.vocab_size, dtype=torch.bool)
+    table_[1::16] = True
+    eos = list(range(7, cfg.vocab_size, every))
+    model = _random_model(cfg, torch.bfloat16, device, 8.0 if cuda else 1.0)
+    prompts = [_words(tok, [2 + (13 * i + j) % 500 for j in range(128)]) for i in range(n_problems)]  # 128 tokens
+    per = rows // 8
+    X.sample_with_capture(model, tok, prompts[:per], 8, [-1], 8, 0.7, 0.9, seed=0, table=table_, eos=eos)  # warm-up
+    out, res = [], {}
+    for loop, calls in (('fixed batches', [list(range(i, min(i + per, n_problems))) for i in range(0, n_problems, per)]),
+                        ('continuous', [list(range(n_problems))])):
+        sync()
+        t, got = time.perf_counter(), []
+        for idx in calls:
+            got += X.sample_with_capture(model, tok, [prompts[i] for i in idx], 8, [-1], T, 0.7, 0.9, seed=0,
+                                         table=table_, eos=eos, rows=rows, keys=idx)
+        sync()
+        secs = time.perf_counter() - t
+        lens = [len(c['token_ids']) for cs in got for c in cs]
+        res[loop] = [c['token_ids'].tolist() for cs in got for c in cs]
+        out.append([loop, len(lens), sum(lens), f'{secs:.1f}', f'{sum(lens) / secs:,.0f}'])
+    base = float(out[0][4].replace(',', ''))
+    for r in out:
+        r.append(f"{float(r[4].replace(',', '')) / base:.2f}")
+    same = sum(a == b for a, b in zip(res['fixed batches'], res['continuous']))
+    print(f"\nContinuous batching on {torch.cuda.get_device_name(device) if cuda else 'cpu (tiny shapes: a smoke run)'}"
+          f": a random {cfg.model_type} at {'Qwen3-1.7B' if cuda else 'tiny'} shapes, bfloat16, {rows} rows, "
+          f"{n_problems} prompts x 8 of 128 tokens, up to {T} new tokens, T=0.7, top-p 0.9; stand-in EOS: every "
+          f"{every}th token id. Lengths: mean {sum(lens) / len(lens):.0f}, {sum(n == T for n in lens)} of {len(lens)} "
+          f"at the cap; {same} of {len(lens)} candidates equal in both loops (counter-based draws; float rounding "
+          "can part the rest).")
+    table(out, ['loop', 'candidates', 'tokens', 'wall s', 'tokens / s', 'vs fixed'])
+
+
 def gpu_extract(device, cfg, n_problems, max_new_tokens, head_scale, compiles=(False,)):
     """extract.py itself (the CLI, main job's synthetic problems x 8) on a random model of `cfg` saved as a folder:
     load, memory check, sampling, capture and the atomic writes, end to end; wall time and candidates per second."""
@@ -1125,7 +1176,7 @@ if __name__ == '__main__':
     only, device = flag('only'), flag('device')
     if device is not None:  # the other sections measure this CPU machine
         only = only or 'gpu'
-        if only not in ('gpu', 'gpu_cell'):
+        if only not in ('gpu', 'gpu_cell', 'gpu_refill'):
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = bool(flag('profile'))
     sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
@@ -1134,6 +1185,7 @@ if __name__ == '__main__':
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device),
-                'gpu_cell': lambda: bench_gpu_cell(device), 'int8': bench_int8,
+                'gpu_cell': lambda: bench_gpu_cell(device), 'gpu_refill': lambda: bench_gpu_refill(device),
+                'int8': bench_int8,
                 'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
