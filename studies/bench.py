@@ -1054,8 +1054,8 @@ def bench_gpu_refill(device=None, rows=128, n_problems=48, T=256, every=200):
     per = rows // 8
     X.sample_with_capture(model, tok, prompts[:per], 8, [-1], 8, 0.7, 0.9, seed=0, table=table_, eos=eos)  # warm-up
     out, res = [], {}
-    for loop, calls in (('fixed batches', [list(range(i, min(i + per, n_problems))) for i in range(0, n_problems, per)]),
-                        ('continuous', [list(range(n_problems))])):
+    batches = [list(range(i, min(i + per, n_problems))) for i in range(0, n_problems, per)]
+    for loop, calls in (('fixed batches', batches), ('continuous', [list(range(n_problems))])):
         sync()
         t, got = time.perf_counter(), []
         for idx in calls:
