@@ -368,7 +368,8 @@ def unseen_example(s, groups):
 def as_rows(problems, ck, path):
     """The problems as group_key reads them: a question typed for a benchmark (no dataset row, so no id to group by)
     that is the question of a problem in the checkpoint's training splits (store.train_dirs_now; text compared with
-    its whitespace collapsed) takes that problem's dataset id; the others as they are."""
+    its whitespace collapsed) takes that problem's dataset id; the others an id no dataset row has ('typed:<id>'):
+    their own id is a line number, which a dataset of index ids (GSM8K) would mistake for its row."""
     norm = lambda q: ' '.join(str(q).split())  # noqa: E731
     want = {norm(p['question']) for p in problems}
     rows = {}
@@ -377,7 +378,8 @@ def as_rows(problems, ck, path):
             r = load_problem(f, mmap=True)
             if norm(r['question']) in want:
                 rows[norm(r['question'])] = r
-    return [{**p, 'id': rows[norm(p['question'])]['id']} if norm(p['question']) in rows else p for p in problems]
+    return [{**p, 'id': rows[norm(p['question'])]['id'] if norm(p['question']) in rows else f"typed:{p['id']}"}
+            for p in problems]
 
 
 def refusals(problems, s, ck, path, range_given, trained, example):

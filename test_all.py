@@ -5854,13 +5854,14 @@ def test_a_verifier_scores_only_states_of_its_training_dtype(tmp_path, one_threa
 def test_a_typed_benchmark_question_of_a_training_problem_is_refused(tmp_path, one_thread_eval):
     """Issue 66.3: a benchmark question typed as text into sample.py (no dataset id of its own) that is the question of
     one of its verifier's training problems is refused as a dataset range's row is (tasks.seen_groups); the question of
-    a problem it never saw is answered."""
+    a problem it never saw is answered, though its made-up id ('1', its line) is a training problem's dataset id:
+    GSM8K's rows have no id of their own, so their index is their id."""
     import sample as SA
     out = tmp_path / 'run'
     write_split_eval(f'{out}/train', 20, 8, seed=1)
     for f in glob.glob(f'{out}/train/problems/*.pt'):  # as a benchmark's rows: grouped by their dataset id
         p = torch.load(f, weights_only=True)
-        torch.save({**p, 'dataset': 'gsm8k', 'id': f"gsm8k-{p['index']}", 'question': f"Tom has {p['index']} apples "
+        torch.save({**p, 'dataset': 'gsm8k', 'id': str(p['index']), 'question': f"Tom has {p['index']} apples "
                     "and buys one more. How many apples does he have?"}, f)
     _fit(out)
     path = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
@@ -5870,8 +5871,8 @@ def test_a_typed_benchmark_question_of_a_training_problem_is_refused(tmp_path, o
         'Tom has 3 apples and buys one  more. How many apples does he have?',  # training problem 3, typed by hand
         'Tom has 30 apples and buys one more. How many apples does he have?'])]  # no problem of its training
     got = SA.refusals(asked, s, ck, path, False, True, None)
-    assert list(got) == ['0'] and got['0'] == f"shares its numbers (group 'gsm8k:gsm8k-3') with {path}'s " + (
-        'train' if 'gsm8k:gsm8k-3' in ck['groups']['train'] else 'val') + ' problems'
+    assert list(got) == ['0'] and got['0'] == f"shares its numbers (group 'gsm8k:3') with {path}'s " + (
+        'train' if 'gsm8k:3' in ck['groups']['train'] else 'val') + ' problems'
 
 
 # ====================================================================================================
