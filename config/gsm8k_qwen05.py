@@ -63,4 +63,5 @@ variants = {'hsrm': {'verifier_layers': [-1]},  # the paper's read
             'hsrm_l12_mean': {'verifier_layers': [12], 'step_read': 'mean'},
             'text_small': {'verifier': 'text', 'text_size': 'small', 'lr_schedule': 'cosine', 'warmup_iters': 100,
                            'sizes': [500]}}  # baselines.py's text verifier and schedule, at the table's K only
-pairs = [('hsrm', 'stepfeat_only'), ('hsrm_mean', 'hsrm'), ('hsrm_l12', 'hsrm'), ('hsrm_l12_mean', 'hsrm')]
+pairs = [('hsrm', 'stepfeat_only'), ('hsrm', 'text_small'), ('hsrm_mean', 'hsrm'), ('hsrm_l12', 'hsrm'),
+         ('hsrm_l12_mean', 'hsrm')]  # HSRM - text (the headline's) added 06:55Z 11-28, no eval number seen
