@@ -1548,7 +1548,8 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
              f'--out_dir={tmp_path / "run"}', '--dtype=float32')
     msg = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and msg.startswith('eval split: 64 rows x '), r.stderr
-    assert re.search(r'fix: --batch_size=(8|9|1[0-5]) \(fits every split\)$', msg), msg
+    named = re.search(r'fix: --batch_size=(\d+) \(fits every split\)$', msg)  # about 15: what the child sees free
+    assert named and 4 <= int(named.group(1)) < 64, msg  # (other processes' memory moves it; check_memory's exact below)
     assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
     problems = {s: load_problems('synth', lo, hi, synth_level=2)
                 for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
