@@ -401,7 +401,9 @@ def _read_jsonl(path, key, value):
 def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
                   word_family='shop', word_split='arithmetic'):
     """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
-    id is in exclude_ids (their indices are skipped, the others keep their file index)."""
+    id is in exclude_ids (their indices are skipped, the others keep their file index). A row with no id of its own
+    (GSM8K) is known by its line; in a data_path file other than the dataset's own (GSM8K's train.jsonl beside
+    test.jsonl) by '<file name>-<line>', so that its line 600 and test problem 600 are two groups (group_key)."""
     if dataset == 'synth':
         return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
     if dataset == 'words':
@@ -423,10 +425,13 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, "
                          f"{len(rows) - 1}]")
     qkeys = (qkeys,) if isinstance(qkeys, str) else qkeys
+    stem = os.path.basename(path or rel).removesuffix('.jsonl')
+    line = (lambda i: str(i)) if stem == os.path.basename(rel).removesuffix('.jsonl') else (lambda i: f'{stem}-{i}')
     out = []
     for i in range(lo, hi + 1):
         r = rows[i]
-        if str(r.get('id', r.get('unique_id', i))) in exclude_ids:
+        rid = str(r.get('id', r.get('unique_id', line(i))))
+        if rid in exclude_ids:
             continue
         q = next((r[k] for k in qkeys if k in r), None)
         if q is None or gkey not in r:
@@ -440,7 +445,7 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         meta = {k: r[k] for k in ('answer_type', 'unit', 'is_multiple_answer', 'error', 'subject', 'level') if k in r}
         if dataset == 'olympiadbench' and isinstance(gold, str):
             gold = [gold]
-        out.append({'index': i, 'id': str(r.get('id', r.get('unique_id', i))), 'dataset': dataset, 'question': str(q),
+        out.append({'index': i, 'id': rid, 'dataset': dataset, 'question': str(q),
                     'gold': gold if isinstance(gold, list) else str(gold), 'meta': meta})
     return out
 

@@ -638,6 +638,21 @@ def test_loaders_on_shared_data():
     assert any(p['meta'].get('error') == '1e-1' for p in tr + ev)  # the scorer's tolerance reaches grading.grade
 
 
+def test_another_file_of_a_dataset_is_its_own_groups(tmp_path):
+    """GSM8K rows have no id, so a row is known by its line: test.jsonl's line 600 is 'gsm8k:600'. A data_path file
+    other than the dataset's own (train.jsonl, to grow training) names its rows '<file>-<line>', so that its line 600
+    and the evaluation problem 600 are two groups; the dataset's own file under any folder keeps its line ids."""
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
+    test = load_problems('gsm8k', 600, 601, DATA)
+    train = load_problems('gsm8k', 600, 601, data_path=os.path.join(DATA, 'gsm8k', 'train.jsonl'))
+    assert [p['id'] for p in test] == ['600', '601'] and [p['id'] for p in train] == ['train-600', 'train-601']
+    assert not {tasks.group_key(p) for p in test} & {tasks.group_key(p) for p in train}
+    assert train[0]['question'] != test[0]['question'] and train[0]['index'] == 600
+    copy = tmp_path / 'test.jsonl'  # the dataset's own file elsewhere: the same ids as under data_dir
+    copy.write_text(open(os.path.join(DATA, 'gsm8k', 'test.jsonl')).read())
+    assert [p['id'] for p in load_problems('gsm8k', 600, 601, data_path=str(copy))] == ['600', '601']
+
+
 def test_synthetic_config_ranges_share_no_question():
     """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
     extraction commands in its header) never share a question nor an operand multiset (no evaluation question has
@@ -1548,8 +1563,9 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
              f'--out_dir={tmp_path / "run"}', '--dtype=float32')
     msg = r.stderr.strip().splitlines()[-1]
     assert r.returncode != 0 and msg.startswith('eval split: 64 rows x '), r.stderr
-    named = re.search(r'fix: --batch_size=(\d+) \(fits every split\)$', msg)  # about 15: what the child sees free
-    assert named and 4 <= int(named.group(1)) < 64, msg  # (other processes' memory moves it; check_memory's exact below)
+    # about 15, from the RAM the child sees free (other processes move it); check_memory's exact fit is asserted below
+    named = re.search(r'fix: --batch_size=(\d+) \(fits every split\)$', msg)
+    assert named and 4 <= int(named.group(1)) < 64, msg
     assert 'train:' not in r.stdout and not os.path.exists(tmp_path / 'run' / 'train' / 'problems')
     problems = {s: load_problems('synth', lo, hi, synth_level=2)
                 for s, lo, hi in (('train', 0, 0), ('eval', 1225, 1232))}
