@@ -426,11 +426,11 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
                          f"{len(rows) - 1}]")
     qkeys = (qkeys,) if isinstance(qkeys, str) else qkeys
     stem = os.path.basename(path or rel).removesuffix('.jsonl')
-    line = (lambda i: str(i)) if stem == os.path.basename(rel).removesuffix('.jsonl') else (lambda i: f'{stem}-{i}')
+    prefix = '' if stem == os.path.basename(rel).removesuffix('.jsonl') else f'{stem}-'  # another file: its name first
     out = []
     for i in range(lo, hi + 1):
         r = rows[i]
-        rid = str(r.get('id', r.get('unique_id', line(i))))
+        rid = str(r.get('id', r.get('unique_id', f'{prefix}{i}')))
         if rid in exclude_ids:
             continue
         q = next((r[k] for k in qkeys if k in r), None)

@@ -1053,7 +1053,7 @@ def bench_gpu_refill(device=None, rows=128, n_problems=48, T=256, every=200):
     prompts = [_words(tok, [2 + (13 * i + j) % 500 for j in range(128)]) for i in range(n_problems)]  # 128 tokens
     per = rows // 8
     X.sample_with_capture(model, tok, prompts[:per], 8, [-1], 8, 0.7, 0.9, seed=0, table=table_, eos=eos)  # warm-up
-    out, res = [], {}
+    out, res, base = [], {}, None
     batches = [list(range(i, min(i + per, n_problems))) for i in range(0, n_problems, per)]
     for loop, calls in (('fixed batches', batches), ('continuous', [list(range(n_problems))])):
         sync()
@@ -1065,10 +1065,9 @@ def bench_gpu_refill(device=None, rows=128, n_problems=48, T=256, every=200):
         secs = time.perf_counter() - t
         lens = [len(c['token_ids']) for cs in got for c in cs]
         res[loop] = [c['token_ids'].tolist() for cs in got for c in cs]
-        out.append([loop, len(lens), sum(lens), f'{secs:.1f}', f'{sum(lens) / secs:,.0f}'])
-    base = float(out[0][4].replace(',', ''))
-    for r in out:
-        r.append(f"{float(r[4].replace(',', '')) / base:.2f}")
+        rate = sum(lens) / secs
+        base = base or rate  # fixed batches: the first loop
+        out.append([loop, len(lens), sum(lens), f'{secs:.1f}', f'{rate:,.0f}', f'{rate / base:.2f}'])
     same = sum(a == b for a, b in zip(res['fixed batches'], res['continuous']))
     print(f"\nContinuous batching on {torch.cuda.get_device_name(device) if cuda else 'cpu (tiny shapes: a smoke run)'}"
           f": a random {cfg.model_type} at {'Qwen3-1.7B' if cuda else 'tiny'} shapes, bfloat16, {rows} rows, "
