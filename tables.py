@@ -409,8 +409,10 @@ def _mean_run(runs, n):
 
 def fit_combo(train_dir, val_frac, val_seed, k=None):
     """bestofn.combo_fit's weights from train_dir's training problems (split_problems' train side: validation left
-    out), or None when none of them has both a correct and a wrong candidate."""
-    tr = load_split(train_dir, files=split_problems(problem_files(train_dir), val_frac, val_seed, k)[0])
+    out; a list of split dirs: pooled, each cut alike), or None when none of them has both a correct and a wrong
+    candidate."""
+    tr = [p for d in ([train_dir] if isinstance(train_dir, str) else train_dir)
+          for p in load_split(d, files=split_problems(problem_files(d), val_frac, val_seed, k)[0])]
     mixed = any(len({bool(c['correct']) for c in p['candidates']}) == 2 for p in tr)
     return combo_fit(tr) if mixed and has_confidences(tr) else None  # it weighs DeepConf's mean confidence too
 

@@ -8,7 +8,9 @@ paired bootstrap interval over problems and seeds (evaluate.py's draws, the same
 its own base scorer (what the hidden states add on top of it). A log-linear fit of each verifier's AUROC and
 best-of-N against K says where a still-rising curve would cross the best free scorer. A variant may train on another
 extraction of the same train split (its own `train_dirs`, e.g. 32 samples of fewer problems: config/samples_synth2.py);
-it has a cell at each K that extraction holds, scored on the same eval split beside the others.
+it has a cell at each K that extraction holds, scored on the same eval split beside the others. Several train_dirs
+pool extractions as train.py does: the cell at K reads K problems of each, each cut 80/20 alike (a second extraction
+of more training problems doubles the data at K = 500: config/gsm8k_qwen05_k1000.py).
 
     python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
     python -m studies.curve config/curve_synth2.py
@@ -46,6 +48,7 @@ variants = {'hsrm': {'verifier_layers': [-1]},  # name -> train.py overrides (ve
             'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},  # stored layer); the rows of every size; a variant
             'residual': {'residual': 'auto', 'verifier_layers': [-1]}}  # with 'train_dirs': [dir] trains on that other
             # extraction of the same train split (e.g. 32 samples a problem) at each K it holds, on the same eval split;
+            # 'train_dirs': [dir, dir2] pools them, K problems of each (train.py's max_train_problems);
             # 'sizes': [K, ...] gives a variant cells at those K only (a fixed-budget cell: config/samples_synth2.py)
 seeds = [42, 123, 456]      # one verifier per seed, per variant and size
 pairs = []                  # [(a, b), ...]: variant a - variant b at every size, paired over the same problems (e.g. a
@@ -58,6 +61,9 @@ subset_seed = 0
 n_boot = 2000               # paired bootstrap draws over the eval problems (and seeds)
 boot_seed = 0
 val_frac = 0.2              # as train.py: the validation part of each K chooses the best free scorer (best-of-N on it)
+free_dirs: list[str] = None  # the split dirs whose K-cut the free side reads (its validation choices, the combo's fit):
+                            # None = {out_dir}/train; several = pooled, K of each, as pooled variants read them (so the
+                            # free side validates on what they validate on)
 val_seed = 42
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
@@ -139,21 +145,28 @@ def traits_table(rows):
 # -----------------------------------------------------------------------------
 
 
+def free_side_dirs(cfg):
+    return cfg['free_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
+
+
 def run_dir(cfg, k, variant):
     return os.path.join(cfg['out_dir'], 'curve', f'K{k}', variant)
 
 
 def held(cfg):
-    """{variant: problems in the train split it reads}: out_dir's, or its own one train_dirs entry (another extraction
-    of the same train split, e.g. more samples of fewer problems); a variant has a cell at each K it holds."""
+    """{variant: problems in the train split it reads}: out_dir's, or its own train_dirs (another extraction of the
+    same train split, e.g. more samples of fewer problems; several: pooled, counted by the smallest, as train.py takes
+    K of each); a variant has a cell at each K it holds."""
     out = {}
     for v, over in cfg['variants'].items():
         dirs = over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')]
-        out[v] = len(problem_files(dirs[0])) if len(dirs) == 1 and os.path.isdir(dirs[0]) else 0
+        out[v] = min(len(problem_files(d)) if os.path.isdir(d) else 0 for d in dirs)  # pooled: K of each
         if not out[v] or out[v] < cfg['sizes'][0]:
-            raise ValueError(f"variants[{v!r}] reads train_dirs={dirs!r}: {out[v]} problems, fewer than the smallest K "
-                             f"{cfg['sizes'][0]} (or not one extracted split dir); fix: one labelled split dir holding "
-                             f"at least K problems (python extract.py ... && python label.py ...), or smaller --sizes")
+            raise ValueError(f"variants[{v!r}] reads train_dirs={dirs!r}: {out[v]} problems"
+                             f"{' in the smallest' if len(dirs) > 1 else ''}, fewer than the smallest K "
+                             f"{cfg['sizes'][0]} (or not an extracted split dir); fix: labelled split dirs holding "
+                             f"at least K problems each (python extract.py ... && python label.py ...), or smaller "
+                             f"--sizes")
     return out
 
 
@@ -184,13 +197,14 @@ def evaluate_size(cfg, k, problems, pool, dev):
     """Rows at size k: every free selector (tables.free_rows: votes, scorers, their weighted votes, the combo
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
     each residual variant's own base scorer; intervals and Δ (tables.add_intervals, paired_vs)."""
-    n, train_dir, eval_dir = cfg['n_eval'], os.path.join(cfg['out_dir'], 'train'), os.path.join(cfg['out_dir'], 'eval')
-    tr_files, va_files = split_problems(problem_files(train_dir), cfg['val_frac'], cfg['val_seed'], k)
-    vp = load_split(train_dir, files=va_files)
+    n, eval_dir, dirs = cfg['n_eval'], os.path.join(cfg['out_dir'], 'eval'), free_side_dirs(cfg)
+    cuts = [split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k) for d in dirs]  # K of each
+    tr_files, va_files = [f for tr, _ in cuts for f in tr], [f for _, va in cuts for f in va]
+    vp = [p for d, (_, va) in zip(dirs, cuts) for p in load_split(d, files=va)]
     vn = min(n, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
     ecfg = {**EVAL_DEFAULTS, **{key: cfg[key] for key in cfg if key in EVAL_DEFAULTS}}  # vote temperatures, DeepConf
-    combo = tables.fit_combo(train_dir, cfg['val_frac'], cfg['val_seed'], k)
+    combo = tables.fit_combo(dirs, cfg['val_frac'], cfg['val_seed'], k)
     rows, choice = tables.free_rows(problems, pool, [n], n, (vp, vpool, vn), ecfg, combo)
     free = tables.free_scores(problems, ecfg, combo)  # what the free side picks, beside the verifiers (picks:
                                                       # traits_table)
@@ -203,7 +217,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
             with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
-                val.append(json.load(f)['best_val'])  # the kept step's validation metrics: what chooses a variant
+                log = json.load(f)
+            val.append(log['best_val'])  # the kept step's validation metrics: what chooses a variant
             tables.check_checkpoint(problems, eval_dir, path)  # a run trained before (or on other data) is checked too
             model, ck = load_checkpoint(path, dev)
             sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
@@ -213,8 +228,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
                 picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
-        rows.append(tables.make_row(v, 'verifier', runs, params=count_params(model),
-                               val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
+        rows.append(tables.make_row(v, 'verifier', runs, params=count_params(model), n_train=log['n_train_problems'],
+                                    val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
             names = sorted({name for name, _ in found})
@@ -285,11 +300,11 @@ def summarize(sizes_, cfg):
            for m, t in (('acc', 'free_best_test'), ('auroc', 'free_best_test_auroc'))}
     for v in cfg['variants']:
         mine = [(s, r) for s in sizes_ for r in s['rows'] if r['method'] == v]  # the sizes where v has a cell
-        first = {m: next((s['n_train'] for s, r in mine
+        first = {m: next((r['n_train'] for s, r in mine
                           if (r['vs'].get('best_free_val', {}).get(f'{m}_ci') or [0])[0] > 0), None)
                  for m in ('acc', 'auroc')}
-        pts = {m: [(s['n_train'], r[m]) for s, r in mine] for m in ('acc', 'auroc')}
-        steps = [{'from': a['n_train'], 'to': b['n_train'],
+        pts = {m: [(r['n_train'], r[m]) for s, r in mine] for m in ('acc', 'auroc')}
+        steps = [{'from': ra['n_train'], 'to': rb['n_train'],
                   **B.paired_delta(rb, ra, cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])}
                  for (a, ra), (b, rb) in zip(mine, mine[1:])]
         out[v] = {'first_better': first, 'fit': {m: fit(pts[m], ref[m]) for m in pts} if len(mine) > 1 else None,
@@ -321,8 +336,8 @@ def pair_deltas(sizes_, cfg):
     for (a, ka), (b, kb) in cells:
         both = [(s, s) for s in sizes_ if row(s, a) and row(s, b)]
         for sa, sb in (both if ka is None else [(at[ka], at[kb])] if sizes_ else []):
-            out.append({'a': a if ka is None else f"{a} ({sa['n_train']})", 'b': b if kb is None
-                        else f"{b} ({sb['n_train']})", 'n_train': sa['n_train'] if ka is None else '-',
+            out.append({'a': a if ka is None else f"{a} ({row(sa, a)['n_train']})", 'b': b if kb is None
+                        else f"{b} ({row(sb, b)['n_train']})", 'n_train': sa['n_train'] if ka is None else '-',
                         **B.paired_delta(row(sa, a), row(sb, b), cfg['n_eval'], cfg['n_boot'], cfg['boot_seed'])})
     return out
 
@@ -354,7 +369,8 @@ def render(sizes_, summ, cfg, pairs_=()):
     for s in sizes_:
         for r in s['rows']:
             if r['type'] in keep:
-                out.append(f"| {s['n_train']} | {r['method']} | " + ' | '.join(_row_cells(r, n)) + ' |')
+                out.append(f"| {r.get('n_train', s['n_train'])} | {r['method']} | " + ' | '.join(_row_cells(r, n))
+                           + ' |')
     ref, rau = (next(r for r in sizes_[-1]['rows'] if r['type'] == t)
                 for t in ('free_best_test', 'free_best_test_auroc'))
     out += ['', f"Best free selector on the eval split itself (optimistic, at the largest K): {ref['scorer']}, "
@@ -382,7 +398,7 @@ def render(sizes_, summ, cfg, pairs_=()):
         vs_ = [r for r in s['rows'] if r['type'] == 'verifier']
         r = max(vs_, key=lambda x: (x['val']['acc'], x['val']['auroc']))
         fv = next(x for x in s['rows'] if x['type'] == 'free_best_val')['val']['acc']
-        out.append(f"| {s['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
+        out.append(f"| {r['n_train']} | {r['method']} | {100 * r['val']['acc']:.1f} / {100 * fv:.1f} | "
                    f"{tables.fmt_vs(r, 'best_free_val', 'acc', True)} / "
                    f"{tables.fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     steps = [(v, d) for v, s in summ.items() for d in s['k_to_k']]
@@ -467,19 +483,24 @@ def run(cfg):
     if not cfg['sizes'] or sorted(cfg['sizes']) != list(cfg['sizes']):
         raise ValueError(f"sizes={cfg['sizes']!r} must be increasing K values; fix: --sizes=\"[80, 160, 320, 640, "
                          "1225]\"")
-    n = len(problem_files(os.path.join(cfg['out_dir'], 'train')))
-    if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of the train split
-        raise ValueError(f"sizes={cfg['sizes']!r} but {cfg['out_dir']}/train has {n} problems; fix: --sizes=\"[...]\" "
-                         f"with every K in 1..{n}, or extract more training problems")
+    for d in free_side_dirs(cfg):
+        n = len(problem_files(d))
+        if not 0 < cfg['sizes'][0] <= cfg['sizes'][-1] <= n:  # K counts training + validation problems of a split
+            raise ValueError(f"sizes={cfg['sizes']!r} but {d} has {n} problems; fix: --sizes=\"[...]\" with every K in "
+                             f"1..{n}, or extract more training problems")
     n_held = held(cfg)  # every variant's train split holds the smallest K
     ev = [load_problem(f, mmap=True) for f in problem_files(os.path.join(cfg['out_dir'], 'eval'))]  # states never read
     for v, over in cfg['variants'].items():  # before training: no variant will score its own training groups
-        d = (over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
         k = max(x for x in over.get('sizes', cfg['sizes']) if x <= n_held[v])  # nested draws: the largest K holds the
                                                                                # rest
-        tr, va = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
+        for d in over.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')]:
+            tr, va = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], k)
+            check_unseen(ev, {'train': [file_group(f) for f in tr], 'val': [file_group(f) for f in va]},
+                         f"variant {v!r} at K={k} (trained on {d})")
+    for d in free_side_dirs(cfg):  # nor the free side's choices
+        tr, va = split_problems(problem_files(d), cfg['val_frac'], cfg['val_seed'], cfg['sizes'][-1])
         check_unseen(ev, {'train': [file_group(f) for f in tr], 'val': [file_group(f) for f in va]},
-                     f"variant {v!r} at K={k} (trained on {d})")
+                     f"the free side at K={cfg['sizes'][-1]} (chosen on {d})")
     pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any
                           # training
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'curve'))  # its runs, caches and report

@@ -917,6 +917,9 @@ def test_curve_never_scores_a_variants_training_groups(tmp_path, one_thread_eval
                                          rf"\(trained on {re.escape(str(out))}/other/train\)'s (train|val) problems.*"
                                          rf"fix: score problems it never trained on"):
         C.run({**cfg, 'variants': {'hsrm': {}, 'other': {'train_dirs': [f'{out}/other/train']}}})
+    with pytest.raises(ValueError, match=rf"^8 of the 8 problems to score share a group with variant 'pooled' at K=20 "
+                                         rf"\(trained on {re.escape(str(out))}/other/train\)'s"):  # every pooled dir
+        C.run({**cfg, 'variants': {'pooled': {'train_dirs': [f'{out}/train', f'{out}/other/train']}}})
     assert sorted(os.listdir(out)) == ['eval', 'other', 'train']
     import shutil
     shutil.rmtree(out / 'eval')
@@ -998,6 +1001,45 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
                     and got[f'{m}_ci'][0] - 1e-9 <= got[m] <= got[f'{m}_ci'][1] + 1e-9)
     assert (d['a'], d['b']) == (f"n3 ({sizes[1]['n_train']})", f"hsrm ({sizes[0]['n_train']})")
     assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
+
+
+def test_curve_pools_a_variants_train_dirs(tmp_path, one_thread_eval):
+    """A variant with several train_dirs (a second extraction of more training problems) pools them as train.py does:
+    its cell at K reads K problems of each dir, each cut alike; its row, its pairs and its fit count the training
+    problems it read, not out_dir's at K. A pooled dir smaller than the smallest K is refused. free_dirs gives the free
+    side's choices the same pooled cut, and is checked against the eval split too."""
+    from studies import curve as C
+    out, two = str(tmp_path / 'pool'), str(tmp_path / 'two' / 'train')
+    write_split_eval(f'{out}/train', 20, 6, seed=3)
+    write_split_eval(two, 20, 6, seed=5, start=500)  # other problems, their own groups
+    write_split_eval(f'{out}/eval', 8, 6, seed=4, start=1000)
+    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20], 'seeds': [1], 'n_boot': 50, 'device': 'cpu', 'n_eval': 4,
+           'train_overrides': _cfg(max_iters=4, eval_interval=2),
+           'variants': {'hsrm': {}, 'both': {'train_dirs': [f'{out}/train', two], 'sizes': [20]}},
+           'pairs': [('both@20', 'hsrm@20')]}
+    write_split_eval(f'{out}/x6', 6, 6, seed=8, start=700)
+    with pytest.raises(ValueError, match=r"variants\['both'\] reads .*: 6 problems in the smallest, fewer than the "
+                                         r"smallest K 10.*fix"):
+        C.run({**cfg, 'variants': {'both': {'train_dirs': [f'{out}/train', f'{out}/x6']}}, 'pairs': []})
+    sizes, summ = C.run(cfg)
+    ck = load_checkpoint(f'{out}/curve/K20/both/seed1/ckpt.pt')[1]['train_config']
+    assert ck['train_dirs'] == [f'{out}/train', two] and ck['max_train_problems'] == 20
+    n_both = sum(len(split_problems(load_split(d), 0.2, 42, 20)[0]) for d in (f'{out}/train', two))
+    both, hsrm = (next(r for r in sizes[1]['rows'] if r['method'] == v) for v in ('both', 'hsrm'))
+    assert both['n_train'] == n_both == 2 * hsrm['n_train'] == 2 * sizes[1]['n_train']
+    assert summ['both']['fit'] is None
+    assert [r['method'] for r in sizes[0]['rows'] if r['type'] == 'verifier'] == ['hsrm']
+    d = json.load(open(f'{out}/curve.json'))['pairs'][0]
+    assert (d['a'], d['b']) == (f'both ({n_both})', f"hsrm ({hsrm['n_train']})")
+    assert f"| {n_both} | both |" in open(f'{out}/curve.md').read()
+    # free_dirs: the free side's choices read the same pooled cut (its validation: K of each dir's)
+    va = [split_problems(load_split(d), 0.2, 42, 20)[1] for d in (f'{out}/train', two)]
+    assert sizes[1]['n_val'] == len(va[0])
+    sizes, _ = C.run({**cfg, 'free_dirs': [f'{out}/train', two]})  # the runs are reused
+    assert (sizes[1]['n_val'], sizes[1]['n_train']) == (len(va[0]) + len(va[1]), n_both)
+    with pytest.raises(ValueError, match=r"share a group with the free side at K=20 \(chosen on .*/x6\)"):
+        write_split_eval(f'{out}/x6', 20, 6, seed=8, start=1000)  # the eval split's problems
+        C.run({**cfg, 'free_dirs': [f'{out}/train', f'{out}/x6']})
 
 
 def test_curve_study_end_to_end(tmp_path, one_thread_eval):
