@@ -282,11 +282,12 @@ def recall_split(cfg, rows, problems, k_files):
 
 
 def fit(points, ref):
-    """Least-squares y = a + b log2(x) over (x, y) points; the x where it reaches ref (None if it never does), and
-    whether the fit is already at or above ref at the largest x."""
+    """Least-squares y = a + b log2(x) over (x, y) points; the x where it reaches ref (None if it never does, or only
+    past 100 times the largest x: a near-flat fit's crossing says nothing), and whether the fit is already at or
+    above ref at the largest x."""
     x, y = np.log2([p[0] for p in points]), np.array([p[1] for p in points])
     b, a = np.polyfit(x, y, 1)
-    cross = float(2 ** ((ref - a) / b)) if b > 0 else None
+    cross = float(2 ** ((ref - a) / b)) if b > 0 and (ref - a) / b <= x[-1] + np.log2(100) else None
     return {'a': float(a), 'b': float(b), 'cross': cross, 'reached': bool(a + b * x[-1] >= ref)}
 
 
@@ -378,7 +379,8 @@ def render(sizes_, summ, cfg, pairs_=()):
             "best free selector on each K's validation split is chosen among every free selector "
             f"(tables.free_rows), ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
-            'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC) |',
+            'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC; none: '
+            'never, or past 100x the largest K) |',
             '|---|---|---|---|']
     for v, s in summ.items():
         f, fa = s['first_better'], s['fit']
