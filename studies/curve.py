@@ -415,7 +415,10 @@ def render(sizes_, summ, cfg, pairs_=()):
                           f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}")
         ref = lambda part: (f"{100 * rec['ref'][part]['acc']:.1f} / {rec['ref'][part]['auroc']:.3f}"  # noqa: E731
                             if part in rec['ref'] else '-')
-        out += ['', f"Evaluation questions whose numbers a training or validation question at K = {sizes_[-1]['k']} "
+        dirs = free_side_dirs(cfg)
+        at = f"K = {sizes_[-1]['k']}" + (f" of each of {', '.join(dirs)} (the free side's pooled cut)"
+                                          if len(dirs) > 1 else '')
+        out += ['', f"Evaluation questions whose numbers a training or validation question at {at} "
                 f"also has, in another arrangement ({rec['n_seen']}), and the rest ({rec['n_rest']}): Δ vs the best "
                 f"free selector on validation within each part (Bo{n} pts / AUROC; the reference's own Bo{n} / AUROC "
                 f"there: {ref('seen')} and {ref('rest')}).", '', '| Variant | numbers seen in training | the rest |',
