@@ -2080,8 +2080,11 @@ def _interrupted(cmd, ready, tmp_path):
     code, stderr)."""
     import signal
     with open(tmp_path / 'out.txt', 'w') as o, open(tmp_path / 'err.txt', 'w') as e:
+        # Ctrl-C's default action restored in the child: a shell's background job ('cmd &') starts with SIGINT
+        # ignored, which Python then never turns into KeyboardInterrupt (a CI run launched so saw train.py finish)
         p = subprocess.Popen(cmd, cwd=REPO, stdout=o, stderr=e, start_new_session=True,
-                             env={**os.environ, 'OMP_NUM_THREADS': '1'})
+                             env={**os.environ, 'OMP_NUM_THREADS': '1'},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         t0 = time.time()
         while not ready() and p.poll() is None and time.time() - t0 < 600:
             time.sleep(0.05)
