@@ -1121,7 +1121,10 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     ev2 = [{**p, 'question': f'What is 1+{j + 1}?' if j < 5 else p['question']} for j, p in enumerate(ev)]
     rec = C.recall_split(cfg, sizes[-1]['rows'], ev2, C.problem_files(f'{out}/train'))
     assert rec['n_seen'] == 5 and rec['n_rest'] == 11
-    assert 'arrangement (5), and the rest (11)' in C.render(sizes[:-1] + [{**sizes[-1], 'recall': rec}], summ, cfg)
+    md = C.render(sizes[:-1] + [{**sizes[-1], 'recall': rec}], summ, cfg)
+    assert 'question at K = 40 also has, in another arrangement (5), and the rest (11)' in md
+    pooled = C.render(sizes[:-1] + [{**sizes[-1], 'recall': rec}], summ, {**cfg, 'free_dirs': ['a/train', 'b/train']})
+    assert "at K = 40 of each of a/train, b/train (the free side's pooled cut) also has" in pooled  # whose cut it counts
     rows = {r['method']: r for r in sizes[-1]['rows']}
     ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'free_best_val')
     for part, mask in (('seen', np.arange(16) < 5), ('rest', np.arange(16) >= 5)):
