@@ -173,14 +173,14 @@ def _norm(s, unit=None):
 
 
 def _num(s):
-    """Plain number (int, decimal, a/b, \\frac{a}{b}) -> Fraction, else None: the fast path's whole grammar."""
+    """Plain number (int, decimal, a/b, \\frac{a}{b}, \\frac12) -> Fraction, else None: the fast path's grammar."""
     neg = s.startswith('-')
     t = s[1:].strip() if neg else s
     try:
         if _NUM.fullmatch(t):
             v = Fraction(t)
-        elif m := re.fullmatch(r'(\d+)\s*/\s*(\d+)|\\[dt]?frac\{(\d+)\}\{(\d+)\}', t):
-            a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        elif m := re.fullmatch(r'(\d+)\s*/\s*(\d+)|\\[dt]?frac(?:\{(\d+)\}|(\d))(?:\{(\d+)\}|(\d))', t):
+            a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3) or m.group(4), m.group(5) or m.group(6))
             v = Fraction(int(a), int(b))
         else:
             return None
@@ -211,14 +211,9 @@ def _fast(a, b, tol=None):
             and re.fullmatch(r'-?\d*\.\d+', b)):
         return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a
                                                                 # list
-    pa, pb = a.endswith('%'), b.endswith('%')
-    na, nb = _num(a.rstrip('%').strip()), _num(b.rstrip('%').strip())
-    if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5 == 50
-        approx = '.' in a or '.' in b
-        ok = _num_equal(na, nb, approx, tol) or (pa != pb
-                                                 and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1),
-                                                                         approx, tol))
-        return ok, 'numeric'
+    na, nb = _num(a), _num(b)
+    if na is not None and nb is not None:
+        return _num_equal(na, nb, '.' in a or '.' in b, tol), 'numeric'
     if re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?',
                     a) and re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', b):
         # words: "Evelyn", "even" (Math-Verify would read e*v*e*n)
@@ -226,12 +221,33 @@ def _fast(a, b, tol=None):
     return None
 
 
+def _percent(a, b, tol=None):
+    """The percent rule, the one place a percent sign is read (after _norm, '\\%', 'percent' and 'pct' are '%'):
+    a percent is compared by its number, so '25%' and 25 are one answer and '2500%' and 25 are not (GSM8K's gold for
+    'what percent ...' is the number, 25); Math-Verify, which reads % as /100 and so finds 2500% == 25, never sees one.
+    A percent is also its fraction (25% == 0.25 == 1/4; OlympiadBench's gold '62.5%' against 0.625) where the other
+    side is a plain number that is not a whole number: a whole number is the percent's own number (100% is not 1).
+    Two percents: their numbers. -> (a, b) less their percent signs, and True where the fraction reading makes them
+    equal."""
+    if '%' not in a and '%' not in b:
+        return a, b, False
+    pa, pb = a.endswith('%'), b.endswith('%')
+    a, b = re.sub(r'\s*%', '', a).strip(), re.sub(r'\s*%', '', b).strip()
+    if pa != pb:
+        na, nb = _num(a), _num(b)
+        if na is not None and nb is not None and (nb if pa else na).denominator != 1:
+            return a, b, _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1), '.' in a or '.' in b, tol)
+    return a, b, False
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def _equiv(pred, gold, timeout=2.0, unit=None, tol=None):
     """(equal, method) for a predicted and a gold answer string: 'string' / 'numeric' / 'math_verify' / 'timeout'."""
     if max(len(pred), len(gold)) > 2000:  # no real answer is this long; keeps every regex below cheap
         return pred.strip() == gold.strip(), 'string'
-    a, b = _norm(pred, unit), _norm(gold, unit)
+    a, b, fraction = _percent(_norm(pred, unit), _norm(gold, unit), tol)
+    if fraction:
+        return True, 'numeric'
     r = _fast(a, b, tol)
     if r is not None:
         return r

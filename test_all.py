@@ -2422,6 +2422,37 @@ def test_truncated_policy():
     assert grade(text + '. The answer is 13', '13', 'gsm8k', finish='length')['correct']  # an answer statement counts
 
 
+def gsm8k_row(words):
+    """The GSM8K test row whose question holds `words`."""
+    return next(r for r in rows('gsm8k/test.jsonl') if words in r['question'])
+
+
+def test_percent_answer_is_graded_by_its_number():
+    """grading._percent: a percent is its number (GSM8K's gold for 'what percent' is 25: '25%' is right, '2500%' is
+    not, though Math-Verify reads % as /100 and found 2500% == 25), and its fraction only against a plain number
+    that is not whole (OlympiadBench's and MATH's percent golds against 0.625 or 1/2)."""
+    gold = gsm8k_row('Ellen decided to play a prank')['answer']  # "... .25 * 100 = <<.25*100=25>>25%\n#### 25"
+    work = ('Ellen\'s friend gets one of the 8 sodas left, 2 of them shaken:\n\\[\n\\frac{2}{8} = 0.25\n\\]\n'
+            'To express this as a percentage, we multiply by 100:\n\\[\n0.25 \\times 100 = 25\\%\n\\]\n\n')
+    right = [work + 'Therefore, the likelihood is \\(\\boxed{25\\%}\\).', work + 'The final answer is 25%.',
+             work + '**Answer:** 25 percent', work + '#### 25%', '\\boxed{25}']
+    wrong = [work + 'So the likelihood is \\(\\boxed{2500\\%}\\).', work + 'The answer is 2500 percent.',
+             work + 'Therefore, the likelihood is \\(\\boxed{0.25}\\).', '\\boxed{0.25\\%}']
+    assert [grade(t, gold, 'gsm8k')['correct'] for t in right + wrong] == [True] * len(right) + [False] * len(wrong)
+    assert not answers_equal('2500\\%', '25') and answers_equal('25\\%', '25') and answers_equal('25%', '0.25')
+    assert not is_equiv('x = 2500\\%', '25') and is_equiv('x = 25\\%', '25')  # Math-Verify's path: no /100 either
+    assert not is_equiv('100\\%', '1') and not is_equiv('1', '100%')  # a whole number is the percent's own number
+    # percent golds: OlympiadBench's '62.5%' and '$8 \%$' (MATH-500 has none), a MATH-style '50\%'
+    ob = {r['id']: r for r in rows('olympiadbench/test.jsonl') if r['id'] in (2255, 2276)}
+    for i, ok, bad in ((2255, ['62.5\\%', '62.5', '0.625', '\\frac{5}{8}', '62.5 percent'], ['6250\\%', '0.625\\%']),
+                       (2276, ['8\\%', '8', '0.08', '8 \\text{ percent}'], ['800\\%', '800', '0.08\\%', '80'])):
+        got = [grade(f'\\boxed{{{x}}}', ob[i]['final_answer'], 'olympiadbench', meta=ob[i])['correct']
+               for x in ok + bad]
+        assert got == [True] * len(ok) + [False] * len(bad), (i, got)
+    assert [grade(f'\\boxed{{{x}}}', '50\\%', 'math500')['correct'] for x in ('50', '0.5', '\\frac12', '5000\\%')] == [
+        True, True, True, False]
+
+
 def test_normalize_gold():
     assert normalize_gold('Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 1,200', 'gsm8k') == '1200'
     assert normalize_gold('72', 'gsm8k') == '72'
