@@ -3,8 +3,9 @@ The grader: where a candidate's final answer is, and whether it equals the gold 
 grading; label.py (stage 1), sample.py, the majority vote (bestofn.py, evaluate.py, curve.py, steer.py,
 transfer.py) and bench.py all use it.
 
-Find the final answer span with this project's rules (boxes, answer statements, GSM8K '####', the last math span
-or number), then compare it with the gold answer: plain numbers exactly here (fast path), everything else with
+Find the final answer span with this project's rules (boxes, answer statements, GSM8K '####', the final line's
+marked number, the last math span or number), then compare it with the gold answer (a percent by the rule in
+_percent): plain numbers exactly here (fast path), everything else with
 Hugging Face's Math-Verify (`parse` + `verify`, pinned in requirements.txt) in a worker process that is killed
 past the timeout. Results are cached per (answer, gold) pair, so a pool whose 64 candidates repeat a few answers
 costs a few comparisons.
@@ -19,7 +20,7 @@ from fractions import Fraction
 # -----------------------------------------------------------------------------
 # answer extraction: where the final answer is (Math-Verify then reads the math inside it)
 
-STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_math', 'last_number', 'none')
+STAGES = ('boxed', 'answer_is', 'answer_stmt', 'final_line', 'last_math', 'last_number', 'none')
 _BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
 _FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is
                                                                                     # correct"
@@ -28,6 +29,24 @@ _ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**'
 # 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
 _LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: '
                        r'\d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')
+# an answer-like number: $18, \$1,200, -3.5, 3/4, 25%, 25\%, 25 percent (atomic: "1,234" never backs off to "1")
+_ANS_NUM = r'(?>-?(?:\\?\$\s*)?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?:\s*(?:\\?%|percent\b))?)'
+# words that carry a number on into more of the answer: "3 and 4", "5 times 3", "10 choose 3", "25% of 80"
+_GOES_ON = r'(?!(?:and|or|to|plus|minus|times|divided|multiplied|over|out|of|by|equals|choose|mod|pi)\b)[A-Za-z]{2}'
+# the final line's marked number: bold ("**$18**", "**18 dollars.**"), or the right side of an "=" that ends a
+# computation and runs on in words ("9 * 2 = $18 every day": not "= 9 * 2", "= 2^3", "= 2 n + 1", "x = -3, y")
+_MARK = re.compile(r'(?<![\w*])\*\*\s*(' + _ANS_NUM + r')(?:\s+[A-Za-z]+){0,3}\s*\.?\s*\*\*|(?<![<>!=])=(?!=)\s*'
+                   r'(?:\*\*)?\s*(' + _ANS_NUM + r')(?=(?:\s*(?:\$\$?|\\\)|\\\]))?(?:\s*(?:$|\*\*)|'
+                   r'\s+(?:\\text\s*\{\s*)?' + _GOES_ON + '))', re.I)
+# a number that only remarks on the '=' result before it: "(3 steps)", "from her 16 eggs", "for 7 days" (a
+# parenthesis with words; "(7, 6)" is none)
+_REMARK = re.compile(r'\((?=[^()]*[A-Za-z]{2})[^()]*\)|'
+                     r'\b(?:from|for|with|in|at|after|over|per|each|on|across|during|within)\s+'
+                     r'(?:(?:her|his|their|its|the|a|all|each|every|these|those)\s+)?(?:\\\(|\$)?\s*(?:\\?\$\s*)?'
+                     r'[\d.,/]*\d', re.I)
+# after an answer statement, its leading number where prose with a later number follows ("42 (after 3 steps)",
+# "8 apples and she ate 2"), unless the words go on with the answer (_GOES_ON)
+_LEAD = re.compile(_ANS_NUM + r'(?=\s*(?:\(|' + _GOES_ON + r').*\d)', re.I)
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|'
                    r'(-?\\[dt]?frac\{\d+\}\{\d+\})', re.S)  # $..$, $$..$$, \(..\), \[..\], a bare \frac{10}{9}
 _JOIN = re.compile(r'\s*(?:,\s*and|,\s*or|and|or|,)\s*')  # "$1$, $2$ and $3$": one answer list
@@ -84,13 +103,18 @@ def _clip(span):
     line = re.sub(r'<<[^<>]*>>', '', span.strip().split('\n')[0])  # GSM8K calculator annotations
     line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s|\s+I hope', line)[0]
     line = re.sub(r'^(?:therefore|thus|then|simply|just|equal to)\s+', '', line.split('=')[-1].strip(), flags=re.I)
-    return line.strip(' "') or None
+    line = line.strip(' "')
+    lead = _LEAD.match(line)  # "42 (after 3 steps)": Math-Verify would read the sentence's last number
+    return (lead.group(0) if lead else line) or None
 
 
 def extract_answer(text):
     """-> (answer string or None, stage): the model's final answer and which rule found it.
-    Order: the last box, unless a later 'final answer is' statement overrides it; 'the answer is' /
-    'Answer:' / '####'; else the later of the last math span ($...$, \\(...\\), \\[...\\]) and the last number."""
+    Order: the last box, unless a later 'final answer is' statement overrides it; the last 'the answer is' /
+    'Answer:' / '####' statement (its leading number where prose with another number follows it: "The answer is 42
+    (after 3 steps)" is 42); the final line's last marked number (bold, '**$18**', or the right side of an '=',
+    '9 * 2 = 18 dollars') where a later number follows it on that line ("= $18 every day from her 16 eggs" is 18);
+    else the later of the last math span ($...$, \\(...\\), \\[...\\]) and the last number."""
     if not text:
         return None, 'none'
     boxes = _boxes(text)
@@ -108,6 +132,11 @@ def extract_answer(text):
             if ans:
                 return ans, stage
     tail = text[-5000:]
+    last = tail.rstrip().rsplit('\n', 1)[-1]
+    m = ([None] + list(_MARK.finditer(last)))[-1]
+    later = last[m.end():] if m else ''
+    if re.search(r'\d', later) and (m.group(1) or not re.search(r'\d', _REMARK.sub('', later))):
+        return m.group(1) or m.group(2), 'final_line'  # bold beats any later number on the line, '=' only remarks
     nums = list(_LAST_NUM.finditer(tail))
     maths = [m for m in _MATH.finditer(tail) if not nums or re.search(r'\d', m.group(0))]  # "$n$" is no answer
     if maths and (not nums or nums[-1].start() < maths[-1].end()):  # "...is $\frac{2}{3}$." not its "3"
@@ -287,7 +316,7 @@ def grade(text, gold, dataset, timeout=2.0, finish=None, meta=None, truncated_po
     ans, stage = extract_answer(text)
     if ans is None:
         return dict(correct=False, answer=None, stage='none')
-    if finish == 'length' and stage in ('last_math', 'last_number') and truncated_policy == 'incorrect':
+    if finish == 'length' and stage in ('final_line', 'last_math', 'last_number') and truncated_policy == 'incorrect':
         return dict(correct=False, answer=ans, stage=f'{stage}/truncated')  # "...the original total of 13 coins"
     tol = float(meta['error']) if meta.get('error') not in (None, '') else None
     ok, method = _equiv(ans, g, float(timeout), meta.get('unit') or None, tol)

@@ -2453,6 +2453,39 @@ def test_percent_answer_is_graded_by_its_number():
         True, True, True, False]
 
 
+def test_answer_statement_beats_a_later_stray_number():
+    """Unboxed answers in Qwen2.5's style: an answer statement's leading number wins over prose with another number
+    after it, and the final line's bold or '= X' result over a remark after it ('from her 16 eggs'); a later number
+    that is a new result (a new sentence, a further sum, a list) still wins, as before."""
+    gold = gsm8k_row('Janet’s ducks lay 16 eggs')['answer']  # 18
+    work = ('To find out how much Janet makes every day, follow these steps:\n\n1. **Eggs left:** 16 - 3 - 4 = 9\n'
+            '2. **Money:** 9 eggs × $2 = $18\n\n')
+    cases = [  # (the text's end, its answer, its stage)
+        ('So the answer is 18 (after 3 steps).', '18', 'answer_is'),
+        ('The final answer is 18 dollars, from her 9 remaining eggs.', '18', 'answer_is'),
+        ('**Final Answer:** $18 (9 eggs at $2 each)', '$18', 'answer_stmt'),
+        ('#### 18 dollars from 9 eggs', '18', 'answer_stmt'),
+        ("Therefore, Janet makes **$18** every day at the farmers' market. She sells 9 eggs.", '$18', 'final_line'),
+        ('Thus she makes 9 × $2 = $18 every day from her 16 eggs.', '$18', 'final_line'),
+        ('So \\(9 \\times 2 = 18\\) dollars per day (for 9 eggs).', '18', 'final_line'),
+    ]
+    for end, ans, stage in cases:
+        assert extract_answer(work + end) == (ans, stage), end
+        assert grade(work + end, gold, 'gsm8k')['correct'], end
+    truncated = work + 'Thus she makes 9 × $2 = $18 every day from her 16'  # cut at the length limit
+    assert grade(truncated, gold, 'gsm8k', finish='length')['stage'] == 'final_line/truncated'
+    kept = [  # a later number that is itself the answer, or part of it
+        ('She makes 9 * 2 = 18 dollars per day, so 7 days make 126 dollars', '126', 'last_number'),
+        ('She makes 9 * 2 = 18 per day, so in 7 days 18 * 7 = 126', '126', 'last_number'),
+        ('$y = 8.8 - 2.8 = 6$ So, the ordered pair is $(7, 6)$.', '(7, 6)', 'last_math'),
+        ('x = -3, total 1,234.5', '1,234.5', 'last_number'), ('The answer is 3 and 4', '3 and 4', 'answer_is'),
+        ('The answer is 25% of 80 apples', '25% of 80 apples', 'answer_is'),
+        ('16 - 3 - 4 = **9** eggs. 9 * 2 = **18**', '18', 'last_number'),
+    ]
+    for end, ans, stage in kept:
+        assert extract_answer(end) == (ans, stage), end
+
+
 def test_normalize_gold():
     assert normalize_gold('Natalia sold 48/2 = <<48/2=24>>24 clips.\n#### 1,200', 'gsm8k') == '1200'
     assert normalize_gold('72', 'gsm8k') == '72'
