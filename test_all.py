@@ -653,6 +653,25 @@ def test_another_file_of_a_dataset_is_its_own_groups(tmp_path):
     assert [p['id'] for p in load_problems('gsm8k', 600, 601, data_path=str(copy))] == ['600', '601']
 
 
+def test_a_question_without_digits_is_its_own_number_group():
+    """tasks.number_key, the seen-numbers split of studies/curve.py: GSM8K test has 23 questions without a digit (13
+    in the evaluation split 500-1318); each is keyed by its own text, not all by one empty key, so none is 'seen'
+    because a training question also has no digit. The split at the K = 1,000 pool (test 0-499 and train.jsonl
+    0-499): 129 of the 819 evaluation questions share their numbers, not 142; the group keys (and so every
+    train/validation cut) are the problem ids, as before."""
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
+    test = load_problems('gsm8k', 0, 1318, DATA)
+    pool = test[:500] + load_problems('gsm8k', 0, 499, data_path=os.path.join(DATA, 'gsm8k', 'train.jsonl'))
+    bare = [p for p in test if not re.search(r'\d', p['question'])]
+    keys = [tasks.number_key(p) for p in bare]
+    assert len(bare) == 23 and sum(p['index'] >= 500 for p in bare) == 13 and '' not in keys
+    assert len(set(keys)) == 23 and keys[0] == ' '.join(bare[0]['question'].lower().split())
+    assert tasks.group_key(bare[0]) == f"gsm8k:{bare[0]['id']}"
+    seen = {tasks.number_key(p) for p in pool}
+    assert sum(tasks.number_key(p) in seen for p in test[500:]) == 129
+    assert not [p for p in bare if p['index'] >= 500 and tasks.number_key(p) in seen]
+
+
 def test_synthetic_config_ranges_share_no_question():
     """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
     extraction commands in its header) never share a question nor an operand multiset (no evaluation question has
