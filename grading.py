@@ -3,8 +3,9 @@ The grader: where a candidate's final answer is, and whether it equals the gold 
 grading; label.py (stage 1), sample.py, the majority vote (bestofn.py, evaluate.py, curve.py, steer.py,
 transfer.py) and bench.py all use it.
 
-Find the final answer span with this project's rules (boxes, answer statements, GSM8K '####', the last math span
-or number), then compare it with the gold answer: plain numbers exactly here (fast path), everything else with
+Find the final answer span with this project's rules (boxes, answer statements, GSM8K '####', the final line's
+marked number, the last math span or number), then compare it with the gold answer (a percent by the rule in
+_percent): plain numbers exactly here (fast path), everything else with
 Hugging Face's Math-Verify (`parse` + `verify`, pinned in requirements.txt) in a worker process that is killed
 past the timeout. Results are cached per (answer, gold) pair, so a pool whose 64 candidates repeat a few answers
 costs a few comparisons.
@@ -19,7 +20,7 @@ from fractions import Fraction
 # -----------------------------------------------------------------------------
 # answer extraction: where the final answer is (Math-Verify then reads the math inside it)
 
-STAGES = ('boxed', 'answer_is', 'answer_stmt', 'last_math', 'last_number', 'none')
+STAGES = ('boxed', 'answer_is', 'answer_stmt', 'final_line', 'last_math', 'last_number', 'none')
 _BOX = re.compile(r'\\(?:boxed|fbox)(?![A-Za-z])')
 _FINAL_IS = re.compile(r'final\s+answer\s+is\s*:?(?=[^\n]{0,300}?I\s+hope)', re.I)  # Minerva: "...is $x$. I hope it is
                                                                                     # correct"
@@ -28,6 +29,24 @@ _ANSWER_STMT = re.compile(r'(?:\b(?:final\s+)?answer\s*\**\s*[:：]|####)\s*\**'
 # 1,234 | 1 234 | 2,74 (decimal comma) | .4 | 3/4
 _LAST_NUM = re.compile(r'(?<![\w.])-?(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)|[1-9]\d{0,2}(?: '
                        r'\d{3})+(?![\d.])|(?:0|\d+(?=,\d{1,2}(?![\d,])))(?:,\d+)?|\d*)(?:(?<=\d)/\d+|\.\d+)?(?<=\d)')
+# an answer-like number: $18, \$1,200, -3.5, 3/4, 25%, 25\%, 25 percent (atomic: "1,234" never backs off to "1")
+_ANS_NUM = r'(?>-?(?:\\?\$\s*)?(?:[1-9]\d{0,2}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?(?:\s*(?:\\?%|percent\b))?)'
+# words that carry a number on into more of the answer: "3 and 4", "5 times 3", "10 choose 3", "25% of 80"
+_GOES_ON = r'(?!(?:and|or|to|plus|minus|times|divided|multiplied|over|out|of|by|equals|choose|mod|pi)\b)[A-Za-z]{2}'
+# the final line's marked number: bold ("**$18**", "**18 dollars.**"), or the right side of an "=" that ends a
+# computation and runs on in words ("9 * 2 = $18 every day": not "= 9 * 2", "= 2^3", "= 2 n + 1", "x = -3, y")
+_MARK = re.compile(r'(?<![\w*])\*\*\s*(' + _ANS_NUM + r')(?:\s+[A-Za-z]+){0,3}\s*\.?\s*\*\*|(?<![<>!=])=(?!=)\s*'
+                   r'(?:\*\*)?\s*(' + _ANS_NUM + r')(?=(?:\s*(?:\$\$?|\\\)|\\\]))?(?:\s*(?:$|\*\*)|'
+                   r'\s+(?:\\text\s*\{\s*)?' + _GOES_ON + '))', re.I)
+# a number that only remarks on the '=' result before it: "(3 steps)", "from her 16 eggs", "for 7 days" (a
+# parenthesis with words; "(7, 6)" is none)
+_REMARK = re.compile(r'\((?=[^()]*[A-Za-z]{2})[^()]*\)|'
+                     r'\b(?:from|for|with|in|at|after|over|per|each|on|across|during|within)\s+'
+                     r'(?:(?:her|his|their|its|the|a|all|each|every|these|those)\s+)?(?:\\\(|\$)?\s*(?:\\?\$\s*)?'
+                     r'[\d.,/]*\d', re.I)
+# after an answer statement, its leading number where prose with a later number follows ("42 (after 3 steps)",
+# "8 apples and she ate 2"), unless the words go on with the answer (_GOES_ON)
+_LEAD = re.compile(_ANS_NUM + r'(?=\s*(?:\(|' + _GOES_ON + r').*\d)', re.I)
 _MATH = re.compile(r'\$\$(.+?)\$\$|(?<![\\$])\$((?:\\\$|[^$\n])+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]|'
                    r'(-?\\[dt]?frac\{\d+\}\{\d+\})', re.S)  # $..$, $$..$$, \(..\), \[..\], a bare \frac{10}{9}
 _JOIN = re.compile(r'\s*(?:,\s*and|,\s*or|and|or|,)\s*')  # "$1$, $2$ and $3$": one answer list
@@ -84,13 +103,18 @@ def _clip(span):
     line = re.sub(r'<<[^<>]*>>', '', span.strip().split('\n')[0])  # GSM8K calculator annotations
     line = re.split(r'\.(?=\s|$)|\*\*|\s+(?:because|since|which|so)\s|\s+I hope', line)[0]
     line = re.sub(r'^(?:therefore|thus|then|simply|just|equal to)\s+', '', line.split('=')[-1].strip(), flags=re.I)
-    return line.strip(' "') or None
+    line = line.strip(' "')
+    lead = _LEAD.match(line)  # "42 (after 3 steps)": Math-Verify would read the sentence's last number
+    return (lead.group(0) if lead else line) or None
 
 
 def extract_answer(text):
     """-> (answer string or None, stage): the model's final answer and which rule found it.
-    Order: the last box, unless a later 'final answer is' statement overrides it; 'the answer is' /
-    'Answer:' / '####'; else the later of the last math span ($...$, \\(...\\), \\[...\\]) and the last number."""
+    Order: the last box, unless a later 'final answer is' statement overrides it; the last 'the answer is' /
+    'Answer:' / '####' statement (its leading number where prose with another number follows it: "The answer is 42
+    (after 3 steps)" is 42); the final line's last marked number (bold, '**$18**', or the right side of an '=',
+    '9 * 2 = 18 dollars') where a later number follows it on that line ("= $18 every day from her 16 eggs" is 18);
+    else the later of the last math span ($...$, \\(...\\), \\[...\\]) and the last number."""
     if not text:
         return None, 'none'
     boxes = _boxes(text)
@@ -108,6 +132,11 @@ def extract_answer(text):
             if ans:
                 return ans, stage
     tail = text[-5000:]
+    last = tail.rstrip().rsplit('\n', 1)[-1]
+    m = ([None] + list(_MARK.finditer(last)))[-1]
+    later = last[m.end():] if m else ''
+    if re.search(r'\d', later) and (m.group(1) or not re.search(r'\d', _REMARK.sub('', later))):
+        return m.group(1) or m.group(2), 'final_line'  # bold beats any later number on the line, '=' only remarks
     nums = list(_LAST_NUM.finditer(tail))
     maths = [m for m in _MATH.finditer(tail) if not nums or re.search(r'\d', m.group(0))]  # "$n$" is no answer
     if maths and (not nums or nums[-1].start() < maths[-1].end()):  # "...is $\frac{2}{3}$." not its "3"
@@ -173,14 +202,14 @@ def _norm(s, unit=None):
 
 
 def _num(s):
-    """Plain number (int, decimal, a/b, \\frac{a}{b}) -> Fraction, else None: the fast path's whole grammar."""
+    """Plain number (int, decimal, a/b, \\frac{a}{b}, \\frac12) -> Fraction, else None: the fast path's grammar."""
     neg = s.startswith('-')
     t = s[1:].strip() if neg else s
     try:
         if _NUM.fullmatch(t):
             v = Fraction(t)
-        elif m := re.fullmatch(r'(\d+)\s*/\s*(\d+)|\\[dt]?frac\{(\d+)\}\{(\d+)\}', t):
-            a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        elif m := re.fullmatch(r'(\d+)\s*/\s*(\d+)|\\[dt]?frac(?:\{(\d+)\}|(\d))(?:\{(\d+)\}|(\d))', t):
+            a, b = (m.group(1), m.group(2)) if m.group(1) else (m.group(3) or m.group(4), m.group(5) or m.group(6))
             v = Fraction(int(a), int(b))
         else:
             return None
@@ -211,14 +240,9 @@ def _fast(a, b, tol=None):
             and re.fullmatch(r'-?\d*\.\d+', b)):
         return _num(a.replace(',', '.')) == _num(b), 'numeric'  # a predicted "2,74" is the gold 2.74; a gold "1,3" is a
                                                                 # list
-    pa, pb = a.endswith('%'), b.endswith('%')
-    na, nb = _num(a.rstrip('%').strip()), _num(b.rstrip('%').strip())
-    if na is not None and nb is not None:  # a percent also matches its fraction: 50% == 0.5 == 50
-        approx = '.' in a or '.' in b
-        ok = _num_equal(na, nb, approx, tol) or (pa != pb
-                                                 and _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1),
-                                                                         approx, tol))
-        return ok, 'numeric'
+    na, nb = _num(a), _num(b)
+    if na is not None and nb is not None:
+        return _num_equal(na, nb, '.' in a or '.' in b, tol), 'numeric'
     if re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?',
                     a) and re.fullmatch(r'(?:\\text\{)?[A-Za-z][A-Za-z ]{2,}\}?', b):
         # words: "Evelyn", "even" (Math-Verify would read e*v*e*n)
@@ -226,12 +250,33 @@ def _fast(a, b, tol=None):
     return None
 
 
+def _percent(a, b, tol=None):
+    """The percent rule, the one place a percent sign is read (after _norm, '\\%', 'percent' and 'pct' are '%'):
+    a percent is compared by its number, so '25%' and 25 are one answer and '2500%' and 25 are not (GSM8K's gold for
+    'what percent ...' is the number, 25); Math-Verify, which reads % as /100 and so finds 2500% == 25, never sees one.
+    A percent is also its fraction (25% == 0.25 == 1/4; OlympiadBench's gold '62.5%' against 0.625) where the other
+    side is a plain number that is not a whole number: a whole number is the percent's own number (100% is not 1).
+    Two percents: their numbers. -> (a, b) less their percent signs, and True where the fraction reading makes them
+    equal."""
+    if '%' not in a and '%' not in b:
+        return a, b, False
+    pa, pb = a.endswith('%'), b.endswith('%')
+    a, b = re.sub(r'\s*%', '', a).strip(), re.sub(r'\s*%', '', b).strip()
+    if pa != pb:
+        na, nb = _num(a), _num(b)
+        if na is not None and nb is not None and (nb if pa else na).denominator != 1:
+            return a, b, _num_equal(na / (100 if pa else 1), nb / (100 if pb else 1), '.' in a or '.' in b, tol)
+    return a, b, False
+
+
 @functools.lru_cache(maxsize=1 << 18)
 def _equiv(pred, gold, timeout=2.0, unit=None, tol=None):
     """(equal, method) for a predicted and a gold answer string: 'string' / 'numeric' / 'math_verify' / 'timeout'."""
     if max(len(pred), len(gold)) > 2000:  # no real answer is this long; keeps every regex below cheap
         return pred.strip() == gold.strip(), 'string'
-    a, b = _norm(pred, unit), _norm(gold, unit)
+    a, b, fraction = _percent(_norm(pred, unit), _norm(gold, unit), tol)
+    if fraction:
+        return True, 'numeric'
     r = _fast(a, b, tol)
     if r is not None:
         return r
@@ -271,7 +316,7 @@ def grade(text, gold, dataset, timeout=2.0, finish=None, meta=None, truncated_po
     ans, stage = extract_answer(text)
     if ans is None:
         return dict(correct=False, answer=None, stage='none')
-    if finish == 'length' and stage in ('last_math', 'last_number') and truncated_policy == 'incorrect':
+    if finish == 'length' and stage in ('final_line', 'last_math', 'last_number') and truncated_policy == 'incorrect':
         return dict(correct=False, answer=ans, stage=f'{stage}/truncated')  # "...the original total of 13 coins"
     tol = float(meta['error']) if meta.get('error') not in (None, '') else None
     ok, method = _equiv(ans, g, float(timeout), meta.get('unit') or None, tol)

@@ -153,8 +153,11 @@ def problem_kinds(problem):
 
 def number_key(problem):
     """The question's numbers alone, as a sorted multiset ('4 6 9 12'): what a model could recall from a training
-    question that uses them in another arrangement (curve.py reports the evaluation questions sharing it apart)."""
-    return ' '.join(sorted(re.findall(r'\d+', problem['question']), key=int))
+    question that uses them in another arrangement (curve.py reports the evaluation questions sharing it apart). A
+    question without a digit (23 in GSM8K test: "three times", "ten packets") is keyed by its own text, lower case,
+    whitespace collapsed: its own group, never one empty key shared by all such questions."""
+    nums = re.findall(r'\d+', problem['question'])
+    return ' '.join(sorted(nums, key=int)) if nums else ' '.join(problem['question'].lower().split())
 
 
 def seen_groups(problems, groups):

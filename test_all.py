@@ -653,6 +653,25 @@ def test_another_file_of_a_dataset_is_its_own_groups(tmp_path):
     assert [p['id'] for p in load_problems('gsm8k', 600, 601, data_path=str(copy))] == ['600', '601']
 
 
+def test_a_question_without_digits_is_its_own_number_group():
+    """tasks.number_key, the seen-numbers split of studies/curve.py: GSM8K test has 23 questions without a digit (13
+    in the evaluation split 500-1318); each is keyed by its own text, not all by one empty key, so none is 'seen'
+    because a training question also has no digit. The split at the K = 1,000 pool (test 0-499 and train.jsonl
+    0-499): 129 of the 819 evaluation questions share their numbers, not 142; the group keys (and so every
+    train/validation cut) are the problem ids, as before."""
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
+    test = load_problems('gsm8k', 0, 1318, DATA)
+    pool = test[:500] + load_problems('gsm8k', 0, 499, data_path=os.path.join(DATA, 'gsm8k', 'train.jsonl'))
+    bare = [p for p in test if not re.search(r'\d', p['question'])]
+    keys = [tasks.number_key(p) for p in bare]
+    assert len(bare) == 23 and sum(p['index'] >= 500 for p in bare) == 13 and '' not in keys
+    assert len(set(keys)) == 23 and keys[0] == ' '.join(bare[0]['question'].lower().split())
+    assert tasks.group_key(bare[0]) == f"gsm8k:{bare[0]['id']}"
+    seen = {tasks.number_key(p) for p in pool}
+    assert sum(tasks.number_key(p) in seen for p in test[500:]) == 129
+    assert not [p for p in bare if p['index'] >= 500 and tasks.number_key(p) in seen]
+
+
 def test_synthetic_config_ranges_share_no_question():
     """Every config that uses the synthetic task: its train, eval and calibration ranges (the calibration
     extraction commands in its header) never share a question nor an operand multiset (no evaluation question has
@@ -2420,6 +2439,70 @@ def test_truncated_policy():
     assert grade(text, '13', 'gsm8k', finish='length', truncated_policy='grade')['correct']
     assert grade(text, '13', 'gsm8k', finish='eos')['correct'] and grade(text, '13', 'gsm8k')['correct']
     assert grade(text + '. The answer is 13', '13', 'gsm8k', finish='length')['correct']  # an answer statement counts
+
+
+def gsm8k_row(words):
+    """The GSM8K test row whose question holds `words`."""
+    return next(r for r in rows('gsm8k/test.jsonl') if words in r['question'])
+
+
+def test_percent_answer_is_graded_by_its_number():
+    """grading._percent: a percent is its number (GSM8K's gold for 'what percent' is 25: '25%' is right, '2500%' is
+    not, though Math-Verify reads % as /100 and found 2500% == 25), and its fraction only against a plain number
+    that is not whole (OlympiadBench's and MATH's percent golds against 0.625 or 1/2)."""
+    gold = gsm8k_row('Ellen decided to play a prank')['answer']  # "... .25 * 100 = <<.25*100=25>>25%\n#### 25"
+    work = ('Ellen\'s friend gets one of the 8 sodas left, 2 of them shaken:\n\\[\n\\frac{2}{8} = 0.25\n\\]\n'
+            'To express this as a percentage, we multiply by 100:\n\\[\n0.25 \\times 100 = 25\\%\n\\]\n\n')
+    right = [work + 'Therefore, the likelihood is \\(\\boxed{25\\%}\\).', work + 'The final answer is 25%.',
+             work + '**Answer:** 25 percent', work + '#### 25%', '\\boxed{25}']
+    wrong = [work + 'So the likelihood is \\(\\boxed{2500\\%}\\).', work + 'The answer is 2500 percent.',
+             work + 'Therefore, the likelihood is \\(\\boxed{0.25}\\).', '\\boxed{0.25\\%}']
+    assert [grade(t, gold, 'gsm8k')['correct'] for t in right + wrong] == [True] * len(right) + [False] * len(wrong)
+    assert not answers_equal('2500\\%', '25') and answers_equal('25\\%', '25') and answers_equal('25%', '0.25')
+    assert not is_equiv('x = 2500\\%', '25') and is_equiv('x = 25\\%', '25')  # Math-Verify's path: no /100 either
+    assert not is_equiv('100\\%', '1') and not is_equiv('1', '100%')  # a whole number is the percent's own number
+    # percent golds: OlympiadBench's '62.5%' and '$8 \%$' (MATH-500 has none), a MATH-style '50\%'
+    ob = {r['id']: r for r in rows('olympiadbench/test.jsonl') if r['id'] in (2255, 2276)}
+    for i, ok, bad in ((2255, ['62.5\\%', '62.5', '0.625', '\\frac{5}{8}', '62.5 percent'], ['6250\\%', '0.625\\%']),
+                       (2276, ['8\\%', '8', '0.08', '8 \\text{ percent}'], ['800\\%', '800', '0.08\\%', '80'])):
+        got = [grade(f'\\boxed{{{x}}}', ob[i]['final_answer'], 'olympiadbench', meta=ob[i])['correct']
+               for x in ok + bad]
+        assert got == [True] * len(ok) + [False] * len(bad), (i, got)
+    assert [grade(f'\\boxed{{{x}}}', '50\\%', 'math500')['correct'] for x in ('50', '0.5', '\\frac12', '5000\\%')] == [
+        True, True, True, False]
+
+
+def test_answer_statement_beats_a_later_stray_number():
+    """Unboxed answers in Qwen2.5's style: an answer statement's leading number wins over prose with another number
+    after it, and the final line's bold or '= X' result over a remark after it ('from her 16 eggs'); a later number
+    that is a new result (a new sentence, a further sum, a list) still wins, as before."""
+    gold = gsm8k_row('Janet’s ducks lay 16 eggs')['answer']  # 18
+    work = ('To find out how much Janet makes every day, follow these steps:\n\n1. **Eggs left:** 16 - 3 - 4 = 9\n'
+            '2. **Money:** 9 eggs × $2 = $18\n\n')
+    cases = [  # (the text's end, its answer, its stage)
+        ('So the answer is 18 (after 3 steps).', '18', 'answer_is'),
+        ('The final answer is 18 dollars, from her 9 remaining eggs.', '18', 'answer_is'),
+        ('**Final Answer:** $18 (9 eggs at $2 each)', '$18', 'answer_stmt'),
+        ('#### 18 dollars from 9 eggs', '18', 'answer_stmt'),
+        ("Therefore, Janet makes **$18** every day at the farmers' market. She sells 9 eggs.", '$18', 'final_line'),
+        ('Thus she makes 9 × $2 = $18 every day from her 16 eggs.', '$18', 'final_line'),
+        ('So \\(9 \\times 2 = 18\\) dollars per day (for 9 eggs).', '18', 'final_line'),
+    ]
+    for end, ans, stage in cases:
+        assert extract_answer(work + end) == (ans, stage), end
+        assert grade(work + end, gold, 'gsm8k')['correct'], end
+    truncated = work + 'Thus she makes 9 × $2 = $18 every day from her 16'  # cut at the length limit
+    assert grade(truncated, gold, 'gsm8k', finish='length')['stage'] == 'final_line/truncated'
+    kept = [  # a later number that is itself the answer, or part of it
+        ('She makes 9 * 2 = 18 dollars per day, so 7 days make 126 dollars', '126', 'last_number'),
+        ('She makes 9 * 2 = 18 per day, so in 7 days 18 * 7 = 126', '126', 'last_number'),
+        ('$y = 8.8 - 2.8 = 6$ So, the ordered pair is $(7, 6)$.', '(7, 6)', 'last_math'),
+        ('x = -3, total 1,234.5', '1,234.5', 'last_number'), ('The answer is 3 and 4', '3 and 4', 'answer_is'),
+        ('The answer is 25% of 80 apples', '25% of 80 apples', 'answer_is'),
+        ('16 - 3 - 4 = **9** eggs. 9 * 2 = **18**', '18', 'last_number'),
+    ]
+    for end, ans, stage in kept:
+        assert extract_answer(end) == (ans, stage), end
 
 
 def test_normalize_gold():
