@@ -89,8 +89,15 @@ def check_positions(limit, max_new_tokens, prompt_tokens=None):
 
 
 # CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, "bfloat16 against float32
-# on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype)
+# on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype); the first
+# is the reference the others are timed against
 CPU_KEPT = ('float32', 'bfloat16')
+# dtype='auto''s rule on CPU (measured_cpu_dtype), recorded in its cache: a cache made by another rule (or none named:
+# version 1, one timing of each dtype) is measured again. rounds: decoding steps timed per dtype, the dtypes taking
+# turns; margin: another dtype is taken where the median of its rounds' step over float32's is at most this, else
+# float32 (the samples' draw follows the dtype: where the two run about as fast, the reference is kept rather than a
+# choice that a measurement could tip either way)
+DTYPE_RULE = {'version': 2, 'rounds': 7, 'margin': 0.8}
 
 
 def matmul_shapes(config):
@@ -120,85 +127,116 @@ def step_seconds(shapes, rows, dtype, secs=0.04, head_cut=4096, give_up=None):
     return total
 
 
-def decode_seconds(config, dtype, rows, context=256, steps=4, give_up=None):
-    """Seconds one decoding step of the sampling loop takes on this thread for a model of `config`'s shapes in `dtype`
-    at `rows` rows over `context` cached positions: the forward (through decode_attention, the cache read whole
-    where the loop reads it whole: not in float32) and the top-p sampler's vocabulary passes (vocab_stats, nucleus,
-    draw). Timed on randomly initialised copies with 1 and 1 + k layers (k = min(layers - 1, 4)), `steps` steps each
-    after a warm-up: a step is the first's time plus (layers - 1) x what a layer adds. None once the 1-layer copy
-    alone takes give_up."""
+def decode_timer(config, dtype, rows, layers=5, context=256, calls=8):
+    """A function timing one decoding step of the sampling loop on this thread for a model of `config`'s shapes in
+    `dtype`, at `rows` rows over `context` cached positions: the forward (through decode_attention, the cache read
+    whole where the loop reads it whole: not in float32) and the top-p sampler's vocabulary passes (vocab_stats,
+    nucleus, draw), run on a randomly initialised copy with `layers` of its layers (all, where it has fewer). Each call
+    returns the whole model's step in seconds: the step outside the layers plus the model's layers x the copy's mean
+    layer, both timed within the one step (not a difference of two copies' steps, whose noise the layers' multiple
+    would amplify). The copy is built and warmed up one step, untimed, at the first call; room for `calls` calls."""
     import copy
     from transformers import AutoModelForCausalLM
-    per, whole, k = [], dtype != torch.float32, max(1, min(config.num_hidden_layers - 1, 4))
-    for n in (1, 1 + k):
+    run, marks, whole, cap = {}, {}, dtype != torch.float32, context + calls + 2
+
+    def build():
         c = copy.deepcopy(config)
-        c.num_hidden_layers = n
+        c.num_hidden_layers = min(layers, config.num_hidden_layers)
         if getattr(c, 'layer_types', None):
-            c.layer_types = c.layer_types[:n]
+            c.layer_types = c.layer_types[:c.num_hidden_layers]
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(c).to(dtype).eval()
         model.config._attn_implementation = 'decode_sdpa'
-        cap = context + steps + 1
         cache, shared = row_cache(model, rows, cap)
-        ids, w = torch.randint(0, c.vocab_size, (rows,)), torch.full((rows,), context)
-        t = 0.0
+        stack = model.model.layers
+        stack[0].register_forward_pre_hook(lambda *a: marks.update(into=time.perf_counter()))
+        stack[-1].register_forward_hook(lambda *a: marks.update(out=time.perf_counter()))
+        run.update(model=model, cache=cache, shared=shared, ids=torch.randint(0, c.vocab_size, (rows,)),
+                   w=torch.full((rows,), context), scale=config.num_hidden_layers / len(stack))
+        step()  # warms up
+
+    def step():
+        shared, w = run['shared'], run['w']
+        t = time.perf_counter()
         with torch.no_grad():
-            for s in range(steps + 1):
-                t = time.perf_counter() if s == 1 else t  # step 0 warms up
-                shared['at'][:], shared['n'] = w, cap if whole else int(w.max()) + 1
-                mask = (torch.arange(shared['n'])[None] <= w[:, None])[:, None, None]
-                logits = model(input_ids=ids[:, None], attention_mask=mask, position_ids=w[:, None],
-                               past_key_values=cache, use_cache=True).logits[:, -1].float()
-                vals, top, _, _, zt, _ = vocab_stats(logits, TOPK_PREFILTER, 0.7)
-                ids, w = draw(nucleus(vals, zt, 0.7, 0.9)[0], top, torch.rand(rows)), w + 1
-        per.append((time.perf_counter() - t) / steps)
-        if give_up is not None and per[0] > give_up:
-            return None
-    return per[0] + (config.num_hidden_layers - 1) * max(0.0, per[1] - per[0]) / k
+            shared['at'][:], shared['n'] = w, cap if whole else int(w.max()) + 1
+            mask = (torch.arange(shared['n'])[None] <= w[:, None])[:, None, None]
+            logits = run['model'](input_ids=run['ids'][:, None], attention_mask=mask, position_ids=w[:, None],
+                                  past_key_values=run['cache'], use_cache=True).logits[:, -1].float()
+            vals, top, _, _, zt, _ = vocab_stats(logits, TOPK_PREFILTER, 0.7)
+            run['ids'], run['w'] = draw(nucleus(vals, zt, 0.7, 0.9)[0], top, torch.rand(rows)), w + 1
+        return time.perf_counter() - t + (run['scale'] - 1) * (marks['out'] - marks['into'])
+
+    return lambda: step() if run else (build(), step())[1]
 
 
 def measured_cpu_dtype(config, rows=128, log=print):
-    """dtype='auto' on CPU: the fastest of CPU_KEPT for this model on this machine: a decoding step of the sampling
-    loop at `rows` rows (decode_seconds: the forward with its attention and elementwise work, and the sampler), on
-    one thread as each extraction process runs, measured once (seconds) and cached per CPU model, flags, torch
-    version, kernel settings (kernel_settings), shapes and rows in cache_dir()/dtype/. A CPU's flags predict nothing:
-    avx512_bf16 meant bfloat16 3-6x float32 on AMD Genoa and on Intel with AMX, 0.8x on an Intel Xeon without AMX,
-    and an AVX2 EPYC emulates it (0.2x). Returns the dtype's name; logs one line."""
+    """dtype='auto' on CPU: the fastest of CPU_KEPT for this model on this machine, by DTYPE_RULE: a decoding step of
+    the sampling loop at `rows` rows (decode_timer: the forward with its attention and elementwise work, and the
+    sampler), on one thread as each extraction process runs, timed in rounds: each round times a step of every dtype,
+    the order alternating (float32 first, then last), so both see the same load. A dtype's share is the median over
+    rounds of its step over float32's in the same round: a load that comes or goes during the measurement changes
+    one round's pair, a burst a minority of rounds, and neither moves the median (where one timing of each, one after
+    the other, takes the load's side); a load lasting throughout slows both. The smallest share wins if at most
+    DTYPE_RULE['margin'], else float32; a dtype is timed no more once past the margin in most rounds (emulated).
+    Measured once and cached per CPU model, flags, torch version, kernel settings (kernel_settings), shapes and rows in
+    cache_dir()/dtype/ with every round's timings; a cache made by another rule is measured again. A CPU's flags
+    predict nothing: avx512_bf16 meant bfloat16 3-6x float32 on AMD Genoa and on Intel with AMX, 0.8x on an Intel
+    Xeon without AMX, and an AVX2 EPYC emulates it (0.2x). Returns the dtype's name; logs one line."""
     import hashlib
     import json
+    import statistics
     cpu, flags = cpu_name()
     shapes = [list(s) for s in matmul_shapes(config)]
     key = {'cpu': cpu, 'flags': flags, 'torch': torch.__version__, 'kernels': kernel_settings(), 'shapes': shapes,
            'rows': rows, 'kept': list(CPU_KEPT), 'probe': 'decoding step'}
     path = os.path.join(cache_dir(), 'dtype', hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16] + '.json')
+    old = ''
     try:
         with open(path) as f:
             got = json.load(f)
         if got.get('key') == key and got.get('choice') in CPU_KEPT:
-            log(f"dtype='auto': {got['choice']} ({got['line']}; measured {got['date']}, cached in {path})")
-            return got['choice']
-    except (OSError, ValueError):  # none yet, or damaged: measure again
+            if got.get('rule') == DTYPE_RULE:
+                log(f"dtype='auto': {got['choice']} ({got['line']}; measured {got['date']}, cached in {path})")
+                return got['choice']
+            old = (f", replacing the {got['choice']} measured {got.get('date')} by rule "
+                   f"{(got.get('rule') or {}).get('version', 1)}")
+    except (OSError, ValueError, AttributeError):  # none yet, or damaged: measure again
         pass
     check_writable('HSRM_CACHE', cache_dir())
-    n = torch.get_num_threads()
+    ref, n, rounds, margin = CPU_KEPT[0], torch.get_num_threads(), DTYPE_RULE['rounds'], DTYPE_RULE['margin']
+    timers = {dt: decode_timer(config, getattr(torch, dt), rows, calls=rounds) for dt in CPU_KEPT}
+    steps = {dt: [] for dt in CPU_KEPT}  # seconds, one a round
+    past = lambda dt: sum(a > margin * b for a, b in zip(steps[dt], steps[ref]))  # noqa: E731  (rounds lost)
     torch.set_num_threads(1)
     try:
-        secs = {}
-        for dt in CPU_KEPT:  # float32 first: the others give up past 3x its time
-            secs[dt] = decode_seconds(config, getattr(torch, dt), rows,
-                                      give_up=3 * secs['float32'] if secs else None)
+        for r in range(rounds):
+            # a dtype past the margin in more than half the rounds has its median past it whatever the rest: it is
+            # timed no more (an emulated one costs rounds // 2 + 1 slow steps, not rounds)
+            live = [dt for dt in CPU_KEPT[1:] if past(dt) <= rounds // 2]
+            if not live:
+                break
+            for dt in [ref, *live] if r % 2 == 0 else [*live[::-1], ref]:
+                steps[dt].append(timers[dt]())
     finally:
         torch.set_num_threads(n)
-    choice = min((dt for dt in CPU_KEPT if secs[dt] is not None), key=secs.get)
-    line = (f"{cpu}, torch {torch.__version__}, one thread: a decoding step of this model at {rows} rows "
-            + ', '.join(f'{dt} {1e3 * s:.0f} ms' if s is not None else f'{dt} over 3x float32 (stopped)'
-                        for dt, s in secs.items()))
+    del timers
+    secs = {dt: statistics.median(s) for dt, s in steps.items()}
+    share = {dt: statistics.median(a / b for a, b in zip(steps[dt], steps[ref])) for dt in CPU_KEPT[1:]}
+    best = min(share, key=share.get)
+    choice = best if share[best] <= margin else ref
+    line = (f"{cpu}, torch {torch.__version__}, one thread: a decoding step of this model at {rows} rows, the median "
+            f"of {rounds} rounds taking turns: " + ', '.join(f'{dt} {1e3 * s:,.0f} ms' for dt, s in secs.items())
+            + ''.join(f', {dt}/{ref} {x:.2f}' + (f' ({len(steps[dt])} rounds: past {margin} in {past(dt)})'
+                                                 if len(steps[dt]) < rounds else '') for dt, x in share.items())
+            + f"; another dtype is taken at most {margin}, rule {DTYPE_RULE['version']}")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f'{path}.tmp{os.getpid()}'
     with open(tmp, 'w') as f:
-        json.dump({'key': key, 'seconds': secs, 'choice': choice, 'line': line, 'date': time.strftime('%Y-%m-%d')}, f)
+        json.dump({'key': key, 'rule': DTYPE_RULE, 'steps': steps, 'seconds': secs, 'share': share, 'choice': choice,
+                   'line': line, 'date': time.strftime('%Y-%m-%d')}, f)
     os.replace(tmp, path)
-    log(f"dtype='auto': {choice} ({line}; cached in {path}; --dtype=float32 or bfloat16 forces one)")
+    log(f"dtype='auto': {choice} ({line}; cached in {path}{old}; --dtype=float32 or bfloat16 forces one)")
     return choice
 
 
