@@ -517,7 +517,8 @@ def run(cfg, named=None, command=None):
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
-    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # the table, the score caches: before work
+    pools = os.path.join(out_dir, 'pools' + suffix)
+    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'), pools)  # the table, caches, pools: before work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -573,7 +574,6 @@ def run(cfg, named=None, command=None):
     own = next(iter(named)) if named else 'hsrm'  # the verifier shipped: the config's own run, its seed sample.py uses
     ship = next((a for a in arms if a['group'] == own), None)
     best = best_seed([r['ckpt'] for r in ship['runs']]) if ship else None
-    pools = os.path.join(out_dir, 'pools' + suffix)
     write_pools(pools, rows, {
         **provenance(command), 'config': cfg, 'dataset': problems[0]['dataset'], 'generator': str(gc.get('model', '?')),
         'generator_name': generator_name(str(gc.get('model', '?'))), 'dtype': gc.get('weights_dtype'),

@@ -606,10 +606,11 @@ def pool_rows(problems, split, free, verifiers, prm=None, text=False):
 
 
 def write_pools(pools_dir, rows, meta):
-    """{pools_dir}/candidates.jsonl.gz (the rows; the same bytes for the same rows) and meta.json, each atomically."""
+    """{pools_dir}/candidates.jsonl.gz (the rows; the same bytes for the same rows: no name or time in the gzip
+    header) and meta.json, each atomically."""
     os.makedirs(pools_dir, exist_ok=True)
     path = os.path.join(pools_dir, POOLS_FILE)
-    with open(f'{path}.tmp{os.getpid()}', 'wb') as raw, gzip.GzipFile(fileobj=raw, mode='wb', mtime=0) as f:
+    with open(f'{path}.tmp{os.getpid()}', 'wb') as raw, gzip.GzipFile('', 'wb', fileobj=raw, mtime=0) as f:
         f.write(''.join(json.dumps(r) + '\n' for r in rows).encode())
     os.replace(f'{path}.tmp{os.getpid()}', path)
     atomic_write_json({'columns': POOL_COLUMNS, **meta}, os.path.join(pools_dir, META_FILE))
