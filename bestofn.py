@@ -283,17 +283,21 @@ def subset_index(m, n, n_subsets, seed):
 def build_pool(problems, ns, n_subsets, seed, equal):
     """Per problem: 'labels' [m] float, 'groups' [m] int, 'subsets' {n: [k, n]} for n in ns (n <= m), 'stopped'
     [m] bool (candidates ended by online pruning: never selected; grading.grade gives them no answer, so no vote)."""
-    pool = []
-    for p in problems:
-        m = len(p['candidates'])
-        if m < min(ns):
-            raise ValueError(f"problem {p['key']} has {m} candidates but best-of-{min(ns)} needs {min(ns)}; "
-                             f"fix: --n_eval=<= {m} or extract more samples")
-        pool.append({'key': p['key'], 'labels': np.array([float(c['correct']) for c in p['candidates']]),
-                     'groups': answer_groups([c.get('answer') for c in p['candidates']], equal),
-                     'stopped': np.array([c.get('finish') == 'pruned' for c in p['candidates']], dtype=bool),
-                     'subsets': {n: subset_index(m, n, n_subsets, [seed, int(p['index'])]) for n in ns if n <= m}})
-    return pool
+    return [pool_entry(p['key'], p['index'], [c['correct'] for c in p['candidates']],
+                       answer_groups([c.get('answer') for c in p['candidates']], equal),
+                       [c.get('finish') == 'pruned' for c in p['candidates']], ns, n_subsets, seed) for p in problems]
+
+
+def pool_entry(key, index, correct, groups, stopped, ns, n_subsets, seed):
+    """One problem's pool (build_pool's) from its candidates' correctness, answer groups and stopped flags [m]: the
+    subsets drawn from (seed, index), so a pool rebuilt from stored rows (tables.pool_table) draws the same ones."""
+    m = len(correct)
+    if m < min(ns):
+        raise ValueError(f"problem {key} has {m} candidates but best-of-{min(ns)} needs {min(ns)}; "
+                         f"fix: --n_eval=<= {m} or extract more samples")
+    return {'key': key, 'labels': np.array([float(c) for c in correct]), 'groups': np.asarray(groups, dtype=np.int64),
+            'stopped': np.array(stopped, dtype=bool),
+            'subsets': {n: subset_index(m, n, n_subsets, [seed, int(index)]) for n in ns if n <= m}}
 
 
 # -----------------------------------------------------------------------------

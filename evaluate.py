@@ -10,26 +10,32 @@ unfinished run, or a seed the config does not name, is left out with a note. A c
 groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
 (tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
-adds the free scorers (bestofn.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
-single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).
-Best-of-N, votes and temperatures are chosen on nothing from the test split except where a row says
-"optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
+adds the free scorers (bestofn.py) and the PRM's cached scores (baselines.py), and writes them, with each candidate's
+answer, label and text, as the pools {out_dir}/pools[_<tag>]/ (candidates.jsonl.gz, meta.json: tables.POOL_COLUMNS).
+The table is made from those files alone (tables.pool_table: majority and verifier-weighted votes, single-pass and
+oracle, every interval), so `python tables.py {out_dir}/pools` prints it again in seconds; then
+{out_dir}/results[_<tag>].json and .md (+ plots with matplotlib), and the config's own verifier, its seed of best
+validation AUROC (sample.py's), as one file sample.py answers with on a clone without the run: pools/hsrm.pt
+(tables.export_verifier). Best-of-N, votes and temperatures are chosen on nothing from the test split except where a
+row says "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
 of {train_dir} (store.split_problems, same val_frac / val_seed as training).
 
-The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the free rows and the
-reference chosen on validation, rows with their paired intervals, formatting) is tables.py's, which the studies and
-sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's. Here: this
-stage's knobs, the PRM's and the learned verifiers' rows, the notes, the markdown and the plots.
+The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the pools and the table made
+from them: the free rows and the reference chosen on validation, rows with their paired intervals, the markdown) is
+tables.py's, which the studies and sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC,
+bootstrap) is bestofn.py's. Here: this stage's knobs, the scores of the PRM and the learned verifiers, the notes,
+the cost table and the plots.
 """
 import glob
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
 import torch
 
-from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
+from bestofn import has_confidences
 from configurator import (apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file,
                           stage_defaults)
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
@@ -37,10 +43,10 @@ from model import prm_reduce as reduce_steps  # the name prm_reduce is this stag
 from machine import head_dim, n_params, resolve_device
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, own_run, train_dirs_now
-from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
-                    fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
-                    run_group, val_splitter, yerr)
-from tasks import group_key
+from tables import (FREE_TIES, META_FILE, POOLS_FILE, PRETTY, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
+                    checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json, free_name, free_scores,
+                    pool_rows, pool_table, read_pools, render_table, run_dirs, run_group, scaling_ns, val_splitter,
+                    write_pools, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -82,48 +88,10 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 
 def render_markdown(res):
-    n = res['n_eval']
-    dtype = f", {res['dtype']}" if res.get('dtype') else ''
-    out = [f"## Best-of-{n} on {res['dataset']} ({generator_name(res['generator'])}{dtype})", '',
-           f"Evaluation split `{res['eval_dir']}`: {res['n_problems']} problems, {res['pool_size']} candidates each"
-           + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer']
-              else '') + '.',
-           '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) '
-           f'| Within-AUROC [95% CI] | Δ AUROC vs best free on val |', '|---|---:|---:|---:|---:|---:|---:|']
-    for r in res['rows']:
-        seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
-        out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | "
-                   f"{fmt_ci(r['acc'], r.get('acc_ci'), True)} | {fmt_vs(r, 'majority', 'acc', True)} | "
-                   f"{fmt_vs(r, 'best_free_val', 'acc', True)} | {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
-                   f"{fmt_vs(r, 'best_free_val', 'auroc', False)} |")
-    out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(res['notes'])]
-    ns = res['ns']
-    if len(ns) > 1:
-        out += ['', '### N-scaling (best-of-N accuracy, %)', '',
-                '| Method | ' + ' | '.join(str(k) for k in ns) + ' | Δ |', '|---|' + '---:|' * (len(ns) + 1)]
-        for r in res['rows']:
-            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote'):
-                continue
-            a = [r['acc_at'].get(k) for k in ns]
-            d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'
-            name = 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
-            out.append(f"| {name} | " + ' | '.join(fmt(x, None, True) for x in a) + f' | {d} |')
-    for kind, parts in res['breakdown'].items():
-        unit = 'groups resampled within the part' if res['bootstrap']['unit'] == 'groups' else 'problems resampled'
-        out += ['', f'### Bo{n} by {kind}', '', f"Each part's rows on its problems alone; Δ paired within the part "
-                f"(95% intervals, {unit}).", '',
-                f'| {kind[0].upper() + kind[1:]} | Problems (groups) | Method | Bo{n} Acc. (%) [95% CI] '
-                '| Δ vs majority (pts) | Δ vs best free on val (pts) |', '|---|---:|---|---:|---:|---:|']
-        for part in parts:
-            shown = [r for r in part['rows'] if r['type'] != 'free_best_val_auroc']  # the AUROC side: not a Bo-N row
-            for i, r in enumerate(shown):
-                lead = f"{part['part']} | {part['n_problems']} ({part['n_groups']})" if i == 0 else ' |'
-                name = {'vote': 'Majority vote', 'free_best_val': 'Best free selector on validation'}.get(
-                    r['type'], r['method'] + (f" ({r['n_runs']} seeds)" if r['n_runs'] > 1 else ''))
-                out.append(f"| {lead} | {name} | {fmt_ci(r['acc'], r.get('acc_ci'), True)} | "
-                           f"{fmt_vs(r, 'majority', 'acc', True)} | {fmt_vs(r, 'best_free_val', 'acc', True)} |")
-    out += ['', '### Verifier cost', '', '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate '
-            '| Time / candidate | Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
+    """results.md: the table (tables.render_table, the notes below its main table), then the verifiers' cost."""
+    out = [render_table(res, res['notes']).rstrip('\n'), '', '### Verifier cost', '',
+           '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate | Time / candidate '
+           '| Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
     g = res.get('generator_cost')
     if g:
         out.append(f"| Generator {generator_name(g['generator'])} (sampling the candidate: not a verifier) | "
@@ -337,12 +305,13 @@ def generator_cost(problems, name):
             'tokens': float(np.mean(L))}
 
 
-def prm_rows(eval_dir, problems, pool, ns, n, how):
-    """PRM rows from the per-step probabilities baselines.py cached, its cost row and a note when the
-    cache is incomplete. Cost: FLOPs of one forward over each candidate's whole PRM input (system prompt,
-    question, steps), attention included, as the verifiers' are counted; with the input lengths and
-    architecture the cache holds, else estimated (Qwen2.5-Math-PRM-7B's figures when it was not run)."""
-    path, prm, rows, note = os.path.join(eval_dir, 'prm_scores.json'), None, [], None
+def prm_column(eval_dir, problems, how):
+    """The PRM's candidate scores from the per-step probabilities baselines.py cached, reduced by how (per problem;
+    None without a complete cache), its row's name and size ({'method', 'params'}), its cost row and a note when the
+    cache is incomplete. Cost: FLOPs of one forward over each candidate's whole PRM input (system prompt, question,
+    steps), attention included, as the verifiers' are counted; with the input lengths and architecture the cache
+    holds, else estimated (Qwen2.5-Math-PRM-7B's figures when it was not run)."""
+    path, prm, sc, info, note = os.path.join(eval_dir, 'prm_scores.json'), None, None, None, None
     if os.path.exists(path):
         with open(path) as f:
             prm = json.load(f)
@@ -353,10 +322,7 @@ def prm_rows(eval_dir, problems, pool, ns, n, how):
             prm = None
     if prm:
         sc = [np.array([reduce_steps(st, how) for st in prm['steps'][p['key']]]) for p in problems]
-        mt = scored_metrics(sc, pool, ns, None, vote=True, where=path, n=n)
-        name = f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)"
-        rows = [make_row(name, 'prm', [mt], params=prm.get('n_params')),
-                make_row(f'{name} + weighted vote', 'prm_vote', [per_problem_run(mt['per_problem']['vote_at'], n=n)])]
+        info = {'method': f"{prm['model'].rstrip('/').split('/')[-1]} ({how} step)", 'params': prm.get('n_params')}
     arch, tokens = (prm or {}).get('arch') or PRM_7B_ARCH, (prm or {}).get('tokens') or {}
     exact = 'arch' in (prm or {}) and all(len(tokens.get(p['key'], [])) == len(p['candidates']) for p in problems)
     if exact:
@@ -366,27 +332,29 @@ def prm_rows(eval_dir, problems, pool, ns, n, how):
         tpc = sum(len(c['token_ids']) for c in cands) / max(1, sum(len(c['text']) for c in cands))
         L = [prm_tokens_estimate(p['question'], c['text'], len(c['token_ids']), tpc) for p in problems
              for c in p['candidates']]
-    cost = {'verifier': rows[0]['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
+    cost = {'verifier': info['method'] if prm else 'Qwen2.5-Math-PRM-7B (not run)',
             'params': (prm or {}).get('n_params') or arch['n_params'],
             'input': "L tokens: system prompt + question + steps (mean "
                      f"{np.mean(L):.0f}{'' if exact else ', estimated'})",
             'flops': float(np.mean([lm_flops(arch, x) for x in L])),
             'seconds_per_candidate': (prm or {}).get('seconds_per_candidate'), 'device': (prm or {}).get('device'),
-            'extra_passes': 'generator-scale re-encoding', 'acc': rows[0]['acc'] if prm else None}
-    return rows, cost, note
+            'extra_passes': 'generator-scale re-encoding', 'acc': None}  # acc: its row's, once the table is made
+    return sc, info, cost, note
 
 
-def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
-    """Score with every checkpoint (cached), one row per run name with mean ± std over its seeds, its
-    weighted-vote row, and its cost row. val_split(val_frac, val_seed, k) -> (problems, pool, n) of
-    train_dir's validation split as that checkpoint was trained with, or None. dirs: (eval_dir,
-    train_dir, cache_dir)."""
+def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
+    """Score with every checkpoint (cached) the evaluation split and its own validation split (val_split(val_frac,
+    val_seed, k) -> (problems, pool, n) of train_dir's validation split as that checkpoint was trained with, or None).
+    -> (arms: one per run name, HSRM last, as meta.json holds them ({'group', 'method', 'kind', 'params', 'n_train',
+    'runs': [{'column', 'ckpt', 'seed', 'params', 'n_train', 'seconds_per_candidate', 'device', 'flops'}]}), scores
+    {'eval' / 'val': {column: {problem key: scores}}}, the validation problems scored, a cost row per arm, the split
+    dirs they trained on). dirs: (eval_dir, train_dir, cache_dir)."""
     eval_dir, train_dir, cache_dir = dirs
-    groups, rows, cost, trained_on = {}, [], [], set()
+    groups, arms, cost, trained_on, scores, val_problems = {}, [], [], set(), {'eval': {}, 'val': {}}, {}
     for path in paths:
         groups.setdefault(run_group(path), []).append(path)
     for g, gpaths in sorted(groups.items(), key=lambda kv: (kv[0].startswith('hsrm'), kv[0])):  # HSRM last
-        runs, arch, voted = [], None, False
+        runs, arch = [], None
         for path in gpaths:
             model, ck = load_checkpoint(path, dev)
             a = (ck['spec']['kind'], json.dumps(ck['model_args'], sort_keys=True), ck['spec']['layers'],
@@ -396,28 +364,26 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
                                  f"configuration its own run dir name")
             arch, tc = a, ck.get('train_config') or {}
             trained_on |= {os.path.abspath(d) for d in train_dirs_now(tc, path)}
+            col = f"{g}_seed{tc['seed']}" if tc.get('seed') is not None else f'{g}_run{len(runs)}'  # a pool column
+            col += f'_{len(scores["eval"])}' if col in scores['eval'] else ''  # one seed twice: another run's
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
-            temp, val = None, val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
-                                        tc.get('max_train_problems'))
+            scores['eval'][col] = {p['key']: s for p, s in zip(problems, sc)}
+            val = val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
+                            tc.get('max_train_problems'))
             n_train = None  # K: the problems it trained on (its validation problems left out)
             if val is not None:
-                vp, vpool, vn = val
+                vp = val[0]
                 n_train = (tc.get('max_train_problems') or len(problem_files(train_dir))) - len(vp)
                 vs = cached_scores(model, path, vp, train_dir, cache_dir, cfg['eval_batch_size'], dev)[0]
-                temp = choose_temp(vs, vpool, vn, cfg['vote_temps'], where=f'{path} on {train_dir}')
-            voted = temp is not None
-            mt = scored_metrics(sc, pool, ns, temp, vote=voted, where=f'{path} on {eval_dir}', n=n)
+                scores['val'][col] = {p['key']: s for p, s in zip(vp, vs)}
+                val_problems.update({p['key']: p for p in vp})
             lengths = [input_lengths(c, model.spec) for p in problems for c in p['candidates']]
-            runs.append({'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model), 'temp': temp,
-                         'n_train': n_train,
-                         'seconds_per_candidate': spc, 'device': where, **mt,
+            runs.append({'column': col, 'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model),
+                         'n_train': n_train, 'seconds_per_candidate': spc, 'device': where,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
         label, kind = PRETTY.get(g, g), arch[0]
-        rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind,
-                             n_train=runs[0]['n_train']))
-        if voted:
-            rows.append(make_row(f'{label} + weighted vote', 'verifier_vote',
-                                 [per_problem_run(r['per_problem']['vote_at'], n=n) for r in runs], group=g))
+        arms.append({'group': g, 'method': label, 'kind': kind, 'params': runs[0]['params'],
+                     'n_train': runs[0]['n_train'], 'runs': runs})
         # what the last checkpoint of the group actually read (the runs of a group share the input spec)
         spec, inputs = model.spec, []
         if reads(kind, 'states'):
@@ -436,9 +402,9 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
         cost.append({'verifier': label, 'params': runs[0]['params'],
                      'flops': float(np.mean([r['flops'] for r in runs])), 'input': ' + '.join(inputs),
                      'seconds_per_candidate': float(np.mean([r['seconds_per_candidate'] for r in runs])),
-                     'device': runs[0]['device'], 'acc': rows[-2 if voted else -1]['acc'],
+                     'device': runs[0]['device'], 'acc': None,  # acc: its row's, once the table is made
                      'extra_passes': 'text re-encoding' if reads(kind, 'tokens') else '0'})
-    return rows, cost, sorted(trained_on)
+    return arms, scores, list(val_problems.values()), cost, sorted(trained_on)
 
 
 # -----------------------------------------------------------------------------
@@ -537,20 +503,22 @@ def named_runs(files, out_dir):
     return named
 
 
-def run(cfg, named=None):
-    """The table (results[_on_<run>].json, .md, plots) of the run cfg names. named: the verifiers its config files
-    name (named_runs: each must be there and finished; the CLI gives them where config files are given and ckpts is
-    not), None: every finished run there."""
+def run(cfg, named=None, command=None):
+    """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
+    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
+    the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
+    files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
+    the pools' meta.json."""
     cfg = {**DEFAULTS, **cfg}
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
         raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")
-    from grading import answers_equal
     out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
-    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'))  # the table, the score caches: before work
+    pools = os.path.join(out_dir, 'pools' + suffix)
+    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'), pools)  # the table, caches, pools: before work
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
@@ -565,19 +533,16 @@ def run(cfg, named=None):
     if n > sizes[0]:
         raise ValueError(f"n_eval={n} but some problems of {eval_dir} hold only {sizes[0]} candidates; fix: "
                          f"--n_eval={sizes[0]}")
-    ns = sorted({k for k in cfg['n_scaling'] if k <= sizes[0]} | {n})
+    ns = scaling_ns(cfg['n_scaling'], n, sizes[0])
     if over := [k for k in cfg['n_scaling'] if k > sizes[0]]:  # said, never dropped silently
         print(f"n_scaling: N={', '.join(map(str, over))} left out of the N-scaling table: the problems of {eval_dir} "
               f"hold {sizes[0]} candidates (extract.py's n_eval_samples); N={', '.join(map(str, ns))} are scored")
-    pool = build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    # validation pools: problem-level val splits of train_dir, for choices that must not see the test split
+    # validation: the val split of train_dir, for choices that must not see the test split
     val_split = val_splitter(train_dir, n, cfg)
     val = val_split(cfg['val_frac'], cfg['val_seed'])
-    val_problems, val_pool, vn = val or (None, None, None)
     notes = table_notes(cfg, sizes, n, train_dir, val) + left_out
 
-    combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val else None
-    rows, choice = free_rows(problems, pool, ns, n, val, cfg, combo)
+    combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val and has_confidences(problems) else None
     if has_confidences(problems):
         notes.append("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
                      f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
@@ -586,33 +551,46 @@ def run(cfg, named=None):
     else:
         notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
                      "were stored); fix: re-extract with the current extract.py.")
-    prows, pcost, note = prm_rows(eval_dir, problems, pool, ns, n, cfg['prm_reduce'])
+    prm, prm_info, pcost, note = prm_column(eval_dir, problems, cfg['prm_reduce'])
     notes += [note] if note else []
-    vrows, vcost, trained_on = verifier_rows(paths, problems, pool, val_split, ns, n, cfg,
-                                             (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
-    stopped = sum(int(q['stopped'].sum()) for q in pool)
+    arms, scores, val_scored, vcost, trained_on = verifier_scores(
+        paths, problems, val_split, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
+    stopped = sum(c.get('finish') == 'pruned' for p in problems for c in p['candidates'])
+    gc = split_config(eval_dir)
     if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
-        gc = split_config(eval_dir)
         notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
                      f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
-                     f"{sum(len(q['labels']) for q in pool)} candidates were stopped "
+                     f"{sum(len(p['candidates']) for p in problems)} candidates were stopped "
                      f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
                      "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
                      "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
-    orc = {k: np.array([oracle_sub(q['labels'], q['subsets'][k]) for q in pool]) for k in ns}
-    rows += prows + vrows + [make_row(f'Oracle pass@{n}', 'oracle', [per_problem_run(orc, n=n)])]
-    groups = [group_key(p) for p in problems]  # the bootstrap's unit where a group holds several problems
-    add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'], groups)
-    boot = {'unit': 'groups' if len(set(groups)) < len(groups) else 'problems', 'n_groups': len(set(groups)),
-            'n_problems': len(problems)}
-    parts = breakdown(rows, problems, n, cfg['n_boot'], cfg['boot_seed'], cfg['index_parts'])
-    if not parts:
+
+    # the pools: every candidate the table reads with every score; the table is made from them as tables.py makes it
+    vp = val[0] if val else []
+    extra = [p for p in val_scored if p['key'] not in {q['key'] for q in vp}]  # a verifier's own validation problems
+    free = lambda ps: free_scores(ps, cfg, combo)  # noqa: E731
+    rows = (pool_rows(problems, 'eval', free(problems), scores['eval'], prm, text=True)
+            + pool_rows(vp, 'val', free(vp), scores['val']) + pool_rows(extra, 'val_run', free(extra), scores['val']))
+    own = next(iter(named)) if named else 'hsrm'  # the verifier shipped: the config's own run, its seed sample.py uses
+    ship = next((a for a in arms if a['group'] == own), None)
+    best = best_seed([r['ckpt'] for r in ship['runs']]) if ship else None
+    write_pools(pools, rows, {
+        **provenance(command), 'config': cfg, 'dataset': problems[0]['dataset'], 'generator': str(gc.get('model', '?')),
+        'generator_name': generator_name(str(gc.get('model', '?'))), 'dtype': gc.get('weights_dtype'),
+        'eval_dir': eval_dir, 'train_dir': train_dir, 'transfer': bool(suffix), 'trained_on': trained_on,
+        'n': n, 'seeds': {a['group']: [r['seed'] for r in a['runs']] for a in arms},
+        'bootstrap': {k: cfg[k] for k in ('n_boot', 'boot_seed')},
+        'combo_weights': dict(zip(combo['names'], combo['weight'])) if combo else None, 'prm': prm_info, 'arms': arms,
+        'shipped': {'file': SHIPPED_FILE, 'run': own, 'ckpt': best} if best else None})
+    res = pool_table(*read_pools(pools))
+
+    if not res['breakdown']:
         ds = problems[0]['dataset']
         notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
                      + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
                         "and OlympiadBench rows carry no category)."))
-    notes += interval_notes(cfg, rows, boot)
-    if any(r.get('alike') for r in rows):
+    notes += interval_notes(cfg, res['rows'], res['bootstrap'])
+    if any(r.get('alike') for r in res['rows']):
         longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
         notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
                      "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
@@ -620,19 +598,44 @@ def run(cfg, named=None):
                      f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
     if trained_on and trained_on != [os.path.abspath(train_dir)]:
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
-
-    gc = split_config(eval_dir)
-    res = {'config': cfg, 'eval_dir': eval_dir, 'train_dir': train_dir, 'dataset': problems[0]['dataset'],
-           'generator': str(gc.get('model', '?')), 'dtype': gc.get('weights_dtype'), 'n_problems': len(problems),
-           'pool_size': sizes[0], 'n_eval': n, 'ns': ns, 'transfer': bool(suffix), 'trained_on': trained_on,
-           'rows': rows, 'cost': [pcost] + vcost, 'generator_cost': generator_cost(problems, str(gc.get('model'))),
-           'notes': notes, 'bootstrap': boot, 'breakdown': parts,
-           'validation': {'n_problems': len(val_problems or []), 'n': vn, **choice}}
+    for c in [pcost] + vcost:  # each verifier's cost beside its accuracy
+        c['acc'] = next((r['acc'] for r in res['rows'] if r['method'] == c['verifier']
+                         and r['type'] in ('prm', 'verifier')), None)
+    res = {**res, 'config': cfg, 'train_dir': train_dir, 'cost': [pcost] + vcost,
+           'generator_cost': generator_cost(problems, str(gc.get('model'))), 'notes': notes}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
+    if best:  # the seed sample.py answers with, as one file with its vote's temperature
+        r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
+                 if r['ckpt'] == best)
+        export_verifier(best, os.path.join(pools, SHIPPED_FILE),
+                        None if r['temp'] is None else {'temp': r['temp'], 'n': r['vote_n']})
+    elif os.path.exists(os.path.join(pools, SHIPPED_FILE)):  # an earlier run's: not this table's verifier
+        os.remove(os.path.join(pools, SHIPPED_FILE))
+    wrote = [f'{f} ({os.path.getsize(os.path.join(pools, f)):,} bytes)' for f in (POOLS_FILE, META_FILE, SHIPPED_FILE)
+             if os.path.exists(os.path.join(pools, f))]
+    print(f"wrote {pools}/: {', '.join(wrote)}; `python tables.py {pools}` prints the table from them")
     return res
+
+
+def provenance(command):
+    """What made a run's pools: the commit (git rev-parse HEAD, and whether files differed from it), the command
+    line and the text of its config files."""
+    def git(*args):
+        try:
+            r = subprocess.run(['git', *args], cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
+                               text=True, timeout=30)
+            return r.stdout.strip() if r.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+    files = [a for a in (command or [])[1:] if not a.startswith('--') and os.path.isfile(a)]
+    status = git('status', '--porcelain', '--untracked-files=no')
+    return {'commit': git('rev-parse', 'HEAD'), 'uncommitted_changes': None if status is None else bool(status),
+            'command': ' '.join(['python', 'evaluate.py', *command[1:]]) if command else None,
+            'config_files': {f: open(f).read() for f in files}}
 
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
     files = [a for a in sys.argv[1:] if not a.startswith('--')]
-    cli(lambda c: run(c, named_runs(files, c['out_dir']) if files and not c['ckpts'] else None), config, 'evaluate.py')
+    cli(lambda c: run(c, named_runs(files, c['out_dir']) if files and not c['ckpts'] else None, sys.argv), config,
+        'evaluate.py')

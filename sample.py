@@ -16,6 +16,8 @@ evaluation part 1225-1898):
     python sample.py config/demo.py --question="Compute 7 + 7 - 2."
     python sample.py config/demo.py --questions_file=my.jsonl --vote=True   # {"question": ..., "id"?, "gold"?} per line
     python sample.py config/demo.py --dataset_range="(1225,1234)"            # held-out problems of the task, graded
+    python sample.py config/demo.py --ckpt=out/demo/pools/hsrm.pt --question="Compute 7 + 7 - 2."  # the verifier
+                                         # evaluate.py ships: its vote's temperature, groups and training facts inside
     python -m studies.policy sample.py config/demo.py --question="Compute 9 - 2 - 5." --search=beam   # steered
                                          # (studies/policy.py hands run and best_of_n the verifier's policy)
 
@@ -59,7 +61,8 @@ from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_pr
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
 ckpt: str = None  # a ckpt.pt or a glob; None = {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the highest
-                  # validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted path order
+                  # validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted path order.
+                  # Or a shipped verifier ({out_dir}/pools/hsrm.pt, evaluate.py's): no training run needed on the disk
 verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm_max_train_problems-25'; None = the config's own
                           # (the run name train.py gives the training knobs the config files set, less the seed)
 question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
@@ -269,17 +272,16 @@ def best_ckpt(pattern, run=None, seeds=None):
             f" of a finished run ({unfinished[0]} is unfinished: its log.json is not done)" if unfinished else '')
             + "; fix: train one first (python train.py <config>; a run not done trains again), or --ckpt=<path to a "
             "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is {run!r})" if run else ''))
-
-    def auroc(p):
-        a = (read_checkpoint(p, mmap=True).get('best_val') or {}).get('auroc')
-        return -np.inf if a is None or np.isnan(a) else a
-    return max(paths, key=auroc) if len(paths) > 1 else paths[0]
+    return tables.best_seed(paths)
 
 
 def vote_temperature(verifier, ck, path, n, cfg, device):
     """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: bestofn.choose_temp over
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
-    max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's."""
+    max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's; a
+    shipped verifier's own (tables.export_verifier: the one evaluate.py chose, at best-of-its n)."""
+    if (ck.get('vote') or {}).get('temp') is not None:
+        return ck['vote']['temp']
     tc = ck.get('train_config') or {}
     dirs, out = train_dirs_now(tc, path) if tc.get('train_dirs') else [], tc.get('out_dir')
     run = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))  # {out_dir}/verifiers/<run>/ckpt.pt
@@ -367,12 +369,12 @@ def unseen_example(s, groups):
 
 def as_rows(problems, ck, path):
     """The problems as group_key reads them: a question typed for a benchmark (no dataset row, so no id to group by)
-    that is the question of a problem in the checkpoint's training splits (store.train_dirs_now; text compared with
-    its whitespace collapsed) takes that problem's dataset id; the others an id no dataset row has ('typed:<id>'):
+    that is the question of a problem in the checkpoint's training splits (store.train_dirs_now, or the questions a
+    shipped verifier holds: tables.export_verifier; text compared with its whitespace collapsed) takes that problem's dataset id; the others an id no dataset row has ('typed:<id>'):
     their own id is a line number, which a dataset of index ids (GSM8K) would mistake for its row."""
     norm = lambda q: ' '.join(str(q).split())  # noqa: E731
     want = {norm(p['question']) for p in problems}
-    rows = {}
+    rows = {norm(q): {'id': i} for i, q in (ck.get('questions') or {}).items() if norm(q) in want}  # shipped
     for d in train_dirs_now(ck.get('train_config') or {}, path):
         for f in sorted(glob.glob(os.path.join(d, 'problems', '*.pt'))):
             r = load_problem(f, mmap=True)

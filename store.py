@@ -590,7 +590,9 @@ def train_dirs_now(tc, path):
 def trained_on(ck, path):
     """The extraction configs (config.json) of a checkpoint's training splits (train_dirs_now: train.py's train_dirs
     from the checkpoint or the config.json beside it, where they lie now), each with its path under 'where'; [] when
-    none is found."""
+    none is found; a shipped verifier's own (tables.export_verifier: it names no split dir)."""
+    if ck.get('trained_on') is not None:
+        return ck['trained_on']
     tc = ck.get('train_config')
     side = os.path.join(os.path.dirname(path), 'config.json')
     if not tc and os.path.exists(side):

@@ -5823,6 +5823,178 @@ def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(s
 
 
 # ====================================================================================================
+# issue 76: the pools evaluate.py writes, the table from them alone, a README's table tied to them, a selector of
+# your own against them, the verifier shipped as one file
+# ====================================================================================================
+
+
+def _tables_of(md):
+    """results.md less its numbered notes (and the blank line before them) and its cost table: what tables.py
+    prints."""
+    lines = md.split('\n### Verifier cost')[0].split('\n')
+    at = next(i for i, x in enumerate(lines) if x.startswith('1. '))
+    end = next((i for i in range(at, len(lines)) if not re.match(r'\d+\. ', lines[i])), len(lines))
+    return '\n'.join(lines[:at - 1] + lines[end:]).rstrip('\n') + '\n'
+
+
+@pytest.fixture(scope='module')
+def pools_run(sample_run):
+    """sample_run's table, written by evaluate.py with its pools: (out_dir, results dict)."""
+    out = sample_run[0]
+    return out, E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 4], 'plots': False, 'n_boot': 200})
+
+
+def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
+    """evaluate.py's pools hold one row per candidate of the evaluation split (its text too) and of the validation
+    problems its choices read, with every free scorer's and each verifier seed's score; `python tables.py <pools>`
+    prints, from them alone, exactly the tables of results.md (its notes and cost table aside), and every number of
+    results.json is the pools' table's. The table is recomputed, not copied: one label flipped in the pools moves the
+    rows that read it."""
+    out, res = pools_run
+    rows, meta = tables.read_pools(f'{out}/pools')
+    ev, val = ([r for r in rows if r['split'] == s] for s in ('eval', 'val'))
+    n_val = len(store.split_problems(store.problem_files(f'{out}/train'))[1])
+    assert len(ev) == 6 * 4 and len(val) == n_val * 8 and len(rows) == len(ev) + len(val)
+    assert all('text' in r for r in ev) and not any('text' in r for r in val)
+    assert all(set(r['free']) >= set(BON.CHEAP_SCORERS) and set(r['verifiers']) == {'hsrm_seed1', 'hsrm_seed2'}
+               for r in rows)
+    cache = json.load(open(f'{out}/scores/eval/verifiers_hsrm_seed2.json'))['scores']
+    assert [r['verifiers']['hsrm_seed2'] for r in ev if r['problem'] == ev[0]['problem']] == cache[ev[0]['problem']]
+    labels = json.load(open(f'{out}/eval/labels.json'))['labels']
+    assert [r['correct'] for r in ev] == [bool(x['correct']) for k in sorted(labels) for x in labels[k]]
+    assert meta['seeds'] == {'hsrm': [1, 2]} and meta['config']['n_boot'] == 200 and meta['commit']
+    assert meta['shipped']['ckpt'] == tables.best_seed(glob.glob(f'{out}/verifiers/hsrm_seed*/ckpt.pt'))
+    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == _tables_of(open(f'{out}/results.md').read())
+    again = json.loads(json.dumps(tables.for_json(tables.pool_table(rows, meta)), default=str))
+    saved = json.load(open(f'{out}/results.json'))
+    assert again['rows'] == saved['rows'] and again['breakdown'] == saved['breakdown']
+    assert again['validation'] == saved['validation'] and again['bootstrap'] == saved['bootstrap']
+    flip = next(r for r in ev if r['problem'] == ev[-1]['problem'] and r['sample'] == 0)
+    flip['correct'] = not flip['correct']
+    tables.write_pools(str(tmp_path / 'flipped'), rows, {k: v for k, v in meta.items() if k != 'columns'})
+    moved = tables.pool_table(*tables.read_pools(str(tmp_path / 'flipped')))
+    single = lambda t: next(x for x in t['rows'] if x['type'] == 'single')['acc']  # noqa: E731
+    assert single(moved) == pytest.approx(single(res) + (1 if flip['correct'] else -1) / (6 * 4))
+    r = subprocess.run([sys.executable, 'tables.py', str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and r.stderr.startswith(f"tables.py: pools_dir={str(tmp_path)!r} holds no "
+                                                     "candidates.jsonl.gz; fix: ")
+
+
+def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
+    """readme_table_mismatches: a README's table (a selection of the rows and columns, shorter names) agrees with the
+    table recomputed from the pools cell by cell; a number edited, a row of no such name or a column the table lacks
+    is one line each naming it."""
+    out, _ = pools_run
+    md = open(f'{out}/results.md').read().splitlines()
+    at = next(i for i, x in enumerate(md) if x.startswith('| Method |'))
+    cells = lambda x: [c.strip() for c in x.strip().strip('|').split('|')]  # noqa: E731
+    line = lambda cs: '| ' + ' | '.join(cs) + ' |'  # noqa: E731
+    table = [cells(x) for x in md[at:at + next(i for i, x in enumerate(md[at:]) if not x.startswith('|'))]]
+    keep = [0, 2, 3, 4, 5]  # Method, Bo4, Δ vs majority, Δ vs best free on val, Within-AUROC: the README's selection
+    head = [line([t[i] for i in keep]) for t in table[:2]]
+    body = [line([t[0].replace(' (2 seeds)', '')] + [t[i] for i in keep[1:]]) for t in table[2:]
+            if t[0].startswith(('Single-pass', 'Majority', 'Best free', 'HSRM', 'Oracle'))]
+    assert len(body) == 9  # single-pass, majority, the four best free rows, HSRM, its vote, oracle
+    readme, heading = tmp_path / 'README.md', '## What the main job shows'
+
+    def mismatches(lines):
+        readme.write_text(f'# hsrm\n\n{heading}\n\nSampled in bfloat16.\n\n' + '\n'.join(lines)
+                          + '\n\nHSRM picks better.\n\n## Another section\n')
+        return tables.readme_table_mismatches(str(readme), heading, f'{out}/pools')
+    assert mismatches(head + body) == []
+    i = next(i for i, x in enumerate(body) if x.startswith('| HSRM |'))
+    c = cells(body[i])
+    number = re.search(r'\d+\.\d', c[1])[0]
+    edited = c[1].replace(number, f'{float(number) + 0.1:.1f}', 1)
+    assert mismatches(head + body[:i] + [line([c[0], edited] + c[2:])] + body[i + 1:]) == [
+        f"row 'HSRM', column 'Bo4 Acc. (%) [95% CI]': {edited!r} here, {c[1]!r} from the pools"]
+    assert mismatches([head[0] + ' Cost |', head[1] + ' ---: |'] + [x + ' 1 |' for x in body]
+                      + ['| HSRM-text | 1 | 2 | 3 | 4 | 5 |']) == [
+        f"column 'Cost' is not in the table of {out}/pools",
+        f"row 'HSRM-text': no rows of that name in the table of {out}/pools"]
+    with pytest.raises(ValueError, match=r"has no line '## Results'; fix: the heading line exactly as written there"):
+        tables.readme_table_mismatches(str(readme), '## Results', f'{out}/pools')
+
+
+def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
+    """tables.compare: scores of your own for every evaluation candidate, keyed (problem, sample) -> best-of-N and
+    AUROC with the table's intervals and its paired differences against the reference and each verifier, over the
+    table's own draws: a free scorer's column given as your scores is that scorer's row, Δ against the reference
+    included, to the digit; a candidate left out is one line with the fix."""
+    out, res = pools_run
+    rows, _ = tables.read_pools(f'{out}/pools')
+    mine = {(r['problem'], r['sample']): r['free']['mean_logprob'] for r in rows if r['split'] == 'eval'}
+    got = tables.compare(f'{out}/pools', mine, 'Mine')
+    row = next(r for r in res['rows'] if r['type'] == 'cheap' and 'mean_logprob' in (r.get('alike') or [r['scorer']]))
+    assert (got['acc'], got['acc_ci'], got['auroc'], got['auroc_ci']) == (row['acc'], row['acc_ci'], row['auroc'],
+                                                                          row['auroc_ci'])
+    ref = got['vs']['Best free on validation (the reference)']
+    assert ref == {k: row['vs']['best_free_val'][k] for k in ('acc', 'acc_ci', 'auroc', 'auroc_ci')}
+    hsrm = next(r for r in res['rows'] if r['type'] == 'verifier')
+    d = got['vs']['HSRM (2 seeds)']
+    assert d['acc'] == pytest.approx(row['acc'] - hsrm['acc'])
+    assert d['auroc'] == pytest.approx(row['auroc'] - hsrm['auroc'])
+    assert d['acc_ci'][0] <= d['acc'] <= d['acc_ci'][1]
+    printed = capsys.readouterr().out
+    assert f"| Mine | {tables.fmt_ci(row['acc'], row['acc_ci'], True)} | " in printed
+    assert '| HSRM (2 seeds) |' in printed
+    mine.pop(next(iter(mine)))
+    with pytest.raises(ValueError, match=r"scores has no score for candidate \('001225', 0\) \(1 of the 24 evaluation "
+                                         r"candidates missing\); fix: "):
+        tables.compare(f'{out}/pools', mine)
+
+
+def test_a_shipped_verifier_answers_where_its_run_is_gone(pools_run, tmp_path):
+    """evaluate.py ships the config's verifier (its seed of best validation AUROC, sample.py's) as one file; with the
+    run's splits, verifiers and caches gone (a fresh clone), sample.py --ckpt=<that file> answers a new question as the
+    run's checkpoint answers it (the same candidates, scores to the bit: float32 weights), its vote at the temperature
+    evaluate.py chose, and still refuses a question of its training groups, in one line, before loading the
+    generator."""
+    import shutil
+    import sample as SA
+    out, res = pools_run
+    best = json.load(open(f'{out}/pools/meta.json'))['shipped']['ckpt']
+    shipped = str(tmp_path / 'hsrm.pt')
+    shutil.copy(f'{out}/pools/hsrm.pt', shipped)
+    ck = torch.load(shipped, weights_only=True)
+    temp = next(r['temp'] for row in res['rows'] if row['type'] == 'verifier' for r in row['runs'] if r['ckpt'] == best)
+    assert ck['vote'] == {'temp': temp, 'n': 4} and ck['groups'] == torch.load(best, weights_only=True)['groups']
+    assert 'train_dirs' not in ck['train_config'] and ck['trained_on'][0]['model'] == f'{out}/gen'
+    assert os.path.getsize(shipped) < 1.2 * os.path.getsize(best)
+    q = 'Compute 7 + 7 - 2.'
+    cfg = {'question': q, 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    before = SA.run({**cfg, 'out_dir': out, 'ckpt': best, 'sample_dir': str(tmp_path / 'a')})
+    gone = tmp_path / 'gone'
+    os.makedirs(gone)
+    parts = ('train', 'eval', 'verifiers', 'scores', 'pools', 'sample')
+    for d in parts:  # the run's data, verifiers and caches moved away: only its generator stays
+        if os.path.exists(f'{out}/{d}'):
+            shutil.move(f'{out}/{d}', gone / d)
+    try:
+        fresh = str(tmp_path / 'clone' / 'out')
+        after = SA.run({**cfg, 'out_dir': fresh, 'ckpt': shipped})
+        train_q = tasks.synth_problem(0, 2, 1337)['question']  # problem 0 of its training split
+        r = subprocess.run([sys.executable, 'sample.py', f'--out_dir={fresh}', f'--ckpt={shipped}',
+                            f'--question={train_q}'], cwd=REPO, capture_output=True, text=True, timeout=600)
+    finally:
+        for d in parts:
+            if os.path.exists(gone / d):
+                shutil.move(gone / d, f'{out}/{d}')
+    assert os.listdir(tmp_path / 'clone' / 'out') == ['sample']
+    keep = ('answer', 'score', 'candidate', 'tied', 'agree', 'runner_up', 'vote')
+    assert [{k: p[k] for k in keep} for p in after] == [{k: p[k] for k in keep} for p in before]
+    assert after[0]['vote']['temp'] == temp
+    cands = [_jsonl(f'{d}/candidates.jsonl') for d in (str(tmp_path / 'a'), f'{fresh}/sample')]
+    assert [(c['token_ids'], c['score']) for c in cands[0]] == [(c['token_ids'], c['score']) for c in cands[1]]
+    assert r.returncode == 1 and re.match(r"sample.py: 1 of the 1 problems to score share a group with .*hsrm.pt's "
+                                          r"(train|val) problems.*fix: ", r.stderr), r.stderr[-2000:]
+
+
+# ====================================================================================================
 # issue 66: nothing stale, leaked, unfinished or mismatched is scored; issue 64: a run moved with its data is the run
 # ====================================================================================================
 
@@ -6083,6 +6255,10 @@ n_eval = 4
               'Neg. varentropy', 'Shortest', 'Fewest steps', 'Longest', 'Single-pass', 'Oracle pass@4'):
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
+    # issue 76: the table again from the pools alone
+    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and r.stdout == _tables_of(open(f'{out}/results.md').read()), r.stderr[-3000:]
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T
     r = subprocess.run([sys.executable, 'sample.py', str(cfg), '--question=Compute 7 + 7 - 2.', '--vote=True',
                         '--n_samples=4'],
@@ -6112,3 +6288,21 @@ n_eval = 4
     assert 0 < sum(stopped) < len(cands) and all(l['stage'] == 'pruned' for l, s in zip(labs, stopped) if s)
     res = json.load(open(f'{pr}/results.json'))
     assert any('online pruning' in t for t in res['notes'])
+    # issue 76: the verifier shipped with the pools answers as the run's best seed did, on a clone without the run,
+    # and refuses a question of its training groups
+    import shutil
+    shipped = str(tmp_path / 'release' / 'hsrm.pt')
+    os.makedirs(os.path.dirname(shipped))
+    shutil.copy(f'{out}/pools/hsrm.pt', shipped)
+    before, = _jsonl(f'{out}/sample/picks.jsonl')
+    shutil.move(out, tmp_path / 'gone')
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), f'--ckpt={shipped}', '--question=Compute 7 + 7 - 2.',
+                        '--vote=True', '--n_samples=4'], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and 'pick:' in r.stdout, r.stderr[-3000:]
+    after, = _jsonl(f'{out}/sample/picks.jsonl')
+    assert sorted(os.listdir(out)) == ['sample'] and {k: after[k] for k in ('answer', 'score', 'candidate', 'vote')} \
+        == {k: before[k] for k in ('answer', 'score', 'candidate', 'vote')}
+    r = subprocess.run([sys.executable, 'sample.py', str(cfg), f'--ckpt={shipped}',
+                        f"--question={tasks.synth_problem(0, 2, 1337)['question']}"], cwd=REPO, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 1 and 'share a group with' in r.stderr and 'fix:' in r.stderr, r.stderr[-3000:]
