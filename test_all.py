@@ -1581,12 +1581,14 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
 
 def test_resume_refuses_changed_sampling_settings(tmp_path):
     """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
-    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
+    key, both values and the fix; keys that cannot matter are not compared; a config.json lacking a compared key (an
+    older extract.py's) is refused with the fix."""
     split_dir = tmp_path / 'train'
     (split_dir / 'problems').mkdir(parents=True)
     (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
     base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': capture.STEP_RULE,
-            'exclude_ids': ['1965', '2349'], 'synth_split': tasks.SYNTH_SPLIT, 'sampler': capture.SAMPLER}
+            'exclude_ids': ['1965', '2349'], 'synth_split': tasks.SYNTH_SPLIT, 'sampler': capture.SAMPLER,
+            'weights_dtype': 'float32'}
 
     def resume(old, **new):
         extract.atomic_write_json(old, str(split_dir / 'config.json'))
@@ -1612,26 +1614,23 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume(gsm, synth_seed=7)  # only the synthetic task reads it
     resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
-    # issue 67: a split sampled before continuous batching (its config.json has no sampler: per-batch draws) is never
-    # resumed with the counter-based draws, which would mix two samplers in one split
-    with pytest.raises(SystemExit, match=r"sampler='per-batch generator.*sampler='counter'.*fix: a new --out_dir"):
-        resume({k: v for k, v in base.items() if k != 'sampler'}, sampler=capture.SAMPLER)
-    with pytest.raises(SystemExit,
-                       match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
-        resume({k: v for k, v in base.items() if k != 'step_kinds'}, step_kinds=['boundary', 'least'])
-    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed',
-                'exclude_ids')
-    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json:
-                                                                                           # unknown
-    # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
-    with pytest.raises(SystemExit,
-                       match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
-        resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
-    # and a word family's order: one extracted before word_split existed is the arithmetic order
+    # a config.json written by an older extract.py, lacking a key compared here, is refused whatever the run asks
+    # (what the split holds under that key is unknown): a split sampled before continuous batching (no sampler), before
+    # step_kinds, the sampling keys, the operand-multiset rule or word_split were recorded
     words = {**base, 'dataset': 'words', 'word_family': 'travel'}
-    resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='arithmetic')
-    with pytest.raises(SystemExit, match=r"word_split='arithmetic'.*word_split='numbers'.*fix: a new --out_dir"):
-        resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='numbers')
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples')
+    for cfg, lack, names in ((base, ('sampler',), 'sampler'), (base, ('step_kinds',), 'step_kinds'),
+                             (base, sampling, 'temperature, top_p, max_new_tokens, seed, n_train_samples'),
+                             (base, ('synth_split',), 'synth_split'), (words, ('word_split',), 'word_split'),
+                             ({**base, 'mode': 'reencode'}, ('weights_dtype',), 'dtype')):
+        with pytest.raises(SystemExit) as e:
+            resume({k: v for k, v in cfg.items() if k not in lack}, **{k: cfg[k] for k in lack})
+        assert str(e.value) == (f"{split_dir} holds an extraction whose config.json does not record {names} (an older "
+                                f"extract.py wrote it), so this run cannot resume it; fix: extract into a new "
+                                f"--out_dir, or delete {split_dir}")
+    resume({k: v for k, v in {**base, 'mode': 'reencode'}.items() if k not in sampling + ('sampler',)})  # unread
+    resume({k: v for k, v in base.items() if k != 'system_prompt'})  # the synthetic task has no system prompt
+    resume(words)
 
 
 def _extract_tiny(out_dir, problems, model, tok, rows=4):
@@ -3848,7 +3847,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     os.makedirs(split / 'problems')
     (split / 'problems' / '000000.pt').write_bytes(b'x')
     cfg = {**extract.DEFAULTS, 'step_rule': capture.STEP_RULE, 'synth_split': tasks.SYNTH_SPLIT,
-           'sampler': capture.SAMPLER}
+           'sampler': capture.SAMPLER, 'weights_dtype': 'float32', 'split': 'eval', 'n_samples': 8}
     for thinking in (False, True):
         (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
         run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
