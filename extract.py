@@ -124,15 +124,11 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     bar.close()
 
 
-# what a split's config.json meant where it was written before the key existed (only the dataset's keys are compared)
-MADE_BEFORE = {'step_kinds': ['boundary'], 'sampler': 'per-batch generator (before continuous batching)',
-               'synth_split': 'by question string (before operand-multiset splits)', 'word_split': 'arithmetic'}
-
-
 def check_resume(split_dir, cfg):
     """Refuse to mix, in one split dir, outputs of different generators, layers, step rules, steering policies
     (store.STEERING), sampling settings or data selection (store.done_problems compares the data itself: a moved
-    data_dir is fine). A key its config.json lacks (written by an older version) is unknown and not compared."""
+    data_dir is fine). A config.json lacking a key compared here (an older extract.py's) is refused: what it held is
+    unknown."""
     path = os.path.join(split_dir, 'config.json')
     if os.path.exists(path) and glob.glob(os.path.join(split_dir, 'problems', '*.pt')):
         old = json.load(open(path))
@@ -150,13 +146,18 @@ def check_resume(split_dir, cfg):
             keys += ['temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples']
         norm = lambda k, v: (sorted(map(str, v)) if k == 'exclude_ids'  # noqa: E731
                              else json.loads(json.dumps(v, default=str)))
-        old = {**MADE_BEFORE, **old}  # an old split is refused by the key it lacks, never resumed
+        flag = lambda k: {'n_samples': f"n_{cfg.get('split', 'train')}_samples",  # noqa: E731
+                          'weights_dtype': 'dtype'}.get(k, k)
+        missing = [flag(k) for k in keys if k not in old and k not in STEERING]  # an unsteered split records none
+        if missing:
+            raise SystemExit(f"{split_dir} holds an extraction whose config.json does not record {', '.join(missing)}"
+                             f" (an older extract.py wrote it), so this run cannot resume it; fix: extract into a new "
+                             f"--out_dir, or delete {split_dir}")
         for k in keys:
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
-                name = {'n_samples': f"n_{cfg.get('split', 'train')}_samples", 'weights_dtype': 'dtype'}.get(k, k)
-                raise SystemExit(f"{split_dir} holds an extraction with {name}={old[k]!r}, this run has {name}="
+                raise SystemExit(f"{split_dir} holds an extraction with {flag(k)}={old[k]!r}, this run has {flag(k)}="
                                  f"{cfg.get(k)!r}; "
-                                 f"fix: a new --out_dir (or {name}={old[k]!r} to resume this one), or delete "
+                                 f"fix: a new --out_dir (or {flag(k)}={old[k]!r} to resume this one), or delete "
                                  f"{split_dir}")
 
 

@@ -4,6 +4,7 @@ The verifiers: the nn.Modules and their registry (VERIFIERS), what builds their 
 checkpoints are store.py's; the losses train.py's; the free scorers and the per-problem metrics bestofn.py's; the
 steering policy that acts on prefix scores studies/policy.py's.
 """
+import copy
 import functools
 import hashlib
 import importlib.util
@@ -26,7 +27,8 @@ from machine import from_pretrained, one_thread
 # readout) give 2.10M at d_gen 2048, its tables 2.12M / 2.25M / 2.65M (d_gen 2048/2560/4096), 3.69M (top-4 layers),
 # 0.67M (Transformer d=128), 0.40M (DeepSet d=128): each reproduced by the score head LN -> Linear(d, 64) -> ReLU ->
 # Linear(64, 1). Default HSRM at d_gen 2048: projection 524,544 (the only d_gen-dependent part) + 2 layers x 789,760
-# + pooled LN and head 17,025 = 2,121,089 (the paper's "~3.4M" at 5120 fits none of this: 2.91M). No positional
+# + pooled LN and head 17,025 = 2,121,089 (the paper's "~3.4M" at 5120 fits none of this: 2.91M; the main job's, at
+# SmolLM2-135M's d_gen 576: 1,744,257). norm_first=True (pre-LN) moves the norms, not the count. No positional
 # encoding over steps (the paper describes none): a causal LM's state already encodes where in the solution it sits.
 
 HEAD_HIDDEN = 64
@@ -63,40 +65,85 @@ class Dropout(nn.Module):
         return f'p={self.p}'
 
 
-def _encoder(d, n_layer, n_head, dropout):
-    # post-LN, batch_first, relu; run by _encode on the real positions only. The layer's three dropouts are Dropout's
-    # (the attention weights' stays torch's, inside scaled_dot_product_attention)
-    layer = nn.TransformerEncoderLayer(d, n_head, 4 * d, dropout, batch_first=True)
-    layer.dropout, layer.dropout1, layer.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-    return nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
-
-
 def _masked_mean(z, mask):
     """z [B,S,d], mask [B,S] -> [B,d]; padded positions get weight 0 whatever z holds there."""
     m = mask.unsqueeze(-1).to(z.dtype)
     return (z * m).sum(1) / m.sum(1).clamp(min=1.0)
 
 
-def _encode(encoder, x, mask):
-    """torch's encoder (its layers' weights and math) on the real positions x [N,d] of a padded batch, mask [B,S]
-    (True = real; x in mask's row-major order) -> each row's mean over its real positions [B,d] (0 for a row without
-    one). Every linear map, norm, activation and dropout runs on the N real rows and only the attention on [B,S]
-    (faster than torch's layers over the padded batch: RESULTS, the encoders on the real positions)."""
-    B, S = mask.shape
-    for layer in encoder.layers:
-        at = layer.self_attn
-        d, h = at.embed_dim, at.num_heads
-        y = F.linear(x, at.in_proj_weight, at.in_proj_bias)
+# The encoder. Every linear map, norm, activation and dropout runs on the N real positions x [N,d] of a padded batch
+# (x in its mask [B,S]'s row-major order, True = real) and only the attention on [B,S] (faster than layers over the
+# padded batch: RESULTS, the encoders on the real positions). The math, parameter names and init are those of torch's
+# nn.TransformerEncoderLayer (relu, FFN 4d, batch_first), so its checkpoints load as they are and a seed trains the
+# same model.
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d, n_head, dropout):
+        super().__init__()
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d, d))  # q, k, v from one map (torch's name)
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d))
+        self.out_proj = nn.Linear(d, d)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        nn.init.zeros_(self.out_proj.bias)
+        self.n_head, self.dropout = n_head, dropout  # dropout on the attention weights, inside the SDPA kernel
+
+    def forward(self, x, mask):  # x [N,d], mask [B,S] -> [N,d]
+        (B, S), d, h = mask.shape, x.shape[1], self.n_head
+        y = F.linear(x, self.in_proj_weight, self.in_proj_bias)  # [N,3d]
         qkv = y.new_zeros(B, S, 3 * d)  # in y's dtype: bfloat16 under autocast
         qkv[mask] = y
         q, k, v = qkv.view(B, S, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [B,h,S,d/h]
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :],
-                                           dropout_p=at.dropout if layer.training else 0.0)
-        x = layer.norm1(x + layer.dropout1(at.out_proj(a.transpose(1, 2).reshape(B, S, d)[mask])))
-        x = layer.norm2(x + layer.dropout2(layer.linear2(layer.dropout(layer.activation(layer.linear1(x))))))
-    n = mask.sum(1)
-    rows = torch.repeat_interleave(torch.arange(B, device=x.device), n)
-    return x.new_zeros(B, x.shape[1]).index_add_(0, rows, x) / n.clamp(min=1)[:, None].to(x.dtype)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :],  # keys: real positions only
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.out_proj(a.transpose(1, 2).reshape(B, S, d)[mask])
+
+
+class Block(nn.Module):
+    """One encoder layer: self-attention, then the MLP d -> 4d -> d, each a residual branch with a LayerNorm: after the
+    sum (post-LN, the paper's) or, with norm_first, on the branch's input (pre-LN; the LayerNorm after the mean, the
+    score head's first, is then the only one on the stream)."""
+
+    def __init__(self, d, n_head, dropout, norm_first=False):
+        super().__init__()
+        self.self_attn = SelfAttention(d, n_head, dropout)
+        self.linear1, self.linear2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.dropout1, self.dropout, self.dropout2 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x, mask):  # x [N,d], mask [B,S] -> [N,d]
+        attn = lambda x: self.dropout1(self.self_attn(x, mask))  # noqa: E731
+        mlp = lambda x: self.dropout2(self.linear2(self.dropout(F.relu(self.linear1(x)))))  # noqa: E731
+        if self.norm_first:
+            x = x + attn(self.norm1(x))
+            return x + mlp(self.norm2(x))
+        x = self.norm1(x + attn(x))
+        return self.norm2(x + mlp(x))
+
+    def extra_repr(self):
+        return f'norm_first={self.norm_first}'
+
+
+class Encoder(nn.Module):
+    """n_layer Blocks over the real positions x [N,d] of a padded batch, mask [B,S] -> each row's mean over its real
+    positions [B,d] (0 for a row without one)."""
+
+    def __init__(self, d, n_layer, n_head, dropout, norm_first=False):
+        super().__init__()
+        block = Block(d, n_head, dropout, norm_first)  # the layers start as copies of one, as torch's do
+        self.layers = nn.ModuleList(copy.deepcopy(block) for _ in range(n_layer))
+
+    def forward(self, x, mask):
+        for layer in self.layers:
+            x = layer(x, mask)
+        n = mask.sum(1)
+        rows = torch.repeat_interleave(torch.arange(len(n), device=x.device), n)
+        return x.new_zeros(len(n), x.shape[1]).index_add_(0, rows, x) / n.clamp(min=1)[:, None].to(x.dtype)
+
+    def flops(self, L):  # a layer: qkv 3d^2, out d^2, MLP 8d^2 per position, then QK^T and AV
+        d = self.layers[0].linear1.in_features
+        return len(self.layers) * (2 * L * 12 * d * d + 4 * L * L * d)
 
 
 # FLOPs: 2 per multiply-add of every matmul (what torch's FLOP counter counts), attention included;
@@ -107,33 +154,25 @@ def _linear_flops(modules, L):
     return 2 * L * sum(m.in_features * m.out_features for m in modules if isinstance(m, nn.Linear))
 
 
-def _enc_flops(encoder, L):
-    f = 0
-    for layer in encoder.layers:
-        d, dff = layer.self_attn.embed_dim, layer.linear1.out_features
-        f += 2 * L * (4 * d * d + 2 * d * dff) + 4 * L * L * d  # qkv+out+FFN, then QK^T and AV
-    return f
-
-
 class HSRM(nn.Module):
     """Per-step linear projection -> Transformer encoder over steps -> mean over real steps -> LN -> head."""
     reads = ('states',)
 
-    def __init__(self, d_in, d_model=256, n_layer=2, n_head=4, dropout=0.1):
+    def __init__(self, d_in, d_model=256, n_layer=2, n_head=4, dropout=0.1, norm_first=False):
         super().__init__()
         self.proj = nn.Linear(d_in, d_model)
-        self.encoder = _encoder(d_model, n_layer, n_head, dropout)
+        self.encoder = Encoder(d_model, n_layer, n_head, dropout, norm_first)
         self.head = _score_head(d_model)
 
     def pooled(self, batch):
         m = batch['step_mask']
-        return _encode(self.encoder, self.proj(batch['states'][m]), m)
+        return self.encoder(self.proj(batch['states'][m]), m)
 
     def forward(self, batch):
         return _plus_cheap(self.head(self.pooled(batch)).squeeze(-1), batch)
 
     def pooled_flops(self, S, T):
-        return _linear_flops([self.proj], S) + _enc_flops(self.encoder, S)
+        return _linear_flops([self.proj], S) + self.encoder.flops(S)
 
     def flops(self, S, T):
         """Forward FLOPs of one candidate with S step states and T tokens (both as read)."""
@@ -171,7 +210,8 @@ class TextVerifier(nn.Module):
     training split, text_tokenizer=None, give 2.6M there)."""
     reads = ('tokens',)
 
-    def __init__(self, vocab_size, max_tokens=512, size='small', d_model=None, n_layer=None, n_head=None, dropout=0.1):
+    def __init__(self, vocab_size, max_tokens=512, size='small', d_model=None, n_layer=None, n_head=None, dropout=0.1,
+                 norm_first=False):
         super().__init__()
         if size not in TEXT_SIZES:
             raise ValueError(f"text size={size!r}; fix: --text_size=small or --text_size=large")
@@ -180,19 +220,19 @@ class TextVerifier(nn.Module):
         self.tok = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.pos = nn.Embedding(max_tokens, d_model)
         self.drop = Dropout(dropout)
-        self.encoder = _encoder(d_model, n_layer, n_head, dropout)
+        self.encoder = Encoder(d_model, n_layer, n_head, dropout, norm_first)
         self.head = _score_head(d_model)
 
     def pooled(self, batch):
         t, m = batch['tokens'], batch['token_mask']
         at = torch.arange(t.shape[1], device=t.device).expand_as(t)
-        return _encode(self.encoder, self.drop(self.tok(t[m]) + self.pos(at[m])), m)
+        return self.encoder(self.drop(self.tok(t[m]) + self.pos(at[m])), m)
 
     def forward(self, batch):
         return self.head(self.pooled(batch)).squeeze(-1)
 
     def pooled_flops(self, S, T):
-        return _enc_flops(self.encoder, T)
+        return self.encoder.flops(T)
 
     def flops(self, S, T):
         return self.pooled_flops(S, T) + _linear_flops(self.head, 1)
@@ -204,10 +244,10 @@ class Hybrid(nn.Module):
     reads = ('states', 'tokens')
 
     def __init__(self, d_in, vocab_size, max_tokens=512, d_model=256, n_layer=2, n_head=4, text_layers=1,
-                 text_heads=2, dropout=0.1):
+                 text_heads=2, dropout=0.1, norm_first=False):
         super().__init__()
-        self.hidden = HSRM(d_in, d_model, n_layer, n_head, dropout)
-        self.text = TextVerifier(vocab_size, max_tokens, 'small', d_model, text_layers, text_heads, dropout)
+        self.hidden = HSRM(d_in, d_model, n_layer, n_head, dropout, norm_first)
+        self.text = TextVerifier(vocab_size, max_tokens, 'small', d_model, text_layers, text_heads, dropout, norm_first)
         del self.hidden.head, self.text.head  # only the branches' pooled vectors are used
         self.head = _score_head(2 * d_model)
 
@@ -288,9 +328,9 @@ SPEC = {'kind': None, 'd_gen': None, 'layers': [-1], 'input_steps': 'all', 'max_
 
 def build_verifier(kind, d_gen=None, **kw):
     """Build a verifier of `kind` for the generator's hidden size d_gen: kw holds its input spec (SPEC's keys; the
-    others take SPEC's defaults) and its architecture (the other keys: d_model, n_layer, n_head, dropout; size for
-    'text'; None values = the kind's default). The spec is kept in model.spec, the architecture in model.args: a
-    checkpoint holds both."""
+    others take SPEC's defaults) and its architecture (the other keys: d_model, n_layer, n_head, dropout, norm_first;
+    size for 'text'; None values = the kind's default). The spec is kept in model.spec, the architecture in
+    model.args: a checkpoint holds both."""
     spec = {**SPEC, **{k: v for k, v in kw.items() if k in SPEC}, 'kind': kind, 'd_gen': d_gen}
     args = {k: v for k, v in kw.items() if k not in SPEC}
     if kind not in VERIFIERS:

@@ -386,7 +386,7 @@ def load_checkpoint(path, device='cpu'):
 # train.py's keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
 NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
              'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems',
-             'prefix_train', 'step_features', 'residual')
+             'prefix_train', 'step_features', 'residual', 'norm_first')
 
 
 def own_run(files=(), stored_layers=(-1,)):

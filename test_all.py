@@ -1667,12 +1667,14 @@ def test_a_split_that_will_not_fit_is_refused_before_any_split_runs(tmp_path):
 
 def test_resume_refuses_changed_sampling_settings(tmp_path):
     """Bug 4: a re-run into a split dir with other sampling settings or data selection is refused, naming the
-    key, both values and the fix; keys that cannot matter (or that an older config.json lacks) are not compared."""
+    key, both values and the fix; keys that cannot matter are not compared; a config.json lacking a compared key (an
+    older extract.py's) is refused with the fix."""
     split_dir = tmp_path / 'train'
     (split_dir / 'problems').mkdir(parents=True)
     (split_dir / 'problems' / '000000.pt').write_bytes(b'')  # check_resume looks only at whether files exist
     base = {**extract.DEFAULTS, 'split': 'train', 'n_samples': 64, 'step_rule': capture.STEP_RULE,
-            'exclude_ids': ['1965', '2349'], 'synth_split': tasks.SYNTH_SPLIT, 'sampler': capture.SAMPLER}
+            'exclude_ids': ['1965', '2349'], 'synth_split': tasks.SYNTH_SPLIT, 'sampler': capture.SAMPLER,
+            'weights_dtype': 'float32'}
 
     def resume(old, **new):
         extract.atomic_write_json(old, str(split_dir / 'config.json'))
@@ -1698,26 +1700,23 @@ def test_resume_refuses_changed_sampling_settings(tmp_path):
     resume(gsm, synth_seed=7)  # only the synthetic task reads it
     resume(gsm, exclude_ids=['2349', '1965'])  # the same ids in another order
     resume({**base, 'mode': 'reencode'}, temperature=0.5, n_samples=8)  # re-encoding samples nothing
-    # issue 67: a split sampled before continuous batching (its config.json has no sampler: per-batch draws) is never
-    # resumed with the counter-based draws, which would mix two samplers in one split
-    with pytest.raises(SystemExit, match=r"sampler='per-batch generator.*sampler='counter'.*fix: a new --out_dir"):
-        resume({k: v for k, v in base.items() if k != 'sampler'}, sampler=capture.SAMPLER)
-    with pytest.raises(SystemExit,
-                       match=r"step_kinds=\['boundary'\].*step_kinds=\['boundary', 'least'\]"):  # older: boundary only
-        resume({k: v for k, v in base.items() if k != 'step_kinds'}, step_kinds=['boundary', 'least'])
-    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples', 'synth_level', 'synth_seed',
-                'exclude_ids')
-    resume({k: v for k, v in base.items() if k not in sampling}, temperature=0.5, seed=1)  # an older config.json:
-                                                                                           # unknown
-    # except the synthetic split rule: an extraction from before the operand-multiset split holds other questions
-    with pytest.raises(SystemExit,
-                       match=r"synth_split='by question string.*synth_split='operand-multiset'.*fix: a new --out_dir"):
-        resume({k: v for k, v in base.items() if k != 'synth_split'}, synth_split=tasks.SYNTH_SPLIT)
-    # and a word family's order: one extracted before word_split existed is the arithmetic order
+    # a config.json written by an older extract.py, lacking a key compared here, is refused whatever the run asks
+    # (what the split holds under that key is unknown): a split sampled before continuous batching (no sampler), before
+    # step_kinds, the sampling keys, the operand-multiset rule or word_split were recorded
     words = {**base, 'dataset': 'words', 'word_family': 'travel'}
-    resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='arithmetic')
-    with pytest.raises(SystemExit, match=r"word_split='arithmetic'.*word_split='numbers'.*fix: a new --out_dir"):
-        resume({k: v for k, v in words.items() if k != 'word_split'}, word_split='numbers')
+    sampling = ('temperature', 'top_p', 'max_new_tokens', 'seed', 'n_samples')
+    for cfg, lack, names in ((base, ('sampler',), 'sampler'), (base, ('step_kinds',), 'step_kinds'),
+                             (base, sampling, 'temperature, top_p, max_new_tokens, seed, n_train_samples'),
+                             (base, ('synth_split',), 'synth_split'), (words, ('word_split',), 'word_split'),
+                             ({**base, 'mode': 'reencode'}, ('weights_dtype',), 'dtype')):
+        with pytest.raises(SystemExit) as e:
+            resume({k: v for k, v in cfg.items() if k not in lack}, **{k: cfg[k] for k in lack})
+        assert str(e.value) == (f"{split_dir} holds an extraction whose config.json does not record {names} (an older "
+                                f"extract.py wrote it), so this run cannot resume it; fix: extract into a new "
+                                f"--out_dir, or delete {split_dir}")
+    resume({k: v for k, v in {**base, 'mode': 'reencode'}.items() if k not in sampling + ('sampler',)})  # unread
+    resume({k: v for k, v in base.items() if k != 'system_prompt'})  # the synthetic task has no system prompt
+    resume(words)
 
 
 def _extract_tiny(out_dir, problems, model, tok, rows=4):
@@ -3675,12 +3674,14 @@ def test_param_counts_match_paper():
     hsrm = lambda d_in, d=256: d_in * d + d + enc(d) + head(d)  # noqa: E731
     exact = {('hsrm', 2048, None): 2_121_089, ('hsrm', 2560, None): 2_252_161, ('hsrm', 4096, None): 2_645_377,
              ('hsrm', 2048, (-1, -2, -3, -4)): 3_693_953, ('hsrm_narrow', 2048, None): 667_393,
-             ('deepset', 2048, None): 402_561}
+             ('deepset', 2048, None): 402_561, ('hsrm', 576, None): 1_744_257}  # the main job's (SmolLM2-135M): 1.74M
     assert [hsrm(2048), hsrm(2560), hsrm(4096), hsrm(4 * 2048), hsrm(2048, 128),
-            2048 * 128 + 128 + 128 * 512 + 512 + 512 * 128 + 128 + head(128)] == list(exact.values())
+            2048 * 128 + 128 + 128 * 512 + 512 + 512 * 128 + 128 + head(128), hsrm(576)] == list(exact.values())
     for (kind, d_gen, layers), want in exact.items():
         kw = {'layers': list(layers)} if layers else {}
         assert count_params(build_verifier(kind, d_gen, **kw)) == want, (kind, d_gen, layers)
+        if kind != 'deepset':  # pre-LN moves the norms, not the count
+            assert count_params(build_verifier(kind, d_gen, norm_first=True, **kw)) == want
 
 
     # text verifiers: through the real GPT-2 tokenizer's vocabulary, test_eorm_text_* in the issue-21 block
@@ -3704,24 +3705,36 @@ def test_padding_never_changes_a_score(kind):
         assert torch.allclose(together, alone, atol=1e-5), (kind, mode, (together - alone).abs().max())
 
 
-@pytest.mark.parametrize('kind', ['hsrm', 'text'])
-def test_the_encoder_on_real_positions_is_torchs_padded_layer(kind):
-    """Issue 67: model._encode runs torch's encoder layers on the real positions only (the attention on the padded
-    batch, masked); its scores and every weight's gradient are those of torch's own nn.TransformerEncoder over the
-    padded batch (the path before it), in training (dropout 0: the same math) and scoring. Zero-step candidates
-    among them pool to 0 in both and leave the gradients finite."""
+def torch_encoder(d, n_layer, n_head, dropout=0.0, norm_first=False):
+    """The reference: torch's own nn.TransformerEncoder of nn.TransformerEncoderLayers (relu, FFN 4d, batch_first), run
+    over the padded batch; the layers model.Encoder's were before issue 77."""
+    layer = torch.nn.TransformerEncoderLayer(d, n_head, 4 * d, dropout, batch_first=True, norm_first=norm_first)
+    return torch.nn.TransformerEncoder(layer, n_layer, enable_nested_tensor=False)
+
+
+@pytest.mark.parametrize('kind,norm_first', [('hsrm', False), ('text', False), ('hsrm', True), ('text', True)])
+def test_the_encoder_on_real_positions_is_torchs_padded_layer(kind, norm_first):
+    """Issues 67, 77: model.Encoder runs its layers on the real positions only (the attention on the padded batch,
+    masked); its scores and every weight's gradient are those of torch's own nn.TransformerEncoder over the padded
+    batch, sharing its weights, in training (dropout 0: the same math) and scoring (torch's fused path), post-LN (the
+    default) and pre-LN (norm_first, torch's norm_first). Zero-step candidates among them pool to 0 in both and leave
+    the gradients finite."""
     torch.manual_seed(0)
     cands = _cands(12, 32) + [{'states': torch.zeros(0, 32).half(), 'token_ids': torch.zeros(0, dtype=torch.long)}]
-    m = build_verifier(kind, 32, vocab=list(range(50)), dropout=0.0, d_model=32, n_head=2)
+    m = build_verifier(kind, 32, vocab=list(range(50)), dropout=0.0, d_model=32, n_head=2, n_layer=2,
+                       norm_first=norm_first)
+    ref = torch_encoder(32, 2, 2, norm_first=norm_first)
+    ref.load_state_dict(m.encoder.state_dict(keep_vars=True), assign=True)  # torch's names: the same Parameters
+    assert all(a is b for a, b in zip(ref.parameters(), m.encoder.parameters()))
 
     def torch_padded(b):
         mask = b['step_mask' if kind == 'hsrm' else 'token_mask']
         z = m.proj(b['states']) if kind == 'hsrm' else m.tok(b['tokens']) + m.pos(torch.arange(mask.shape[1]))
-        return m.head(model_mod._masked_mean(m.encoder(z, src_key_padding_mask=~mask), mask)).squeeze(-1)
+        return m.head(model_mod._masked_mean(ref(z, src_key_padding_mask=~mask), mask)).squeeze(-1)
 
     b = make_batch(cands, m.spec)
     for mode in ('train', 'eval'):
-        getattr(m, mode)()
+        m.train(mode == 'train'), ref.train(mode == 'train')
         out = {}
         for how, fn in (('packed', m), ('torch', torch_padded)):
             m.zero_grad()
@@ -3733,8 +3746,52 @@ def test_the_encoder_on_real_positions_is_torchs_padded_layer(kind):
         assert g1.keys() == g2.keys() and len(g1) == len(list(m.parameters()))
         for k in g1:
             assert torch.isfinite(g1[k]).all() and torch.allclose(g1[k], g2[k], atol=1e-5), (mode, k)
+    with torch.no_grad():  # scoring: torch's layers take their fused fast path (NaN on the row with no step)
+        s1, s2 = m(b), torch_padded(b)
+        assert torch.isfinite(s1).all() and torch.allclose(s1[:-1], s2[:-1], atol=1e-5)
     zero = make_batch(cands[-1:], m.spec)  # a batch of zero-step candidates alone
     assert kind == 'text' or torch.equal(m.pooled(zero), torch.zeros(1, 32))
+
+
+def test_the_encoder_starts_as_torchs_and_loads_its_weights():
+    """Issue 77: model.Encoder's parameters are torch's nn.TransformerEncoder's, by name, shape, order and seeded
+    init (its layers start as copies of one, as torch's do): a seed trains the model it trained before issue 77, and a
+    checkpoint saved then loads; norm_first takes the same weights."""
+    for norm_first in (False, True):
+        torch.manual_seed(3)
+        ours = model_mod.Encoder(64, 3, 4, 0.1, norm_first)
+        torch.manual_seed(3)
+        ref = torch_encoder(64, 3, 4, 0.1)
+        a, b = ours.state_dict(), ref.state_dict()
+        assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+    ours.load_state_dict(torch_encoder(64, 3, 4).state_dict())  # strict: every name and shape matches
+
+
+def test_norm_first_switches_the_layers_and_travels_with_the_checkpoint(tmp_path):
+    """Issue 77: norm_first=True (train.py's knob, through build_model) makes the encoder layers pre-LN: the same
+    weights score differently (every verifier with an encoder); the run gets its own name, its checkpoint records it
+    and loads back to the same scores; the default (post-LN) records nothing, as checkpoints before the knob;
+    deepset, which has no encoder, refuses it."""
+    probs = [{'key': '000000', 'layers': [-1], 'candidates': _cands(7, 32)},
+             {'key': '000001', 'layers': [-1], 'candidates': _cands(5, 32, seed=1)}]
+    d = {**T.DEFAULTS, 'text_tokenizer': None, 'seed': 42}
+    for kind in ('hsrm', 'text', 'hybrid'):
+        post = T.build_model(probs, {**d, 'verifier': kind})
+        pre = T.build_model(probs, {**d, 'verifier': kind, 'norm_first': True})
+        assert 'norm_first' not in post.args and pre.args['norm_first'] is True
+        assert all(b.norm_first for b in pre.modules() if isinstance(b, model_mod.Block))
+        assert count_params(pre) == count_params(post)
+        pre.load_state_dict(post.state_dict())
+        a, b = score_problems(post, probs), score_problems(pre, probs)
+        assert not any(np.allclose(x, y) for x, y in zip(a, b)), kind
+        p = str(tmp_path / f'{kind}.pt')
+        save_checkpoint(p, pre, {'best_step': 1})
+        again, ck = load_checkpoint(p)
+        assert ck['model_args']['norm_first'] is True and again.args == pre.args
+        assert all(np.array_equal(x, y) for x, y in zip(score_problems(again, probs), b))
+    assert run_name({**d, 'norm_first': True}, T.DEFAULTS) == 'hsrm_norm_first-True_seed42'
+    assert run_name(d, T.DEFAULTS) == 'hsrm_seed42'
+    _err(lambda: T.build_model(probs, {**d, 'verifier': 'deepset', 'norm_first': True}), "'deepset'", 'fix')
 
 
 def test_dropout_drops_p_keeps_the_mean_and_follows_the_seed():
@@ -3940,7 +3997,7 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     os.makedirs(split / 'problems')
     (split / 'problems' / '000000.pt').write_bytes(b'x')
     cfg = {**extract.DEFAULTS, 'step_rule': capture.STEP_RULE, 'synth_split': tasks.SYNTH_SPLIT,
-           'sampler': capture.SAMPLER}
+           'sampler': capture.SAMPLER, 'weights_dtype': 'float32', 'split': 'eval', 'n_samples': 8}
     for thinking in (False, True):
         (split / 'config.json').write_text(json.dumps({**cfg, 'enable_thinking': thinking, 'think_extract': 'full'}))
         run = lambda: extract.check_resume(str(split), {**cfg, 'enable_thinking': thinking})  # noqa: E731
@@ -4146,7 +4203,7 @@ def test_run_name_and_architecture_knobs():
     assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25},
                     T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
-    assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.num_heads) == (64, 3, 8)
+    assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.n_head) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
     # the text position table is max_tokens, whatever the training completions
     probs = [{'layers': [-1], 'candidates': _cands(6, 32)}]

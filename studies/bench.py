@@ -21,6 +21,7 @@ import resource
 import subprocess
 import sys
 import time
+import weakref
 
 import torch
 
@@ -626,14 +627,27 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
 
 
 def torch_padded(encoder, z, mask):
-    """model._encode before issue 67: torch's encoder layers over the padded batch z [B,S,d] (when scoring, through
-    torch's nested-tensor fast path, as model._encoder enabled it then), then the masked mean."""
-    encoder.use_nested_tensor = encoder.layers[0].self_attn.num_heads % 2 == 0
-    return M._masked_mean(encoder(z, src_key_padding_mask=~mask), mask)
+    """The encoder before issue 67: torch's own layers (nn.TransformerEncoder, holding model.Encoder's Parameters: they
+    train as one) over the padded batch z [B,S,d] (when scoring, through torch's nested-tensor fast path, as it was
+    enabled then), then the masked mean."""
+    if encoder not in TORCH_LAYERS:
+        blk = encoder.layers[0]
+        d, h, p = blk.linear1.in_features, blk.self_attn.n_head, blk.dropout.p
+        layer = torch.nn.TransformerEncoderLayer(d, h, 4 * d, p, batch_first=True, norm_first=blk.norm_first)
+        layer.dropout, layer.dropout1, layer.dropout2 = Dropout(p), Dropout(p), Dropout(p)
+        ref = torch.nn.TransformerEncoder(layer, len(encoder.layers), enable_nested_tensor=False)
+        ref.load_state_dict(encoder.state_dict(keep_vars=True), assign=True)  # the same names: the same Parameters
+        ref.use_nested_tensor = h % 2 == 0
+        TORCH_LAYERS[encoder] = ref
+    ref = TORCH_LAYERS[encoder].train(encoder.training)
+    return M._masked_mean(ref(z, src_key_padding_mask=~mask), mask)
+
+
+TORCH_LAYERS = weakref.WeakKeyDictionary()  # model.Encoder -> torch's layers on its Parameters
 
 
 CHANGES = [
-    ('the encoders on the real positions only (model._encode)', {
+    ('the encoders on the real positions only (model.Encoder)', {
         (M.HSRM, 'pooled'): lambda self, b: torch_padded(self.encoder, self.proj(b['states']), b['step_mask']),
         (M.TextVerifier, 'pooled'): lambda self, b: torch_padded(
             self.encoder, self.drop(self.tok(b['tokens']) + self.pos(torch.arange(b['tokens'].shape[1]))),
