@@ -52,6 +52,7 @@
 #   6. HSRM - stepfeat_only; HSRM - text
 #   7. the chosen variant - (a)
 out_dir = 'out/gsm8k_qwen05_volume'
+dataset = 'gsm8k'  # as config/gsm8k_qwen05.py (said again so this file read alone is a GSM8K config)
 data_path = '../shared/data/gsm8k/train.jsonl'  # this workplace's copy; elsewhere <folder>/gsm8k/train.jsonl
 train_range = (500, 3499)
 eval_range = None
