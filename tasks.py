@@ -395,8 +395,8 @@ def word_problem(index, family, seed, split='arithmetic'):
 def _read_jsonl(path, key, value):
     if not os.path.isfile(path):
         raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the "
-                         "folder/file holding the dataset JSONL, or leave both unset to use Hugging Face `datasets` "
-                         "(needs network)")
+                         "folder/file holding the dataset JSONL, or leave both unset to read it from the Hugging Face hub "
+                         "(pip install -r requirements-hub.txt; needs network)")
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -419,8 +419,9 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         try:
             import datasets
         except ImportError:
-            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path needs `pip install datasets` and "
-                             f"network; fix: pass --data_dir=<folder with {rel}>")
+            raise SystemExit(f"dataset={dataset!r} with no data_dir/data_path reads the Hugging Face hub "
+                             f"and needs `pip install -r requirements-hub.txt` and network; fix: that, or pass "
+                             f"--data_dir=<folder with {rel}>")
         rows = [dict(r) for r in datasets.load_dataset(hf[0], hf[1], split=hf[2])]
     else:
         rows = _read_jsonl(path, 'data_path' if data_path else 'data_dir', data_path or data_dir)
