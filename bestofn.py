@@ -209,13 +209,13 @@ def combo_fit(problems, l2=1e-3):
 # metrics (per problem: scores and 0/1 labels of its candidates)
 
 
-def top_mask(v):
-    """True where v [..., n] ties with the max of its last axis (to 1e-12 relative; -inf and +inf tie
-    with themselves). NaN is an error: a NaN score would silently never (or always) win."""
+def top_mask(v, axis=-1):
+    """True where v ties with the max along axis (to 1e-12 relative; -inf and +inf tie with themselves). NaN is an
+    error: a NaN score would silently never (or always) win."""
     v = np.asarray(v, dtype=np.float64)
     if np.isnan(v).any():
         raise ValueError("NaN score; fix: find the scorer that produced it (the caller names it)")
-    mx = v.max(-1, keepdims=True)
+    mx = v.max(axis, keepdims=True)
     tol = np.where(np.isfinite(mx), 1e-12 * np.maximum(1.0, np.abs(mx)), 0.0)
     return v >= mx - tol
 
@@ -301,51 +301,100 @@ def pool_entry(key, index, correct, groups, stopped, ns, n_subsets, seed):
 
 
 # -----------------------------------------------------------------------------
-# selection rules on one problem's subsets; each returns the expected correctness, ties split evenly
+# selection rules on subsets; each gives the expected correctness, ties split evenly. A rule reads a problem's
+# candidates at its subsets ([k, n] arrays: values[q['subsets'][n]]) and averages over them; leading axes are more
+# problems alike ([B, k, n] -> [B]). The *_sub functions apply a rule to one problem, the *_at ones to every problem
+# of a pool at once (a numpy pass per batch of problems alike: _batches).
+
+
+def best_of_n_rule(s, l, ok):
+    """Mean over subsets of best_of_n (its rule: argmax, ties = mean label of the tied) of scores s, labels l [..., k,
+    n]; ok False: a stopped candidate, never selected (a subset of stopped candidates only selects nothing: 0)."""
+    top = top_mask(np.where(ok, s, -np.inf)) & ok
+    return ((top * l).sum(-1) / np.maximum(top.sum(-1), 1)).mean(-1)
+
+
+def vote_rule(g, l, G, s=None, temp=None, keep=None):
+    """Mean over subsets of the vote over answer groups g (-1: no answer; G: the problem's number of groups), labels
+    l, scores s and keep (a filter) [..., k, n]: majority vote (s None), or verifier-weighted vote: each candidate adds
+    softmax(score / temp) over its subset to its group (temp None: the scores themselves, for a PRM's probabilities).
+    Candidates without an answer do not vote, nor do those outside keep; a subset where nobody votes is a uniform
+    pick. The winning group's correctness is the mean label of its members; tied groups split."""
+    if keep is not None:
+        g = np.where(keep, g, -1)
+    if G == 0:  # nobody answered: a uniform pick everywhere
+        return l.reshape(*l.shape[:-2], -1).mean(-1)
+    if g.shape[-1] == 1:  # a subset of one: its candidate, whether it votes or not
+        return l.mean(-1).mean(-1)
+    if s is None:
+        w = np.ones_like(l)
+    elif temp is None:
+        w = np.maximum(s.astype(np.float64), 0.0)  # probabilities; a -inf (unscored) adds nothing
+    else:  # weights relative to the best candidate WITH an answer: one without must not push every voter to 0
+        top = np.where(g >= 0, s, -np.inf).max(-1, keepdims=True)
+        with np.errstate(over='ignore'):
+            w = np.where(g >= 0, np.exp((s - np.where(np.isfinite(top), top, 0.0)) / temp), 0.0)
+    # each answer group's weight, votes and right votes [G, ..., k], summed candidate by candidate: one order, however
+    # many problems are batched
+    ids, gw, cnt, right = np.arange(G).reshape(G, *[1] * (g.ndim - 1)), 0.0, 0.0, 0.0
+    for j in range(g.shape[-1]):
+        member = g[..., j] == ids
+        gw, cnt, right = gw + w[..., j] * member, cnt + member, right + l[..., j] * member
+    present = cnt > 0
+    top = top_mask(np.where(present, gw, -np.inf), axis=0) & present
+    with np.errstate(invalid='ignore', divide='ignore'):
+        won = np.ascontiguousarray(np.moveaxis(top * (right / np.maximum(cnt, 1)), 0, -1)).sum(-1)  # [..., k]
+        return np.where(present.any(0), won / top.sum(0), l.mean(-1)).mean(-1)
 
 
 def best_of_n_sub(scores, labels, sub, stopped=None):
-    """Mean over subsets of best_of_n (bestofn.best_of_n's rule: argmax, ties = mean label of the tied). stopped [m]:
-    candidates that are never selected (a subset of stopped candidates only selects nothing: 0)."""
-    s, l = scores[sub], labels[sub]
-    if stopped is None or not stopped.any():
-        top = top_mask(s)
-        return float(((top * l).sum(1) / top.sum(1)).mean())
-    ok = ~stopped[sub]
-    top = top_mask(np.where(ok, s, -np.inf)) & ok
-    return float(((top * l).sum(1) / np.maximum(top.sum(1), 1)).mean())
+    """best_of_n_rule on one problem's subsets sub [k, n] (stopped [m]: candidates never selected)."""
+    ok = np.ones(sub.shape, dtype=bool) if stopped is None else ~stopped[sub]
+    return float(best_of_n_rule(scores[sub], labels[sub], ok))
 
 
 def vote_sub(groups, labels, sub, scores=None, temp=None, keep=None):
-    """Majority vote over answer groups (scores None), or verifier-weighted vote: each candidate adds
-    softmax(score / temp) over its subset to its group (temp None: the scores themselves, for a PRM's
-    probabilities). Candidates without an answer do not vote, nor do those outside keep [k, n] (a filter);
-    a subset where nobody votes is a uniform pick. The winning group's correctness is the mean label of its
-    members; tied groups split."""
-    g, l = groups[sub], labels[sub]
-    if keep is not None:
-        g = np.where(keep, g, -1)
-    G = int(groups.max()) + 1
-    if G == 0:
-        return float(l.mean())
-    if scores is None:
-        w = np.ones_like(l)
-    elif temp is None:
-        w = np.maximum(scores[sub].astype(np.float64), 0.0)  # probabilities; a -inf (unscored) adds nothing
-    else:  # weights relative to the best candidate WITH an answer: one without must not push every voter to 0
-        s = scores[sub]
-        top = np.where(g >= 0, s, -np.inf).max(1, keepdims=True)
-        with np.errstate(over='ignore'):
-            w = np.where(g >= 0, np.exp((s - np.where(np.isfinite(top), top, 0.0)) / temp), 0.0)
-    onehot = g[:, :, None] == np.arange(G)  # [k, n, G]
-    gw = np.einsum('kn,kng->kg', w, onehot)
-    cnt = onehot.sum(1)
-    gl = np.einsum('kn,kng->kg', l, onehot) / np.maximum(cnt, 1)
-    present = cnt > 0
-    top = top_mask(np.where(present, gw, -np.inf)) & present
-    with np.errstate(invalid='ignore', divide='ignore'):
-        acc = np.where(present.any(1), (top * gl).sum(1) / top.sum(1), l.mean(1))
-    return float(acc.mean())
+    """vote_rule on one problem's subsets sub [k, n] (keep [k, n])."""
+    return float(vote_rule(groups[sub], labels[sub], int(groups.max()) + 1, None if scores is None else scores[sub],
+                           temp, keep))
+
+
+def _batches(pool, n, columns, width=False, size=2 ** 22):
+    """A pool's problems in batches alike, with their values at their n-subsets: yields (problem indices [B], G,
+    {name: [B, k, n]}) for columns {name: per-problem arrays [m]}. Alike: as many candidates, subsets of one shape and
+    (width) as many answer groups G, so that every sum runs over the elements a problem alone sums, in its order (the
+    same numbers to the bit); at most size elements of [B, k, n, G] a batch."""
+    keys = [(len(q['labels']), q['subsets'][n].shape) for q in pool]
+    for m, (k, _) in dict.fromkeys(keys):
+        at = np.array([i for i, x in enumerate(keys) if x == (m, (k, n))])
+        flat = np.stack([pool[i]['subsets'][n] for i in at]) + m * np.arange(len(at))[:, None, None]  # [B, k, n]
+        vals = {name: np.take(np.concatenate([col[i] for i in at]), flat) for name, col in columns.items()}
+        widths = np.stack([pool[i]['groups'] for i in at]).max(1) + 1 if width else np.ones(len(at), dtype=int)
+        for G in np.unique(widths):
+            alike = np.flatnonzero(widths == G)
+            step = max(1, size // (k * n * max(G, 1)))
+            for part in (alike[j:j + step] for j in range(0, len(alike), step)):
+                yield at[part], int(G), {name: v[part] for name, v in vals.items()}
+
+
+def best_of_n_at(score_lists, pool, n):
+    """best_of_n_sub of every problem of a pool at its n-subsets: [P]."""
+    out = np.empty(len(pool))
+    for at, _, a in _batches(pool, n, {'s': score_lists, 'l': [q['labels'] for q in pool],
+                                       'ok': [~q['stopped'] for q in pool]}):
+        out[at] = best_of_n_rule(a['s'], a['l'], a['ok'])
+    return out
+
+
+def votes_at(pool, n, score_lists=None, temp=None, eta=None):
+    """vote_sub of every problem of a pool at its n-subsets: [P]. score_lists None: the majority vote; eta: DeepConf's
+    filtered vote (filtered_vote_sub, score_lists the confidences)."""
+    cols = {'g': [q['groups'] for q in pool], 'l': [q['labels'] for q in pool]}
+    out = np.empty(len(pool))
+    for at, G, a in _batches(pool, n, cols | ({} if score_lists is None else {'s': score_lists}), width=True):
+        keep = None if eta is None else filtered_keep(a['g'], a['s'], eta)
+        out[at] = vote_rule(a['g'], a['l'], G, a.get('s'), temp, keep)
+    return out
 
 
 def oracle_sub(labels, sub):
@@ -396,20 +445,17 @@ def scored_metrics(score_lists, pool, ns, temp=None, vote=False, where='scores',
     verifier-weighted vote at each n with temperature temp ('vote_at', per problem under
     'per_problem'). where: the scorer, named in errors; n: the headline n ('acc')."""
     score_lists = check_scores(score_lists, pool, where)
-    acc = {k: np.array([best_of_n_sub(s, q['labels'], q['subsets'][k], q['stopped'])
-                        for s, q in zip(score_lists, pool)])
-           for k in ns}
-    m = per_problem_run(acc, problem_aurocs(score_lists, pool), n)
+    m = per_problem_run({k: best_of_n_at(score_lists, pool, k) for k in ns}, problem_aurocs(score_lists, pool), n)
     if vote:
-        m['per_problem']['vote_at'] = {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k], s, temp)
-                                                    for s, q in zip(score_lists, pool)]) for k in ns}
+        m['per_problem']['vote_at'] = {k: votes_at(pool, k, score_lists, temp) for k in ns}
         m['vote_at'] = {k: float(v.mean()) for k, v in m['per_problem']['vote_at'].items()}
     return m
 
 
 def choose_temp(score_lists, pool, n, temps, where='scores'):
     """Weighted-vote temperature with the best vote accuracy at n on a validation pool (first on ties)."""
-    accs = [scored_metrics(score_lists, pool, [n], t, vote=True, where=where)['vote_at'][n] for t in temps]
+    score_lists = check_scores(score_lists, pool, where)
+    accs = [float(votes_at(pool, n, score_lists, t).mean()) for t in temps]
     return float(temps[int(np.argmax(accs))])
 
 
@@ -448,14 +494,14 @@ def boot_means(values, idx, seed):
     v = np.concatenate([v, np.full((len(v), 1), np.nan)], 1)  # index P: a padded draw's no-problem
     R, ok = len(v), ~np.isnan(v)
     with np.errstate(invalid='ignore', divide='ignore'):
-        if R > 1:
+        at = idx
+        if R > 1:  # v: per-problem means over the runs of each distinct run draw [u, P + 1]; draw b reads row row[b]
             runs = np.random.default_rng([seed, R]).integers(0, R, (len(idx), R))
-            w = (runs[:, :, None] == np.arange(R)).sum(1).astype(np.float64)  # [B, R] times each run was drawn
-            x = np.take_along_axis((w @ np.where(ok, v, 0.0)) / (w @ ok), idx, 1)
-        else:
-            x = v[0][idx]
-        ok = ~np.isnan(x)
-        return np.where(ok, x, 0.0).sum(1) / ok.sum(1)
+            w, row = np.unique((runs[:, :, None] == np.arange(R)).sum(1).astype(np.float64), axis=0,
+                               return_inverse=True)  # [u, R] times each run was drawn
+            v = (w @ np.where(ok, v, 0.0)) / (w @ ok)
+            ok, at = ~np.isnan(v), row.reshape(-1, 1) * v.shape[1] + idx
+        return np.take(np.where(ok, v, 0.0), at).sum(1) / np.take(ok, at).sum(1)
 
 
 def ci(boot):
@@ -488,26 +534,29 @@ def paired_vs(row, ref_acc, ref_auroc, n, n_boot, seed, groups=None):
 # DeepConf offline: the top-eta filtered, confidence-weighted votes
 
 
-def filtered_vote_sub(groups, labels, sub, conf, eta):
-    """DeepConf's offline vote on each subset: among candidates with an answer, keep those whose
-    confidence is >= the (1 - eta) quantile of theirs (numpy's linear percentile, as their
-    filter_top_confidence), then vote with the confidences as weights (answers grouped by our
-    equivalence, not by string). A subset with no answer at all is a uniform pick. All subsets at once: the
-    percentile is numpy's linear one computed per row over the candidates with an answer."""
-    has = groups[sub] >= 0  # [k, n]
-    c = conf[sub].astype(np.float64)
-    v = np.sort(np.where(has, c, np.inf), axis=1)  # those without an answer sort last and are never indexed
-    m = has.sum(1)
+def filtered_keep(g, c, eta):
+    """DeepConf's offline filter on subsets [..., k, n] of answer groups g and confidences c: among candidates with an
+    answer, those whose confidence is >= the (1 - eta) quantile of theirs (numpy's linear percentile, as their
+    filter_top_confidence, computed per subset over the candidates with an answer)."""
+    has = g >= 0
+    c = c.astype(np.float64)
+    v = np.sort(np.where(has, c, np.inf), axis=-1)  # those without an answer sort last and are never indexed
+    m = has.sum(-1)
     at = (np.maximum(m, 1) - 1) * (1 - eta)  # numpy's 'linear' virtual index
     lo = np.floor(at).astype(int)
     hi = np.minimum(lo + 1, np.maximum(m, 1) - 1)
-    a, b = np.take_along_axis(v, lo[:, None], 1)[:, 0], np.take_along_axis(v, hi[:, None], 1)[:, 0]
+    a, b = np.take_along_axis(v, lo[..., None], -1)[..., 0], np.take_along_axis(v, hi[..., None], -1)[..., 0]
     t = at - lo
     with np.errstate(invalid='ignore'):
         d = b - a
         thr = np.where(t >= 0.5, b - d * (1 - t), a + d * t)  # numpy's _lerp, so thresholds match np.percentile's
-        keep = has & (c >= thr[:, None])
-    return vote_sub(groups, labels, sub, conf, None, keep)
+        return has & (c >= thr[..., None])
+
+
+def filtered_vote_sub(groups, labels, sub, conf, eta):
+    """DeepConf's offline vote on each subset: the candidates filtered_keep keeps vote with their confidences as
+    weights (answers grouped by our equivalence, not by string). A subset with no answer at all is a uniform pick."""
+    return vote_sub(groups, labels, sub, conf, None, filtered_keep(groups[sub], conf[sub], eta))
 
 
 # -----------------------------------------------------------------------------

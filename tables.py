@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, boot_draws, boot_means, build_pool, cheap_scores,
-                     choose_temp, ci, combo_fit, combo_score, deepconf_scores, filtered_vote_sub, has_confidences,
-                     oracle_sub, paired_vs, per_problem_run, pool_entry, scored_metrics, vote_sub)
+                     choose_temp, ci, combo_fit, combo_score, deepconf_scores, has_confidences, oracle_sub, paired_vs,
+                     per_problem_run, pool_entry, scored_metrics, votes_at)
 from model import VERIFIERS, score_prefixes, score_problems
 from store import (atomic_save, atomic_write_json, check_dtype, check_fresh, load_problem, load_split, problem_files,
                    read_checkpoint, run_state, split_problems, train_dirs_now, trained_on)
@@ -345,8 +345,7 @@ def free_scores(problems, cfg, combo=None):
 def free_selectors(pool, ns, n, scores, temps, cfg):
     """{name: (type, metrics)} of every free selector on one pool: majority vote, best-of-N by each free scorer,
     each scorer's weighted vote at its temperature temps[name] (None: no vote), DeepConf's filtered votes."""
-    out = {'majority vote': ('vote', per_problem_run(
-        {k: np.array([vote_sub(q['groups'], q['labels'], q['subsets'][k]) for q in pool]) for k in ns}, n=n))}
+    out = {'majority vote': ('vote', per_problem_run({k: votes_at(pool, k) for k in ns}, n=n))}
     for name, sc in scores.items():
         kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
         m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}',
@@ -361,8 +360,7 @@ def free_selectors(pool, ns, n, scores, temps, cfg):
         votes = [('deepconf_lowest', 1.0)] + [(k, e) for k in ('deepconf_bottom10', 'deepconf_tail', 'deepconf_lowest')
                                               for e in cfg['deepconf_etas']]
         for k, eta in votes:
-            v = {m: np.array([filtered_vote_sub(q['groups'], q['labels'], q['subsets'][m], c, eta)
-                              for c, q in zip(conf[k], pool)]) for m in ns}
+            v = {m: votes_at(pool, m, conf[k], eta=eta) for m in ns}
             name = f"DeepConf vote ({DEEPCONF_PRETTY[k][9:]}" + ('' if eta == 1.0 else f', top {100 * eta:g}%') + ')'
             out[name] = ('deepconf_vote', per_problem_run(v, n=n, scorer=k, eta=eta))
     return out

@@ -4864,6 +4864,123 @@ def test_deepconf_filtered_vote_all_subsets_at_once_equals_one_at_a_time():
                 one_at_a_time(groups, labels, sub, conf, eta), abs=1e-12)
 
 
+def _vote_one_problem(groups, labels, sub, scores=None, temp=None, keep=None):
+    """The vote as bestofn.vote_sub computed it before the rules were batched (issue 76): one problem, a one-hot of its
+    answer groups [k, n, G] contracted by einsum; the batched rules' reference."""
+    g, l = groups[sub], labels[sub]
+    if keep is not None:
+        g = np.where(keep, g, -1)
+    G = int(groups.max()) + 1
+    if G == 0:
+        return float(l.mean())
+    if scores is None:
+        w = np.ones_like(l)
+    elif temp is None:
+        w = np.maximum(scores[sub].astype(np.float64), 0.0)
+    else:
+        s = scores[sub]
+        top = np.where(g >= 0, s, -np.inf).max(1, keepdims=True)
+        with np.errstate(over='ignore'):
+            w = np.where(g >= 0, np.exp((s - np.where(np.isfinite(top), top, 0.0)) / temp), 0.0)
+    onehot = g[:, :, None] == np.arange(G)
+    gw, cnt = np.einsum('kn,kng->kg', w, onehot), onehot.sum(1)
+    gl = np.einsum('kn,kng->kg', l, onehot) / np.maximum(cnt, 1)
+    present = cnt > 0
+    top = BON.top_mask(np.where(present, gw, -np.inf)) & present
+    with np.errstate(invalid='ignore', divide='ignore'):
+        return float(np.where(present.any(1), (top * gl).sum(1) / top.sum(1), l.mean(1)).mean())
+
+
+def _best_of_n_one_problem(scores, labels, sub, stopped):
+    """bestofn.best_of_n_sub before the rules were batched (issue 76)."""
+    s, l = scores[sub], labels[sub]
+    if not stopped.any():
+        top = BON.top_mask(s)
+        return float(((top * l).sum(1) / top.sum(1)).mean())
+    ok = ~stopped[sub]
+    top = BON.top_mask(np.where(ok, s, -np.inf)) & ok
+    return float(((top * l).sum(1) / np.maximum(top.sum(1), 1)).mean())
+
+
+def _boot_means_draw_by_draw(values, idx, seed):
+    """bestofn.boot_means before its draws shared the distinct run draws (issue 76): a [draws, P] table of run means."""
+    v = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    v = np.concatenate([v, np.full((len(v), 1), np.nan)], 1)
+    R, ok = len(v), ~np.isnan(v)
+    with np.errstate(invalid='ignore', divide='ignore'):
+        if R > 1:
+            runs = np.random.default_rng([seed, R]).integers(0, R, (len(idx), R))
+            w = (runs[:, :, None] == np.arange(R)).sum(1).astype(np.float64)
+            x = np.take_along_axis((w @ np.where(ok, v, 0.0)) / (w @ ok), idx, 1)
+        else:
+            x = v[0][idx]
+        ok = ~np.isnan(x)
+        return np.where(ok, x, 0.0).sum(1) / ok.sum(1)
+
+
+def _same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _check_batched_rules(pool, scores, confs, ns, temps):
+    """Every batched rule on pool (bestofn.votes_at, best_of_n_at, choose_temp) against the per-problem reference, to
+    the bit: majority, weighted (temps; None: the scores as probabilities) and DeepConf's filtered votes, best-of-N."""
+    each = lambda f: np.array([f(i, q) for i, q in enumerate(pool)])  # noqa: E731
+    for n in ns:
+        assert _same_bits(BON.votes_at(pool, n), each(lambda i, q: _vote_one_problem(q['groups'], q['labels'],
+                                                                                       q['subsets'][n]))), n
+        for t in temps:
+            want = each(lambda i, q: _vote_one_problem(q['groups'], q['labels'], q['subsets'][n], scores[i], t))
+            assert _same_bits(BON.votes_at(pool, n, scores, t), want), (n, t)
+        for eta in (0.1, 0.5, 1.0):
+            keep = lambda i, q: BON.filtered_keep(q['groups'][q['subsets'][n]], confs[i][q['subsets'][n]], eta)  # noqa
+            want = each(lambda i, q: _vote_one_problem(q['groups'], q['labels'], q['subsets'][n], confs[i], None,
+                                                       keep(i, q)))
+            assert _same_bits(BON.votes_at(pool, n, confs, eta=eta), want), (n, eta)
+        want = each(lambda i, q: _best_of_n_one_problem(scores[i], q['labels'], q['subsets'][n], q['stopped']))
+        assert _same_bits(BON.best_of_n_at(scores, pool, n), want), n
+    accs = [each(lambda i, q: _vote_one_problem(q['groups'], q['labels'], q['subsets'][ns[-1]], scores[i], t)).mean()
+            for t in temps if t is not None]
+    ts = [t for t in temps if t is not None]
+    assert BON.choose_temp(scores, pool, ns[-1], ts) == ts[int(np.argmax(accs))]
+
+
+def test_batched_rules_are_the_per_problem_rules_to_the_bit():
+    """Issue 76: the votes, best-of-N and the bootstrap run over every problem at once (numpy over [problems, subsets,
+    N]) and give the per-problem rules' numbers to the bit, ties included: pools of several sizes in one table,
+    answers among a few (groups tied at the top, split), candidates without an answer or stopped, problems nobody
+    answered or with one answer, tied and -inf scores, a PRM's probabilities; and up to 12 groups of 3, 5 or 7 members
+    tied at the top of a whole pool (the winners' mean labels summed over many groups: the order of that sum counts).
+    The interval draws: one run or several, NaN values, problems or their groups drawn."""
+    rng = np.random.default_rng(0)
+    for trial in range(8):
+        pool, scores = [], []
+        tied = trial % 4 == 0  # (none stopped: they would not vote)
+        c, G = int(rng.choice([3, 5, 7])), int(rng.choice([8, 9, 12]))
+        sizes = [c * G] * 12 if tied else [int(rng.choice([4, 8, 16])) for _ in range(30)]
+        ns = sorted({1, 2, 3, 4, min(sizes)})  # tied: the whole pool too
+        for i, m in enumerate(sizes):
+            if tied:
+                groups = rng.permutation(np.repeat(np.arange(G), c))
+            else:
+                few = int(rng.choice([0, 1, 2, 3, 6]))
+                groups = rng.integers(-1, few, m) if few else np.full(m, -1)
+                groups = np.unique(groups, return_inverse=True)[1].ravel() - int((groups < 0).any())  # ids from 0
+            labels = rng.random(m) < rng.random()
+            stopped = (rng.random(m) < 0.2) & (trial % 2 == 1)
+            pool.append(BON.pool_entry(f'{i:06d}', i, labels, np.where(stopped, -1, groups), stopped,
+                                       [n for n in ns if n <= m], 40, trial))
+            scores.append(rng.random(m) if trial == 2 else rng.choice([0.0, 0.5, 1.0, 2.0, -np.inf], m))
+        confs = [np.round(rng.random(len(s)) * 3, 1) for s in scores]
+        _check_batched_rules(pool, scores, confs, ns, [None, 0.01, 1.0, 100.0])
+    for R in (1, 2, 3, 5):
+        v = rng.random((R, 60)) / rng.integers(1, 7, (R, 60))
+        v[rng.random(v.shape) < 0.1] = np.nan
+        for groups in (None, rng.integers(0, 20, 60).astype(str)):
+            idx = BON.boot_draws(60, 500, R, groups)
+            assert _same_bits(BON.boot_means(v, idx, R), _boot_means_draw_by_draw(v, idx, R)), R
+
+
 def test_intervals_narrow_as_problems_grow_and_hold_95_percent():
     rng = np.random.default_rng(1)
     width = {}
@@ -6003,6 +6120,26 @@ def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
     with pytest.raises(ValueError, match=r"scores has no score for candidate \('001225', 0\) \(1 of the 24 evaluation "
                                          r"candidates missing\); fix: "):
         tables.compare(f'{out}/pools', mine)
+
+
+def test_the_pools_votes_are_the_per_problem_rules_to_the_bit(pools_run):
+    """Issue 76: on the real pools evaluate.py wrote, every batched rule the table reads (each free scorer's and each
+    verifier seed's weighted votes and best-of-N, the majority and DeepConf's votes, the temperature choice) gives the
+    per-problem rule's numbers to the bit, at every N of the table and on the validation problems."""
+    out, _ = pools_run
+    rows, meta = tables.read_pools(f'{out}/pools')
+    cfg = meta['config']
+    for split in ('eval', 'val'):
+        ps = tables._problems(rows, (split,))
+        ns = tables.scaling_ns(cfg['n_scaling'], cfg['n_eval'], min(map(len, ps)))
+        pool = tables._pool(ps, ns, cfg)
+        columns = [tables._column(ps, lambda r: r['free'][k]) for k in ps[0][0]['free']] + \
+            [tables._column(ps, lambda r: r['verifiers'][k]) for k in ps[0][0]['verifiers']]
+        assert any(len(set(s.tolist())) < len(s) for sc in columns for s in sc)  # tied scores
+        assert any(len(set(q['groups'].tolist())) < len(q['groups']) for q in pool)  # shared answers: tied votes
+        for sc in columns:
+            _check_batched_rules(pool, sc, tables._column(ps, lambda r: r['free']['deepconf_mean']), ns,
+                                 cfg['vote_temps'])
 
 
 def test_a_shipped_verifier_answers_where_its_run_is_gone(pools_run, tmp_path):

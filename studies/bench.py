@@ -3,9 +3,10 @@ Speed and memory, measured side by side in one run and printed as tables (never 
 
     python -m studies.bench                 # every section
     python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
-                                            # memory, gpu, gpu_cell, gpu_refill
+                                            # memory, tables, gpu, gpu_cell, gpu_refill
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
+    python -m studies.bench --only=tables --dirs=out/demo/pools  # tables.py's table from pools (none: drawn ones)
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to studies/bench_lab.py.
@@ -892,6 +893,104 @@ def bench_memory():
                  'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
 
 # -----------------------------------------------------------------------------
+# the table from the pools (issue 76: `python tables.py <pools dir>`, in seconds): TABLES_BEFORE's rules, a Python call
+# per problem for every vote and best-of-N (a git archive of that commit, run as it was), against this tree's, batched
+# over problems; the same pools folder, one process each, interleaved; the two must print the same bytes.
+
+TABLES_BEFORE = '7a4c546'  # the last commit with a call per problem (bestofn.vote_sub) for every vote
+
+
+def main_job_pools(out, seed=0):
+    """A pools folder of the main job's shape (config/demo.py: 674 evaluation problems x 8 of synth level 2 in their
+    operand-multiset groups, 251 validation problems x 8, the 12 free scores, HSRM and the small text verifier at 3
+    seeds each), written by tables.pool_rows and write_pools as evaluate.py writes it, from candidates drawn here:
+    answers among a few per problem (votes tie), some cut off without one, token and step counts that tie, per-token
+    statistics and verifier scores a little higher where the answer is right. -> out"""
+    import numpy as np
+    import evaluate
+    import tables
+    from bestofn import combo_fit
+    from configurator import apply_config
+    rng = np.random.default_rng(seed)
+    cfg = apply_config(dict(evaluate.DEFAULTS), [os.path.join(HERE, 'config', 'demo.py')], evaluate.DEFAULTS)
+
+    def drawn(index):
+        p = tasks.synth_problem(index, 2, 1337)
+        p.update(key=f'{index:06d}', candidates=[])
+        gold, right = int(p['gold']), rng.random()
+        for _ in range(8):
+            ok, T = rng.random() < right, int(rng.integers(24, 65))
+            answer = None if rng.random() < 0.05 else str(gold if ok else gold + int(rng.choice([-2, -1, 1, 10])))
+            lp = torch.tensor(-np.abs(rng.normal(0.4 - 0.1 * ok, 0.3, T)), dtype=torch.float32)
+            p['candidates'].append({
+                'answer': answer, 'correct': answer == p['gold'], 'finish': 'eos' if answer else 'length',
+                'token_ids': torch.zeros(T, dtype=torch.long), 'step_pos': torch.arange(int(rng.integers(2, 5))),
+                'logprobs': lp, 'entropies': -2 * lp, 'confidences': 1.5 - lp + 0.01 * torch.arange(T),
+                'text': f"{p['question']} = {answer}.\nThe answer is {answer}."})
+        return p
+    ev, val, tr = ([drawn(int(i)) for i in idx] for idx in (range(1225, 1899), rng.choice(1225, 251, replace=False),
+                                                            range(200)))
+    combo = combo_fit(tr)
+    arms = [{'group': g, 'method': name, 'kind': g, 'params': size, 'n_train': 974,
+             'runs': [{'column': f'{g}_seed{s}', 'ckpt': f'out/demo/verifiers/{g}_seed{s}/ckpt.pt', 'seed': s}
+                      for s in (42, 123, 456)]}
+            for g, name, size in (('text_small', 'EORM-style text (small)', 13.8e6), ('hsrm', 'HSRM', 1.74e6))]
+    scores = {r['column']: {p['key']: np.float32(rng.normal(size=8) + 1.2 * np.array([c['correct'] for c in
+                                                                                       p['candidates']]))
+                            for p in ev + val} for a in arms for r in a['runs']}
+    free = lambda ps: tables.free_scores(ps, cfg, combo)  # noqa: E731
+    tables.write_pools(out, tables.pool_rows(ev, 'eval', free(ev), scores, text=True)
+                       + tables.pool_rows(val, 'val', free(val), scores), {
+        'config': cfg, 'dataset': 'synth', 'generator': 'smollm2', 'generator_name': 'SmolLM2-135M-Instruct',
+        'dtype': 'bfloat16', 'eval_dir': 'out/demo/eval', 'transfer': False, 'trained_on': [],
+        'combo_weights': dict(zip(combo['names'], combo['weight'])), 'prm': None, 'arms': arms})
+    return out
+
+
+def bench_tables(dirs=None, repeats=3):
+    """python -m studies.bench --only=tables [--dirs=out/demo/pools,...]: `python tables.py <pools>` by TABLES_BEFORE's
+    code and by this tree's, on each pools folder (none given: main_job_pools'), repeats times each, interleaved:
+    seconds (wall, and the CPU the process used, steadier on a shared machine; the least of the repeats) and whether
+    the two printed tables are the same bytes."""
+    import shutil
+    import tempfile
+    from tables import read_pools
+    work = tempfile.mkdtemp(prefix='hsrm_tables_')
+    old = os.path.join(work, 'before')
+    os.makedirs(old)
+    subprocess.run(f'git archive {TABLES_BEFORE} | tar -x -C {old}', shell=True, cwd=HERE, check=True)
+    drawn = not dirs
+    dirs = dirs or [main_job_pools(os.path.join(work, 'pools'))]
+    load = os.getloadavg()[0]
+    rows = []
+    for d in dirs:
+        pools, meta = read_pools(d)
+        shape = f"{len({r['problem'] for r in pools if r['split'] == 'eval'})} x {meta['config']['n_eval']}"
+        took, printed = {}, {}
+        for _ in range(repeats):
+            for code, tree in ((f'per problem ({TABLES_BEFORE})', old), ('batched', HERE)):
+                t, c = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                r = subprocess.run([sys.executable, 'tables.py', os.path.abspath(d)], cwd=tree, capture_output=True,
+                                   text=True)
+                c2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if r.returncode:
+                    raise RuntimeError(r.stderr[-3000:])
+                took.setdefault(code, []).append((time.perf_counter() - t,
+                                                  c2.ru_utime + c2.ru_stime - c.ru_utime - c.ru_stime))
+                printed[code] = r.stdout
+        first = min(w for w, _ in took[f'per problem ({TABLES_BEFORE})'])
+        for code, ts in took.items():
+            rows.append(["drawn at the main job's shape" if drawn else d, shape, code,
+                         f'{min(w for w, _ in ts):.1f}', f'{min(c for _, c in ts):.1f}',
+                         f'{first / min(w for w, _ in ts):.1f}x',
+                         'yes' if len(set(printed.values())) == 1 else 'NO'])
+    shutil.rmtree(work)
+    print(f"`python tables.py <pools>` in its own process ({machine.cpu_name()[0]}, load average {load:.1f} at the "
+          f"start; least of {repeats}, interleaved): wall seconds, CPU seconds, and the same table printed by both.")
+    table(rows, ['pools', 'problems x N', 'code', 's', 'CPU s', 'speed-up', 'same table'])
+
+
+# -----------------------------------------------------------------------------
 # the GPU path, ready for the day a GPU is lent: teacher-forced equality on the device in its dtypes, one beam and one
 # pruning run, and decoding speed and peak memory of a randomly initialised Qwen3-1.7B at its exact shapes (real
 # weights cannot reach a lent machine: no hub there; random weights at the real shapes cost what the real ones do,
@@ -1200,5 +1299,6 @@ if __name__ == '__main__':
                 'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device),
                 'gpu_cell': lambda: bench_gpu_cell(device), 'gpu_refill': lambda: bench_gpu_refill(device),
                 'int8': bench_int8,
-                'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(','))}
+                'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(',')),
+                'tables': lambda: bench_tables(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
