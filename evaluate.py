@@ -4,8 +4,9 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py                       # every ckpt under {out_dir}/verifiers/
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
-The verifiers the config files name (train.py's run at its seeds; baselines.py's text verifiers, where the files set
-text_sizes or one was trained) must be there and finished, else it stops with the command that trains them; another
+The verifiers the config files and train.py's flags name (train.py's run of those settings at its seeds, found by what
+its runs' config.json hold; baselines.py's text verifiers, where the files set text_sizes or one was trained) must be
+there and finished, else it stops with the command that trains them; another
 unfinished run, or a seed the config does not name, is left out with a note. A checkpoint that trained on the split's
 groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
 (tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
@@ -21,7 +22,6 @@ reference chosen on validation, rows with their paired intervals, formatting) is
 sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's. Here: this
 stage's knobs, the PRM's and the learned verifiers' rows, the notes, the markdown and the plots.
 """
-import glob
 import json
 import os
 import sys
@@ -29,14 +29,15 @@ import sys
 import numpy as np
 import torch
 
+import baselines
+import train
 from bestofn import build_pool, choose_temp, has_confidences, oracle_sub, per_problem_run, scored_metrics
-from configurator import (apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file,
-                          stage_defaults)
+from configurator import configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from machine import head_dim, n_params, resolve_device
+from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
 from generator import generator_config, generator_name, matmul_shapes
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, own_run, train_dirs_now
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
                     fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
                     run_group, val_splitter, yerr)
@@ -395,7 +396,7 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")
             arch, tc = a, ck.get('train_config') or {}
-            trained_on |= {os.path.abspath(d) for d in train_dirs_now(tc, path)}
+            trained_on |= {os.path.abspath(d) for d in train.train_dirs_now(tc, path)}
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
             temp, val = None, val_split(tc.get('val_frac', cfg['val_frac']), tc.get('val_seed', cfg['val_seed']),
                                         tc.get('max_train_problems'))
@@ -518,22 +519,30 @@ def write_results(res, prefix, plots):
     print(f'wrote {prefix}.json and {prefix}.md')
 
 
-def named_runs(files, out_dir):
-    """{run group: (seeds, the command that trains them)} of the verifiers config files name for out_dir: train.py's
-    own run (own_run, on the layers its training data stores) and baselines.py's text verifiers of each of
-    text_sizes, where the files set text_sizes or a run of that size is there; both with train.py's seeds."""
-    files, tdef, bdef = list(files), stage_defaults('train.py'), stage_defaults('baselines.py')
-    tc = apply_config(dict(tdef), files, tdef)
-    sizes = apply_config(dict(bdef), files, bdef)['text_sizes']
-    dirs = tc['train_dirs'] or [os.path.join(out_dir, 'train')]
-    stored = load_problem(problem_files(dirs[0])[0], mmap=True)['layers'] if glob.glob(
-        os.path.join(dirs[0], 'problems', '*.pt')) else (-1,)
-    seeds, conf = tc['seeds'] or [tc['seed']], ' '.join(files) or '<config>'
-    named = {own_run(files, stored): (seeds, f'python train.py {conf}')}
-    given = any('text_sizes' in read_config_file(f) for f in files)
-    for size in sizes:
-        if given or glob.glob(os.path.join(out_dir, 'verifiers', glob.escape(f'text_{size}') + '_seed*')):
-            named[f'text_{size}'] = (seeds, f'python baselines.py {conf}')
+def named_runs(argv, out_dir):
+    """{run group: (seeds, the command that trains them, {seed: run dir})} of the verifiers a command line (argv: its
+    config files and flags) names for out_dir, found by what their runs' config.json hold (train.find_runs): train.py's
+    run of the training settings argv gives (one per K of max_train_problems) and baselines.py's text verifiers of each
+    of text_sizes, as it trains them, where argv sets text_sizes or one is there; with train.py's seeds. A seed none of
+    whose runs is there is at the folder its command would train."""
+    key = lambda a: a[2:].split('=', 1)[0] if a.startswith('--') else None  # noqa: E731
+    command = lambda stage, knobs: ' '.join([f'python {stage}'] + [  # noqa: E731
+        a for a in argv if key(a) is None or key(a) in knobs]) if argv else f'python {stage} <config>'
+    _, tc, bc = split_argv(argv, DEFAULTS, train.DEFAULTS, baselines.DEFAULTS)
+    tc['out_dir'] = out_dir
+    seeds, named = tc['seeds'] or [tc['seed']], {}
+    ks = tc['max_train_problems']
+    for k in ks if isinstance(ks, list) else [ks]:
+        name, runs = train.find_runs({**tc, 'max_train_problems': k})
+        named[name] = (seeds, command('train.py', train.DEFAULTS),
+                       {s: os.path.join(out_dir, 'verifiers', f'{name}_seed{s}') for s in seeds} | runs)
+    given = any(key(a) == 'text_sizes' or key(a) is None and 'text_sizes' in read_config_file(a) for a in argv)
+    for size in bc['text_sizes']:
+        runs = train.find_runs({**tc, **bc['text_train_overrides'], 'verifier': 'text', 'text_size': size})[1]
+        if given or runs:
+            named[f'text_{size}'] = (seeds, command('baselines.py', {**train.DEFAULTS, **baselines.DEFAULTS}),
+                                     {s: os.path.join(out_dir, 'verifiers', f'text_{size}_seed{s}') for s in seeds}
+                                     | runs)
     return named
 
 
@@ -633,6 +642,9 @@ def run(cfg, named=None):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    files = [a for a in sys.argv[1:] if not a.startswith('--')]
-    cli(lambda c: run(c, named_runs(files, c['out_dir']) if files and not c['ckpts'] else None), config, 'evaluate.py')
+    # train.py's and baselines.py's flags name the runs it reads (named_runs), checked as those stages take them
+    _argv = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS, baselines.DEFAULTS)[0]
+    config = configure(globals(), _argv)  # config files, then --key=value, override the knobs above
+    _files = [a for a in sys.argv[1:] if not a.startswith('--')]
+    cli(lambda c: run(c, named_runs(sys.argv[1:], c['out_dir']) if _files and not c['ckpts'] else None), config,
+        'evaluate.py')

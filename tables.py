@@ -20,9 +20,9 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, boot_draws, boot_means, bu
                      combo_fit, combo_score, deepconf_scores, filtered_vote_sub, has_confidences, per_problem_run,
                      scored_metrics, vote_sub)
 from model import VERIFIERS, score_prefixes, score_problems
-from store import (atomic_write_json, check_dtype, check_fresh, load_split, problem_files, read_checkpoint, run_state,
-                   split_problems, trained_on)
+from store import atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, split_problems
 from tasks import check_unseen, group_key, problem_kinds
+from train import check_fresh, run_state, trained_on
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -101,11 +101,12 @@ def run_dirs(cfg):
 
 
 def checkpoint_paths(cfg, named=None):
-    """(paths, notes): the checkpoints to score, finished runs only (store.run_state), and a note per run left out.
+    """(paths, notes): the checkpoints to score, finished runs only (train.run_state), and a note per run left out.
     ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'): each, an unfinished one refused;
-    else every finished run of {out_dir}/verifiers, where named ({run group: (seeds, the command that trains them)},
-    the verifiers the config names) must each be there and finished, a missing or unfinished one refused with that
-    command, and a seed of those groups the config does not name is left out."""
+    else every finished run of {out_dir}/verifiers, where named ({run group: (seeds, the command that trains them,
+    {seed: run dir} of its runs found, and where the missing seeds would be trained)}, the verifiers the config names)
+    must each be there and finished, a missing or unfinished one refused with that command, and a seed of those groups
+    the config does not name is left out."""
     if cfg['ckpts']:
         paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
         if not paths:
@@ -117,18 +118,20 @@ def checkpoint_paths(cfg, named=None):
                              "command that trained it, run again, trains it again), or leave it out of --ckpts")
         return paths, []
     named, paths, notes = named or {}, [], []
-    for g, (seeds, command) in named.items():
+    other = {}  # {run dir: its group} of the named groups' seeds the config does not name
+    for g, (seeds, command, dirs) in named.items():
         for s in seeds:
-            d = os.path.join(cfg['out_dir'], 'verifiers', f'{g}_seed{s}')
+            d = dirs[s]
             state = run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
             if state != 'done' and not (state is None and os.path.exists(os.path.join(d, 'ckpt.pt'))):
                 raise ValueError(f"{d} is {state if state == 'missing' else 'unfinished (its log.json is not done)'}: "
                                  f"the config names {g} with seeds {list(seeds)}; fix: {command} (it trains every seed "
                                  "that is not finished), then evaluate again")
+        other.update({os.path.abspath(d): g for s, d in dirs.items() if s not in seeds})
     for p in sorted(glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt'))):
-        d, g = os.path.dirname(p), run_group(p)
-        seed = re.search(r'_seed(\d+)$', os.path.basename(d))
-        if g in named and not (seed and int(seed[1]) in named[g][0]):
+        d = os.path.dirname(p)
+        if os.path.abspath(d) in other:
+            g = other[os.path.abspath(d)]
             notes.append(f"{d} left out: the config's {g} seeds are {list(named[g][0])}.")
         elif run_state(d) == 'unfinished':
             notes.append(f"{d} left out: an unfinished run (its log.json is not done; the command that trained it, run "
@@ -142,7 +145,7 @@ def check_checkpoint(problems, split_dir, path, fix=''):
     """What every stage checks before a checkpoint scores a split's problems, one line naming the fix where it fails:
     it never trained or validated on their groups (tasks.check_unseen; fix: a way out the stage adds), the split holds
     states of the weights dtype it was trained on (store.check_dtype), and its training data is still what its split
-    dirs hold (store.check_fresh: a grown or relabelled split leaves a stale verifier)."""
+    dirs hold (train.check_fresh: a grown or relabelled split leaves a stale verifier)."""
     ck = read_checkpoint(path)  # whole: a damaged one is named before any work
     check_unseen(problems, ck.get('groups'), path, fix)
     cfgp = os.path.join(split_dir, 'config.json')

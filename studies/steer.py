@@ -32,9 +32,9 @@ import bestofn as B
 import evaluate
 import tables
 from bestofn import group_confidences, has_confidences
-from configurator import check_writable, cli, configure, knobs, split_argv
+from configurator import configure, knobs, split_argv
 from grading import answers_equal
-from machine import resolve_device
+from machine import check_writable, cli, resolve_device
 from model import reads
 from store import atomic_write_json, load_checkpoint, load_split, problem_files, split_problems
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
