@@ -351,7 +351,7 @@ def read_checkpoint(path, mmap=False):
     except DAMAGED as e:
         raise _damaged(path, e) from None
     if isinstance(ck, dict) and {'state_dict', 'model_args', 'kind'} <= set(ck) and 'spec' not in ck:
-        raise _damaged(path, None, f"a verifier checkpoint of an older format (version {ck.get('version', 1)}), "
+        raise _damaged(path, None, f"is a verifier checkpoint of an older format (version {ck.get('version', 1)}), "
                                    "which this code does not read")
     if not isinstance(ck, dict) or not {'state_dict', 'model_args', 'spec'} <= set(ck):
         keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''

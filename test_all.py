@@ -2140,7 +2140,8 @@ def test_ctrl_c_leaves_one_line_and_the_same_command_resumes(tmp_path):
     assert rc == 1 and 'Traceback' not in err and err.strip().splitlines()[-1] == msg.format('train.py'), err[-3000:]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0 and 'already finished' not in r.stdout, r.stderr[-2000:]
-    assert all(json.load(open(f'{data}/verifiers/hsrm_layers-1-2_seed{s}/log.json'))['done'] for s in (1, 2))
+    run = 'hsrm_layers-1-2_max_iters-60_batch_problems-4_eval_interval-5'  # what its settings name
+    assert all(json.load(open(f'{data}/verifiers/{run}_seed{s}/log.json'))['done'] for s in (1, 2))
     model, out = _tiny_folder(tmp_path / 'm'), tmp_path / 'run'
     cmd = [sys.executable, 'extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,39)',
            '--eval_range=None', '--n_train_samples=8', '--batch_size=8', '--max_new_tokens=16', '--dtype=float32',
@@ -3764,7 +3765,8 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
     write_split_train(str(out / 'train'), n_problems=12, n_cands=6)
     cfg = {**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1}
     T.run(cfg)
-    ck = str(out / 'verifiers' / 'hsrm_layers-1-2_seed1' / 'ckpt.pt')
+    ck = str(out / 'verifiers' / 'hsrm_layers-1-2_lr-0.001_max_iters-4_batch_problems-4_eval_interval-2_seed1' /
+             'ckpt.pt')
     whole = open(ck, 'rb').read()
     w = torch.load(ck, weights_only=True)['state_dict']['proj.weight'].numpy().tobytes()[:16]
     for data in (whole[:len(whole) // 2], bytes(len(whole)), whole.replace(w, bytes(16), 1)):
@@ -4016,7 +4018,8 @@ def test_pool_size_draw_and_validation(tmp_path):
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
     for k, n_tr in ((10, 8), (30, 24)):
-        log = json.load(open(tmp_path / 'verifiers' / f'hsrm_max_train_problems-{k}_seed42' / 'log.json'))
+        run = f'hsrm_max_iters-2_eval_interval-2_early_stop_metric-loss_max_train_problems-{k}_seed42'
+        log = json.load(open(tmp_path / 'verifiers' / run / 'log.json'))
         assert log['done'] and (log['n_train_problems'], log['n_val_problems']) == (n_tr, k - n_tr)
 
 
@@ -4080,7 +4083,8 @@ def test_cli_writes_run_and_resumes(tmp_path):
     assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == \
         'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
-        d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
+        # all stored layers [-1, -2]: named, as not the paper's [-1]
+        d = out / 'verifiers' / f'hsrm_layers-1-2_max_iters-6_batch_problems-4_eval_interval-3_seed{s}'
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
         assert ck['train_config']['seed'] == s and ck['spec']['d_gen'] == 32 and ck['spec']['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
@@ -4279,7 +4283,8 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
         _think_split(f'{out}/{split}', seed)
     T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
            'input_steps': 'answer', 'max_steps': 2})
-    path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
+    run = 'hsrm_input_steps-answer_max_steps-2_max_iters-6_batch_problems-4_eval_interval-3'
+    path = f'{out}/verifiers/{run}_seed42/ckpt.pt'
     model, ck = load_checkpoint(path)
     assert (ck['spec']['input_steps'], ck['spec']['max_steps']) == ('answer', 2)
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
@@ -4300,7 +4305,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     model.spec['input_steps'] = 'answer'
     assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
     cost = {c['verifier']: c for c in res['cost']}
-    assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
+    assert cost[run]['input'].startswith('S ≤ 2 hidden states')
 
 
 def test_eorm_text_reads_every_split_through_gpt2_at_512():
@@ -5411,7 +5416,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     out = str(tmp_path / 'run')
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': [d], 'seeds': None,
            'device': 'cpu', 'residual': 'auto'})
-    run_dir = glob.glob(f'{out}/verifiers/hsrm_residual-auto_seed42')[0]
+    run_dir = f'{out}/verifiers/hsrm_lr-0.001_max_iters-20_batch_problems-4_eval_interval-10_residual-auto_seed42'
     log = json.load(open(f'{run_dir}/log.json'))
     # step 0 is the free scorer alone (its validation AUROC by hand), and the kept checkpoint is the best validated one
     assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(aurocs[name])
@@ -5892,8 +5897,8 @@ def test_evaluate_and_sample_score_the_configs_finished_verifiers(tmp_path, samp
         with pytest.raises(ValueError, match=rf"{SAMPLE_RUN}_seed3 is missing or unfinished, of the seeds \[1, 3\] the "
                                              rf"config names for {SAMPLE_RUN}; fix: python train.py"):
             SA.own_ckpt({'out_dir': sout, 'train': {**SAMPLE_TRAIN, 'seeds': [1, 3]}})
-        with pytest.raises(ValueError, match=rf"matches no checkpoint of a finished run \(.*{SAMPLE_RUN}_seed3/ckpt.pt is "
-                                             r"unfinished"):
+        with pytest.raises(ValueError, match=rf"matches no checkpoint of a finished run \(.*{SAMPLE_RUN}_seed3/ckpt.pt "
+                                             r"is unfinished"):
             SA.best_ckpt(f'{seed3}/ckpt.pt')
     finally:
         shutil.rmtree(seed3)

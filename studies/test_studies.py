@@ -661,7 +661,8 @@ def test_pruning_reads_the_steps_the_checkpoint_reads(tmp_path, one_thread_eval)
            'input_steps': 'answer', 'max_steps': 2})
     prn = ST.prune_run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5,
                         'prune_subsets': 2})
-    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
+    run = 'hsrm_input_steps-answer_max_steps-2_max_iters-6_batch_problems-4_eval_interval-3'  # what its settings name
+    assert any(r['method'].startswith(f'{run}, global rule') for r in prn['rows'])
 
 
 def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
