@@ -38,9 +38,9 @@ from model import prm_reduce as reduce_steps  # the name prm_reduce is this stag
 from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
-from tables import (FREE_TIES, PRETTY, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
-                    fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, run_dirs,
-                    run_group, val_splitter, yerr)
+from tables import (FREE_TIES, add_intervals, breakdown, cached_scores, check_checkpoint, checkpoint_paths,
+                    fit_combo, fmt, fmt_ci, fmt_num, fmt_vs, for_json, free_name, free_rows, make_row, row_names,
+                    run_dirs, run_group, val_splitter, yerr)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -386,6 +386,7 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
     groups, rows, cost, trained_on = {}, [], [], set()
     for path in paths:
         groups.setdefault(run_group(path), []).append(path)
+    names = row_names(groups)
     for g, gpaths in sorted(groups.items(), key=lambda kv: (kv[0].startswith('hsrm'), kv[0])):  # HSRM last
         runs, arch, voted = [], None, False
         for path in gpaths:
@@ -413,7 +414,7 @@ def verifier_rows(paths, problems, pool, val_split, ns, n, cfg, dirs, dev):
                          'n_train': n_train,
                          'seconds_per_candidate': spc, 'device': where, **mt,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
-        label, kind = PRETTY.get(g, g), arch[0]
+        label, kind = names[g], arch[0]
         rows.append(make_row(label, 'verifier', runs, params=runs[0]['params'], group=g, verifier_kind=kind,
                              n_train=runs[0]['n_train']))
         if voted:

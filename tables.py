@@ -22,7 +22,7 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, boot_draws, boot_means, bu
 from model import VERIFIERS, score_prefixes, score_problems
 from store import atomic_write_json, check_dtype, load_split, problem_files, read_checkpoint, split_problems
 from tasks import check_unseen, group_key, problem_kinds
-from train import check_fresh, run_state, trained_on
+import train
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -111,7 +111,7 @@ def checkpoint_paths(cfg, named=None):
         paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
         if not paths:
             raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
-        bad = [p for p in paths if run_state(os.path.dirname(p)) == 'unfinished']
+        bad = [p for p in paths if train.run_state(os.path.dirname(p)) == 'unfinished']
         if bad:
             raise ValueError(f"ckpts: {bad[0]} is the checkpoint of an unfinished run (its log.json is not done: "
                              f"interrupted){f', and {len(bad) - 1} more' if len(bad) > 1 else ''}; fix: finish it (the "
@@ -122,7 +122,7 @@ def checkpoint_paths(cfg, named=None):
     for g, (seeds, command, dirs) in named.items():
         for s in seeds:
             d = dirs[s]
-            state = run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
+            state = train.run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
             if state != 'done' and not (state is None and os.path.exists(os.path.join(d, 'ckpt.pt'))):
                 raise ValueError(f"{d} is {state if state == 'missing' else 'unfinished (its log.json is not done)'}: "
                                  f"the config names {g} with seeds {list(seeds)}; fix: {command} (it trains every seed "
@@ -133,7 +133,7 @@ def checkpoint_paths(cfg, named=None):
         if os.path.abspath(d) in other:
             g = other[os.path.abspath(d)]
             notes.append(f"{d} left out: the config's {g} seeds are {list(named[g][0])}.")
-        elif run_state(d) == 'unfinished':
+        elif train.run_state(d) == 'unfinished':
             notes.append(f"{d} left out: an unfinished run (its log.json is not done; the command that trained it, run "
                          "again, trains it again).")
         else:
@@ -150,10 +150,10 @@ def check_checkpoint(problems, split_dir, path, fix=''):
     check_unseen(problems, ck.get('groups'), path, fix)
     cfgp = os.path.join(split_dir, 'config.json')
     dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
-    check_dtype(trained_on(ck, path), dtype, path, f'{split_dir} holds states of {dtype} weights',
+    check_dtype(train.trained_on(ck, path), dtype, path, f'{split_dir} holds states of {dtype} weights',
                 'score a split extracted with --dtype={trained} (its states), or a verifier trained on '
                 f'{dtype} states', key=None)
-    check_fresh(ck, path)
+    train.check_fresh(ck, path)
 
 
 def val_splitter(train_dir, n, cfg):
@@ -187,6 +187,31 @@ def run_group(ckpt_path):
 
 PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
           'text_large': 'EORM-style text (large)'}
+
+
+def row_names(groups):
+    """{run group: the name of its rows} of a table's {run group: checkpoint paths}. A group train.py named (its folder
+    is train.run_name's) is named by the settings that set it apart from the table's other such groups, those they all
+    share (the config's schedule, say) left out: a run alone, or the config's own beside its ablations, reads as its
+    verifier (hsrm: 'HSRM'), an ablation as e.g. 'hsrm_loss-bce'. A group named otherwise (text_small, a study's
+    variant, a run of an older name), or two that would read alike, by its folder (PRETTY's name where it has one)."""
+    named = {}
+    for g, paths in groups.items():
+        ck = read_checkpoint(paths[0], mmap=True)
+        tc = ck.get('train_config') or {}
+        if 'verifier' in tc and train.run_name(tc, ck['spec']['layers']) == os.path.basename(
+                os.path.dirname(paths[0])):
+            named[g] = tc
+    items = lambda tc: {(k, json.dumps(v)) for k, v in train.settings(tc).items()}  # noqa: E731
+    shared = set.intersection(*map(items, named.values())) if named else set()
+    apart = {g: train.run_name({**train.DEFAULTS, **{k: json.loads(v) for k, v in items(tc) - shared},
+                                'verifier': tc['verifier'], 'seed': 0}).removesuffix('_seed0')
+             for g, tc in named.items()}
+    names = {}
+    for g in groups:
+        n = apart.get(g) if list(apart.values()).count(apart.get(g)) == 1 else g
+        names[g] = PRETTY.get(n, n)
+    return names
 
 
 DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',

@@ -4305,7 +4305,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     model.spec['input_steps'] = 'answer'
     assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
     cost = {c['verifier']: c for c in res['cost']}
-    assert cost[run]['input'].startswith('S ≤ 2 hidden states')
+    assert cost['HSRM']['input'].startswith('S ≤ 2 hidden states')  # the table's only run: its verifier's name
 
 
 def test_eorm_text_reads_every_split_through_gpt2_at_512():
@@ -5079,7 +5079,7 @@ def test_headline_deltas_recomputed_independently(tmp_path, one_thread_eval):
     ref = np.mean([selector(k) for k in choice['free_best_val']], 0)                       # tied: their mean
     ref_auc = np.nanmean([[auc(s, l) for s, l in zip(fs[k], y)] for k in choice['free_best_val_auroc']], 0)
     maj = selector('majority vote')
-    sc = [json.load(open(f'{out}/scores/eval/verifiers_{E2E}_seed{r}.json'))['scores'] for r in (1, 2)]
+    sc = [json.load(open(f'{out}/scores/eval/verifiers_hsrm_seed{r}.json'))['scores'] for r in (1, 2)]
     hs = np.array([[bo(np.array(c[p['key']]), l) for p, l in zip(probs, y)] for c in sc])   # [seeds, problems]
     hs_auc = np.array([[auc(np.array(c[p['key']]), l) for p, l in zip(probs, y)] for c in sc])
     h = rows['HSRM']
@@ -5836,6 +5836,23 @@ def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, one_thread_
     assert next(r for r in res['rows'] if r['type'] == 'verifier')['n_runs'] == 2
     assert [w['where'] for w in SA.load_verifier(cks[0])[0].trained_on] == [f'{b}/train/config.json']
     assert [open(p, 'rb').read() for p in cks] == before
+
+
+def test_table_rows_are_named_by_what_sets_their_runs_apart(tmp_path):
+    """Issue 77: a run's folder names every setting that differs from train.py's defaults, a table's row only those
+    that set its run apart from the table's other runs (the schedule they share says nothing): the config's own run
+    reads 'HSRM' beside its ablation 'hsrm_loss-bce', as when only model knobs named runs; a folder named otherwise
+    (baselines.py's text_small, a hand-made copy) keeps its name."""
+    import shutil
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    _fit(out)
+    _fit(out, loss='bce')
+    bce = 'hsrm_loss-bce_lr-0.001_max_iters-4_batch_problems-4_eval_interval-2'
+    shutil.copytree(f'{out}/verifiers/{FIT_RUN}_seed1', f'{out}/verifiers/mine_seed1')
+    groups = {tables.run_group(p): [p] for p in glob.glob(f'{out}/verifiers/*/ckpt.pt')}
+    assert tables.row_names(groups) == {FIT_RUN: 'HSRM', bce: 'hsrm_loss-bce', 'mine': 'mine'}
+    assert tables.row_names({bce: groups[bce]}) == {bce: 'HSRM'}  # alone in its table
 
 
 def test_evaluate_and_sample_score_the_configs_finished_verifiers(tmp_path, sample_run, one_thread_eval):
