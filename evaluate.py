@@ -6,10 +6,10 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
 
 The verifiers the config files and train.py's flags name (train.py's run of those settings at its seeds, found by what
 its runs' config.json hold; baselines.py's text verifiers, where the files set text_sizes or one was trained) must be
-there and finished, else it stops with the command that trains them; another
-unfinished run, or a seed the config does not name, is left out with a note. A checkpoint that trained on the split's
-groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
-(tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
+there and finished, else it stops with the command that trains them; another unfinished run, or a seed the config
+does not name, is left out with a note. A checkpoint that trained on the split's groups, on states of another weights
+dtype, or on data its split dirs no longer hold (grown, relabelled) is refused (tables.check_checkpoint), and so is a
+split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
 adds the free scorers (bestofn.py), the PRM's cached scores (baselines.py), majority and verifier-weighted votes,
 single-pass and oracle, and writes {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib).

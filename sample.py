@@ -60,8 +60,9 @@ from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_pr
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt: str = None  # a ckpt.pt or a glob; None = {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the highest
-                  # validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted path order
+ckpt: str = None  # a ckpt.pt or a glob; None = the seeds of verifier_run, else of the config's own run. Of several,
+                  # the highest validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted
+                  # path order
 verifier_run: str = None  # the run whose seeds answer, its folders' name less the seed, e.g. 'hsrm_loss-bce'; None =
                           # the config's own: the runs whose config.json holds the training settings of its config
                           # files and train.py's flags (train.find_runs)
