@@ -18,8 +18,8 @@ import time
 import torch
 
 import train
-from configurator import check_writable, cli, configure, knobs, split_argv
-from machine import from_pretrained, resolve_device
+from configurator import configure, knobs, split_argv
+from machine import check_writable, cli, from_pretrained, resolve_device
 from model import PRM_SEP, PRM_SYSTEM, split_steps
 from store import atomic_write_json, load_split
 

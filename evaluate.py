@@ -4,11 +4,12 @@ Evaluation: HSRM and every baseline on one evaluation split, side by side, in on
     python evaluate.py config/gsm8k_1p7b.py                       # every ckpt under {out_dir}/verifiers/
     python evaluate.py config/gsm8k_1p7b.py --eval_dir=out/olympiadbench_1p7b/eval   # zero-shot transfer
 
-The verifiers the config files name (train.py's run at its seeds; baselines.py's text verifiers, where the files set
-text_sizes or one was trained) must be there and finished, else it stops with the command that trains them; another
-unfinished run, or a seed the config does not name, is left out with a note. A checkpoint that trained on the split's
-groups, on states of another weights dtype, or on data its split dirs no longer hold (grown, relabelled) is refused
-(tables.check_checkpoint), and so is a split whose files do not cover its range (store.check_complete).
+The verifiers the config files and train.py's flags name (train.py's run of those settings at its seeds, found by what
+its runs' config.json hold; baselines.py's text verifiers, where the files set text_sizes or one was trained) must be
+there and finished, else it stops with the command that trains them; another unfinished run, or a seed the config
+does not name, is left out with a note. A checkpoint that trained on the split's groups, on states of another weights
+dtype, or on data its split dirs no longer hold (grown, relabelled) is refused (tables.check_checkpoint), and so is a
+split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
 adds the free scorers (bestofn.py) and the PRM's cached scores (baselines.py), and writes them, with each candidate's
 answer, label and text, as the pools {out_dir}/pools[_<tag>]/ (candidates.jsonl.gz, meta.json: tables.POOL_COLUMNS).
@@ -26,7 +27,6 @@ tables.py's, which the studies and sample.py share; the best-of-N maths under it
 bootstrap) is bestofn.py's. Here: this stage's knobs, the scores of the PRM and the learned verifiers, the notes,
 the cost table and the plots.
 """
-import glob
 import json
 import os
 import subprocess
@@ -35,18 +35,19 @@ import sys
 import numpy as np
 import torch
 
+import baselines
+import train
 from bestofn import has_confidences
-from configurator import (apply_config, check_positive, check_writable, cli, configure, knobs, read_config_file,
-                          stage_defaults)
+from configurator import configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from machine import head_dim, n_params, resolve_device
+from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
 from generator import generator_config, generator_name, matmul_shapes
-from store import atomic_write_json, load_checkpoint, load_problem, load_split, problem_files, own_run, train_dirs_now
-from tables import (FREE_TIES, META_FILE, POOLS_FILE, PRETTY, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from tables import (FREE_TIES, META_FILE, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
                     checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json, free_name, free_scores,
-                    pool_rows, pool_table, read_pools, render_table, run_dirs, run_group, scaling_ns, val_splitter,
-                    write_pools, yerr)
+                    pool_rows, pool_table, read_pools, render_table, row_names, run_dirs, run_group, scaling_ns,
+                    val_splitter, write_pools, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -353,6 +354,7 @@ def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
     groups, arms, cost, trained_on, scores, val_problems = {}, [], [], set(), {'eval': {}, 'val': {}}, {}
     for path in paths:
         groups.setdefault(run_group(path), []).append(path)
+    names = row_names(groups)
     for g, gpaths in sorted(groups.items(), key=lambda kv: (kv[0].startswith('hsrm'), kv[0])):  # HSRM last
         runs, arch = [], None
         for path in gpaths:
@@ -363,7 +365,7 @@ def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")
             arch, tc = a, ck.get('train_config') or {}
-            trained_on |= {os.path.abspath(d) for d in train_dirs_now(tc, path)}
+            trained_on |= {os.path.abspath(d) for d in train.train_dirs_now(tc, path)}
             col = f"{g}_seed{tc['seed']}" if tc.get('seed') is not None else f'{g}_run{len(runs)}'  # a pool column
             col += f'_{len(scores["eval"])}' if col in scores['eval'] else ''  # one seed twice: another run's
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
@@ -381,7 +383,7 @@ def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
             runs.append({'column': col, 'ckpt': path, 'seed': tc.get('seed'), 'params': count_params(model),
                          'n_train': n_train, 'seconds_per_candidate': spc, 'device': where,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
-        label, kind = PRETTY.get(g, g), arch[0]
+        label, kind = names[g], arch[0]
         arms.append({'group': g, 'method': label, 'kind': kind, 'params': runs[0]['params'],
                      'n_train': runs[0]['n_train'], 'runs': runs})
         # what the last checkpoint of the group actually read (the runs of a group share the input spec)
@@ -484,22 +486,30 @@ def write_results(res, prefix, plots):
     print(f'wrote {prefix}.json and {prefix}.md')
 
 
-def named_runs(files, out_dir):
-    """{run group: (seeds, the command that trains them)} of the verifiers config files name for out_dir: train.py's
-    own run (own_run, on the layers its training data stores) and baselines.py's text verifiers of each of
-    text_sizes, where the files set text_sizes or a run of that size is there; both with train.py's seeds."""
-    files, tdef, bdef = list(files), stage_defaults('train.py'), stage_defaults('baselines.py')
-    tc = apply_config(dict(tdef), files, tdef)
-    sizes = apply_config(dict(bdef), files, bdef)['text_sizes']
-    dirs = tc['train_dirs'] or [os.path.join(out_dir, 'train')]
-    stored = load_problem(problem_files(dirs[0])[0], mmap=True)['layers'] if glob.glob(
-        os.path.join(dirs[0], 'problems', '*.pt')) else (-1,)
-    seeds, conf = tc['seeds'] or [tc['seed']], ' '.join(files) or '<config>'
-    named = {own_run(files, stored): (seeds, f'python train.py {conf}')}
-    given = any('text_sizes' in read_config_file(f) for f in files)
-    for size in sizes:
-        if given or glob.glob(os.path.join(out_dir, 'verifiers', glob.escape(f'text_{size}') + '_seed*')):
-            named[f'text_{size}'] = (seeds, f'python baselines.py {conf}')
+def named_runs(argv, out_dir):
+    """{run group: (seeds, the command that trains them, {seed: run dir})} of the verifiers a command line (argv: its
+    config files and flags) names for out_dir, found by what their runs' config.json hold (train.find_runs): train.py's
+    run of the training settings argv gives (one per K of max_train_problems) and baselines.py's text verifiers of each
+    of text_sizes, as it trains them, where argv sets text_sizes or one is there; with train.py's seeds. A seed none of
+    whose runs is there is at the folder its command would train."""
+    key = lambda a: a[2:].split('=', 1)[0] if a.startswith('--') else None  # noqa: E731
+    command = lambda stage, knobs: ' '.join([f'python {stage}'] + [  # noqa: E731
+        a for a in argv if key(a) is None or key(a) in knobs]) if argv else f'python {stage} <config>'
+    _, tc, bc = split_argv(argv, DEFAULTS, train.DEFAULTS, baselines.DEFAULTS)
+    tc['out_dir'] = out_dir
+    seeds, named = tc['seeds'] or [tc['seed']], {}
+    ks = tc['max_train_problems']
+    for k in ks if isinstance(ks, list) else [ks]:
+        name, runs = train.find_runs({**tc, 'max_train_problems': k})
+        named[name] = (seeds, command('train.py', train.DEFAULTS),
+                       {s: os.path.join(out_dir, 'verifiers', f'{name}_seed{s}') for s in seeds} | runs)
+    given = any(key(a) == 'text_sizes' or key(a) is None and 'text_sizes' in read_config_file(a) for a in argv)
+    for size in bc['text_sizes']:
+        runs = train.find_runs({**tc, **bc['text_train_overrides'], 'verifier': 'text', 'text_size': size})[1]
+        if given or runs:
+            named[f'text_{size}'] = (seeds, command('baselines.py', {**train.DEFAULTS, **baselines.DEFAULTS}),
+                                     {s: os.path.join(out_dir, 'verifiers', f'text_{size}_seed{s}') for s in seeds}
+                                     | runs)
     return named
 
 
@@ -635,7 +645,10 @@ def provenance(command):
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    files = [a for a in sys.argv[1:] if not a.startswith('--')]
-    cli(lambda c: run(c, named_runs(files, c['out_dir']) if files and not c['ckpts'] else None, sys.argv), config,
+    # train.py's and baselines.py's flags name the runs it reads (named_runs), checked as those stages take them
+    _argv = split_argv(sys.argv[1:], DEFAULTS, train.DEFAULTS, baselines.DEFAULTS)[0]
+    config = configure(globals(), _argv)  # config files, then --key=value, override the knobs above
+    _files = [a for a in sys.argv[1:] if not a.startswith('--')]
+    cli(lambda c: run(c, named_runs(sys.argv[1:], c['out_dir']) if _files and not c['ckpts'] else None, sys.argv),
+        config,
         'evaluate.py')

@@ -27,10 +27,11 @@ import torch
 from tqdm import tqdm
 
 from capture import SAMPLER, STEP_RULE, pool_ids, reencode_problems, sample_problems, step_table, stored_kinds
-from configurator import check_between, check_positive, check_writable, cli, configure, knobs
+from configurator import configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, load_generator, positions,
                        resolve_dtype)
-from machine import check_memory, cpu_cores, launch_procs, resolve_device
+from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, launch_procs,
+                     resolve_device)
 from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, lock,
                    steering)
 from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
@@ -85,7 +86,7 @@ procs = 0  # processes that split the problems, each pinned to its own cores: 0 
 seed = 1337
 threads = 0  # CPU threads for torch in each process; 0 = torch's default (with procs > 1: the cores split among them)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
-# the sampling settings' intervals (configurator.check_between), sample.py's too
+# the sampling settings' intervals (machine.check_between), sample.py's too
 SAMPLING = {'temperature': (0, None, 'at 0 or below it samples greedily: N identical candidates, nothing for '
                                      'best-of-N to choose'),
             'top_p': (0, 1, None)}

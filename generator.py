@@ -15,9 +15,8 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from configurator import check_writable
-from machine import (EMBEDDED, PAPER_SHAPES, cache_dir, cpu_name, from_pretrained, head_dim, keep_freed_memory,
-                     kernel_settings, local_model, paper_config)
+from machine import (EMBEDDED, PAPER_SHAPES, cache_dir, check_writable, cpu_name, from_pretrained, head_dim,
+                     keep_freed_memory, kernel_settings, local_model, paper_config)
 
 PINNED_TRANSFORMERS = '5.23.0'  # requirements.txt; check_layers refuses a release that selects hidden states otherwise
 

@@ -13,13 +13,18 @@ Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.js
     python label.py config/gsm8k_1p7b.py
     python label.py config/math500_1p7b.py --judge_model=/path/to/Qwen3-8B --judge_batch_size=16
 """
-import os
-import json
-import random
 import hashlib
+import json
+import os
 
-from configurator import check_writable, configure, knobs
+import torch
+from tqdm import tqdm
+
+from configurator import configure, knobs
+from generator import load_generator
 from grading import grade, normalize_gold
+from machine import check_writable, cli, resolve_device
+from store import atomic_write_json, load_problem, problem_files
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -27,10 +32,10 @@ out_dir = 'out/demo'  # the extraction run directory (holds train/ and eval/)
 splits = ['train', 'eval']  # split directories under out_dir to label (missing ones are skipped)
 judge_model: str = None  # None = stage 1 only; else a local HF causal LM: 'smollm2', a .gguf path, folder or hub id
 judge_batch_size = 8
-judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct; 'all' (never pruned
+judge_scope = 'unresolved'  # 'unresolved': judge only candidates stage 1 did not mark correct | 'all' (never pruned
                             # ones)
 judge_max_tokens = 3072  # judge prompt budget in tokens; a longer solution is cut in the middle
-truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong; 'grade'
+truncated_policy = 'incorrect'  # 'incorrect': cut at the length limit with no answer statement -> wrong | 'grade'
 sympy_timeout = 2.0  # seconds per Math-Verify comparison; the worker process is killed past it
 device = 'auto'  # judge device: 'auto' | 'cpu' | 'cuda' | 'cuda:0' ...
 seed = 1337  # labelling is deterministic; recorded for the run config
@@ -46,7 +51,6 @@ JUDGE_PROMPT = ("Problem:\n{question}\n\nA student's solution:\n{solution}\n\nRe
 
 def load_judge(name, device='cpu'):
     """(model, tokenizer) for a local HF causal LM: 'smollm2' (embedded), a .gguf path, a folder or hub id."""
-    from generator import load_generator
     return load_generator(name, device, key='judge_model')
 
 
@@ -78,7 +82,6 @@ def judge_prompts(tok, items, max_tokens=3072):
 
 def judge_decide(model, tok, prompts, batch_size=8):
     """One forward pass per batch; Yes if the next-token logit of Yes beats No. -> list[bool]"""
-    import torch
     tok.padding_side = 'left'
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
@@ -132,8 +135,6 @@ def label_split(split_dir, judge_model=None, judge_batch_size=8, judge_scope='un
                 sympy_timeout=2.0, device='cpu', truncated_policy='incorrect', judge_max_tokens=3072):
     """Label {split_dir}/problems/*.pt -> {split_dir}/labels.json (atomic); returns the summary.
     judge_model: None (stage 1 only), a model name/path, or a (name, model, tokenizer) tuple."""
-    from tqdm import tqdm
-    from store import atomic_write_json, load_problem, problem_files
     if judge_scope not in ('unresolved', 'all'):
         raise ValueError(f"judge_scope={judge_scope!r} is unknown; fix: 'unresolved' or 'all'")
     problems, labels, stage1, truncated = [], {}, {}, {}
@@ -195,29 +196,31 @@ def print_summary(split, summary):
               f'{s["correct_to_incorrect"]:5d} {s["truncated_to_incorrect"]:5d}  {s["stages"]}')
 
 # -----------------------------------------------------------------------------
+# the run
+
+
+def run(cfg):
+    """The CLI: label every split of out_dir that holds problems, the judge (judge_model) loaded once; writes each
+    split's labels.json and label_config.json. Every knob and split is checked before any is labelled."""
+    for key, ok in (('truncated_policy', ('incorrect', 'grade')), ('judge_scope', ('unresolved', 'all'))):
+        if cfg[key] not in ok:
+            raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={ok[0]}")
+    found = [s for s in cfg['splits'] if os.path.isdir(os.path.join(cfg['out_dir'], s, 'problems'))]
+    if not found:
+        raise SystemExit(f"out_dir={cfg['out_dir']!r} has none of splits={cfg['splits']} with a problems/ folder; "
+                         f"fix: run `python extract.py <config>` with this out_dir first")
+    dirs = [os.path.join(cfg['out_dir'], s) for s in found]
+    check_writable('out_dir', *dirs)  # labels.json, the judge's cache: before work
+    for d in dirs:  # a split missing problems of its range (a killed extraction): before any is labelled
+        problem_files(d)
+    device = resolve_device(cfg['device'])
+    judge = (cfg['judge_model'], *load_judge(cfg['judge_model'], device)) if cfg['judge_model'] else None
+    for split, d in zip(found, dirs):
+        summary = label_split(d, judge, cfg['judge_batch_size'], cfg['judge_scope'], cfg['sympy_timeout'], device,
+                              cfg['truncated_policy'], cfg['judge_max_tokens'])
+        atomic_write_json(cfg, os.path.join(d, 'label_config.json'))
+        print_summary(split, summary)
 
 
 if __name__ == '__main__':
-    config = configure(globals())  # config files, then --key=value, override the knobs above
-    from store import atomic_write_json
-    random.seed(seed)
-    found = [s for s in splits if os.path.isdir(os.path.join(out_dir, s, 'problems'))]
-    if not found:
-        raise SystemExit(f"out_dir={out_dir!r} has none of splits={splits} with a problems/ folder; "
-                         f"fix: run `python extract.py <config>` with this out_dir first")
-    from machine import resolve_device
-    from store import problem_files
-    check_writable('out_dir', *[os.path.join(out_dir, s) for s in found])  # labels.json, the judge's cache: before work
-    for split in found:  # a split missing problems of its range (a killed extraction): before any is labelled
-        try:
-            problem_files(os.path.join(out_dir, split))
-        except ValueError as e:
-            raise SystemExit(f'label.py: {e}') from None
-    device = resolve_device(device)
-    judge = (judge_model, *load_judge(judge_model, device)) if judge_model else None
-    for split in found:
-        split_dir = os.path.join(out_dir, split)
-        summary = label_split(split_dir, judge, judge_batch_size, judge_scope, sympy_timeout, device,
-                              truncated_policy, judge_max_tokens)
-        atomic_write_json(config, os.path.join(split_dir, 'label_config.json'))
-        print_summary(split, summary)
+    cli(run, configure(globals()), 'label.py')  # config files, then --key=value, override the knobs above

@@ -6,6 +6,8 @@ cores and the processes that share them (extraction's shards: launch_procs; trai
 memory: the bytes a batch allocates, from the model config alone (no weights), against what the device has
 free. extract.py refuses a batch that will not fit before a split starts and names the batch_size that fits; the
 paper cells' batch_size is the largest that fits one 80 GB GPU (python -m studies.bench --only=memory prints the plan).
+And the command line a stage runs from: a folder it cannot write (check_writable), a count or a number out of bounds
+(check_positive, check_between) and Ctrl-C (cli) are one line each, naming the fix.
 """
 import difflib
 import functools
@@ -15,12 +17,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
 from tqdm import tqdm
 
-from configurator import check_writable
+from configurator import GIVEN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -333,7 +336,7 @@ def _work(i):
 def fork_map(fn, args, procs=0):
     """[fn(*a) for a in args], several at once, each in a forked process (procs; 0 = every one at once, at most 4 a
     core: the cores stay busy to the end; 3 training seeds on 2 cores ended together, 1.25x faster than two then one).
-    Each process ignores Ctrl-C: the caller stops them and says so in one line (configurator.cli), no traceback from
+    Each process ignores Ctrl-C: the caller stops them and says so in one line (cli, below), no traceback from
     each."""
     global _WORK
     n = min(len(args), procs or 4 * len(cpu_cores()))
@@ -517,3 +520,71 @@ def check_memory(cfg, splits, problems, prompts, model, pool=None, free=None):
         raise SystemExit(f"{split} split: {rows} rows x {cap:,} positions need {_gib(need)} (their KV cache "
                          f"{_gib(rows * cap * kv_bytes_per_token(conf, dtype))}), {where}; fix: {fix}")
     return room
+
+
+# -----------------------------------------------------------------------------
+# the command line: bad input, a place that cannot be written and Ctrl-C as one line, before any work
+
+
+def check_writable(key, *paths):
+    """SystemExit in one line, naming the path and the fix, unless files can be written in each of paths (folders,
+    made later where missing): the nearest existing folder on the way is tried with a temporary file, removed at once.
+    A stage calls it before its work, so a read-only place is named at the start, not after an hour. key: the knob (or
+    environment variable) that names the place."""
+    for path in paths:
+        p = os.path.abspath(path)
+        while not os.path.exists(p):
+            p = os.path.dirname(p)
+        fix = "HSRM_CACHE=<a folder you can write> before the command" if key == 'HSRM_CACHE' else \
+            f"--{key}=<a folder you can write>"
+        if not os.path.isdir(p):
+            raise SystemExit(f"{key}: {path} cannot be made, {p} is a file, not a folder; fix: {fix}")
+        try:
+            tempfile.TemporaryFile(dir=p).close()
+        except OSError as e:
+            raise SystemExit(f"{key}: {path} cannot be written ({p}: {e.strerror}); fix: {fix}, or make {p} writable") \
+                from None
+
+
+def check_positive(cfg, defaults, keys):
+    """ValueError naming the key and the fix where a count or size that must be a positive int is not (0 rows per batch
+    or samples per problem divide by zero, or loop doing nothing); None passes where it is the knob's 'unset'. The fix
+    is the config files' own value (GIVEN) where they set a good one, else the knob's default."""
+    good = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
+    for k in keys:
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or good(v)):
+            fix = GIVEN[k] if good(GIVEN.get(k)) else defaults.get(k) or 1
+            raise ValueError(f"{k}={v!r} must be a positive int; fix: --{k}={fix}")
+
+
+def check_between(cfg, defaults, bounds):
+    """ValueError naming the key, the value and the fix where a number is outside its interval: bounds {key: (lo, hi,
+    why)}, open at lo and closed at hi (None: no bound), e.g. top_p in (0, 1]; why: what the value would do, said in the
+    line. None passes where it is the knob's 'unset'. The fix as check_positive's: the config files' own value (GIVEN)
+    where good, else the knob's default."""
+    def good(v, lo, hi):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and (lo is None or v > lo) and (
+            hi is None or v <= hi)
+    for k, (lo, hi, why) in bounds.items():
+        v = cfg.get(k)
+        if not (v is None and defaults.get(k) is None or good(v, lo, hi)):
+            fix = GIVEN[k] if good(GIVEN.get(k), lo, hi) else defaults.get(k)
+            where = f'> {lo}' if hi is None else f'in ({lo}, {hi}]'
+            raise ValueError(f"{k}={v!r} must be {where}{f' ({why})' if why else ''}; fix: --{k}={fix}")
+
+
+def cli(run, config, name):
+    """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
+    with that one line instead of a traceback, and so does Ctrl-C (what finished is written whole: the same command goes
+    on from there); anything else is a bug and keeps its traceback."""
+    try:
+        return run(config)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # off a progress bar's line
+        raise SystemExit(f"{name}: interrupted; what it finished is kept, written whole; fix: the same command goes on "
+                         f"from there") from None
+    except (ValueError, FileNotFoundError) as e:
+        if 'fix:' not in str(e):
+            raise
+        raise SystemExit(f'{name}: {e}') from None

@@ -5,7 +5,8 @@ trained checkpoint (model.score_problems: the scores evaluate.py computes), and 
 score, the runner-up answers and (vote=True) the verifier-weighted vote. No labels are needed; where gold answers
 are given, each pick is graded (grading.grade). A verifier trained on another generator, layer set, step rule or
 prompt than this run would use is refused with the fix; settings not given come from its training extraction. The
-verifier is a seed of the config's own run (store.own_run; --ckpt for another), of its seeds, each finished. A
+verifier is a seed of the config's own run (the runs whose config.json holds the training settings the config files
+and train.py's flags give: train.find_runs; --ckpt or --verifier_run for another), of its seeds, each finished. A
 question that does not fit its task (the dataset's or word family's template), or shares its numbers with its training
 or validation questions (tasks.seen_groups; a benchmark question typed as text, where it is one of its training
 problems), is refused (--force=True answers it, marked forced): alone, in one line with the fix and a
@@ -42,29 +43,32 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+import evaluate
 import extract
-import store
 import tables
+import train
 from bestofn import choose, choose_temp
 from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
-from configurator import (apply_config, check_between, check_positive, check_writable, cli, configure, knobs, split_argv,
-                          stage_defaults)
+from configurator import configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
-from machine import resolve_device
+from machine import check_between, check_positive, check_writable, cli, resolve_device
 from model import read_kinds, reads, score_problems
-from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, check_fresh, load_checkpoint,
-                   load_problem, read_checkpoint, run_state, steering, train_dirs_now, trained_on)
+from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, load_checkpoint, load_problem,
+                   read_checkpoint, steering)
+from train import check_fresh, run_state, train_dirs_now, trained_on
 from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_problem, seen_groups, synth_boundary,
                    synth_problem, synth_space, task_pattern, word_boundary, word_problem, word_space)
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
 out_dir = 'out/demo'  # the run whose verifier answers
-ckpt: str = None  # a ckpt.pt or a glob; None = {out_dir}/verifiers/{verifier_run}_seed*/. Of several, the highest
-                  # validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted path order.
-                  # Or a shipped verifier ({out_dir}/pools/hsrm.pt, evaluate.py's): no training run needed on the disk
-verifier_run: str = None  # the run whose seeds answer, e.g. 'hsrm_max_train_problems-25'; None = the config's own
-                          # (the run name train.py gives the training knobs the config files set, less the seed)
+ckpt: str = None  # a ckpt.pt or a glob; None = the seeds of verifier_run, else of the config's own run. Of several,
+                  # the highest validation within-AUROC at its kept step (train.py's best_val); ties: first in sorted
+                  # path order. Or a shipped verifier (evaluate.py's {out_dir}/pools/hsrm.pt, release/demo/hsrm.pt):
+                  # no training run needed on the disk
+verifier_run: str = None  # the run whose seeds answer, its folders' name less the seed, e.g. 'hsrm_loss-bce'; None =
+                          # the config's own: the runs whose config.json holds the training settings of its config
+                          # files and train.py's flags (train.find_runs)
 question: str = None  # one question, e.g. 'Compute 7 + 7 - 2.'
 force = False  # True: answer (marked forced in picks.jsonl) a question off the verifier's task template or sharing
                # numbers with its training questions (tasks.check_unseen); else it is refused
@@ -104,8 +108,9 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 # evaluate.py's knobs (vote temperatures, subsets, DeepConf windows); config files and flags set
 # them as for evaluate.py, so a vote's temperature is the one evaluate.py chose for the same checkpoint and N
-EVAL = {k: v for k, v in stage_defaults('evaluate.py').items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
-        'val_seed', 'eval_batch_size', 'deepconf_window', 'deepconf_tail')}
+EVAL = {k: v for k, v in evaluate.DEFAULTS.items() if k in ('vote_temps', 'n_subsets', 'subset_seed', 'val_frac',
+                                                            'val_seed', 'eval_batch_size', 'deepconf_window',
+                                                            'deepconf_tail')}
 # extract.py's defaults fill a setting nobody gave when the verifier's training extraction config is not found
 EXTRACT = extract.DEFAULTS
 # what the verifier was trained on: these must match (the prompt keys where the dataset uses them) ...
@@ -120,7 +125,7 @@ SETTINGS = CHECKED + ('temperature', 'top_p', 'max_new_tokens', 'conf_topk', 'da
 
 def load_verifier(path, device='cpu'):
     """(verifier, checkpoint dict) as store.load_checkpoint gives them; the verifier also carries trained_on (its
-    training extractions' configs: store.trained_on), from which best_of_n takes its settings and against which it
+    training extractions' configs: train.trained_on), from which best_of_n takes its settings and against which it
     checks them."""
     v, ck = load_checkpoint(path, device)
     v.trained_on, v.ckpt_path = trained_on(ck, path), path
@@ -243,36 +248,34 @@ def iter_best_of_n(model, tok, verifier, questions, n=8, settings=None, vote_tem
 # the CLI: the checkpoint, the questions, the vote's temperature, resumable output
 
 
-def own_run(files=()):
-    """The run name train.py gives the training knobs that config files set (store.own_run, on the layers extract.py
-    stores for them): the run whose seeds sample.py chooses among. No files: train.py's defaults ('hsrm')."""
-    files = list(files)
-    return store.own_run(files, apply_config(dict(extract.DEFAULTS), files, extract.DEFAULTS)['layers'])
-
-
-def best_ckpt(pattern, run=None, seeds=None):
-    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group; seeds: those seeds of it,
-    each of which must be there and finished) of finished runs (store.run_state: never an interrupted one), the one
-    with the highest validation within-problem AUROC at its kept step (train.py's best_val; a checkpoint without one,
-    or NaN, ranks last), ties to the first in sorted order."""
+def best_ckpt(pattern, run=None):
+    """Of the checkpoints matching pattern (run: only that run's seeds, tables.run_group) of finished runs
+    (train.run_state: never an interrupted one), the best (tables.best_seed)."""
     paths = sorted(p for p in glob.glob(pattern) if run is None or tables.run_group(p) == run)
-    name = lambda p: os.path.basename(os.path.dirname(p))  # noqa: E731
-    if run and seeds:
-        want = [f'{run}_seed{s}' for s in seeds]
-        paths = [p for p in paths if name(p) in want]
-        gone = sorted(set(want) - {name(p) for p in paths if run_state(os.path.dirname(p)) != 'unfinished'})
-        if gone:
-            raise ValueError(f"{gone[0]} is missing or unfinished, of the seeds {list(seeds)} the config names for "
-                             f"{run}; fix: python train.py <config> (it trains every seed that is not finished), or "
-                             "--ckpt=<path to a ckpt.pt>")
     unfinished = [p for p in paths if run_state(os.path.dirname(p)) == 'unfinished']
     paths = [p for p in paths if p not in unfinished]
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint" + (
             f" of a finished run ({unfinished[0]} is unfinished: its log.json is not done)" if unfinished else '')
             + "; fix: train one first (python train.py <config>; a run not done trains again), or --ckpt=<path to a "
-            "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this config's is {run!r})" if run else ''))
+            "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this one is {run!r})" if run else ''))
     return tables.best_seed(paths)
+
+
+def own_ckpt(cfg):
+    """The best (tables.best_seed) of the seeds of the config's own run: its runs found by the training settings
+    cfg['train'] holds (train.py's knobs from the same config files and flags; none: its defaults) in their
+    config.json (train.find_runs), each of its seeds there and finished."""
+    tc = {**train.DEFAULTS, **(cfg.get('train') or {}), 'out_dir': cfg['out_dir']}
+    name, runs = train.find_runs(tc)
+    seeds = tc['seeds'] or [tc['seed']]
+    gone = [s for s in seeds if s not in runs or run_state(runs[s]) != 'done']
+    if gone:
+        where = runs.get(gone[0]) or os.path.join(cfg['out_dir'], 'verifiers', f'{name}_seed{gone[0]}')
+        raise ValueError(f"{where} is missing or unfinished, of the seeds {list(seeds)} the config names for {name}; "
+                         "fix: python train.py <config> (it trains every seed that is not finished), or --ckpt=<path "
+                         "to a ckpt.pt>")
+    return tables.best_seed([os.path.join(runs[s], 'ckpt.pt') for s in seeds])
 
 
 def vote_temperature(verifier, ck, path, n, cfg, device):
@@ -369,8 +372,9 @@ def unseen_example(s, groups):
 
 def as_rows(problems, ck, path):
     """The problems as group_key reads them: a question typed for a benchmark (no dataset row, so no id to group by)
-    that is the question of a problem in the checkpoint's training splits (store.train_dirs_now, or the questions a
-    shipped verifier holds: tables.export_verifier; text compared with its whitespace collapsed) takes that problem's dataset id; the others an id no dataset row has ('typed:<id>'):
+    that is the question of a problem in the checkpoint's training splits (train.train_dirs_now, or the questions a
+    shipped verifier holds: tables.export_verifier; text compared with its whitespace collapsed) takes that problem's
+    dataset id; the others an id no dataset row has ('typed:<id>'):
     their own id is a line number, which a dataset of index ids (GSM8K) would mistake for its row."""
     norm = lambda q: ' '.join(str(q).split())  # noqa: E731
     want = {norm(p['question']) for p in problems}
@@ -445,8 +449,8 @@ def show(pick, n):
 
 # what may differ between the calls whose picks share a sample_dir: the questions asked (and whether forced), where
 # they came from, and records of the call; every other key (checkpoint, N, sampling settings, vote) is the folder's
-CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run',
-             'verifier_seeds', 'sample_dir', 'refused', 'done', 'vote_temp')
+CALL_KEYS = ('question', 'questions_file', 'questions_sha256', 'dataset_range', 'force', 'verifier_run', 'sample_dir',
+             'refused', 'done', 'vote_temp')
 
 
 def check_sample_dir(sample_dir, config):
@@ -502,11 +506,13 @@ def new_ids(todo, taken, own):
 
 
 def checkpoint(cfg):
-    """The checkpoint that picks: ckpt, else the best seed of verifier_run, the config's own run (best_ckpt; of
-    verifier_seeds, its config's seeds, where the CLI gives them)."""
-    name = None if cfg['ckpt'] else cfg['verifier_run'] or own_run()  # one run's seeds, never every run's
-    return best_ckpt(cfg['ckpt'] or os.path.join(cfg['out_dir'], 'verifiers', glob.escape(name) + '_seed*', 'ckpt.pt'),
-                     name, None if cfg['ckpt'] else cfg.get('verifier_seeds'))
+    """The checkpoint that picks: ckpt, else the best seed of verifier_run, else of the config's own run (own_ckpt)."""
+    if cfg['ckpt']:
+        return best_ckpt(cfg['ckpt'])
+    if cfg['verifier_run']:  # one run's seeds, never every run's
+        return best_ckpt(os.path.join(cfg['out_dir'], 'verifiers', glob.escape(cfg['verifier_run']) + '_seed*',
+                                      'ckpt.pt'), cfg['verifier_run'])
+    return own_ckpt(cfg)
 
 
 def run(cfg, steer=None):
@@ -566,7 +572,7 @@ def run(cfg, steer=None):
         problems = [p for p in problems if p['id'] not in refused]
     n = cfg['n_samples']
     src = cfg['questions_file']
-    config = {**{k: v for k, v in cfg.items() if k != 'threads'}, **s, 'ckpt': path,
+    config = {**{k: v for k, v in cfg.items() if k not in ('threads', 'train')}, **s, 'ckpt': path,
               'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'sampler': SAMPLER,
               'done': False,
               'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
@@ -618,18 +624,10 @@ def run(cfg, steer=None):
 
 
 def configured(argv):
-    """The config of a command line: config files, then --key=value, override the knobs above (another stage's --key,
-    --lr, names that stage); the vote's settings are evaluate.py's keys; verifier_run the config files' own run, and
-    verifier_seeds its seeds (train.py's seeds in those files)."""
-    argv, eval_cfg = split_argv(argv, DEFAULTS, EVAL)
-    config = configure(dict(DEFAULTS), argv)
-    files = [a for a in argv if not a.startswith('--')]
-    if files and not config['verifier_run']:  # the config's own run, of its seeds (each finished: best_ckpt)
-        tdef = stage_defaults('train.py')
-        tc = apply_config(dict(tdef), files, tdef)
-        config['verifier_seeds'] = tc['seeds'] or [tc['seed']]
-    config['verifier_run'] = config['verifier_run'] or own_run(files)
-    return {**{k: eval_cfg[k] for k in EVAL}, **config}
+    """The config of a command line: config files, then --key=value, override the knobs above (another stage's --key
+    has a note); the vote's settings are evaluate.py's keys, and 'train' train.py's, whose run picks (own_ckpt)."""
+    argv, eval_cfg, train_cfg = split_argv(argv, DEFAULTS, EVAL, train.DEFAULTS)
+    return {**{k: eval_cfg[k] for k in EVAL}, **configure(dict(DEFAULTS), argv, DEFAULTS), 'train': train_cfg}
 
 
 if __name__ == '__main__':

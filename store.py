@@ -1,8 +1,8 @@
 """
 The on-disk format and checkpoints, what every stage reads and writes: atomic writes (a killed run never leaves a
 half file), a split dir's problem files and labels loaded back (README "The pipeline"), a verifier's checkpoint,
-everything needed to rebuild the exact model, loadable with weights_only=True, and a training run's folder: its name
-and whether it holds the run finished (train.py's bookkeeping).
+everything needed to rebuild the exact model, loadable with weights_only=True. A training run's bookkeeping (its
+name, whether its folder holds it finished, what changed since) is train.py's.
 
 Each {split}/problems/{index:06d}.pt is one problem (its question, gold, prompt, layers) with its `candidates`: text,
 token ids, per-token log-probs / entropies / confidences, step positions, float16 step `states` [S, layers x d_gen]
@@ -11,7 +11,6 @@ load_split(dir) loads a split with its labels ({split}/labels.json, label.py's).
 """
 import functools
 import glob
-import hashlib
 import json
 import os
 import pickle
@@ -21,8 +20,7 @@ from collections import Counter
 import numpy as np
 import torch
 
-from configurator import apply_config, stage_defaults
-from model import SPEC, build_verifier, count_params, reads
+from model import build_verifier, count_params
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -352,22 +350,23 @@ def read_checkpoint(path, mmap=False):
         raise _damaged(path, e) from None
     except DAMAGED as e:
         raise _damaged(path, e) from None
-    if not isinstance(ck, dict) or not {'state_dict', 'model_args'} <= set(ck) or not {'spec', 'kind'} & set(ck):
+    if isinstance(ck, dict) and {'state_dict', 'model_args', 'kind'} <= set(ck) and 'spec' not in ck:
+        raise _damaged(path, None, f"is a verifier checkpoint of an older format (version {ck.get('version', 1)}), "
+                                   "which this code does not read")
+    if not isinstance(ck, dict) or not {'state_dict', 'model_args', 'spec'} <= set(ck):
         keys = ', '.join(map(str, sorted(ck)[:6])) if isinstance(ck, dict) else ''
         what = ('an extracted problem (extract.py)' if isinstance(ck, dict) and {'key', 'candidates'} <= set(ck) else
                 f'a dict of {keys}' if isinstance(ck, dict) else f'a {type(ck).__name__}')
         raise ValueError(f"{path} is a torch file but not a verifier checkpoint (it holds {what}){foreign}")
-    if 'spec' not in ck:  # version 1 held the spec's keys at its top level; one saved before a key existed lacks it:
-        ck['spec'] = {k: ck.get(k, d) for k, d in SPEC.items()}  # its default (max_steps None: every stored state)
     return ck
 
 
-def _damaged(path, e):
+def _damaged(path, e, what=None):
     """The error of a ckpt.pt that does not load (torch's own text may advise an unsafe load: only its type is
-    named)."""
-    return ValueError(f"{path} does not load, it is damaged or incomplete ({type(e).__name__}); fix: retrain that run: "
-                      f"re-run the train.py command that made it (python train.py <its config>; a run whose ckpt.pt "
-                      f"does not load is trained again)")
+    named), or is what."""
+    return ValueError(f"{path} {what or f'does not load, it is damaged or incomplete ({type(e).__name__})'}; fix: "
+                      f"retrain that run: re-run the train.py command that made it (python train.py <its config>; a "
+                      f"run whose ckpt.pt does not load is trained again)")
 
 
 def load_checkpoint(path, device='cpu'):
@@ -376,235 +375,6 @@ def load_checkpoint(path, device='cpu'):
     model = build_verifier(**ck['spec'], **ck['model_args'])
     model.load_state_dict(ck['state_dict'])
     return model.to(device).eval(), ck
-
-
-# -----------------------------------------------------------------------------
-# run folders: a training run's name, and whether its folder holds it finished ({run_dir}/config.json, log.json,
-# ckpt.pt)
-
-
-# train.py's keys whose non-default values name the default run dir, so ablation runs do not overwrite each other
-NAME_KEYS = ('d_model', 'n_layer', 'n_head', 'dropout', 'text_size', 'text_tokenizer', 'max_tokens', 'verifier_layers',
-             'step_read', 'input_steps', 'max_steps', 'loss', 'n_train', 'n_candidates', 'max_train_problems',
-             'prefix_train', 'step_features', 'residual', 'norm_first')
-
-
-def own_run(files=(), stored_layers=(-1,)):
-    """The run name train.py gives the training knobs that config files set (run_name, less its seed), on data storing
-    stored_layers: the run whose seeds evaluate.py and sample.py read. No files: train.py's defaults ('hsrm')."""
-    defaults = stage_defaults('train.py')
-    tc = apply_config(dict(defaults), list(files), defaults)
-    return run_name({**tc, 'seed': 0}, defaults, stored_layers).removesuffix('_seed0')
-
-
-def run_name(cfg, defaults, stored_layers=(-1,)):
-    """'hsrm_seed42' for the paper's settings; e.g. 'hsrm_layers-1-2-3-4_loss-bce_seed42' otherwise.
-    The layers read are named unless they are the paper's [-1] (verifier_layers None reads all stored); another
-    key is named where it differs from defaults (train.py's knobs)."""
-    tags, kind = [cfg['verifier']], cfg['verifier']
-    unused = {'text_size'} if kind != 'text' else set()
-    unused |= {'text_tokenizer', 'max_tokens'} if not reads(kind, 'tokens') else set()
-    unused |= {'max_steps', 'step_read'} if not reads(kind, 'states') else set()
-    for k in NAME_KEYS:
-        v = cfg[k]
-        if k == 'verifier_layers':
-            v = list(v if v is not None else stored_layers)
-            if v != [-1]:
-                tags.append('layers' + ''.join(str(x) for x in v) if v else 'nostates')  # []: step features alone
-        elif v != defaults[k] and k not in unused:
-            tags.append(f"{k}-{str(v).replace('/', '-')}")
-    return '_'.join(tags + [f"seed{cfg['seed']}"])
-
-
-# keys that do not change what a finished run learned, left out when its config is compared with a new call's: where it
-# is written (out_dir, run_dir: the data it reads is train_dirs), speed and placement (threads, device,
-# chunk_candidates, eval_batch_size: the same model up to float rounding) and overwrite itself. Every other key counts,
-# the training schedule and the seed included: a run is its data, its model and its steps. Its data (train.py's
-# record, 'data') is compared apart (data_change), so a refusal names what changed in it.
-NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite',
-                'used_rows', 'data')
-
-
-def _located(cfg):
-    """A run config's train_dirs as paths relative to its run dir (symlinks resolved): the same for a run and its data
-    moved or copied together (out_dir copied off a GPU box), whatever absolute path each was trained at."""
-    dirs, run = cfg.get('train_dirs'), cfg.get('run_dir')
-    if not dirs or not run:
-        return dirs
-    return [os.path.relpath(os.path.realpath(d), os.path.realpath(run)) for d in dirs]
-
-
-def run_diff(old, new, defaults):
-    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
-    them, differ; {} = the same run. train_dirs compare as the dirs they name relative to the run dir (out/x, /abs/out/x
-    and a symlink are one run, and so is a run moved with its data), and not at all where both configs hold train.py's
-    record of the data (data_change compares that: the same data wherever it lies); a key an older config.json lacks as
-    its default (defaults: train.py's knobs) (val_cut: the problem-level cut it was trained on)."""
-    base = json.loads(json.dumps(defaults, default=str))
-    old, new = {**base, 'val_cut': 'by problem (before grouped cuts)', **old}, {**base, **new}  # older runs: the old
-                                                                                                # cut
-    skip = set(NOT_RUN_KEYS) | ({'train_dirs'} if old.get('data') and new.get('data') else set())
-    real = lambda c, k: _located(c) if k == 'train_dirs' else c.get(k)  # noqa: E731
-    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if k not in skip and real(old, k) !=
-            real(new, k)}
-
-
-def data_change(old, new, log=None, names=None):
-    """What differs between the data a run was trained on (old: train.py's record in its config, one entry per split
-    dir: where it lies relative to the run, its training / validation problem counts, their ids' and labels' hashes,
-    the states' weights_dtype) and the data a call would train it on (new), in words; '' where none does. A run
-    recorded before runs held the record (old None) is compared by its log.json's problem counts (log), all it
-    kept. names: the split dirs as the message names them (default: where the record places them)."""
-    if not new:
-        return ''
-    count = lambda rec, k: sum(r[k] for r in rec)  # noqa: E731
-    if not old:
-        if not log or 'n_train_problems' not in log:
-            return ''
-        was, now = (log['n_train_problems'], log['n_val_problems']), (count(new, 'n_train'), count(new, 'n_val'))
-        return '' if was == now else (f"trained on {was[0]} training / {was[1]} validation problems, the split dirs "
-                                      f"now give {now[0]} / {now[1]}")
-    if len(old) != len(new):
-        return f'trained on {len(old)} split dirs, now {len(new)}'
-    for i, (o, n) in enumerate(zip(old, new)):
-        where = names[i] if names else n['dir']
-        if (o['n_train'], o['n_val']) != (n['n_train'], n['n_val']):
-            return (f"{where}: trained on {o['n_train']} training / {o['n_val']} validation problems, it now gives "
-                    f"{n['n_train']} / {n['n_val']}")
-        if o['ids'] != n['ids']:
-            return f"{where}: other problems than it was trained on ({n['n_train']} / {n['n_val']}, other ids)"
-        if o['labels'] != n['labels']:
-            return f"{where}: relabelled since it was trained (its labels.json marks other candidates correct)"
-        if o.get('weights_dtype') != n.get('weights_dtype'):
-            return (f"{where}: trained on states of {o.get('weights_dtype')} weights, it now holds "
-                    f"{n.get('weights_dtype')}")
-    return ''
-
-
-def _sha(x):
-    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
-
-
-def split_record(d, run_dir, keys, labels):
-    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (store.data_change compares
-    two): where d lies relative to the run dir (store.train_dirs_now: a run moved with its data finds it), the
-    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
-    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
-    read) and the weights_dtype its states were extracted in."""
-    cfgp = os.path.join(d, 'config.json')
-    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
-    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
-            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
-
-
-def check_fresh(ck, path):
-    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
-    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
-    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
-    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
-    tc = ck.get('train_config') or {}
-    dirs = train_dirs_now(tc, path)
-    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
-        return
-    now = []
-    for d in dirs:
-        labels = load_labels(d)
-        a, b = split_problems(problem_files(d), **{k: tc[k] for k in ('val_frac', 'val_seed') if k in tc},
-                              k=tc.get('max_train_problems'))
-        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
-        now.append(split_record(d, os.path.dirname(path), keys,
-                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
-    logp = os.path.join(os.path.dirname(path), 'log.json')
-    log = json.load(open(logp)) if os.path.exists(logp) else None
-    change = data_change(tc.get('data'), now, log, dirs)
-    if change:
-        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
-                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
-
-
-def run_state(run_dir):
-    """'done': the run in run_dir finished (its log.json says so); 'unfinished': a train.py run folder (it writes
-    config.json before training) whose log.json is missing or not done (interrupted); None: no train.py run folder
-    (a checkpoint saved otherwise)."""
-    logp = os.path.join(run_dir, 'log.json')
-    if os.path.exists(logp):
-        try:
-            with open(logp) as f:
-                return 'done' if json.load(f).get('done') else 'unfinished'
-        except ValueError:  # cut short by a kill
-            return 'unfinished'
-    return 'unfinished' if os.path.exists(os.path.join(run_dir, 'config.json')) else None
-
-
-def finished(c, defaults, keep_both):
-    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config or data
-    (c['data'], train.py's record: data_change) differs is refused (ValueError naming the keys or the change, and
-    keep_both, the calling stage's way to a new run dir) unless c['overwrite']; an unfinished one (interrupted, no done
-    log.json) is trained again."""
-    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
-    if not (os.path.exists(logp) and os.path.exists(cfgp)):
-        return False
-    with open(logp) as f1, open(cfgp) as f2:
-        log, old = json.load(f1), json.load(f2)
-    new = json.loads(json.dumps(c, default=str))
-    done, diff, change = log.get('done'), run_diff(old, new, defaults), data_change(old.get('data'), new.get('data'),
-                                                                                    log, c['train_dirs'])
-    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
-    if done and not diff and not change:
-        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
-            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
-        except (ValueError, FileNotFoundError) as e:
-            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
-            return False
-        print(f"{c['run_dir']} already finished with this config; skipping" + (
-            '' if old.get('data') else ' (trained before runs recorded their data: its problem counts are those of '
-                                       'the split dirs now)'))
-        return True
-    if done and not c['overwrite']:
-        what = f'whose config differs ({keys})' if diff else f'trained on other data ({change})'
-        raise ValueError(f"{c['run_dir']} holds a finished run {what}; fix: {keep_both} keeps both, --overwrite=True "
-                         f"trains it again in place")
-    what = f'with {keys}' if diff else f'trained on other data ({change})'
-    print(f"{c['run_dir']} holds " + (f'a finished run {what}; overwriting it' if done else 'an unfinished run; '
-                                      'training it again'))
-    return False
-
-
-def train_dirs_now(tc, path):
-    """The split dirs a checkpoint's run (train_config tc, its ckpt.pt at path) was trained on, where they lie now: each
-    where train.py's record places it relative to the run dir (a run and its data moved or copied together), else at
-    the path it was trained at (a checkpoint copied alone). A config without train_dirs: {out_dir}/train."""
-    dirs = tc.get('train_dirs') or ([os.path.join(tc['out_dir'], 'train')] if tc.get('out_dir') else [])
-    if tc.get('data') and len(tc['data']) == len(dirs):
-        rel = [r['dir'] for r in tc['data']]
-    else:  # a run from before the record: relative to the run dir it was trained in
-        rel = _located({'train_dirs': dirs, 'run_dir': tc['run_dir']}) if tc.get('run_dir') else dirs
-    here = os.path.dirname(os.path.abspath(path))
-    out = []
-    for d, r in zip(dirs, rel):
-        moved = os.path.normpath(os.path.join(here, r))
-        out.append(moved if not os.path.isabs(r) and os.path.isdir(moved) else d)
-    return out
-
-
-def trained_on(ck, path):
-    """The extraction configs (config.json) of a checkpoint's training splits (train_dirs_now: train.py's train_dirs
-    from the checkpoint or the config.json beside it, where they lie now), each with its path under 'where'; [] when
-    none is found; a shipped verifier's own (tables.export_verifier: it names no split dir)."""
-    if ck.get('trained_on') is not None:
-        return ck['trained_on']
-    tc = ck.get('train_config')
-    side = os.path.join(os.path.dirname(path), 'config.json')
-    if not tc and os.path.exists(side):
-        with open(side) as f:
-            tc = json.load(f)
-    out = []
-    for d in train_dirs_now(tc or {}, path):
-        p = os.path.join(d, 'config.json')
-        if os.path.exists(p):
-            with open(p) as f:
-                out.append({**json.load(f), 'where': p})
-    return out
 
 
 def check_dtype(trained, dtype, path, what, fix, key='ckpt'):

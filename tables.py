@@ -26,9 +26,10 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, boot_draws,
                      choose_temp, ci, combo_fit, combo_score, deepconf_scores, has_confidences, oracle_sub, paired_vs,
                      per_problem_run, pool_entry, scored_metrics, votes_at)
 from model import VERIFIERS, score_prefixes, score_problems
-from store import (atomic_save, atomic_write_json, check_dtype, check_fresh, load_problem, load_split, problem_files,
-                   read_checkpoint, run_state, split_problems, train_dirs_now, trained_on)
+from store import (atomic_save, atomic_write_json, check_dtype, load_problem, load_split, problem_files,
+                   read_checkpoint, split_problems)
 from tasks import check_unseen, group_key, problem_kinds
+import train
 
 # -----------------------------------------------------------------------------
 # scores and a run's files: score caches, the run's dirs and checkpoints, its validation splits (evaluate.py, the
@@ -107,36 +108,39 @@ def run_dirs(cfg):
 
 
 def checkpoint_paths(cfg, named=None):
-    """(paths, notes): the checkpoints to score, finished runs only (store.run_state), and a note per run left out.
+    """(paths, notes): the checkpoints to score, finished runs only (train.run_state), and a note per run left out.
     ckpts (paths or globs, e.g. another run's 'out/gsm8k_1p7b/verifiers/*/ckpt.pt'): each, an unfinished one refused;
-    else every finished run of {out_dir}/verifiers, where named ({run group: (seeds, the command that trains them)},
-    the verifiers the config names) must each be there and finished, a missing or unfinished one refused with that
-    command, and a seed of those groups the config does not name is left out."""
+    else every finished run of {out_dir}/verifiers, where named ({run group: (seeds, the command that trains them,
+    {seed: run dir} of its runs found, and where the missing seeds would be trained)}, the verifiers the config names)
+    must each be there and finished, a missing or unfinished one refused with that command, and a seed of those groups
+    the config does not name is left out."""
     if cfg['ckpts']:
         paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
         if not paths:
             raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
-        bad = [p for p in paths if run_state(os.path.dirname(p)) == 'unfinished']
+        bad = [p for p in paths if train.run_state(os.path.dirname(p)) == 'unfinished']
         if bad:
             raise ValueError(f"ckpts: {bad[0]} is the checkpoint of an unfinished run (its log.json is not done: "
                              f"interrupted){f', and {len(bad) - 1} more' if len(bad) > 1 else ''}; fix: finish it (the "
                              "command that trained it, run again, trains it again), or leave it out of --ckpts")
         return paths, []
     named, paths, notes = named or {}, [], []
-    for g, (seeds, command) in named.items():
+    other = {}  # {run dir: its group} of the named groups' seeds the config does not name
+    for g, (seeds, command, dirs) in named.items():
         for s in seeds:
-            d = os.path.join(cfg['out_dir'], 'verifiers', f'{g}_seed{s}')
-            state = run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
+            d = dirs[s]
+            state = train.run_state(d) if os.path.exists(os.path.join(d, 'ckpt.pt')) else 'missing'
             if state != 'done' and not (state is None and os.path.exists(os.path.join(d, 'ckpt.pt'))):
                 raise ValueError(f"{d} is {state if state == 'missing' else 'unfinished (its log.json is not done)'}: "
                                  f"the config names {g} with seeds {list(seeds)}; fix: {command} (it trains every seed "
                                  "that is not finished), then evaluate again")
+        other.update({os.path.abspath(d): g for s, d in dirs.items() if s not in seeds})
     for p in sorted(glob.glob(os.path.join(cfg['out_dir'], 'verifiers', '*', 'ckpt.pt'))):
-        d, g = os.path.dirname(p), run_group(p)
-        seed = re.search(r'_seed(\d+)$', os.path.basename(d))
-        if g in named and not (seed and int(seed[1]) in named[g][0]):
+        d = os.path.dirname(p)
+        if os.path.abspath(d) in other:
+            g = other[os.path.abspath(d)]
             notes.append(f"{d} left out: the config's {g} seeds are {list(named[g][0])}.")
-        elif run_state(d) == 'unfinished':
+        elif train.run_state(d) == 'unfinished':
             notes.append(f"{d} left out: an unfinished run (its log.json is not done; the command that trained it, run "
                          "again, trains it again).")
         else:
@@ -148,15 +152,15 @@ def check_checkpoint(problems, split_dir, path, fix=''):
     """What every stage checks before a checkpoint scores a split's problems, one line naming the fix where it fails:
     it never trained or validated on their groups (tasks.check_unseen; fix: a way out the stage adds), the split holds
     states of the weights dtype it was trained on (store.check_dtype), and its training data is still what its split
-    dirs hold (store.check_fresh: a grown or relabelled split leaves a stale verifier)."""
+    dirs hold (train.check_fresh: a grown or relabelled split leaves a stale verifier)."""
     ck = read_checkpoint(path)  # whole: a damaged one is named before any work
     check_unseen(problems, ck.get('groups'), path, fix)
     cfgp = os.path.join(split_dir, 'config.json')
     dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
-    check_dtype(trained_on(ck, path), dtype, path, f'{split_dir} holds states of {dtype} weights',
+    check_dtype(train.trained_on(ck, path), dtype, path, f'{split_dir} holds states of {dtype} weights',
                 'score a split extracted with --dtype={trained} (its states), or a verifier trained on '
                 f'{dtype} states', key=None)
-    check_fresh(ck, path)
+    train.check_fresh(ck, path)
 
 
 def val_splitter(train_dir, n, cfg):
@@ -190,6 +194,31 @@ def run_group(ckpt_path):
 
 PRETTY = {**{k: v[2] for k, v in VERIFIERS.items()}, 'text_small': 'EORM-style text (small)',
           'text_large': 'EORM-style text (large)'}
+
+
+def row_names(groups):
+    """{run group: the name of its rows} of a table's {run group: checkpoint paths}. A group train.py named (its folder
+    is train.run_name's) is named by the settings that set it apart from the table's other such groups, those they all
+    share (the config's schedule, say) left out: a run alone, or the config's own beside its ablations, reads as its
+    verifier (hsrm: 'HSRM'), an ablation as e.g. 'hsrm_loss-bce'. A group named otherwise (text_small, a study's
+    variant, a run of an older name), or two that would read alike, by its folder (PRETTY's name where it has one)."""
+    named = {}
+    for g, paths in groups.items():
+        ck = read_checkpoint(paths[0], mmap=True)
+        tc = ck.get('train_config') or {}
+        if 'verifier' in tc and train.run_name(tc, ck['spec']['layers']) == os.path.basename(
+                os.path.dirname(paths[0])):
+            named[g] = tc
+    items = lambda tc: {(k, json.dumps(v)) for k, v in train.settings(tc).items()}  # noqa: E731
+    shared = set.intersection(*map(items, named.values())) if named else set()
+    apart = {g: train.run_name({**train.DEFAULTS, **{k: json.loads(v) for k, v in items(tc) - shared},
+                                'verifier': tc['verifier'], 'seed': 0}).removesuffix('_seed0')
+             for g, tc in named.items()}
+    names = {}
+    for g in groups:
+        n = apart.get(g) if list(apart.values()).count(apart.get(g)) == 1 else g
+        names[g] = PRETTY.get(n, n)
+    return names
 
 
 DEEPCONF_PRETTY = {'deepconf_mean': 'DeepConf mean confidence', 'deepconf_tail': 'DeepConf tail confidence',
@@ -761,18 +790,19 @@ def best_seed(paths):
 def export_verifier(path, dest, vote=None):
     """Checkpoint path as one self-contained file dest, which sample.py answers with where no training run is on the
     disk (a fresh clone: --ckpt=dest): its weights, input spec and architecture; the groups it trained and validated
-    on (their questions are refused); its training extractions' configs (store.trained_on: the generator, weights
+    on (their questions are refused); its training extractions' configs (train.trained_on: the generator, weights
     dtype, layers, step rule and prompt sample.py checks); the questions of its training splits by dataset id (a
     benchmark question typed as text is refused where it is one of them); vote: {'temp', 'n'}, the weighted vote's
     temperature evaluate.py chose on its validation problems at best-of-n. It names no training dir, so nothing on
     the disk is looked up for it (a run of the same name there is not its data)."""
     ck = read_checkpoint(path)
     tc = ck.get('train_config') or {}
-    questions = {str(p['id']): p['question'] for d in train_dirs_now(tc, path) for p in
+    questions = {str(p['id']): p['question'] for d in train.train_dirs_now(tc, path) for p in
                  (load_problem(f, mmap=True) for f in problem_files(d))}
     atomic_save({**ck, 'train_config': {k: v for k, v in tc.items() if k not in ('train_dirs', 'out_dir', 'run_dir',
                                                                                  'data')},
-                 'trained_on': trained_on(ck, path), 'questions': questions, 'vote': vote, 'shipped_from': path}, dest)
+                 'trained_on': train.trained_on(ck, path), 'questions': questions, 'vote': vote, 'shipped_from': path},
+                dest)
 
 
 def compare(pools_dir, scores, name='Your selector', show=True):

@@ -395,8 +395,8 @@ def word_problem(index, family, seed, split='arithmetic'):
 def _read_jsonl(path, key, value):
     if not os.path.isfile(path):
         raise SystemExit(f"{key}={value!r}: file {path} not found; fix: set --data_dir or --data_path to the "
-                         "folder/file holding the dataset JSONL, or leave both unset to read it from the Hugging Face hub "
-                         "(pip install -r requirements-hub.txt; needs network)")
+                         "folder/file holding the dataset JSONL, or leave both unset to read it from the Hugging Face "
+                         "hub (pip install -r requirements-hub.txt; needs network)")
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
 

@@ -42,11 +42,10 @@ from label import label_split  # noqa: E402
 from model import (KINDS, VERIFIERS, build_verifier, count_params, make_batch, score_prefixes,  # noqa: E402
                    score_problems)
 import model as model_mod  # noqa: E402
-from store import (VAL_CUT, extracted, load_checkpoint, load_split, run_diff, run_name,  # noqa: E402
-                   save_checkpoint, split_problems)
+from store import VAL_CUT, extracted, load_checkpoint, load_split, save_checkpoint, split_problems  # noqa: E402
 from bestofn import best_of_n, within_auroc  # noqa: E402
 import train as T  # noqa: E402
-from train import LOSSES, bce_loss, listmle_loss, pairwise_loss  # noqa: E402
+from train import LOSSES, bce_loss, listmle_loss, pairwise_loss, run_diff, run_name  # noqa: E402
 import baselines as B  # noqa: E402
 import evaluate as E  # noqa: E402
 import bestofn as BON  # noqa: E402
@@ -324,11 +323,13 @@ def test_imports_follow_the_pipeline():
             assert not ds & set(rank), (m, sorted(ds & set(rank)))
         if m in top:
             assert ds <= top, (m, sorted(ds - top))
-    # a stage reads another's knobs through configurator.stage_defaults, never by importing it; a stage imports another
-    # for its body alone: baselines trains the text verifiers with train.py's loop, sample.py samples with extract.py's
-    # settings (its system_prompt default is no literal) and intervals; tables.py is the tables' shared machinery
+    # a stage imports an earlier one for its knobs or body: baselines trains the text verifiers with train.py's loop;
+    # tables, evaluate and sample read train.py's runs (find_runs, run_state, check_fresh), evaluate also baselines.py's
+    # text runs; sample.py samples with extract.py's settings and intervals and votes with evaluate.py's knobs
     crossed = {m: sorted(ds & set(rank) - {'tables'}) for m, ds in deps.items() if m in rank}
-    assert {m: d for m, d in crossed.items() if d} == {'baselines': ['train'], 'sample': ['extract']}, crossed
+    assert {m: d for m, d in crossed.items() if d} == {
+        'tables': ['train'], 'baselines': ['train'], 'evaluate': ['baselines', 'train'],
+        'sample': ['evaluate', 'extract', 'train']}, crossed
     done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
     while left:
         ready = [m for m, ds in left.items() if ds <= done]
@@ -342,18 +343,18 @@ def test_imports_follow_the_pipeline():
 # ====================================================================================================
 
 
-def test_stage_defaults_are_each_stages_knobs():
-    """configurator.stage_defaults reads a stage's knobs without importing it: the same dict as the stage's DEFAULTS,
-    less a default that is no literal; a copy (a caller's change does not reach the next caller)."""
-    from configurator import STAGE_FILES, stage_defaults
-    import importlib
-    for name in STAGE_FILES:
-        mod = importlib.import_module(name[:-3].replace('/', '.'))
-        got = stage_defaults(name)
-        assert got == {k: v for k, v in mod.DEFAULTS.items() if k in got}, name
-        assert set(mod.DEFAULTS) - set(got) == ({'system_prompt'} if name == 'extract.py' else set()), name
-    stage_defaults('evaluate.py')['vote_temps'].append(-1)
-    assert -1 not in stage_defaults('evaluate.py')['vote_temps']
+def test_stage_knobs_are_each_stages_knobs():
+    """Issue 77: configurator.stage_knobs imports every stage (inside a function: configurator imports no stage at its
+    top, test_imports_follow_the_pipeline) for its knobs: the stage's own DEFAULTS, a non-literal default (extract.py's
+    system_prompt) included, with the annotations of its knobs as the real types Python holds (no source read as
+    text)."""
+    from configurator import stage_knobs
+    got = stage_knobs()
+    for name, mod in stage_modules().items():
+        assert got[name] is mod.DEFAULTS and set(got[name].types) <= set(mod.DEFAULTS), name
+    assert extract.DEFAULTS['system_prompt'] == tasks.MATH_SYSTEM
+    assert (T.DEFAULTS.types['epochs'], T.DEFAULTS.types['verifier_layers'], T.DEFAULTS.types['seeds']) == (
+        int | float, list[int], list | None)
 
 
 def test_configurator_fixes_nanogpt_holes(tmp_path):
@@ -406,10 +407,41 @@ def test_sizes_and_another_stages_knob_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"n_eval=0 must be a positive int; fix: --n_eval=8"):
         E.run({'out_dir': str(out), 'n_eval': 0})
     assert not out.exists()
-    r = _run('sample.py', 'config/demo.py', '--lr=1e-3')
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
-    assert ('--lr is not a knob of sample.py, it is train.py' in r.stderr
-            and 'fix: set it there (python train.py' in r.stderr)
+    # issue 77: train.py's knob on sample.py picks the run trained with it; none there: one line, the command
+    r = _run('sample.py', 'config/demo.py', '--lr=1e-3', '--question=Compute 7 + 7 - 2.', f'--out_dir={out}')
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith(f'sample.py: {out}/verifiers/hsrm_lr-0.001_epochs-20_eval_interval-25_seed42 is '
+                               'missing or unfinished, of the seeds [42, 123, 456] the config names for hsrm_lr-0.001_'
+                               'epochs-20_eval_interval-25; fix: python train.py <config>'), r.stderr
+    assert not out.exists()
+
+
+def test_another_stages_flag_is_checked_by_its_owner_and_noted(tmp_path):
+    """Issue 78.1: README's loop `for s in extract label train baselines evaluate; do python $s.py <config>
+    --data_dir=<folder>` stopped at label.py (`--data_dir is not a knob of label.py`). Another stage's --key=value is
+    taken as a config file's key is: checked as its owner takes it (a wrong type is still refused, a key no stage knows
+    too), with a printed note that this stage does not read it; issue 77.5: label.py's knobs are checked as every
+    stage's, one line naming the options (truncated_policy='foo' was a traceback)."""
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 4, 2, seed=1)
+    data = f'--data_dir={tmp_path}/data'
+    procs = [subprocess.Popen([sys.executable, *c], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in (('label.py', f'--out_dir={out}', '--splits=["train"]', data),
+                       ('train.py', f'--out_dir={tmp_path}/none', data),
+                       ('label.py', f'--out_dir={out}', '--data_dir=3'),
+                       ('label.py', f'--out_dir={out}', '--data_dri=x'),
+                       ('label.py', f'--out_dir={out}', '--truncated_policy=foo'))]
+    got = [(p.returncode, o, e.strip()) for p in procs for o, e in [p.communicate(timeout=600)]]
+    note = "note: --data_dir is extract.py and sample.py's knob; {} does not read it"
+    assert got[0][0] == 0 and os.path.exists(out / 'train' / 'labels.json'), got[0][2][-2000:]
+    assert got[1][0] == 1 and got[1][2].splitlines()[-1].startswith('train.py: no extracted problems under'), got[1]
+    for (_, printed, _), stage in zip(got, ('label.py', 'train.py')):
+        assert note.format(stage) in printed.splitlines(), printed[-2000:]
+    assert [(rc, e) for rc, _, e in got[2:]] == [
+        (1, "config error (command line): data_dir=3 is an int, but data_dir takes a str (default None); fix: "
+            "--data_dir=<str>, or leave it unset"),
+        (1, "config error (command line): unknown key 'data_dri'; did you mean data_dir, train_dir, data_path?"),
+        (1, "label.py: truncated_policy='foo' is not one of ['incorrect', 'grade']; fix: --truncated_policy=incorrect")]
 
 
 def _run_all(*cmds):
@@ -433,9 +465,9 @@ def test_a_wrong_config_file_is_one_line_before_any_folder(tmp_path):
     from configurator import apply_config, stage_knobs
     import sample as SA
     mods = stage_modules()
-    for f, m in mods.items():  # the knobs read from the files are the stages' own; every None default declares its type
+    for f, m in mods.items():  # the knobs read are the stages' own; every None default declares its type
         assert set(stage_knobs()[f]) == set(m.DEFAULTS), f
-        untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f][k]]
+        untyped = [k for k, v in m.DEFAULTS.items() if v is None and not stage_knobs()[f].types.get(k)]
         assert not untyped, (f, untyped)
     out = tmp_path / 'never'
     typo, ten, syntax = tmp_path / 'typo.py', tmp_path / 'ten.py', tmp_path / 'syntax.py'
@@ -522,7 +554,7 @@ def test_think_configs_share_one_extraction():
                                              os.path.join(REPO, 'config', f'think_{c}.py')], T.DEFAULTS)
              for c in ('full', 'answer')]
     assert [(c['input_steps'], c['max_steps']) for c in tcfgs] == [('all', None), ('answer', None)]
-    assert [run_name(c, T.DEFAULTS) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
+    assert [run_name(c) for c in tcfgs] == ['hsrm_seed42', 'hsrm_input_steps-answer_seed42']
 
 
 def test_resolve_device_gives_each_torchrun_rank_its_gpu():
@@ -2132,7 +2164,7 @@ def test_max_new_tokens_stays_within_the_models_positions(tmp_path, sample_run):
                                          r"model's 512 positions \(max_position_embeddings\); fix: "
                                          r"--max_new_tokens=\d+$"):
         SA.run({'out_dir': sample_run[0], 'question': 'Compute 7 + 7 - 2.', 'n_samples': 2, 'max_new_tokens': 600,
-                'sample_dir': str(sd)})
+                'sample_dir': str(sd), 'train': SAMPLE_TRAIN})
     assert not sd.exists()
 
 
@@ -2193,7 +2225,8 @@ def test_ctrl_c_leaves_one_line_and_the_same_command_resumes(tmp_path):
     assert rc == 1 and 'Traceback' not in err and err.strip().splitlines()[-1] == msg.format('train.py'), err[-3000:]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0 and 'already finished' not in r.stdout, r.stderr[-2000:]
-    assert all(json.load(open(f'{data}/verifiers/hsrm_layers-1-2_seed{s}/log.json'))['done'] for s in (1, 2))
+    run = 'hsrm_layers-1-2_max_iters-60_batch_problems-4_eval_interval-5'  # what its settings name
+    assert all(json.load(open(f'{data}/verifiers/{run}_seed{s}/log.json'))['done'] for s in (1, 2))
     model, out = _tiny_folder(tmp_path / 'm'), tmp_path / 'run'
     cmd = [sys.executable, 'extract.py', 'config/demo.py', f'--model={model}', '--train_range=(0,39)',
            '--eval_range=None', '--n_train_samples=8', '--batch_size=8', '--max_new_tokens=16', '--dtype=float32',
@@ -2217,7 +2250,8 @@ def test_sample_refuses_bad_knobs_and_keeps_forced_in_a_folder_with_picks(sample
     import sample as SA
     out = sample_run[0]
     sd = tmp_path / 's'
-    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd), 'question': 'Compute 7 + 7 - 2.'}
+    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd), 'question': 'Compute 7 + 7 - 2.',
+           'train': SAMPLE_TRAIN}
     configurator.GIVEN.clear()  # no config file: the fixes name the defaults
     for kw, msg in (({'vote': True, 'n_samples': 1}, "vote=True at n_samples=1: a vote over one candidate is that "
                                                      "candidate; fix: --n_samples=8 (or more), or --vote=False"),
@@ -3938,7 +3972,8 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
     write_split_train(str(out / 'train'), n_problems=12, n_cands=6)
     cfg = {**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1}
     T.run(cfg)
-    ck = str(out / 'verifiers' / 'hsrm_layers-1-2_seed1' / 'ckpt.pt')
+    ck = str(out / 'verifiers' / 'hsrm_layers-1-2_lr-0.001_max_iters-4_batch_problems-4_eval_interval-2_seed1' /
+             'ckpt.pt')
     whole = open(ck, 'rb').read()
     w = torch.load(ck, weights_only=True)['state_dict']['proj.weight'].numpy().tobytes()[:16]
     for data in (whole[:len(whole) // 2], bytes(len(whole)), whole.replace(w, bytes(16), 1)):
@@ -3963,8 +3998,8 @@ def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
 
 
 def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
-    """Bug 8: a split extracted before think_end was stored, and a checkpoint saved before max_steps was a knob,
-    read every stored state as before (issue 52: a checkpoint of the version 1 layout loads through one shim);
+    """Bug 8: a split extracted before think_end was stored reads every stored state as before (issue 77: a checkpoint
+    of the version 1 layout is refused in one line naming the fix, retraining its run, never read through a shim);
     answer-only on such a split is refused with the fix; an old thinking-mode split is not resumed by the new
     extract.py (its files lack the </think> position), a non-thinking one is."""
     probs = load_split(write_split_train(str(tmp_path / 'train'), n_problems=10, n_cands=4))
@@ -3976,20 +4011,23 @@ def test_old_extractions_and_checkpoints_read_as_before(tmp_path):
     for i, c in enumerate(probs[0]['candidates']):
         assert torch.equal(b['states'][i, :len(c['states'])],
                            c['states'].float()) and b['step_mask'][i].sum() == len(c['states'])
-    # issue 52: a checkpoint stores the spec whole (version 2); a version 1 held its keys at the top level, and one
-    # saved before max_steps (or step_read, step_features, residual) was a knob lacked them: each reads as before
+    # issue 52: a checkpoint stores the spec whole (version 2); a version 1 held its keys at the top level
     capped, _ = T.train(tr, va, _cfg(max_iters=3, eval_interval=3, max_steps=2))
-    for m, keys in ((model, ('kind', 'd_gen', 'layers', 'input_steps', 'vocab', 'vocab_size', 'max_tokens')),
-                    (capped, tuple(model_mod.SPEC))):
+    for m in (model, capped):
         p = str(tmp_path / 'ck.pt')
         save_checkpoint(p, m, {'best_step': 3})
         ck = torch.load(p, weights_only=True)
         assert ck['version'] == 2 and ck['spec'] == m.spec and set(ck['spec']) == set(model_mod.SPEC)
-        spec = ck.pop('spec')
-        torch.save({**ck, 'version': 1, **{k: spec[k] for k in keys}}, p)  # as the old save_checkpoint wrote it
         old, ck = load_checkpoint(p)
         assert old.spec == ck['spec'] == m.spec and ck['best_step'] == 3
         assert all(np.array_equal(a, b) for a, b in zip(score_problems(old, probs), score_problems(m, probs)))
+        spec = ck.pop('spec')
+        torch.save({**ck, 'version': 1, **spec}, p)  # as the version 1 save_checkpoint wrote it
+        with pytest.raises(ValueError) as e:
+            load_checkpoint(p)
+        assert str(e.value) == (f"{p} is a verifier checkpoint of an older format (version 1), which this code does "
+                                "not read; fix: retrain that run: re-run the train.py command that made it (python "
+                                "train.py <its config>; a run whose ckpt.pt does not load is trained again)")
     assert capped.spec['max_steps'] == 2 and model.spec['max_steps'] is None
     with pytest.raises(ValueError, match=r"</think> position.*fix: --input_steps=all"):
         T.train(tr, va, _cfg(max_iters=3, eval_interval=3, input_steps='answer'))
@@ -4187,21 +4225,28 @@ def test_pool_size_draw_and_validation(tmp_path):
     T.run({**T.DEFAULTS, 'out_dir': str(tmp_path), 'max_train_problems': [10, 30], 'max_iters': 2, 'eval_interval': 2,
            'early_stop_metric': 'loss', 'verifier_layers': [-1]})
     for k, n_tr in ((10, 8), (30, 24)):
-        log = json.load(open(tmp_path / 'verifiers' / f'hsrm_max_train_problems-{k}_seed42' / 'log.json'))
+        run = f'hsrm_max_iters-2_eval_interval-2_early_stop_metric-loss_max_train_problems-{k}_seed42'
+        log = json.load(open(tmp_path / 'verifiers' / run / 'log.json'))
         assert log['done'] and (log['n_train_problems'], log['n_val_problems']) == (n_tr, k - n_tr)
 
 
 def test_run_name_and_architecture_knobs():
     d = T.DEFAULTS
-    assert run_name({**d, 'verifier_layers': [-1]}, T.DEFAULTS,
-                    [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
-    assert run_name(d, T.DEFAULTS, [-1]) == 'hsrm_seed42' and run_name(d, T.DEFAULTS,
-                                                                       [-1, -2]) == 'hsrm_layers-1-2_seed42'
-    assert run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}, T.DEFAULTS) == 'hsrm_d_model-128_loss-bce_seed1'
-    assert run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}, T.DEFAULTS) == \
+    assert run_name({**d, 'verifier_layers': [-1]}, [-1, -2, -3, -4]) == 'hsrm_seed42'   # the paper's final layer
+    assert run_name(d, [-1]) == 'hsrm_seed42' and run_name(d, [-1, -2]) == 'hsrm_layers-1-2_seed42'
+    assert run_name({**d, 'd_model': 128, 'loss': 'bce', 'seed': 1}) == 'hsrm_d_model-128_loss-bce_seed1'
+    assert run_name({**d, 'verifier': 'text', 'text_size': 'large', 'text_tokenizer': None}) == \
         'text_text_size-large_text_tokenizer-None_seed42'
-    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25},
-                    T.DEFAULTS) == 'hsrm_max_train_problems-25_seed42'
+    assert run_name({**d, 'text_tokenizer': None, 'max_train_problems': 25}) == 'hsrm_max_train_problems-25_seed42'
+    # issue 77: every knob that changes what a run learns names it, in the knobs' order (no list of names to keep in
+    # step); where it is written, speed and placement and the seed list do not, nor a knob its verifier does not read
+    assert run_name({**d, 'eval_interval': 25, 'lr': 3e-4, 'epochs': 20}) == \
+        'hsrm_lr-0.0003_epochs-20_eval_interval-25_seed42'
+    assert run_name({**d, 'out_dir': 'x', 'train_dirs': ['x/train'], 'threads': 1, 'procs': 2, 'device': 'cpu',
+                     'chunk_candidates': 0, 'eval_batch_size': 8, 'used_rows': False, 'overwrite': True,
+                     'seeds': None}) == 'hsrm_seed42'
+    assert run_name({**d, 'verifier': 'deepset', 'text_size': 'large', 'max_tokens': 64}) == 'deepset_seed42'
+    assert run_name({**d, 'epochs': 20, 'max_iters': 6}) == 'hsrm_epochs-20_seed42'  # epochs sets the steps
     m = T.build_model([{'layers': [-1], 'candidates': _cands(3, 32)}], {**d, 'd_model': 64, 'n_layer': 3, 'n_head': 8})
     assert (m.proj.out_features, len(m.encoder.layers), m.encoder.layers[0].self_attn.n_head) == (64, 3, 8)
     _err(lambda: build_verifier('deepset', 32, n_layer=3), "'deepset'", 'fix')
@@ -4242,10 +4287,11 @@ def test_cli_writes_run_and_resumes(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('step 3: train loss') == 2 and 'best auroc' in r.stdout  # one line per evaluation
-    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3},
-                    T.DEFAULTS) == 'hsrm_layers-1-2_loss-bce_seed3'
+    assert run_name({**T.DEFAULTS, 'loss': 'bce', 'verifier_layers': [-1, -2], 'seed': 3}) == \
+        'hsrm_layers-1-2_loss-bce_seed3'
     for s in (1, 2):
-        d = out / 'verifiers' / f'hsrm_layers-1-2_seed{s}'  # all stored layers [-1, -2]: named, as not the paper's [-1]
+        # all stored layers [-1, -2]: named, as not the paper's [-1]
+        d = out / 'verifiers' / f'hsrm_layers-1-2_max_iters-6_batch_problems-4_eval_interval-3_seed{s}'
         ck = torch.load(d / 'ckpt.pt', weights_only=True)
         assert ck['train_config']['seed'] == s and ck['spec']['d_gen'] == 32 and ck['spec']['layers'] == [-1, -2]
         assert json.load(open(d / 'log.json'))['done'] and json.load(open(d / 'config.json'))['seed'] == s
@@ -4268,19 +4314,21 @@ def _last_line(r):
 
 @pytest.mark.slow  # 9 CLI runs: about 20 s on 2 idle cores
 def test_a_run_cut_before_grouped_validation_is_another_run():
-    """A finished run whose config.json predates the grouped validation cut (no val_cut) was trained and chosen on
-    another cut: run_diff names it, so train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
+    """A finished run whose config.json holds no val_cut (trained on another cut) differs in it: run_diff names it, so
+    train.run refuses to reuse it silently (fix: --overwrite=True or a new run)."""
     new = json.loads(json.dumps({**T.DEFAULTS, 'val_cut': VAL_CUT}, default=str))
     old = {k: v for k, v in new.items() if k != 'val_cut'}
-    assert run_diff(old, new, T.DEFAULTS) == {'val_cut': ('by problem (before grouped cuts)', VAL_CUT)}
-    assert run_diff(new, new, T.DEFAULTS) == {}
+    assert run_diff(old, new) == {'val_cut': (None, VAL_CUT)}
+    assert run_diff(new, new) == {}
 
 
 def test_cli_changed_knob_keeps_finished_runs(tmp_path):
-    """Issue 35: a finished run is never retrained by a call whose config differs: train.py and baselines.py refuse
-    before anything trains, one line naming the keys (old -> new) and both fixes, every checkpoint byte unchanged; a
-    speed knob or another spelling of the paths is the same run; --overwrite=True retrains in place; an unfinished run
-    trains again as before. An unknown verifier is one line with the options, before any data loads."""
+    """Issue 77: a changed knob is a run of its own: train.py --lr=0.1 trains into the folder its settings name, beside
+    the finished runs (it was refused as a finished run whose config differs), which stay byte for byte; a speed knob
+    or another spelling of the paths is the same run. Issue 35: a finished run in the folder a call trains into (its
+    --run_dir, baselines.py's text runs) whose config differs is refused before anything trains, one line naming the
+    keys (old -> new) and both fixes; --overwrite=True retrains in place; an unfinished run trains again as before. An
+    unknown verifier is one line with the options, before any data loads."""
     out = tmp_path / 'ex'
     write_split_train(str(out / 'train'), n_problems=15, n_cands=8)
     def cli(stage, *args):
@@ -4289,13 +4337,18 @@ def test_cli_changed_knob_keeps_finished_runs(tmp_path):
                               env={**os.environ, 'OMP_NUM_THREADS': '1'})
     r = cli('train.py')
     assert r.returncode == 0, r.stderr[-2000:]
+    base = 'hsrm_layers-1-2_max_iters-4_batch_problems-4_eval_interval-2'  # all stored layers [-1, -2]: named
     cks = sorted(glob.glob(f'{out}/verifiers/hsrm_*_seed*/ckpt.pt'))
+    assert cks == [f'{out}/verifiers/{base}_seed{s}/ckpt.pt' for s in (1, 2)]
     data = lambda: [open(p, 'rb').read() for p in cks]  # noqa: E731
     before = data()
-    assert len(cks) == 2
-    line = _last_line(cli('train.py', '--lr=0.1'))
-    assert line.startswith('train.py: ') and 'seed1 holds a finished run' in line and 'lr 0.0001 -> 0.1' in line
-    assert '--run_dir=' in line and '--overwrite=True' in line and data() == before
+    r = cli('train.py', '--lr=0.1')  # its own folders, the finished runs kept
+    assert r.returncode == 0 and 'already finished' not in r.stdout and data() == before, r.stderr[-2000:]
+    lr = 'hsrm_layers-1-2_lr-0.1_max_iters-4_batch_problems-4_eval_interval-2'
+    assert sorted(os.listdir(out / 'verifiers')) == sorted(f'{r}_seed{s}' for r in (base, lr) for s in (1, 2))
+    assert json.load(open(out / 'verifiers' / f'{lr}_seed1' / 'config.json'))['lr'] == 0.1
+    r = cli('train.py', '--lr=0.1')
+    assert r.returncode == 0 and r.stdout.count('already finished') == 2, r.stderr[-2000:]
     rel = os.path.relpath(out / 'train', REPO)  # the same data spelled otherwise, and speed knobs: the same run
     r = cli('train.py', '--threads=1', '--chunk_candidates=64', '--device=cpu', f'--train_dirs=["{rel}"]')
     assert r.returncode == 0 and r.stdout.count('already finished') == 2 and data() == before, r.stderr[-2000:]
@@ -4312,7 +4365,11 @@ def test_cli_changed_knob_keeps_finished_runs(tmp_path):
     assert (line.startswith('baselines.py: ') and 'dropout 0.1 -> 0.2' in line
             and f"--train_dirs=\"['{out}/train']\"" in line)
     assert open(tck, 'rb').read() == tbytes and data() == before
-    r = cli('train.py', '--lr=0.1', '--overwrite=True')  # explicitly: both retrained in place
+    into = f'--run_dir={out}/verifiers/{base}_seed{{seed}}'  # the finished runs' own folders
+    line = _last_line(cli('train.py', '--lr=0.1', into))
+    assert line.startswith('train.py: ') and 'seed1 holds a finished run' in line and 'lr 0.0001 -> 0.1' in line
+    assert '--run_dir=' in line and '--overwrite=True' in line and data() == before
+    r = cli('train.py', '--lr=0.1', into, '--overwrite=True')  # explicitly: both retrained in place
     assert r.returncode == 0 and r.stdout.count('lr 0.0001 -> 0.1; overwriting it') == 2, r.stderr[-2000:]
     assert all(a != b for a, b in zip(data(), before))
     assert json.load(open(os.path.dirname(cks[0]) + '/config.json'))['lr'] == 0.1
@@ -4392,7 +4449,7 @@ def test_prefix_train_cuts_candidates_at_step_boundaries(tmp_path):
     off, _, _ = T.get_batch(probs, {'order': np.arange(4), 'cursor': 0}, {**cfg, 'prefix_train': 0.0},
                             np.random.default_rng(0))
     assert all(a is b for a, b in zip(off, orig))                       # off: the candidates themselves
-    assert run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}, T.DEFAULTS) == 'hsrm_prefix_train-0.5_seed1'
+    assert run_name({**T.DEFAULTS, 'prefix_train': 0.5, 'seed': 1}) == 'hsrm_prefix_train-0.5_seed1'
     with pytest.raises(ValueError, match='prefix_train=1.5.*fix'):
         T.preflight(probs, probs, {**T.DEFAULTS, 'prefix_train': 1.5})
 
@@ -4433,7 +4490,8 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
         _think_split(f'{out}/{split}', seed)
     T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
            'input_steps': 'answer', 'max_steps': 2})
-    path = f'{out}/verifiers/hsrm_input_steps-answer_max_steps-2_seed42/ckpt.pt'
+    run = 'hsrm_input_steps-answer_max_steps-2_max_iters-6_batch_problems-4_eval_interval-3'
+    path = f'{out}/verifiers/{run}_seed42/ckpt.pt'
     model, ck = load_checkpoint(path)
     assert (ck['spec']['input_steps'], ck['spec']['max_steps']) == ('answer', 2)
     assert (model.spec['input_steps'], model.spec['max_steps']) == ('answer', 2)
@@ -4454,7 +4512,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     model.spec['input_steps'] = 'answer'
     assert all(np.allclose([x[-1] for x in pp], s, atol=1e-5) for pp, s in zip(score_prefixes(model, probs), mine))
     cost = {c['verifier']: c for c in res['cost']}
-    assert cost['hsrm_input_steps-answer_max_steps-2']['input'].startswith('S ≤ 2 hidden states')
+    assert cost['HSRM']['input'].startswith('S ≤ 2 hidden states')  # the table's only run: its verifier's name
 
 
 def test_eorm_text_reads_every_split_through_gpt2_at_512():
@@ -5032,6 +5090,9 @@ def test_stopped_candidates_are_never_selected_and_have_no_vote():
 # ====================================================================================================
 
 
+E2E = 'hsrm_lr-0.001_max_iters-16_batch_problems-4_eval_interval-8'  # test_end_to_end's runs' folder, less the seed
+
+
 @pytest.mark.slow
 def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     out = str(tmp_path / 'run')
@@ -5043,7 +5104,7 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     B.run({'out_dir': out, 'text_sizes': ['small'],
            'text_train_overrides': {'lr_schedule': 'cosine', 'warmup_iters': 2}, 'prm_model': tiny_prm,
            'prm_dtype': 'float32'}, {**tcfg, 'seeds': [1]})
-    assert sorted(os.listdir(f'{out}/verifiers')) == ['hsrm_seed1', 'hsrm_seed2', 'text_small_seed1']
+    assert sorted(os.listdir(f'{out}/verifiers')) == [f'{E2E}_seed1', f'{E2E}_seed2', 'text_small_seed1']
     res = E.run({'out_dir': out, 'n_scaling': [8, 16], 'n_subsets': 50, 'eval_batch_size': 64})
     rows = {r['method']: r for r in res['rows']}
     assert res['pool_size'] == 16 and res['ns'] == [8, 16] and res['n_problems'] == 25
@@ -5101,7 +5162,7 @@ def test_end_to_end(tmp_path, tiny_prm, one_thread_eval):
     assert 'zero-shot transfer' in open(f'{out}/results_on_other.md').read()
     assert not any(r['type'] == 'prm' for r in tr['rows'])                 # no PRM cache for that split
     # ckpts may be globs (N-scaling scores another run's checkpoints)
-    only = E.run({'out_dir': out, 'ckpts': [f'{out}/verifiers/hsrm_seed*/ckpt.pt'], 'n_scaling': [8], 'plots': False})
+    only = E.run({'out_dir': out, 'ckpts': [f'{out}/verifiers/{E2E}_seed*/ckpt.pt'], 'n_scaling': [8], 'plots': False})
     assert [r['method'] for r in only['rows'] if r['type'] == 'verifier'] == ['HSRM']
     # an interrupted PRM cache leaves the PRM rows out, with a note saying how to finish it
     prm = json.load(open(f'{out}/eval/prm_scores.json'))
@@ -5466,7 +5527,7 @@ def test_an_unwritable_output_is_one_line_before_any_work(tmp_path, one_thread_e
     write_split_eval(f'{run}/train', 12, 4, seed=1)
     write_split_eval(f'{run}/eval', 4, 4, seed=2, start=1000)
     T.run({**T.DEFAULTS, **_cfg(max_iters=2, eval_interval=1), 'out_dir': str(run), 'seeds': None, 'seed': 1})
-    ck = f'{run}/verifiers/hsrm_seed1/ckpt.pt'
+    ck = f'{run}/verifiers/hsrm_lr-0.001_max_iters-2_batch_problems-4_eval_interval-1_seed1/ckpt.pt'
     afile = tmp_path / 'a_file'
     afile.write_text('')
     under = f'{afile}/out'
@@ -5505,7 +5566,7 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     write_split_eval(f'{out}/train', 20, 8, seed=1)
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
-    ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ck = f'{out}/verifiers/{FIT_RUN}_seed1/ckpt.pt'
     c = torch.load(ck, weights_only=True)
     tr, va = split_problems(load_split(f'{out}/train'))
     assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
@@ -5635,7 +5696,7 @@ def test_step_features_only_control_reads_no_states(tmp_path):
     cols = layer_columns(probs[0]['layers'], v.spec['layers'], v.spec['d_gen'], cands[0]['states'].shape[1], 'test')
     b = make_batch(cands, v.spec, cols)
     assert v.spec['layers'] == [] and b['states'].shape[-1] == 3
-    assert run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}, T.DEFAULTS) == \
+    assert run_name({**T.DEFAULTS, 'verifier_layers': [], 'step_features': True, 'seed': 1}) == \
         'hsrm_nostates_step_features-True_seed1'
     v.eval()
     with torch.no_grad():
@@ -5679,7 +5740,7 @@ def test_transfer_residual_starts_as_its_cheap_scorer(tmp_path, one_thread_eval)
     out = str(tmp_path / 'run')
     T.run({**T.DEFAULTS, **_cfg(max_iters=20, eval_interval=10), 'out_dir': out, 'train_dirs': [d], 'seeds': None,
            'device': 'cpu', 'residual': 'auto'})
-    run_dir = glob.glob(f'{out}/verifiers/hsrm_residual-auto_seed42')[0]
+    run_dir = f'{out}/verifiers/hsrm_lr-0.001_max_iters-20_batch_problems-4_eval_interval-10_residual-auto_seed42'
     log = json.load(open(f'{run_dir}/log.json'))
     # step 0 is the free scorer alone (its validation AUROC by hand), and the kept checkpoint is the best validated one
     assert log['val'][0]['iter'] == 0 and log['val'][0]['auroc'] == pytest.approx(aurocs[name])
@@ -5715,6 +5776,12 @@ def test_transfer_balanced_batches_keep_the_batch_size(tmp_path):
 # ====================================================================================================
 
 
+# the training knobs of sample_run's runs, as a config file sets them (sample.py picks among their seeds: cfg['train']),
+# and the folder train.py names their runs, less the seed
+SAMPLE_TRAIN = {'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4, 'lr': 1e-3}
+SAMPLE_RUN = 'hsrm_lr-0.001_max_iters-10_batch_problems-4_eval_interval-5'
+
+
 @pytest.fixture(scope='module')
 def sample_run(tmp_path_factory):
     """A tiny run as the main job leaves it: a random Qwen3 saved as a folder (the generator), a training split (20
@@ -5740,8 +5807,7 @@ def sample_run(tmp_path_factory):
                               'stage': 'planted'} for c in p['candidates']]
                   for p in load_split(f'{out}/{split}', labels=False)}
         json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': [1, 2], 'max_iters': 10, 'eval_interval': 5, 'batch_problems': 4,
-           'lr': 1e-3})
+    T.run({**T.DEFAULTS, **SAMPLE_TRAIN, 'out_dir': out})
     yield out, model, tok
     torch.set_num_threads(n_threads)
 
@@ -5760,7 +5826,8 @@ def test_sample_picks_what_evaluate_scores_and_resumes(sample_run, capsys):
     import sample as SA
     from bestofn import top_mask
     out = sample_run[0]
-    cfg = {'out_dir': out, 'dataset_range': (1225, 1230), 'n_samples': 4, 'batch_size': 16, 'vote': True}
+    cfg = {'out_dir': out, 'dataset_range': (1225, 1230), 'n_samples': 4, 'batch_size': 16, 'vote': True,
+           'train': SAMPLE_TRAIN}
     SA.run(cfg)
     sd = f'{out}/sample'
     picks, cands = _jsonl(f'{sd}/picks.jsonl'), _jsonl(f'{sd}/candidates.jsonl')
@@ -5832,7 +5899,7 @@ def test_sample_questions_file_with_and_without_gold(sample_run, tmp_path):
     is one line with the fix."""
     import sample as SA
     out, model, tok = sample_run
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ckpt = f'{out}/verifiers/{SAMPLE_RUN}_seed1/ckpt.pt'
     qs = [{'question': 'Compute 7 + 7 - 2.', 'id': 'a', 'gold': '12'}, {'question': 'Compute 9 - 2 - 5.'},
           {'question': 'Compute 5 + 4 - 7.', 'gold': 2}]  # numbers of the level's evaluation part: training never saw
                                                           # them
@@ -5874,7 +5941,7 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
     import sample as SA
     from transformers import AutoModelForCausalLM, LlamaConfig
     out, model, tok = sample_run
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ckpt = f'{out}/verifiers/{SAMPLE_RUN}_seed1/ckpt.pt'
     v = SA.load_verifier(ckpt)[0]
     assert v.trained_on[0]['where'] == f'{out}/train/config.json'
     ok = SA.resolve({}, v.trained_on)
@@ -5919,37 +5986,41 @@ def test_sample_refuses_a_verifier_trained_on_something_else(sample_run):
 
 
 def test_sample_one_runs_seeds_its_task_its_unseen_questions_and_earlier_picks(sample_run, tmp_path, capsys):
-    """Issue 43: sample.py chooses among the seeds of the config's own run (training.run_name), never another run's
-    beside it; a question that does not fit the verifier's task (its dataset's template), or shares its numbers with its
-    training or validation questions (the groups its checkpoint stores), is refused in one line with the fix, and
-    --force=True answers it, marked forced in picks.jsonl. Issue 53: the example a refusal shows is a question of the
-    verifier's own task it never saw; in a questions file the others are answered and the refused ones listed with
-    why; a later call adds its new questions to the same sample_dir (earlier picks kept, a question answered before
-    not asked again), one of other settings is refused; a line that is not UTF-8, a --ckpt that is no checkpoint and a
-    sample_dir that cannot be written are one line each, before any work."""
+    """Issue 43: sample.py chooses among the seeds of the config's own run (issue 77: the runs whose config.json holds
+    its training settings, train.find_runs), never another run's beside it; a question that does not fit the
+    verifier's task (its dataset's template), or shares its numbers with its training or validation questions (the
+    groups its checkpoint stores), is refused in one line with the fix, and --force=True answers it, marked forced in
+    picks.jsonl. Issue 53: the example a refusal shows is a question of the verifier's own task it never saw; in a
+    questions file the others are answered and the refused ones listed with why; a later call adds its new questions
+    to the same sample_dir (earlier picks kept, a question answered before not asked again), one of other settings is
+    refused; a line that is not UTF-8, a --ckpt that is no checkpoint and a sample_dir that cannot be written are one
+    line each, before any work."""
     import shutil
     import sample as SA
     out = sample_run[0]
-    assert SA.own_run(['config/demo.py']) == 'hsrm' and SA.own_run(['config/curve_shop.py']) == 'hsrm'
+    runs = {s: f'{out}/verifiers/{SAMPLE_RUN}_seed{s}' for s in (1, 2)}
+    assert T.find_runs({**T.DEFAULTS, **SAMPLE_TRAIN, 'out_dir': out}) == (SAMPLE_RUN, runs)
     other = f'{out}/verifiers/hsrm_max_train_problems-10_seed1'  # another run beside it, of better validation AUROC
-    os.makedirs(other)
-    ck = torch.load(f'{out}/verifiers/hsrm_seed1/ckpt.pt', weights_only=True)
+    shutil.copytree(runs[1], other)
+    ck = torch.load(f'{other}/ckpt.pt', weights_only=True)
     torch.save({**ck, 'best_val': {**ck['best_val'], 'auroc': 1.0}}, f'{other}/ckpt.pt')
+    json.dump({**json.load(open(f'{other}/config.json')), 'max_train_problems': 10}, open(f'{other}/config.json', 'w'))
     try:
-        assert SA.best_ckpt(f'{out}/verifiers/hsrm_seed*/ckpt.pt', 'hsrm') != f'{other}/ckpt.pt'
+        assert SA.own_ckpt({'out_dir': out, 'train': SAMPLE_TRAIN}) in [f'{d}/ckpt.pt' for d in runs.values()]
+        assert SA.best_ckpt(f'{out}/verifiers/{SAMPLE_RUN}_seed*/ckpt.pt', SAMPLE_RUN) != f'{other}/ckpt.pt'
         assert SA.best_ckpt(f'{out}/verifiers/*/ckpt.pt') == f'{other}/ckpt.pt'  # what the old glob picked
     finally:
         shutil.rmtree(other)
     sd = tmp_path / 's'
-    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd)}
+    cfg = {'out_dir': out, 'n_samples': 2, 'sample_dir': str(sd), 'train': SAMPLE_TRAIN}
     unseen = tasks.synth_problem(tasks.synth_boundary(2, 1337), 2, 1337)['question']  # the level's held-out part
     assert unseen == 'Compute 7 + 7 - 2.'
     word = 'Ava buys 3 pens at 2 dollars each and 4 cups at 5 dollars each. How many dollars does she spend in all?'
-    with pytest.raises(ValueError, match=rf"^1 question\(s\) do not fit the task .*hsrm_seed\d/ckpt.pt was trained on "
+    with pytest.raises(ValueError, match=rf"^1 question\(s\) do not fit the task .*_seed\d/ckpt.pt was trained on "
                                          rf"\(synth level 2, e.g. {re.escape(repr(unseen))}\), e.g. question 0 .*fix: "
                                          rf".*--force=True to answer anyway"):
         SA.run({**cfg, 'question': word})
-    with pytest.raises(ValueError, match=r"^3 of the 3 problems to score share a group with .*hsrm_seed\d/ckpt.pt's "
+    with pytest.raises(ValueError, match=r"^3 of the 3 problems to score share a group with .*_seed\d/ckpt.pt's "
                                          r"(train|val) problems.*fix: .*--force=True to answer anyway.*; a question it "
                                          rf"never saw: {re.escape(repr(unseen))}$"):
         SA.run({**cfg, 'dataset_range': (0, 2)})
@@ -6193,8 +6264,11 @@ def test_a_shipped_verifier_answers_where_its_run_is_gone(pools_run, tmp_path):
 # ====================================================================================================
 
 
+FIT_RUN = 'hsrm_lr-0.001_max_iters-4_batch_problems-4_eval_interval-2'  # _fit's runs' folder, less the seed
+
+
 def _fit(out, seeds=(1,), **kw):
-    """train.run on out_dir out at a tiny size (seeds one after another)."""
+    """train.run on out_dir out at a tiny size (seeds one after another): FIT_RUN_seed<seed>."""
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': list(seeds), 'procs': 1,
            **kw})
 
@@ -6218,20 +6292,21 @@ def test_a_run_knows_its_data_grown_or_relabelled_is_refused(tmp_path, capsys, o
     write_split_eval(f'{out}/train', 20, 8, seed=1)
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
     _fit(out)
-    run = f'{out}/verifiers/hsrm_seed1'
+    run = f'{out}/verifiers/{FIT_RUN}_seed1'
     before = open(f'{run}/ckpt.pt', 'rb').read()
     _fit(out)
-    assert 'hsrm_seed1 already finished with this config; skipping' in capsys.readouterr().out
+    assert f'{FIT_RUN}_seed1 already finished with this config; skipping' in capsys.readouterr().out
     write_split_eval(f'{out}/train', 40, 8, seed=1)  # grown: the first 20 as they were, 20 more
-    with pytest.raises(ValueError, match=r"hsrm_seed1 holds a finished run trained on other data \(.*train: trained "
-                                         r"on 16 training / 4 validation problems, it now gives 32 / 8\); fix: .*"
-                                         r"--overwrite=True trains it again in place"):
+    with pytest.raises(ValueError, match=rf"{FIT_RUN}_seed1 holds a finished run trained on other data \(.*train: "
+                                         r"trained on 16 training / 4 validation problems, it now gives 32 / 8\); "
+                                         r"fix: .*--overwrite=True trains it again in place"):
         _fit(out)
     rec = json.load(open(f'{run}/config.json'))['data']  # what it records
     assert torch.load(f'{run}/ckpt.pt', weights_only=True)['train_config']['data'] == rec
     assert [(r['dir'], r['n_train'], r['n_val']) for r in rec] == [(os.path.join('..', '..', 'train'), 16, 4)]
-    with pytest.raises(ValueError, match=r"hsrm_seed1/ckpt.pt is stale: .*train: trained on 16 training / 4 validation "
-                                         r"problems, it now gives 32 / 8; fix: retrain it .*--overwrite=True"):
+    with pytest.raises(ValueError, match=rf"{FIT_RUN}_seed1/ckpt.pt is stale: .*train: trained on 16 training / 4 "
+                                         r"validation problems, it now gives 32 / 8; fix: retrain it "
+                                         r".*--overwrite=True"):
         E.run({'out_dir': str(out), 'plots': False, 'n_boot': 20})
     assert open(f'{run}/ckpt.pt', 'rb').read() == before and not os.path.exists(f'{out}/results.json')
     _fit(out, overwrite=True)
@@ -6279,6 +6354,23 @@ def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, one_thread_
     assert [open(p, 'rb').read() for p in cks] == before
 
 
+def test_table_rows_are_named_by_what_sets_their_runs_apart(tmp_path):
+    """Issue 77: a run's folder names every setting that differs from train.py's defaults, a table's row only those
+    that set its run apart from the table's other runs (the schedule they share says nothing): the config's own run
+    reads 'HSRM' beside its ablation 'hsrm_loss-bce', as when only model knobs named runs; a folder named otherwise
+    (baselines.py's text_small, a hand-made copy) keeps its name."""
+    import shutil
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 20, 8, seed=1)
+    _fit(out)
+    _fit(out, loss='bce')
+    bce = 'hsrm_loss-bce_lr-0.001_max_iters-4_batch_problems-4_eval_interval-2'
+    shutil.copytree(f'{out}/verifiers/{FIT_RUN}_seed1', f'{out}/verifiers/mine_seed1')
+    groups = {tables.run_group(p): [p] for p in glob.glob(f'{out}/verifiers/*/ckpt.pt')}
+    assert tables.row_names(groups) == {FIT_RUN: 'HSRM', bce: 'hsrm_loss-bce', 'mine': 'mine'}
+    assert tables.row_names({bce: groups[bce]}) == {bce: 'HSRM'}  # alone in its table
+
+
 def test_evaluate_and_sample_score_the_configs_finished_verifiers(tmp_path, sample_run, one_thread_eval):
     """Issue 66.6-7: evaluate.py before train.py refuses, naming the command that trains the verifier its config names
     (never a clean table without HSRM rows); so does an unfinished seed of the config (Ctrl-C: log.json not done), and
@@ -6292,49 +6384,54 @@ def test_evaluate_and_sample_score_the_configs_finished_verifiers(tmp_path, samp
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
     conf = tmp_path / 'c.py'
     conf.write_text(f"out_dir = {str(out)!r}\nseeds = [1, 2]\nmax_iters = 4\neval_interval = 2\nbatch_problems = 4\n"
-                    "plots = False\nn_boot = 20\n")
+                    "lr = 1e-3\nplots = False\nn_boot = 20\n")
     r = subprocess.run([sys.executable, 'evaluate.py', str(conf)], cwd=REPO, capture_output=True, text=True,
                        env={**os.environ, 'OMP_NUM_THREADS': '1'})
-    assert _last_line(r) == (f"evaluate.py: {out}/verifiers/hsrm_seed1 is missing: the config names hsrm with seeds "
-                             f"[1, 2]; fix: python train.py {conf} (it trains every seed that is not finished), then "
-                             "evaluate again") and not os.path.exists(f'{out}/results.json')
+    assert _last_line(r) == (f"evaluate.py: {out}/verifiers/{FIT_RUN}_seed1 is missing: the config names {FIT_RUN} "
+                             f"with seeds [1, 2]; fix: python train.py {conf} (it trains every seed that is not "
+                             "finished), then evaluate again") and not os.path.exists(f'{out}/results.json')
     _fit(out, seeds=(1, 2))
     named = E.named_runs([str(conf)], str(out))
-    assert named == {'hsrm': ([1, 2], f'python train.py {conf}')}
-    log = f'{out}/verifiers/hsrm_seed2/log.json'
+    runs = {s: f'{out}/verifiers/{FIT_RUN}_seed{s}' for s in (1, 2)}
+    assert named == {FIT_RUN: ([1, 2], f'python train.py {conf}', runs)}
+    log = f'{runs[2]}/log.json'
     done = json.load(open(log))
     json.dump({**done, 'done': False}, open(log, 'w'))  # stopped by Ctrl-C
     cfg = {'out_dir': str(out), 'plots': False, 'n_boot': 20}
-    with pytest.raises(ValueError, match=r"hsrm_seed2 is unfinished \(its log.json is not done\): the config names "
-                                         r"hsrm with seeds \[1, 2\]; fix: python train.py"):
+    with pytest.raises(ValueError, match=rf"{FIT_RUN}_seed2 is unfinished \(its log.json is not done\): the config "
+                                         rf"names {FIT_RUN} with seeds \[1, 2\]; fix: python train.py"):
         E.run(cfg, named)
-    with pytest.raises(ValueError, match=r"ckpts: .*hsrm_seed2/ckpt.pt is the checkpoint of an unfinished run"):
+    with pytest.raises(ValueError, match=rf"ckpts: .*{FIT_RUN}_seed2/ckpt.pt is the checkpoint of an unfinished run"):
         E.run({**cfg, 'ckpts': [f'{out}/verifiers/*/ckpt.pt']})
     json.dump(done, open(log, 'w'))
-    extra = f'{out}/verifiers/hsrm_seed7'  # a seed the config does not name, unfinished
-    shutil.copytree(f'{out}/verifiers/hsrm_seed1', extra)
+    extra = f'{out}/verifiers/{FIT_RUN}_seed7'  # a seed the config does not name, unfinished
+    shutil.copytree(runs[1], extra)
     json.dump({**done, 'done': False}, open(f'{extra}/log.json', 'w'))
+    json.dump({**json.load(open(f'{extra}/config.json')), 'seed': 7}, open(f'{extra}/config.json', 'w'))
+    named = E.named_runs([str(conf)], str(out))  # found by its config.json: the run's seed 7
+    assert named[FIT_RUN][2] == {**runs, 7: extra}
     res = E.run(cfg, named)
     assert [r['n_runs'] for r in res['rows'] if r['type'] == 'verifier'] == [2]
-    assert f"{extra} left out: the config's hsrm seeds are [1, 2]." in res['notes']
+    assert f"{extra} left out: the config's {FIT_RUN} seeds are [1, 2]." in res['notes']
     res = E.run(cfg)  # no config: every finished run, the unfinished one left out
     assert [r['n_runs'] for r in res['rows'] if r['type'] == 'verifier'] == [2]
     assert any(n.startswith(f'{extra} left out: an unfinished run') for n in res['notes'])
     # sample.py: an unfinished seed of better validation AUROC is never the pick; the config's seeds must be there
     sout = sample_run[0]
-    seed3 = f'{sout}/verifiers/hsrm_seed3'
-    shutil.copytree(f'{sout}/verifiers/hsrm_seed1', seed3)
+    seed3 = f'{sout}/verifiers/{SAMPLE_RUN}_seed3'
+    shutil.copytree(f'{sout}/verifiers/{SAMPLE_RUN}_seed1', seed3)
     try:
         ck = torch.load(f'{seed3}/ckpt.pt', weights_only=True)
         torch.save({**ck, 'best_val': {**ck['best_val'], 'auroc': 1.0}}, f'{seed3}/ckpt.pt')
         json.dump({**json.load(open(f'{seed3}/log.json')), 'done': False}, open(f'{seed3}/log.json', 'w'))
-        pattern = f'{sout}/verifiers/hsrm_seed*/ckpt.pt'
-        assert SA.best_ckpt(pattern, 'hsrm') != f'{seed3}/ckpt.pt'
-        with pytest.raises(ValueError, match=r"hsrm_seed3 is missing or unfinished, of the seeds \[1, 3\] the config "
-                                             r"names for hsrm; fix: python train.py"):
-            SA.best_ckpt(pattern, 'hsrm', [1, 3])
-        with pytest.raises(ValueError, match=r"matches no checkpoint of a finished run \(.*hsrm_seed3/ckpt.pt is "
-                                             r"unfinished"):
+        json.dump({**json.load(open(f'{seed3}/config.json')), 'seed': 3}, open(f'{seed3}/config.json', 'w'))
+        assert SA.best_ckpt(f'{sout}/verifiers/{SAMPLE_RUN}_seed*/ckpt.pt', SAMPLE_RUN) != f'{seed3}/ckpt.pt'
+        assert SA.own_ckpt({'out_dir': sout, 'train': SAMPLE_TRAIN}) != f'{seed3}/ckpt.pt'
+        with pytest.raises(ValueError, match=rf"{SAMPLE_RUN}_seed3 is missing or unfinished, of the seeds \[1, 3\] the "
+                                             rf"config names for {SAMPLE_RUN}; fix: python train.py"):
+            SA.own_ckpt({'out_dir': sout, 'train': {**SAMPLE_TRAIN, 'seeds': [1, 3]}})
+        with pytest.raises(ValueError, match=rf"matches no checkpoint of a finished run \(.*{SAMPLE_RUN}_seed3/ckpt.pt "
+                                             r"is unfinished"):
             SA.best_ckpt(f'{seed3}/ckpt.pt')
     finally:
         shutil.rmtree(seed3)
@@ -6375,7 +6472,7 @@ def test_a_verifier_scores_only_states_of_its_training_dtype(tmp_path, one_threa
         c = json.load(open(f'{out}/{split}/config.json'))
         json.dump({**c, 'weights_dtype': dt}, open(f'{out}/{split}/config.json', 'w'))
     _fit(out)
-    ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ck = f'{out}/verifiers/{FIT_RUN}_seed1/ckpt.pt'
     msg = (f"{ck} was trained on states of bfloat16 weights ({out}/train/config.json), {out}/eval holds states of "
            "float32 weights; fix: score a split extracted with --dtype=bfloat16 (its states), or a verifier trained on "
            "float32 states")
@@ -6400,7 +6497,7 @@ def test_a_typed_benchmark_question_of_a_training_problem_is_refused(tmp_path, o
         torch.save({**p, 'dataset': 'gsm8k', 'id': str(p['index']), 'question': f"Tom has {p['index']} apples "
                     "and buys one more. How many apples does he have?"}, f)
     _fit(out)
-    path = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    path = f'{out}/verifiers/{FIT_RUN}_seed1/ckpt.pt'
     _, ck = SA.load_verifier(path)
     s = {'dataset': 'gsm8k', 'synth_level': 2, 'word_family': 'shop'}
     asked = [tasks.new_problem(q, 'gsm8k', i) for i, q in enumerate([
@@ -6441,7 +6538,8 @@ n_eval = 4
     for split, n in (('train', 10), ('eval', 4)):
         assert len(os.listdir(f'{out}/{split}/problems')) == n
         assert len(json.load(open(f'{out}/{split}/labels.json'))['labels']) == n
-    assert (os.path.exists(f'{out}/verifiers/hsrm_seed42/ckpt.pt')
+    run = f'{out}/verifiers/hsrm_epochs-20_eval_interval-3_early_stop_metric-acc_seed42'  # its settings name it
+    assert (os.path.exists(f'{run}/ckpt.pt')
             and os.path.exists(f'{out}/verifiers/text_small_seed42/ckpt.pt'))
     res = json.load(open(f'{out}/results.json'))
     methods = [row['method'] for row in res['rows']]
@@ -6468,7 +6566,7 @@ n_eval = 4
     common = [str(cfg), f'--out_dir={pr}']
     for stage, extra in ((['-m', 'studies.policy', 'extract.py'],
                           ['--train_range=None', '--prune_threshold=0.0',
-                           f'--prune_ckpt={out}/verifiers/hsrm_seed42/ckpt.pt']),
+                           f'--prune_ckpt={run}/ckpt.pt']),
                          (['label.py'], []),
                          (['evaluate.py'], [f'--train_dir={out}/train', f"--ckpts=['{out}/verifiers/*/ckpt.pt']"])):
         r = subprocess.run([sys.executable, *stage, *common, *extra], cwd=REPO, capture_output=True, text=True,

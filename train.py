@@ -7,15 +7,22 @@ Never loads the generator.
     python train.py config/x.py --verifier=deepset --loss=bce --max_train_problems=100
     python train.py --out_dir=out/math --train_dirs="['out/gsm8k/train','out/math/train']"   # pooled
 
-Writes {run_dir}/ckpt.pt (best model by validation `early_stop_metric`), config.json and log.json.
-A run dir whose log.json says it finished with the same config and data is skipped, so a seed sweep that was
-interrupted picks up at the first unfinished seed; a finished run whose config differs, or whose split dirs now hold
-other data (grown, relabelled: the run records its problem ids and labels' hash), is refused before anything trains,
-naming the keys or the change (--overwrite=True trains it again in place). A run moved with its data is the same run.
+Writes {run_dir}/ckpt.pt (best model by validation `early_stop_metric`), config.json and log.json. A run's folder is
+named by its settings, every knob that differs from the defaults below (run_name: 'hsrm_seed42',
+'hsrm_lr-0.0003_seed42'), and found again by what its config.json holds (find_runs: evaluate.py and sample.py read
+runs so). A run that finished
+with the same settings and data is skipped, so a seed sweep that was interrupted picks up at the first unfinished seed;
+a finished run whose config differs (--run_dir names its folder), or whose split dirs now hold other data (grown,
+relabelled: the run records its problem ids and labels' hash), is refused before anything trains, naming the keys or
+the change (--overwrite=True trains it again in place). A run moved with its data is the same run.
 """
 import copy
+import glob
+import hashlib
+import json
 import math
 import os
+import shlex
 import time
 
 import numpy as np
@@ -24,13 +31,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
-from configurator import check_between, check_distinct, check_positive, check_writable, cli, configure, knobs
-from machine import fork_map, one_thread, resolve_device
+from configurator import configure, knobs
+from machine import check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
-from store import (VAL_CUT, atomic_write_json, finished, load_split, run_name, save_checkpoint, split_problems,
-                   split_record)
+from store import (VAL_CUT, atomic_write_json, file_meta, load_labels, load_problem, load_split, problem_files,
+                   read_checkpoint, save_checkpoint, split_problems)
 from tasks import group_key
 
 # -----------------------------------------------------------------------------
@@ -111,7 +118,7 @@ eval_batch_size = 256       # candidates per scoring batch in validation
 threads = 0                 # CPU threads for torch; 0 = torch's default (on a busy shared CPU, 1 is often much faster)
 procs = 0                   # runs (seeds, K) trained at once on CPU, each forked on one thread (machine.fork_map:
                             # the same weights as one after another): 0 = every run, up to 4 a core | 1 = one at a time
-overwrite = False           # a finished run here whose config or data differs (store.run_diff, data_change) is
+overwrite = False           # a finished run here whose config or data differs (run_diff, data_change) is
                             # refused, naming them; True = train it again in place. A finished run with the same config
                             # and data is always kept
 # -----------------------------------------------------------------------------
@@ -196,6 +203,17 @@ def get_batch(pool, state, cfg, rng):
 
 # -----------------------------------------------------------------------------
 # the model: the knobs checked against the data, the verifier sized from it
+
+
+def check_distinct(cfg, keys):
+    """ValueError naming the key, the value and the fix where a list knob whose values each name a run (seeds, sizes)
+    repeats one: the two runs would be one folder, trained twice at once."""
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, (list, tuple)) and len(set(v)) < len(v):
+            twice = sorted({x for x in v if v.count(x) > 1})
+            raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "
+                             f"folder, trained once; fix: --{k}={shlex.quote(repr(list(dict.fromkeys(v))))}")
 
 
 def check_names(cfg):
@@ -547,8 +565,259 @@ def train(train_problems, val_problems, cfg):
 
 
 # -----------------------------------------------------------------------------
-# the run: every K and seed in its run dir (store.run_name; a finished one is skipped: store.finished), several
-# at once
+# run bookkeeping: a run's name (its settings), its folder found by what the run wrote there ({run_dir}/config.json,
+# log.json, ckpt.pt), whether it finished, what changed since; evaluate.py, sample.py and tables.py read runs with these
+
+
+# knobs that do not change what a run learns, left out of its name and of the comparison with a finished run: where it
+# is written (out_dir, run_dir), speed and placement (threads, procs, device, chunk_candidates, eval_batch_size,
+# used_rows: the same model up to float rounding) and overwrite itself. Its data (train.py's record, 'data') is
+# compared apart (data_change), so a refusal names what changed in it. Every other knob counts, the schedule and the
+# seed included: a run is its data, its model and its steps.
+NOT_RUN_KEYS = ('out_dir', 'run_dir', 'threads', 'procs', 'device', 'chunk_candidates', 'eval_batch_size', 'overwrite',
+                'used_rows', 'data')
+
+
+def unread(cfg):
+    """The knobs run config cfg does not read: those its verifier kind does not (model.reads), max_iters where epochs
+    sets the steps; they change none of its runs."""
+    kind = cfg.get('verifier', DEFAULTS['verifier'])
+    return ({'text_size'} if kind != 'text' else set()) | ({'text_tokenizer', 'max_tokens'} if not reads(
+        kind, 'tokens') else set()) | ({'max_steps', 'step_read'} if not reads(kind, 'states') else set()) | (
+        {'max_iters'} if cfg.get('epochs') is not None else set())
+
+
+def settings(cfg):
+    """{knob: value, as JSON holds it} of what makes run config cfg (train.py's, or the config.json a run wrote) a run
+    of its own, less its seed: each knob that differs from its default (a knob an older config.json lacks is its
+    default), but NOT_RUN_KEYS, its data (train_dirs: data_change compares what they hold), the seed list and the
+    knobs it does not read (unread)."""
+    skip = set(NOT_RUN_KEYS) | {'train_dirs', 'seeds', 'seed'} | unread(cfg)
+    plain = lambda x: json.loads(json.dumps(x, default=str))  # noqa: E731
+    return {k: plain(cfg.get(k, d)) for k, d in DEFAULTS.items() if k not in skip and plain(cfg.get(k, d)) != plain(d)}
+
+
+def run_name(cfg, stored_layers=(-1,)):
+    """The run dir name train.py gives run config cfg: its verifier, then each of its settings in the order of the
+    knobs above, then its seed: 'hsrm_seed42' for the defaults, e.g. 'hsrm_loss-bce_lr-0.0003_seed42'. The layers it
+    reads (verifier_layers; None: stored_layers, all its data stores) are named unless they are the paper's [-1]:
+    'layers-1-2', or 'nostates' for none (step_features alone)."""
+    tags, named = [cfg['verifier']], settings(cfg)
+    for k in DEFAULTS:
+        if k == 'verifier_layers':
+            v = list(cfg[k] if cfg.get(k) is not None else stored_layers)
+            tags += [] if v == [-1] else ['layers' + ''.join(map(str, v)) if v else 'nostates']
+        elif k in named and k != 'verifier':
+            tags.append(f"{k}-{str(named[k]).replace('/', '-')}")
+    return '_'.join(tags + [f"seed{cfg['seed']}"])
+
+
+def find_runs(cfg, stored_layers=None):
+    """(the run dir name train.py gives run config cfg, less its seed; {seed: run dir} of the runs under
+    {out_dir}/verifiers whose config.json holds cfg's settings, whatever their folders are named, the first in sorted
+    order where two hold one seed): the runs evaluate.py and sample.py read for a config, and the one train.py goes on
+    in. stored_layers: the layers its data stores (None: as its first split dir's problems store them)."""
+    if stored_layers is None:
+        d = (cfg.get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')])[0]
+        files = sorted(glob.glob(os.path.join(glob.escape(d), 'problems', '*.pt')))
+        stored_layers = load_problem(files[0], mmap=True)['layers'] if files else (-1,)
+    want, runs = settings(cfg), {}
+    for p in sorted(glob.glob(os.path.join(glob.escape(cfg['out_dir']), 'verifiers', '*', 'config.json'))):
+        try:
+            with open(p) as f:
+                c = json.load(f)
+        except ValueError:  # cut short by a kill: no run to read there
+            continue
+        if isinstance(c, dict) and 'verifier' in c and 'seed' in c and settings(c) == want:
+            runs.setdefault(c['seed'], os.path.dirname(p))
+    return run_name({**cfg, 'seed': 0}, stored_layers).removesuffix('_seed0'), runs
+
+
+def _located(cfg):
+    """A run config's train_dirs as paths relative to its run dir (symlinks resolved): the same for a run and its data
+    moved or copied together (out_dir copied off a GPU box), whatever absolute path each was trained at."""
+    dirs, run = cfg.get('train_dirs'), cfg.get('run_dir')
+    if not dirs or not run:
+        return dirs
+    return [os.path.relpath(os.path.realpath(d), os.path.realpath(run)) for d in dirs]
+
+
+def run_diff(old, new):
+    """{key: (old value, new value)} of the keys (NOT_RUN_KEYS left out) where two run configs, as config.json holds
+    them, differ; {} = the same run. train_dirs compare as the dirs they name relative to the run dir (out/x, /abs/out/x
+    and a symlink are one run, and so is a run moved with its data), and not at all where both configs hold train.py's
+    record of the data (data_change compares that: the same data wherever it lies); a knob a config.json lacks as its
+    default, a val_cut (VAL_CUT) as None: a run cut otherwise is another run. The knobs it does not read (unread) do
+    not count."""
+    base = json.loads(json.dumps(DEFAULTS, default=str))
+    old, new = {**base, **old}, {**base, **new}
+    skip = set(NOT_RUN_KEYS) | unread(new) | ({'train_dirs'} if old.get('data') and new.get('data') else set())
+    real = lambda c, k: _located(c) if k == 'train_dirs' else c.get(k)  # noqa: E731
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if k not in skip and real(old, k) !=
+            real(new, k)}
+
+
+def data_change(old, new, log=None, names=None):
+    """What differs between the data a run was trained on (old: train.py's record in its config, one entry per split
+    dir: where it lies relative to the run, its training / validation problem counts, their ids' and labels' hashes,
+    the states' weights_dtype) and the data a call would train it on (new), in words; '' where none does. A run
+    recorded before runs held the record (old None) is compared by its log.json's problem counts (log), all it
+    kept. names: the split dirs as the message names them (default: where the record places them)."""
+    if not new:
+        return ''
+    count = lambda rec, k: sum(r[k] for r in rec)  # noqa: E731
+    if not old:
+        if not log or 'n_train_problems' not in log:
+            return ''
+        was, now = (log['n_train_problems'], log['n_val_problems']), (count(new, 'n_train'), count(new, 'n_val'))
+        return '' if was == now else (f"trained on {was[0]} training / {was[1]} validation problems, the split dirs "
+                                      f"now give {now[0]} / {now[1]}")
+    if len(old) != len(new):
+        return f'trained on {len(old)} split dirs, now {len(new)}'
+    for i, (o, n) in enumerate(zip(old, new)):
+        where = names[i] if names else n['dir']
+        if (o['n_train'], o['n_val']) != (n['n_train'], n['n_val']):
+            return (f"{where}: trained on {o['n_train']} training / {o['n_val']} validation problems, it now gives "
+                    f"{n['n_train']} / {n['n_val']}")
+        if o['ids'] != n['ids']:
+            return f"{where}: other problems than it was trained on ({n['n_train']} / {n['n_val']}, other ids)"
+        if o['labels'] != n['labels']:
+            return f"{where}: relabelled since it was trained (its labels.json marks other candidates correct)"
+        if o.get('weights_dtype') != n.get('weights_dtype'):
+            return (f"{where}: trained on states of {o.get('weights_dtype')} weights, it now holds "
+                    f"{n.get('weights_dtype')}")
+    return ''
+
+
+def _sha(x):
+    return hashlib.sha256(json.dumps(x).encode()).hexdigest()
+
+
+def split_record(d, run_dir, keys, labels):
+    """What a run trains on from split dir d, as its config.json and ckpt.pt record it (data_change compares
+    two): where d lies relative to the run dir (train_dirs_now: a run moved with its data finds it), the
+    training / validation problem counts, a hash of their ids (keys: [training keys, validation keys]), a hash of
+    their candidates' labels (labels: per problem in that order, correct or not: what the losses and validation
+    read) and the weights_dtype its states were extracted in."""
+    cfgp = os.path.join(d, 'config.json')
+    dtype = json.load(open(cfgp)).get('weights_dtype') if os.path.exists(cfgp) else None
+    return {'dir': os.path.relpath(os.path.abspath(d), os.path.abspath(run_dir)), 'n_train': len(keys[0]),
+            'n_val': len(keys[1]), 'ids': _sha(keys), 'labels': _sha(labels), 'weights_dtype': dtype}
+
+
+def check_fresh(ck, path):
+    """ValueError naming the change and the fix where the data a checkpoint was trained on (its train_config's record,
+    train.py's; a run from before runs kept one: log.json's problem counts) is not what its split dirs hold now (grown,
+    cut, other problems, relabelled, re-extracted in another dtype): its scores, and the validation choices made for it
+    on those dirs, would be stale. Split dirs not found here (a checkpoint copied alone) are not checked."""
+    tc = ck.get('train_config') or {}
+    dirs = train_dirs_now(tc, path)
+    if not dirs or not all(os.path.exists(os.path.join(d, 'labels.json')) for d in dirs):
+        return
+    now = []
+    for d in dirs:
+        labels = load_labels(d)
+        a, b = split_problems(problem_files(d), **{k: tc[k] for k in ('val_frac', 'val_seed') if k in tc},
+                              k=tc.get('max_train_problems'))
+        keys = [[file_meta(f)[1] for f in a], [file_meta(f)[1] for f in b]]
+        now.append(split_record(d, os.path.dirname(path), keys,
+                                [[bool(x.get('correct')) for x in labels.get(k, [])] for k in keys[0] + keys[1]]))
+    logp = os.path.join(os.path.dirname(path), 'log.json')
+    log = json.load(open(logp)) if os.path.exists(logp) else None
+    change = data_change(tc.get('data'), now, log, dirs)
+    if change:
+        raise ValueError(f"{path} is stale: {change}; fix: retrain it on the data as it is now (the command that "
+                         "trained it, with --overwrite=True, e.g. python train.py <config> --overwrite=True)")
+
+
+def run_state(run_dir):
+    """'done': the run in run_dir finished (its log.json says so); 'unfinished': a train.py run folder (it writes
+    config.json before training) whose log.json is missing or not done (interrupted); None: no train.py run folder
+    (a checkpoint saved otherwise)."""
+    logp = os.path.join(run_dir, 'log.json')
+    if os.path.exists(logp):
+        try:
+            with open(logp) as f:
+                return 'done' if json.load(f).get('done') else 'unfinished'
+        except ValueError:  # cut short by a kill
+            return 'unfinished'
+    return 'unfinished' if os.path.exists(os.path.join(run_dir, 'config.json')) else None
+
+
+def finished(c, keep_both):
+    """Whether run config c is already trained in c['run_dir'] (skip it). A finished run whose config or data
+    (c['data'], train.py's record: data_change) differs is refused (ValueError naming the keys or the change, and
+    keep_both, the calling stage's way to a new run dir) unless c['overwrite']; an unfinished one (interrupted, no done
+    log.json) is trained again."""
+    logp, cfgp = os.path.join(c['run_dir'], 'log.json'), os.path.join(c['run_dir'], 'config.json')
+    if not (os.path.exists(logp) and os.path.exists(cfgp)):
+        return False
+    with open(logp) as f1, open(cfgp) as f2:
+        log, old = json.load(f1), json.load(f2)
+    new = json.loads(json.dumps(c, default=str))
+    done, diff, change = log.get('done'), run_diff(old, new), data_change(old.get('data'), new.get('data'),
+                                                                                    log, c['train_dirs'])
+    keys = ', '.join(f'{k} {a!r} -> {b!r}' for k, (a, b) in diff.items())
+    if done and not diff and not change:
+        try:  # a ckpt.pt cut short or zero-filled after the run finished: train it again
+            read_checkpoint(os.path.join(c['run_dir'], 'ckpt.pt'), mmap=True)
+        except (ValueError, FileNotFoundError) as e:
+            print(f"{c['run_dir']} finished, but {str(e).split('; fix:')[0]}; training it again")
+            return False
+        print(f"{c['run_dir']} already finished with this config; skipping" + (
+            '' if old.get('data') else ' (trained before runs recorded their data: its problem counts are those of '
+                                       'the split dirs now)'))
+        return True
+    if done and not c['overwrite']:
+        what = f'whose config differs ({keys})' if diff else f'trained on other data ({change})'
+        raise ValueError(f"{c['run_dir']} holds a finished run {what}; fix: {keep_both} keeps both, --overwrite=True "
+                         f"trains it again in place")
+    what = f'with {keys}' if diff else f'trained on other data ({change})'
+    print(f"{c['run_dir']} holds " + (f'a finished run {what}; overwriting it' if done else 'an unfinished run; '
+                                      'training it again'))
+    return False
+
+
+def train_dirs_now(tc, path):
+    """The split dirs a checkpoint's run (train_config tc, its ckpt.pt at path) was trained on, where they lie now: each
+    where train.py's record places it relative to the run dir (a run and its data moved or copied together), else at
+    the path it was trained at (a checkpoint copied alone). A config without train_dirs: {out_dir}/train."""
+    dirs = tc.get('train_dirs') or ([os.path.join(tc['out_dir'], 'train')] if tc.get('out_dir') else [])
+    if tc.get('data') and len(tc['data']) == len(dirs):
+        rel = [r['dir'] for r in tc['data']]
+    else:  # a run from before the record: relative to the run dir it was trained in
+        rel = _located({'train_dirs': dirs, 'run_dir': tc['run_dir']}) if tc.get('run_dir') else dirs
+    here = os.path.dirname(os.path.abspath(path))
+    out = []
+    for d, r in zip(dirs, rel):
+        moved = os.path.normpath(os.path.join(here, r))
+        out.append(moved if not os.path.isabs(r) and os.path.isdir(moved) else d)
+    return out
+
+
+def trained_on(ck, path):
+    """The extraction configs (config.json) of a checkpoint's training splits (train_dirs_now: train.py's train_dirs
+    from the checkpoint or the config.json beside it, where they lie now), each with its path under 'where'; [] when
+    none is found; a shipped verifier's own (tables.export_verifier: it names no split dir)."""
+    if ck.get('trained_on') is not None:
+        return ck['trained_on']
+    tc = ck.get('train_config')
+    side = os.path.join(os.path.dirname(path), 'config.json')
+    if not tc and os.path.exists(side):
+        with open(side) as f:
+            tc = json.load(f)
+    out = []
+    for d in train_dirs_now(tc or {}, path):
+        p = os.path.join(d, 'config.json')
+        if os.path.exists(p):
+            with open(p) as f:
+                out.append({**json.load(f), 'where': p})
+    return out
+
+
+# -----------------------------------------------------------------------------
+# the run: every K and seed in its run dir (the run there with its settings, else a new one named by run_name; a
+# finished one is skipped: finished), several at once
 
 
 KEEP_BOTH = '--run_dir=<a new dir>'  # train.py's way to train a changed config beside a finished run
@@ -565,14 +834,15 @@ def run(cfg, keep_both=KEEP_BOTH):
     todo, parts = [], {}
     for k in ks if isinstance(ks, list) else [ks]:
         parts[k] = [split_problems(probs, cfg['val_frac'], cfg['val_seed'], k) for probs in data]
+        found = {} if cfg['run_dir'] else find_runs({**cfg, 'max_train_problems': k}, data[0][0]['layers'])[1]
         for s in cfg['seeds'] or [cfg['seed']]:
             c = {**cfg, 'seed': s, 'train_dirs': dirs, 'seeds': None, 'max_train_problems': k, 'val_cut': VAL_CUT}
-            c['run_dir'] = os.path.join(cfg['out_dir'], 'verifiers', run_name(c, DEFAULTS, data[0][0]['layers']))
+            c['run_dir'] = found.get(s) or os.path.join(cfg['out_dir'], 'verifiers', run_name(c, data[0][0]['layers']))
             if cfg['run_dir']:  # one dir per seed below it when sweeping ('{seed}' in it: named by the caller)
                 c['run_dir'] = cfg['run_dir'].format(seed=s) if '{seed}' in cfg['run_dir'] else \
                     os.path.join(cfg['run_dir'], f'seed{s}') if cfg['seeds'] else cfg['run_dir']
             c['data'] = data_record(dirs, c['run_dir'], parts[k])  # what it trains on: a finished run is kept only
-            if not finished(c, DEFAULTS, keep_both):                # where it trained on the same
+            if not finished(c, keep_both):                          # where it trained on the same
                 todo.append(c)
     check_writable('run_dir' if cfg['run_dir'] else 'out_dir', *[c['run_dir'] for c in todo])  # before any run starts
     jobs = []

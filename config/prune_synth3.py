@@ -2,7 +2,7 @@
 # "Step 1..3" lines and "The answer is" line = 4 steps), between level 2 (3 steps) and level 4 (uninformative).
 # HSRM with and without prefix training; steer.py simulates pruning and DeepConf on the same pools.
 #   for s in extract label; do python $s.py config/prune_synth3.py; done   (extract with --threads=1 on a shared CPU)
-#   python train.py config/prune_synth3.py && python train.py config/prune_synth3.py --prefix_train=0.5  # -> verifiers/hsrm_prefix_train-0.5_seed*
+#   python train.py config/prune_synth3.py && python train.py config/prune_synth3.py --prefix_train=0.5  # -> verifiers/hsrm_max_iters-300_eval_interval-25_prefix_train-0.5_seed*
 #   python evaluate.py config/prune_synth3.py && python -m studies.steer config/prune_synth3.py  # the table, then the pruning study
 # Thresholds from a separate calibration split (200 fresh problems x 8) instead of the 60 validation problems:
 #   python extract.py config/prune_synth3.py --out_dir=out/prune_synth3_calib --train_range=None --eval_range="(20322,20521)"

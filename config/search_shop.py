@@ -6,7 +6,7 @@
 #   python train.py config/words.py --out_dir=out/words_shop; python train.py config/words.py --out_dir=out/words_shop --prefix_train=0.5
 #   for s in 42 123 456; do for n in 4 8; do for v in hsrm hsrm_prefix_train-0.5; do d=out/search_shop/${v}_beam_n${n}_seed$s
 #     python -m studies.policy extract.py config/search_shop.py --search=beam --n_eval_samples=$n --seed=$s --out_dir=$d \
-#       --search_ckpt=out/words_shop/verifiers/${v}_seed$s/ckpt.pt && python label.py config/search_shop.py --out_dir=$d
+#       --search_ckpt=out/words_shop/verifiers/hsrm_epochs-20_eval_interval-25${v#hsrm}_seed$s/ckpt.pt && python label.py config/search_shop.py --out_dir=$d
 #   done; done; done
 #   (DVTS: --search=dvts; N = 16: --n_eval_samples=16)
 #   python -m studies.steer config/search_shop.py
@@ -25,7 +25,7 @@ search = 'beam'
 search_width = 4
 pool_dir = 'out/words_shop/eval'  # steer.py: the best-of-N pool, its training split and plain HSRM's checkpoints
 train_dir = 'out/words_shop/train'
-ckpts = ['out/words_shop/verifiers/hsrm_seed*/ckpt.pt']
+ckpts = ['out/words_shop/verifiers/hsrm_epochs-20_eval_interval-25_seed*/ckpt.pt']  # words.py's plain HSRM
 search_dirs = ['out/search_shop/*/eval']
 difficulty = [0.1, 0.3]  # solve-rate cuts for the by-difficulty rows: SmolLM2 solves 14% of shop's samples, so
                          # steer.py's default [0.2, 0.5] leaves 38 / 6 / 4 problems; these give 26 / 15 / 7

@@ -16,6 +16,7 @@ moved to studies/bench_lab.py.
     python -m studies.bench --only=gpu_refill  # continuous batching against fixed batches (a stand-in EOS)
 """
 import copy
+import difflib
 import json
 import os
 import resource
@@ -28,7 +29,6 @@ import torch
 
 import generator
 import machine
-from configurator import read_flags
 import model as M
 import tasks
 import train as T
@@ -37,6 +37,24 @@ from store import generated_tokens, split_problems
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repo's root: this file is studies/bench.py
 DATA = os.path.join(HERE, '..', 'shared', 'data')
+
+
+def read_flags(argv, known, name):
+    """{key: value} of a command line of --key=value flags and bare --key switches (the benches, which have no knobs):
+    an unknown one is refused in one line naming the closest known one, before any work. known: {key: True where it
+    takes a value, False for a switch}; name: the command, as a user types it."""
+    out, every = {}, ', '.join(f'--{k}' + '=' * v for k, v in known.items())
+    for arg in argv:
+        key, eq, val = arg[2:].partition('=') if arg.startswith('--') else (arg, '', '')
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.5)
+            fix = f"--{close[0]}{eq}{val} (its flags: {every})" if close else f'one of {every}'
+            raise SystemExit(f"{name}: unknown flag {arg!r}; fix: {fix}")
+        if known[key] != bool(eq):
+            raise SystemExit(f"{name}: {arg!r} {'takes a value' if known[key] else 'is a switch'}; fix: "
+                             f"--{key}{'=<value>' if known[key] else ''}")
+        out[key] = val if eq else True
+    return out
 
 
 def table(rows, header):

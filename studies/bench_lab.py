@@ -19,9 +19,8 @@ import generator
 import grading
 import tasks
 import train as T
-from configurator import read_flags
 from model import build_verifier, count_params, score_problems, verifier_flops
-from studies.bench import DATA, HERE, machine_floor, run_sections, table
+from studies.bench import DATA, HERE, machine_floor, read_flags, run_sections, table
 
 
 # -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ split's candidates need their final labels) or sample.py's questions, with every
 
 A split or sample folder records the knobs in its config.json (store.STEERING); resuming it under another policy,
 or none, is refused. sample.py checks the steering checkpoint as the one that picks (sample.refusals: a question of its
-training groups is refused; store.check_fresh: a stale one too; the weights dtype: check_match).
+training groups is refused; train.check_fresh: a stale one too; the weights dtype: check_match).
 """
 import os
 import sys
@@ -24,7 +24,8 @@ import torch
 
 import extract
 import sample
-from configurator import check_positive, cli, configure, knobs, split_argv
+from configurator import configure, knobs, split_argv
+from machine import check_positive, cli
 from model import STEP_KINDS, layer_columns, read_kinds, reads
 from store import load_checkpoint
 
@@ -320,7 +321,8 @@ def run(argv):
                          f"--search_ckpt=<ckpt.pt>")
     mod = extract if stage == 'extract.py' else sample
     own, cfg = split_argv(argv[1:], mod.DEFAULTS, DEFAULTS)  # the knobs above, from the same files and flags
-    config = sample.configured(own) if stage == 'sample.py' else configure(dict(extract.DEFAULTS), own)  # its flags
+    config = sample.configured(own) if stage == 'sample.py' else configure(dict(extract.DEFAULTS), own,  # its flags
+                                                                           extract.DEFAULTS)
     cli(lambda c: check_positive(c, DEFAULTS, ('search_width',)), cfg, 'policy.py')
     if cfg['search'] not in (None,) + SEARCH_RULES:
         raise SystemExit(f"search={cfg['search']!r} is unknown; fix: None, or one of {', '.join(SEARCH_RULES)}")

@@ -32,9 +32,9 @@ import bestofn as B
 import evaluate
 import tables
 from bestofn import group_confidences, has_confidences
-from configurator import check_writable, cli, configure, knobs, split_argv
+from configurator import configure, knobs, split_argv
 from grading import answers_equal
-from machine import resolve_device
+from machine import check_writable, cli, resolve_device
 from model import reads
 from store import atomic_write_json, load_checkpoint, load_split, problem_files, split_problems
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
@@ -533,6 +533,7 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
     groups = {}
     for path in paths:
         groups.setdefault(tables.run_group(path), []).append(path)
+    names = tables.row_names(groups)
     for g, gpaths in sorted(groups.items()):
         runs = {r: [] for r in ['none'] + cfg['prune_rules']}
         for path in gpaths:
@@ -569,7 +570,7 @@ def verifier_prune(paths, problems, pool, val_split, calib, n, cfg, dirs, dev, o
                 pt = next(c for c in curve if c['threshold'] == th)
                 runs[rule].append(prune_point(pt, base, ckpt=path, tokens_tol_test=at_tolerance(curve, tol),
                                               val_curve=vcurve, curve=curve))
-        label = tables.PRETTY.get(g, g)
+        label = names[g]
         if runs['none']:
             au = [tables.mean_std(a) for a in zip(*[r['prefix_auroc'] for r in runs['none']])]
             out['notes'].append(f'{label}: within-problem AUROC of the prefix score after step 1, 2, ... (a candidate '

@@ -32,7 +32,7 @@ from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
-from test_all import (REPO, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
+from test_all import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
                       one_thread_eval,  # noqa: F401
                       require, sample_run, tiny_model, tiny_tokenizer,  # fixtures among them
                       write_split_eval, write_untrained_run)
@@ -389,7 +389,7 @@ def test_sample_steered_by_search_or_pruning(sample_run, tmp_path):
     search and online pruning run through sample.py's loop, a candidate they stopped is never the pick, the folder's
     config.json records the policy, and adding questions to it under another policy is refused."""
     out = sample_run[0]
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ckpt = f'{out}/verifiers/{SAMPLE_RUN}_seed1/ckpt.pt'
     (tmp_path / 'q.jsonl').write_text(''.join(json.dumps({'question': q}) + '\n' for q in
                                               ('Compute 7 + 7 - 2.', 'Compute 9 - 2 - 5.', 'Compute 5 + 4 - 7.')))
     args = [f'--out_dir={out}', f'--ckpt={ckpt}', f"--questions_file={tmp_path / 'q.jsonl'}", '--n_samples=4']
@@ -417,9 +417,9 @@ def test_a_steering_checkpoint_is_group_checked_as_the_picking_one(sample_run, t
     for every checkpoint that reads the questions. A question outside both checkpoints' groups is answered."""
     import shutil
     out = sample_run[0]
-    ckpt = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ckpt = f'{out}/verifiers/{SAMPLE_RUN}_seed1/ckpt.pt'
     seen = tmp_path / 'seen'  # a steering checkpoint trained on 'Compute 7 + 7 - 2.''s group
-    shutil.copytree(f'{out}/verifiers/hsrm_seed1', seen)
+    shutil.copytree(f'{out}/verifiers/{SAMPLE_RUN}_seed1', seen)
     ck = torch.load(seen / 'ckpt.pt', weights_only=True)
     torch.save({**ck, 'groups': {**ck['groups'], 'train': sorted(ck['groups']['train'] + ['synth:2 7 7'])}},
                seen / 'ckpt.pt')
@@ -448,7 +448,7 @@ def test_pruning_end_to_end(tmp_path, one_thread_eval):
     cfg = {'out_dir': out, 'n_scaling': [8], 'deepconf_window': 4, 'prune_grid': 11}
     res, prn = E.run(cfg), ST.prune_run(cfg)
     rows, pr = {r['method']: r for r in res['rows']}, {r['method']: r for r in prn['rows']}
-    g = 'hsrm_prefix_train-0.5'
+    g = 'HSRM'  # the table's only run (prefix-trained): named by its verifier (tables.row_names)
     none, rules = pr[f'{g}, no pruning'], [pr[f'{g}, global rule'], pr[f'{g}, relative rule']]
     assert none['n_runs'] == 2 and none['tokens'] == 1.0
     assert none['acc'] == pytest.approx(rows[g]['acc'], abs=0.03)     # the same checkpoints, unpruned, as the main
@@ -661,7 +661,7 @@ def test_pruning_reads_the_steps_the_checkpoint_reads(tmp_path, one_thread_eval)
            'input_steps': 'answer', 'max_steps': 2})
     prn = ST.prune_run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5,
                         'prune_subsets': 2})
-    assert any(r['method'].startswith('hsrm_input_steps-answer_max_steps-2, global rule') for r in prn['rows'])
+    assert any(r['method'].startswith('HSRM, global rule') for r in prn['rows'])  # the only run: its verifier's name
 
 
 def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval):
@@ -672,7 +672,7 @@ def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     write_split_eval(f'{out}/train', 20, 8, seed=1)
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
-    ck = f'{out}/verifiers/hsrm_seed1/ckpt.pt'
+    ck = f'{out}/verifiers/{FIT_RUN}_seed1/ckpt.pt'
     write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
     with pytest.raises(ValueError) as e:
         ST.prune_run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
@@ -706,8 +706,8 @@ def test_a_study_with_an_unwritable_output_is_one_line_before_any_work(tmp_path,
     afile = tmp_path / 'a_file'
     afile.write_text('')
     under = f'{afile}/out'
-    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train',
-                   'ckpts': [f'{run}/verifiers/hsrm_seed1/ckpt.pt'], 'n_eval': 4, 'plots': False}
+    ck = f'{run}/verifiers/hsrm_lr-0.001_max_iters-2_batch_problems-4_eval_interval-1_seed1/ckpt.pt'
+    evaluate_at = {'eval_dir': f'{run}/eval', 'train_dir': f'{run}/train', 'ckpts': [ck], 'n_eval': 4, 'plots': False}
     (run / 'curve').write_text('')  # curve.py reads out_dir and writes out_dir/curve: a file there
     before = sorted(str(p) for p in run.rglob('*'))
     for where, fn in ((afile, lambda: ST.prune_run({**evaluate_at, 'out_dir': under})),

@@ -31,9 +31,9 @@ import evaluate
 import tables
 import train as T
 from bestofn import combo_fit
-from configurator import check_keys, check_positive, check_writable, cli, configure, knobs
+from configurator import check_keys, configure, knobs
 from grading import answers_equal
-from machine import resolve_device
+from machine import check_positive, check_writable, cli, resolve_device
 from model import count_params
 from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
                    split_problems)
