@@ -3823,8 +3823,8 @@ def test_norm_first_switches_the_layers_and_travels_with_the_checkpoint(tmp_path
         again, ck = load_checkpoint(p)
         assert ck['model_args']['norm_first'] is True and again.args == pre.args
         assert all(np.array_equal(x, y) for x, y in zip(score_problems(again, probs), b))
-    assert run_name({**d, 'norm_first': True}, T.DEFAULTS) == 'hsrm_norm_first-True_seed42'
-    assert run_name(d, T.DEFAULTS) == 'hsrm_seed42'
+    assert run_name({**d, 'norm_first': True}) == 'hsrm_norm_first-True_seed42'
+    assert run_name(d) == 'hsrm_seed42'
     _err(lambda: T.build_model(probs, {**d, 'verifier': 'deepset', 'norm_first': True}), "'deepset'", 'fix')
 
 
