@@ -581,7 +581,8 @@ def run(cfg, named=None, command=None):
     free = lambda ps: free_scores(ps, cfg, combo)  # noqa: E731
     rows = (pool_rows(problems, 'eval', free(problems), scores['eval'], prm, text=True)
             + pool_rows(vp, 'val', free(vp), scores['val']) + pool_rows(extra, 'val_run', free(extra), scores['val']))
-    own = next(iter(named)) if named else 'hsrm'  # the verifier shipped: the config's own run, its seed sample.py uses
+    # the verifier shipped: the config's own run (its seed sample.py uses); no config named one: the first HSRM run
+    own = next(iter(named)) if named else next((a['group'] for a in arms if a['kind'] == 'hsrm'), None)
     ship = next((a for a in arms if a['group'] == own), None)
     best = best_seed([r['ckpt'] for r in ship['runs']]) if ship else None
     write_pools(pools, rows, {

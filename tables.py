@@ -898,7 +898,7 @@ def readme_table_mismatches(readme_path, heading, pools_dir):
 
 if __name__ == '__main__':
     import sys
-    from configurator import cli
+    from machine import cli
     if len(sys.argv) != 2 or sys.argv[1].startswith('--'):
         raise SystemExit("usage: python tables.py <pools dir>: the table evaluate.py wrote (results.md's, less its "
                          "notes and cost), recomputed from the pools folder it writes ({out_dir}/pools)")

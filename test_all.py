@@ -6101,14 +6101,14 @@ def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
     n_val = len(store.split_problems(store.problem_files(f'{out}/train'))[1])
     assert len(ev) == 6 * 4 and len(val) == n_val * 8 and len(rows) == len(ev) + len(val)
     assert all('text' in r for r in ev) and not any('text' in r for r in val)
-    assert all(set(r['free']) >= set(BON.CHEAP_SCORERS) and set(r['verifiers']) == {'hsrm_seed1', 'hsrm_seed2'}
+    assert all(set(r['free']) >= set(BON.CHEAP_SCORERS) and set(r['verifiers']) == {f'{SAMPLE_RUN}_seed1', f'{SAMPLE_RUN}_seed2'}
                for r in rows)
-    cache = json.load(open(f'{out}/scores/eval/verifiers_hsrm_seed2.json'))['scores']
-    assert [r['verifiers']['hsrm_seed2'] for r in ev if r['problem'] == ev[0]['problem']] == cache[ev[0]['problem']]
+    cache = json.load(open(f'{out}/scores/eval/verifiers_{SAMPLE_RUN}_seed2.json'))['scores']
+    assert [r['verifiers'][f'{SAMPLE_RUN}_seed2'] for r in ev if r['problem'] == ev[0]['problem']] == cache[ev[0]['problem']]
     labels = json.load(open(f'{out}/eval/labels.json'))['labels']
     assert [r['correct'] for r in ev] == [bool(x['correct']) for k in sorted(labels) for x in labels[k]]
-    assert meta['seeds'] == {'hsrm': [1, 2]} and meta['config']['n_boot'] == 200 and meta['commit']
-    assert meta['shipped']['ckpt'] == tables.best_seed(glob.glob(f'{out}/verifiers/hsrm_seed*/ckpt.pt'))
+    assert meta['seeds'] == {SAMPLE_RUN: [1, 2]} and meta['config']['n_boot'] == 200 and meta['commit']
+    assert meta['shipped']['ckpt'] == tables.best_seed(glob.glob(f'{out}/verifiers/{SAMPLE_RUN}_seed*/ckpt.pt'))
     r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
