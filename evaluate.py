@@ -550,31 +550,34 @@ def named_runs(argv, out_dir):
     return named
 
 
-def run(cfg, named=None, command=None):
-    """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
-    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
-    the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
-    files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
-    the pools' meta.json."""
-    cfg = {**DEFAULTS, **cfg}
+def check_run(cfg):
+    """The checks before any work (the knobs, the folders written) and the run's places: -> (eval_dir, train_dir,
+    suffix of the results' names, the pools' dir, device)."""
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
         raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")
-    out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
-    pools = os.path.join(out_dir, 'pools' + suffix)
-    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'), pools)  # the table, caches, pools: before work
+    pools = os.path.join(cfg['out_dir'], 'pools' + suffix)
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'), pools)  # the table, caches, pools
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
+    return eval_dir, train_dir, suffix, pools, dev
 
+
+def eval_problems(cfg, named, eval_dir):
+    """The evaluation split and the checkpoints that score it (tables.checkpoint_paths), each checked against it before
+    any work (no checkpoint scores its training groups, other states or stale), and n_eval against its pools: ->
+    (problems, checkpoint paths, a note per run left out, the pool sizes). Says which N of n_scaling its pools leave
+    out."""
+    n = cfg['n_eval']
     problems = load_split(eval_dir)
     paths, left_out = checkpoint_paths(cfg, named)
-    for path in paths:  # before any work: no checkpoint scores its training groups, other states or stale
+    for path in paths:
         check_checkpoint(problems, eval_dir, path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
@@ -584,33 +587,91 @@ def run(cfg, named=None, command=None):
     if over := [k for k in cfg['n_scaling'] if k > sizes[0]]:  # said, never dropped silently
         print(f"n_scaling: N={', '.join(map(str, over))} left out of the N-scaling table: the problems of {eval_dir} "
               f"hold {sizes[0]} candidates (extract.py's n_eval_samples); N={', '.join(map(str, ns))} are scored")
+    return problems, paths, left_out, sizes
+
+
+def confidence_note(cfg, problems):
+    """The note on DeepConf's rows: how they are made, or why they are left out."""
+    if has_confidences(problems):
+        return ("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
+                f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
+                "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
+                f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
+    return ("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
+            "were stored); fix: re-extract with the current extract.py.")
+
+
+def pruning_notes(problems, gc):
+    """A note on what online pruning did where the split was sampled with it (extract.py prune_ckpt; gc: the
+    extraction's config), else none."""
+    stopped = sum(c.get('finish') == 'pruned' for p in problems for c in p['candidates'])
+    if not stopped:
+        return []
+    return [f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
+            f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
+            f"{sum(len(p['candidates']) for p in problems)} candidates were stopped "
+            f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
+            "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
+            "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped."]
+
+
+def result_notes(cfg, res, problems, trained_on, train_dir):
+    """The notes on the table made (res: tables.pool_table's): no table by part, the intervals (interval_notes),
+    rows that stand for several selectors, checkpoints trained on other dirs than validation reads."""
+    notes = []
+    if not res['breakdown']:
+        ds = problems[0]['dataset']
+        notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
+                     + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
+                        "and OlympiadBench rows carry no category)."))
+    notes += interval_notes(cfg, res['rows'], res['bootstrap'])
+    if any(r.get('alike') for r in res['rows']):
+        longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
+        notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
+                     "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
+                     f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
+                     f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
+    if trained_on and trained_on != [os.path.abspath(train_dir)]:
+        notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
+    return notes
+
+
+def ship_verifier(res, pools, own, best):
+    """{pools}/hsrm.pt: the checkpoint best (the seed of the run own that sample.py answers with) as one file with its
+    vote's temperature (tables.export_verifier); an earlier run's file removed when best is None."""
+    if best:
+        r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
+                 if r['ckpt'] == best)
+        export_verifier(best, os.path.join(pools, SHIPPED_FILE),
+                        None if r['temp'] is None else {'temp': r['temp'], 'n': r['vote_n']})
+    elif os.path.exists(os.path.join(pools, SHIPPED_FILE)):  # an earlier run's: not this table's verifier
+        os.remove(os.path.join(pools, SHIPPED_FILE))
+
+
+def run(cfg, named=None, command=None):
+    """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
+    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
+    the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
+    files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
+    the pools' meta.json."""
+    cfg = {**DEFAULTS, **cfg}
+    eval_dir, train_dir, suffix, pools, dev = check_run(cfg)
+    out_dir, n = cfg['out_dir'], cfg['n_eval']
+    problems, paths, left_out, sizes = eval_problems(cfg, named, eval_dir)
     # validation: the val split of train_dir, for choices that must not see the test split
     val_split = val_splitter(train_dir, n, cfg)
     val = val_split(cfg['val_frac'], cfg['val_seed'])
     notes = table_notes(cfg, sizes, n, train_dir, val) + left_out
 
+    # the scores: the free ones (the combo fitted on train_dir), the PRM's cached ones, every checkpoint's
     combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val and has_confidences(problems) else None
-    if has_confidences(problems):
-        notes.append("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
-                     f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
-                     "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
-                     f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
-    else:
-        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
-                     "were stored); fix: re-extract with the current extract.py.")
+    notes.append(confidence_note(cfg, problems))
     prm, prm_info, pcost, note = prm_column(eval_dir, problems, cfg['prm_reduce'])
     notes += [note] if note else []
     arms, scores, val_scored, vcost, trained_on = verifier_scores(
         paths, problems, val_split, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
-    stopped = sum(c.get('finish') == 'pruned' for p in problems for c in p['candidates'])
     gc = split_config(eval_dir)
-    if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
-        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
-                     f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
-                     f"{sum(len(p['candidates']) for p in problems)} candidates were stopped "
-                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
-                     "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
-                     "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
+    notes += pruning_notes(problems, gc)
 
     # the pools: every candidate the table reads with every score; the table is made from them as tables.py makes it
     vp = val[0] if val else []
@@ -629,35 +690,17 @@ def run(cfg, named=None, command=None):
         'bootstrap': {k: cfg[k] for k in ('n_boot', 'boot_seed')},
         'combo_weights': dict(zip(combo['names'], combo['weight'])) if combo else None, 'prm': prm_info, 'arms': arms,
         'shipped': {'file': SHIPPED_FILE, 'run': own, 'ckpt': best} if best else None})
-    res = pool_table(*read_pools(pools))
 
-    if not res['breakdown']:
-        ds = problems[0]['dataset']
-        notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
-                     + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
-                        "and OlympiadBench rows carry no category)."))
-    notes += interval_notes(cfg, res['rows'], res['bootstrap'])
-    if any(r.get('alike') for r in res['rows']):
-        longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
-        notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
-                     "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
-                     f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
-                     f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
-    if trained_on and trained_on != [os.path.abspath(train_dir)]:
-        notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
-    for c in [pcost] + vcost:  # each verifier's cost beside its accuracy
+    # the table, from the pools alone, with its notes and each verifier's cost beside its accuracy
+    res = pool_table(*read_pools(pools))
+    notes += result_notes(cfg, res, problems, trained_on, train_dir)
+    for c in [pcost] + vcost:
         c['acc'] = next((r['acc'] for r in res['rows'] if r['method'] == c['verifier']
                          and r['type'] in ('prm', 'verifier')), None)
     res = {**res, 'config': cfg, 'train_dir': train_dir, 'cost': [pcost] + vcost,
            'generator_cost': generator_cost(problems, str(gc.get('model'))), 'notes': notes}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
-    if best:  # the seed sample.py answers with, as one file with its vote's temperature
-        r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
-                 if r['ckpt'] == best)
-        export_verifier(best, os.path.join(pools, SHIPPED_FILE),
-                        None if r['temp'] is None else {'temp': r['temp'], 'n': r['vote_n']})
-    elif os.path.exists(os.path.join(pools, SHIPPED_FILE)):  # an earlier run's: not this table's verifier
-        os.remove(os.path.join(pools, SHIPPED_FILE))
+    ship_verifier(res, pools, own, best)
     wrote = [f'{f} ({os.path.getsize(os.path.join(pools, f)):,} bytes)' for f in (POOLS_FILE, META_FILE, SHIPPED_FILE)
              if os.path.exists(os.path.join(pools, f))]
     print(f"wrote {pools}/: {', '.join(wrote)}; `python tables.py {pools}` prints the table from them")
