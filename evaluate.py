@@ -133,156 +133,193 @@ def plot_title(res, what):
 
 
 def make_plots(res, prefix):
-    """{prefix}_bon_vs_n.png: best-of-N against N (the learned verifiers and their weighted votes, the best free
-    selector on validation, the table's reference, with its 95% band, and on test, optimistic; majority vote, oracle
-    pass@N, single-pass), above each one's paired Δ against the reference (a learned verifier's with its 95% band);
-    {prefix}_acc_vs_flops.png: best-of-n against the FLOPs a selector adds to sampling a problem's n candidates (the
-    verifier scoring them; the free selectors at 0), with what that sampling costs the generator;
-    {prefix}_auroc.png: each scorer's within-problem AUROC with its 95% interval, the reference's band and chance.
-    A note instead without matplotlib."""
+    """{prefix}_bon_vs_n.png, {prefix}_acc_vs_flops.png and {prefix}_auroc.png (plot_bon_vs_n, plot_acc_vs_flops,
+    plot_auroc: each where the table has what it shows); a note instead without matplotlib."""
     try:
         import matplotlib
         matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot  # noqa: F401  (each plot_* draws with it)
     except ImportError:
         return ['plots skipped: matplotlib is not installed (pip install matplotlib)']
-    files, rows, n, ns = [], res['rows'], res['n_eval'], res['ns']
+    files = [plot(res, prefix) for plot in (plot_bon_vs_n, plot_acc_vs_flops, plot_auroc)]
+    return [f'plot: {f}' for f in files if f]
+
+
+def plot_rows(rows):
+    """What the plots draw of the table's rows: the first row of each reference type (REF_STYLES: None where absent),
+    the learned verifiers and the PRM, each one's weighted-vote row (or None) and (colour, marker)."""
     one = {t: next((r for r in rows if r['type'] == t), None) for t in REF_STYLES}
     learned = [r for r in rows if r['type'] in ('verifier', 'prm')]
     by_name = {r['method']: r for r in rows}
     vote_of = {r['method']: by_name.get(f"{r['method']} + weighted vote") for r in learned}
     style = {r['method']: VERIFIER_STYLES[i % len(VERIFIER_STYLES)] for i, r in enumerate(learned)}
+    return one, learned, vote_of, style
+
+
+def legend_name(r):
+    """A row's name in a legend: the best free selectors say which (a tie of several is their mean) and what they
+    are (the reference, optimistic)."""
+    if r['type'] in ('free_best_val', 'free_best_test'):
+        tied = r.get('tied') or [r['method']]
+        pick = free_name(tied[0]) if len(tied) == 1 else f'mean of {len(tied)} tied'
+        return (f"Best free on val ({pick}): the reference" if r['type'] == 'free_best_val'
+                else f"Best free on test ({pick}): optimistic")
+    return 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
+
+
+def save_plot(fig, ax, path, inside=None):
+    """Write fig to path with ax's legend (inside: a corner of the axes for it, else beside them); -> path."""
+    import matplotlib.pyplot as plt
+    ax.legend(fontsize=7, loc=inside or 'upper left', bbox_to_anchor=None if inside else (1.02, 1.0))
+    fig.savefig(path, dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
+    plt.close(fig)
+    return path
+
+
+def plot_bon_vs_n(res, prefix):
+    """{prefix}_bon_vs_n.png (None with one N): best-of-N against N (the learned verifiers and their weighted votes,
+    the best free selector on validation, the table's reference, with its 95% band, and on test, optimistic; majority
+    vote, oracle pass@N, single-pass), above each one's paired Δ against the reference (a learned verifier's with its
+    95% band)."""
+    import matplotlib.pyplot as plt
+    ns = res['ns']
+    if len(ns) <= 1:
+        return None
+    one, learned, vote_of, style = plot_rows(res['rows'])
     unit = 'groups' if res.get('bootstrap', {}).get('unit') == 'groups' else 'problems'
+    fig, (ax, dx) = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True, gridspec_kw={'height_ratios': [3, 2]})
+    for t, r in one.items():
+        if r is None:
+            continue
+        color, ls = REF_STYLES[t]
+        if t == 'single':  # one sample: the same at every N
+            y, ci = [r['acc']] * len(ns), [r.get('acc_ci')] * len(ns)
+        else:
+            y, ci = [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns]
+        _band(ax, ns, y, ci, color, ls, legend_name(r), band=t == 'free_best_val')  # the others' bands: in the Δ panel
+    dx.axhline(0, color=REF_STYLES['free_best_val'][0], lw=1.2)
+    deltas = [(one[t], REF_STYLES[t], None, False) for t in ('vote', 'free_best_test') if one[t]]
+    for r in learned:
+        color, marker = style[r['method']]
+        _band(ax, ns, [r['acc_at'][k] for k in ns], [None], color, '-', r['method'], marker, band=False)
+        deltas.append((r, (color, '-'), marker, True))
+        v = vote_of[r['method']]
+        if v:  # its weighted vote: the same colour, dashed, open markers
+            _band(ax, ns, [v['acc_at'][k] for k in ns], [None], color, '--', v['method'], marker, 'white', False)
+            deltas.append((v, (color, '--'), marker, False))
+    for r, (color, ls), marker, band in deltas:  # the paired Δ against the reference, every N
+        d = r.get('vs_at', {}).get('best_free_val')
+        if d:
+            _band(dx, ns, [d['acc'][k] for k in ns], [d['acc_ci'][k] for k in ns], color, ls, None, marker,
+                  'white' if ls == '--' and marker else None, band)
+    ax.set(xscale='log', ylabel="best-of-N accuracy (%),\nthe reference's 95% band",
+           title=plot_title(res, 'Best-of-N'))
+    dx.set(xscale='log', xlabel='N (candidates per problem)',
+           ylabel=f'Δ vs the reference (pts),\npaired 95% band ({unit} resampled)')
+    for a in (ax, dx):
+        a.minorticks_off()
+        a.set_xticks(ns, [str(k) for k in ns])
+        a.grid(alpha=0.25)
+    return save_plot(fig, ax, f'{prefix}_bon_vs_n.png')
 
-    def name(r):
-        if r['type'] in ('free_best_val', 'free_best_test'):  # a tie of several is their mean
-            tied = r.get('tied') or [r['method']]
-            pick = free_name(tied[0]) if len(tied) == 1 else f'mean of {len(tied)} tied'
-            return (f"Best free on val ({pick}): the reference" if r['type'] == 'free_best_val'
-                    else f"Best free on test ({pick}): optimistic")
-        return 'Oracle pass@N' if r['type'] == 'oracle' else r['method']
 
-    def save(fig, ax, what, inside=None):  # inside: a corner of the axes for the legend, else beside them
-        ax.legend(fontsize=7, loc=inside or 'upper left', bbox_to_anchor=None if inside else (1.02, 1.0))
-        files.append(f'{prefix}_{what}.png')
-        fig.savefig(files[-1], dpi=150, bbox_inches='tight')  # tight: the outside legend stays in the frame
-        plt.close(fig)
-
-    if len(ns) > 1:
-        fig, (ax, dx) = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True, gridspec_kw={'height_ratios': [3, 2]})
-        for t, r in one.items():
-            if r is None:
-                continue
-            color, ls = REF_STYLES[t]
-            if t == 'single':  # one sample: the same at every N
-                y, ci = [r['acc']] * len(ns), [r.get('acc_ci')] * len(ns)
-            else:
-                y, ci = [r['acc_at'][k] for k in ns], [r.get('acc_ci_at', {}).get(k) for k in ns]
-            _band(ax, ns, y, ci, color, ls, name(r), band=t == 'free_best_val')  # the others' bands: in the Δ panel
-        dx.axhline(0, color=REF_STYLES['free_best_val'][0], lw=1.2)
-        deltas = [(one[t], REF_STYLES[t], None, False) for t in ('vote', 'free_best_test') if one[t]]
-        for r in learned:
-            color, marker = style[r['method']]
-            _band(ax, ns, [r['acc_at'][k] for k in ns], [None], color, '-', r['method'], marker, band=False)
-            deltas.append((r, (color, '-'), marker, True))
-            v = vote_of[r['method']]
-            if v:  # its weighted vote: the same colour, dashed, open markers
-                _band(ax, ns, [v['acc_at'][k] for k in ns], [None], color, '--', v['method'], marker, 'white', False)
-                deltas.append((v, (color, '--'), marker, False))
-        for r, (color, ls), marker, band in deltas:  # the paired Δ against the reference, every N
-            d = r.get('vs_at', {}).get('best_free_val')
-            if d:
-                _band(dx, ns, [d['acc'][k] for k in ns], [d['acc_ci'][k] for k in ns], color, ls, None, marker,
-                      'white' if ls == '--' and marker else None, band)
-        ax.set(xscale='log', ylabel="best-of-N accuracy (%),\nthe reference's 95% band",
-               title=plot_title(res, 'Best-of-N'))
-        dx.set(xscale='log', xlabel='N (candidates per problem)',
-               ylabel=f'Δ vs the reference (pts),\npaired 95% band ({unit} resampled)')
-        for a in (ax, dx):
-            a.minorticks_off()
-            a.set_xticks(ns, [str(k) for k in ns])
-            a.grid(alpha=0.25)
-        save(fig, ax, 'bon_vs_n')
-
-    g = res.get('generator_cost')
+def plot_acc_vs_flops(res, prefix):
+    """{prefix}_acc_vs_flops.png (None without a verifier's FLOPs): best-of-n against the FLOPs a selector adds to
+    sampling a problem's n candidates (the verifier scoring them; the free selectors at 0), with what that sampling
+    costs the generator."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+    rows, n, g = res['rows'], res['n_eval'], res.get('generator_cost')
+    by_name = {r['method']: r for r in rows}
     cost = [(c, by_name[c['verifier']]) for c in res['cost'] if c['verifier'] in by_name and c.get('flops')]
-    if cost:
-        gen = n * g['flops'] if g else None  # what sampling a problem's n candidates costs every row
-        fig, ax = plt.subplots(figsize=(7, 4.4))
-        for t in ('vote', 'free_best_val'):
-            if one[t]:
-                color, ls = REF_STYLES[t]
-                ax.axhline(100 * one[t]['acc'], color=color, ls=ls, lw=1, alpha=0.7)
-                if one[t].get('acc_ci') and t == 'free_best_val':
-                    ax.axhspan(100 * one[t]['acc_ci'][0], 100 * one[t]['acc_ci'][1], color=color, alpha=0.08, lw=0)
-        free = [r for r in rows if r['type'] in FREE_TYPES and r['type'] != 'vote']
-        ax.plot([0] * len(free), [100 * r['acc'] for r in free], '_', ms=12, color='gray',
-                label=f'{len(free)} other free selectors')
-        for t, mk in (('vote', 'D'), ('free_best_val', 'o'), ('free_best_test', '*')):
-            if one[t]:
-                color = REF_STYLES[t][0]
-                ax.errorbar([0], [100 * one[t]['acc']], yerr=yerr([one[t]['acc']], [one[t].get('acc_ci')])
-                            if t == 'free_best_val' else None, fmt=mk, color=color, ms=7, capsize=3, label=name(one[t]))
-        xs = []
-        for c, r in cost:
-            color, marker = style.get(r['method'], ('tab:gray', 'o'))
-            xs.append(n * c['flops'])
-            ax.errorbar([xs[-1]], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
-                        color=color, capsize=3, ms=7, label=r['method'])
-            v = vote_of.get(r['method'])
-            if v:  # its weighted vote: the same cost, an open marker
-                ax.plot([xs[-1]], [100 * v['acc']], marker, mfc='white', color=color, ms=7, label=v['method'])
-            if gen:
-                ax.annotate(f'{100 * xs[-1] / gen:.2g}% of sampling', (xs[-1], 100 * r['acc']), xytext=(6, -10),
-                            textcoords='offset points', fontsize=7, color=color)
-        if gen:  # the cost every row pays, the free selectors' whole cost
-            ax.axvline(gen, color='k', lw=1, ls=':', label=f'the generator sampling {n} candidates: {fmt_num(gen)}')
-        lin = 10 ** np.floor(np.log10(min(xs))) / 10  # 0 is a real position: linear below lin, log above
-        top = 3 * max(xs + [gen or 0])
-        ax.set_xscale('symlog', linthresh=lin, linscale=0.6)
-        ax.set_xticks([0] + [10 ** k for k in range(int(np.log10(lin)) + 1, int(np.log10(top)) + 1)])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        ax.set(xlim=(-lin, top), ylabel=f'best-of-{n} accuracy (%), 95% interval',
-               xlabel='FLOPs per problem the selector adds to sampling (free selectors: 0)'
-               + ('' if gen else f"; the generator's cost unknown here (no config for {res['generator']!r})"),
-               title=plot_title(res, 'Accuracy against cost'))
-        ax.grid(alpha=0.25)
-        save(fig, ax, 'acc_vs_flops')
+    if not cost:
+        return None
+    one, _, vote_of, style = plot_rows(rows)
+    gen = n * g['flops'] if g else None  # what sampling a problem's n candidates costs every row
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    for t in ('vote', 'free_best_val'):
+        if one[t]:
+            color, ls = REF_STYLES[t]
+            ax.axhline(100 * one[t]['acc'], color=color, ls=ls, lw=1, alpha=0.7)
+            if one[t].get('acc_ci') and t == 'free_best_val':
+                ax.axhspan(100 * one[t]['acc_ci'][0], 100 * one[t]['acc_ci'][1], color=color, alpha=0.08, lw=0)
+    free = [r for r in rows if r['type'] in FREE_TYPES and r['type'] != 'vote']
+    ax.plot([0] * len(free), [100 * r['acc'] for r in free], '_', ms=12, color='gray',
+            label=f'{len(free)} other free selectors')
+    for t, mk in (('vote', 'D'), ('free_best_val', 'o'), ('free_best_test', '*')):
+        if one[t]:
+            color = REF_STYLES[t][0]
+            ax.errorbar([0], [100 * one[t]['acc']], yerr=yerr([one[t]['acc']], [one[t].get('acc_ci')])
+                        if t == 'free_best_val' else None, fmt=mk, color=color, ms=7, capsize=3,
+                        label=legend_name(one[t]))
+    xs = []
+    for c, r in cost:
+        color, marker = style.get(r['method'], ('tab:gray', 'o'))
+        xs.append(n * c['flops'])
+        ax.errorbar([xs[-1]], [100 * r['acc']], yerr=yerr([r['acc']], [r.get('acc_ci')]), fmt=marker,
+                    color=color, capsize=3, ms=7, label=r['method'])
+        v = vote_of.get(r['method'])
+        if v:  # its weighted vote: the same cost, an open marker
+            ax.plot([xs[-1]], [100 * v['acc']], marker, mfc='white', color=color, ms=7, label=v['method'])
+        if gen:
+            ax.annotate(f'{100 * xs[-1] / gen:.2g}% of sampling', (xs[-1], 100 * r['acc']), xytext=(6, -10),
+                        textcoords='offset points', fontsize=7, color=color)
+    if gen:  # the cost every row pays, the free selectors' whole cost
+        ax.axvline(gen, color='k', lw=1, ls=':', label=f'the generator sampling {n} candidates: {fmt_num(gen)}')
+    lin = 10 ** np.floor(np.log10(min(xs))) / 10  # 0 is a real position: linear below lin, log above
+    top = 3 * max(xs + [gen or 0])
+    ax.set_xscale('symlog', linthresh=lin, linscale=0.6)
+    ax.set_xticks([0] + [10 ** k for k in range(int(np.log10(lin)) + 1, int(np.log10(top)) + 1)])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set(xlim=(-lin, top), ylabel=f'best-of-{n} accuracy (%), 95% interval',
+           xlabel='FLOPs per problem the selector adds to sampling (free selectors: 0)'
+           + ('' if gen else f"; the generator's cost unknown here (no config for {res['generator']!r})"),
+           title=plot_title(res, 'Accuracy against cost'))
+    ax.grid(alpha=0.25)
+    return save_plot(fig, ax, f'{prefix}_acc_vs_flops.png')
 
+
+def plot_auroc(res, prefix):
+    """{prefix}_auroc.png (None without a scorer's AUROC): each scorer's within-problem AUROC with its 95% interval,
+    the reference's band and chance."""
+    import matplotlib.pyplot as plt
+    rows = res['rows']
     ranked = [r for r in rows if r['type'] in ('cheap', 'deepconf', 'combo', 'verifier', 'prm')
               and r.get('auroc') is not None and not np.isnan(r['auroc'])]
-    if ranked:
-        ranked.sort(key=lambda r: r['auroc'])
-        ref = next((r for r in rows if r['type'] == 'free_best_val_auroc'), None)
-        refs = set((ref or {}).get('tied') or [])
-        fig, ax = plt.subplots(figsize=(7, 0.8 + 0.32 * len(ranked)))
-        for i, r in enumerate(ranked):
-            picked = r.get('scorer') in refs or refs & set(r.get('alike') or [])
-            color = style[r['method']][0] if r['method'] in style else 'tab:blue' if picked else 'gray'
-            ax.errorbar([r['auroc']], [i], xerr=None if not r.get('auroc_ci') else
-                        [[r['auroc'] - r['auroc_ci'][0]], [r['auroc_ci'][1] - r['auroc']]], fmt='o', color=color,
-                        capsize=3, ms=5)
-            d = r.get('vs', {}).get('best_free_val', {})
-            if r['method'] in style and 'auroc_ci' in d:
-                ax.annotate(f"Δ vs the reference {fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True).strip('*')}",
-                            (r['auroc_ci'][1] if r.get('auroc_ci') else r['auroc'], i), xytext=(6, -3),
-                            textcoords='offset points', fontsize=7, color=color)
-        if ref and ref.get('auroc_ci'):  # the best free scorer on validation by AUROC
-            ax.axvspan(*ref['auroc_ci'], color='tab:blue', alpha=0.10, lw=0, label="the reference's 95% interval")
-        ax.axvline(0.5, color='k', ls=':', lw=0.8, label='chance (0.5)')
-        tie = ', tied' if len(refs) > 1 else ''
-        ax.set_yticks(range(len(ranked)), [r['method'] + (f' (the reference: best on val{tie})'
-                                                          if r.get('scorer') in refs else '') for r in ranked],
-                      fontsize=7)
-        ax.set(xlabel='within-problem AUROC (a correct candidate outscores a wrong one), 95% interval',
-               title=plot_title(res, 'Ranking'))
-        ax.grid(alpha=0.25, axis='x')
-        lo, hi = ax.get_xlim()
-        ticks = [t for t in ax.get_xticks() if lo <= t <= min(hi, 1.0)]
-        ax.set_xlim(lo, hi + 0.6 * (hi - lo))  # room for the Δ labels right of the top rows, inside the frame
-        ax.set_xticks(ticks)  # none past 1, the AUROC's top
-        save(fig, ax, 'auroc', inside='lower right')  # the low-AUROC rows at the bottom leave that corner free
-    return [f'plot: {f}' for f in files]
+    if not ranked:
+        return None
+    style = plot_rows(rows)[3]
+    ranked.sort(key=lambda r: r['auroc'])
+    ref = next((r for r in rows if r['type'] == 'free_best_val_auroc'), None)
+    refs = set((ref or {}).get('tied') or [])
+    fig, ax = plt.subplots(figsize=(7, 0.8 + 0.32 * len(ranked)))
+    for i, r in enumerate(ranked):
+        picked = r.get('scorer') in refs or refs & set(r.get('alike') or [])
+        color = style[r['method']][0] if r['method'] in style else 'tab:blue' if picked else 'gray'
+        ax.errorbar([r['auroc']], [i], xerr=None if not r.get('auroc_ci') else
+                    [[r['auroc'] - r['auroc_ci'][0]], [r['auroc_ci'][1] - r['auroc']]], fmt='o', color=color,
+                    capsize=3, ms=5)
+        d = r.get('vs', {}).get('best_free_val', {})
+        if r['method'] in style and 'auroc_ci' in d:
+            ax.annotate(f"Δ vs the reference {fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True).strip('*')}",
+                        (r['auroc_ci'][1] if r.get('auroc_ci') else r['auroc'], i), xytext=(6, -3),
+                        textcoords='offset points', fontsize=7, color=color)
+    if ref and ref.get('auroc_ci'):  # the best free scorer on validation by AUROC
+        ax.axvspan(*ref['auroc_ci'], color='tab:blue', alpha=0.10, lw=0, label="the reference's 95% interval")
+    ax.axvline(0.5, color='k', ls=':', lw=0.8, label='chance (0.5)')
+    tie = ', tied' if len(refs) > 1 else ''
+    ax.set_yticks(range(len(ranked)), [r['method'] + (f' (the reference: best on val{tie})'
+                                                      if r.get('scorer') in refs else '') for r in ranked],
+                  fontsize=7)
+    ax.set(xlabel='within-problem AUROC (a correct candidate outscores a wrong one), 95% interval',
+           title=plot_title(res, 'Ranking'))
+    ax.grid(alpha=0.25, axis='x')
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= min(hi, 1.0)]
+    ax.set_xlim(lo, hi + 0.6 * (hi - lo))  # room for the Δ labels right of the top rows, inside the frame
+    ax.set_xticks(ticks)  # none past 1, the AUROC's top
+    # the legend inside: the low-AUROC rows at the bottom leave that corner free
+    return save_plot(fig, ax, f'{prefix}_auroc.png', inside='lower right')
 
 
 # -----------------------------------------------------------------------------
@@ -513,31 +550,34 @@ def named_runs(argv, out_dir):
     return named
 
 
-def run(cfg, named=None, command=None):
-    """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
-    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
-    the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
-    files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
-    the pools' meta.json."""
-    cfg = {**DEFAULTS, **cfg}
+def check_run(cfg):
+    """The checks before any work (the knobs, the folders written) and the run's places: -> (eval_dir, train_dir,
+    suffix of the results' names, the pools' dir, device)."""
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
         raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")
-    out_dir, n = cfg['out_dir'], cfg['n_eval']
     eval_dir, train_dir, suffix = run_dirs(cfg)
-    pools = os.path.join(out_dir, 'pools' + suffix)
-    check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'), pools)  # the table, caches, pools: before work
+    pools = os.path.join(cfg['out_dir'], 'pools' + suffix)
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'), pools)  # the table, caches, pools
     dev = resolve_device(cfg['device'])
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
+    return eval_dir, train_dir, suffix, pools, dev
 
+
+def eval_problems(cfg, named, eval_dir):
+    """The evaluation split and the checkpoints that score it (tables.checkpoint_paths), each checked against it before
+    any work (no checkpoint scores its training groups, other states or stale), and n_eval against its pools: ->
+    (problems, checkpoint paths, a note per run left out, the pool sizes). Says which N of n_scaling its pools leave
+    out."""
+    n = cfg['n_eval']
     problems = load_split(eval_dir)
     paths, left_out = checkpoint_paths(cfg, named)
-    for path in paths:  # before any work: no checkpoint scores its training groups, other states or stale
+    for path in paths:
         check_checkpoint(problems, eval_dir, path)
     sizes = sorted({len(p['candidates']) for p in problems})
     if n > sizes[0]:
@@ -547,33 +587,91 @@ def run(cfg, named=None, command=None):
     if over := [k for k in cfg['n_scaling'] if k > sizes[0]]:  # said, never dropped silently
         print(f"n_scaling: N={', '.join(map(str, over))} left out of the N-scaling table: the problems of {eval_dir} "
               f"hold {sizes[0]} candidates (extract.py's n_eval_samples); N={', '.join(map(str, ns))} are scored")
+    return problems, paths, left_out, sizes
+
+
+def confidence_note(cfg, problems):
+    """The note on DeepConf's rows: how they are made, or why they are left out."""
+    if has_confidences(problems):
+        return ("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
+                f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
+                "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
+                f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
+    return ("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
+            "were stored); fix: re-extract with the current extract.py.")
+
+
+def pruning_notes(problems, gc):
+    """A note on what online pruning did where the split was sampled with it (extract.py prune_ckpt; gc: the
+    extraction's config), else none."""
+    stopped = sum(c.get('finish') == 'pruned' for p in problems for c in p['candidates'])
+    if not stopped:
+        return []
+    return [f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
+            f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
+            f"{sum(len(p['candidates']) for p in problems)} candidates were stopped "
+            f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
+            "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
+            "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped."]
+
+
+def result_notes(cfg, res, problems, trained_on, train_dir):
+    """The notes on the table made (res: tables.pool_table's): no table by part, the intervals (interval_notes),
+    rows that stand for several selectors, checkpoints trained on other dirs than validation reads."""
+    notes = []
+    if not res['breakdown']:
+        ds = problems[0]['dataset']
+        notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
+                     + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
+                        "and OlympiadBench rows carry no category)."))
+    notes += interval_notes(cfg, res['rows'], res['bootstrap'])
+    if any(r.get('alike') for r in res['rows']):
+        longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
+        notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
+                     "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
+                     f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
+                     f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
+    if trained_on and trained_on != [os.path.abspath(train_dir)]:
+        notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
+    return notes
+
+
+def ship_verifier(res, pools, own, best):
+    """{pools}/hsrm.pt: the checkpoint best (the seed of the run own that sample.py answers with) as one file with its
+    vote's temperature (tables.export_verifier); an earlier run's file removed when best is None."""
+    if best:
+        r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
+                 if r['ckpt'] == best)
+        export_verifier(best, os.path.join(pools, SHIPPED_FILE),
+                        None if r['temp'] is None else {'temp': r['temp'], 'n': r['vote_n']})
+    elif os.path.exists(os.path.join(pools, SHIPPED_FILE)):  # an earlier run's: not this table's verifier
+        os.remove(os.path.join(pools, SHIPPED_FILE))
+
+
+def run(cfg, named=None, command=None):
+    """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
+    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
+    the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
+    files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
+    the pools' meta.json."""
+    cfg = {**DEFAULTS, **cfg}
+    eval_dir, train_dir, suffix, pools, dev = check_run(cfg)
+    out_dir, n = cfg['out_dir'], cfg['n_eval']
+    problems, paths, left_out, sizes = eval_problems(cfg, named, eval_dir)
     # validation: the val split of train_dir, for choices that must not see the test split
     val_split = val_splitter(train_dir, n, cfg)
     val = val_split(cfg['val_frac'], cfg['val_seed'])
     notes = table_notes(cfg, sizes, n, train_dir, val) + left_out
 
+    # the scores: the free ones (the combo fitted on train_dir), the PRM's cached ones, every checkpoint's
     combo = fit_combo(train_dir, cfg['val_frac'], cfg['val_seed']) if val and has_confidences(problems) else None
-    if has_confidences(problems):
-        notes.append("DeepConf (facebookresearch/deepconf): token confidence = minus the mean top-k log-prob; group = "
-                     f"mean over a sliding window of {cfg['deepconf_window']} tokens (a shorter trace is one group, "
-                     "its mean); votes are weighted by the confidence named, over the top-eta fraction of candidates "
-                     f"with an answer (eta {cfg['deepconf_etas']}), answers grouped by equivalence.")
-    else:
-        notes.append("DeepConf rows left out: the candidates have no 'confidences' (an extraction from before they "
-                     "were stored); fix: re-extract with the current extract.py.")
+    notes.append(confidence_note(cfg, problems))
     prm, prm_info, pcost, note = prm_column(eval_dir, problems, cfg['prm_reduce'])
     notes += [note] if note else []
     arms, scores, val_scored, vcost, trained_on = verifier_scores(
         paths, problems, val_split, cfg, (eval_dir, train_dir, os.path.join(out_dir, 'scores')), dev)
-    stopped = sum(c.get('finish') == 'pruned' for p in problems for c in p['candidates'])
     gc = split_config(eval_dir)
-    if stopped:  # sampled with online pruning (extract.py prune_ckpt): report what it did
-        notes.append(f"This split was sampled with online pruning ({gc.get('prune_ckpt')}, {gc.get('prune_rule')} "
-                     f"rule, threshold {gc.get('prune_threshold')}): {stopped} of "
-                     f"{sum(len(p['candidates']) for p in problems)} candidates were stopped "
-                     f"({np.mean([len(c['token_ids']) for p in problems for c in p['candidates']]):.1f} tokens per "
-                     "candidate generated). A stopped candidate is never selected, has no answer (no vote) and counts "
-                     "as wrong in single-pass and oracle rows; AUROC is over the candidates that were not stopped.")
+    notes += pruning_notes(problems, gc)
 
     # the pools: every candidate the table reads with every score; the table is made from them as tables.py makes it
     vp = val[0] if val else []
@@ -593,35 +691,17 @@ def run(cfg, named=None, command=None):
         'bootstrap': {k: cfg[k] for k in ('n_boot', 'boot_seed')},
         'combo_weights': dict(zip(combo['names'], combo['weight'])) if combo else None, 'prm': prm_info, 'arms': arms,
         'shipped': {'file': SHIPPED_FILE, 'run': own, 'ckpt': best} if best else None})
-    res = pool_table(*read_pools(pools))
 
-    if not res['breakdown']:
-        ds = problems[0]['dataset']
-        notes.append(f"No table by part: tasks.problem_kinds gives these {ds} problems no kind with two parts or more"
-                     + ('.' if ds in ('synth', 'words') else " (a benchmark problem is its own group, and GSM8K, AIME "
-                        "and OlympiadBench rows carry no category)."))
-    notes += interval_notes(cfg, res['rows'], res['bootstrap'])
-    if any(r.get('alike') for r in res['rows']):
-        longest = max(len(c['token_ids']) for p in problems for c in p['candidates'])
-        notes.append("A row naming several selectors '... (the same picks here)' stands for one rule on scores "
-                     "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
-                     f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
-                     f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
-    if trained_on and trained_on != [os.path.abspath(train_dir)]:
-        notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
-    for c in [pcost] + vcost:  # each verifier's cost beside its accuracy
+    # the table, from the pools alone, with its notes and each verifier's cost beside its accuracy
+    res = pool_table(*read_pools(pools))
+    notes += result_notes(cfg, res, problems, trained_on, train_dir)
+    for c in [pcost] + vcost:
         c['acc'] = next((r['acc'] for r in res['rows'] if r['method'] == c['verifier']
                          and r['type'] in ('prm', 'verifier')), None)
     res = {**res, 'config': cfg, 'train_dir': train_dir, 'cost': [pcost] + vcost,
            'generator_cost': generator_cost(problems, str(gc.get('model'))), 'notes': notes}
     write_results(res, os.path.join(out_dir, 'results' + suffix), cfg['plots'])
-    if best:  # the seed sample.py answers with, as one file with its vote's temperature
-        r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
-                 if r['ckpt'] == best)
-        export_verifier(best, os.path.join(pools, SHIPPED_FILE),
-                        None if r['temp'] is None else {'temp': r['temp'], 'n': r['vote_n']})
-    elif os.path.exists(os.path.join(pools, SHIPPED_FILE)):  # an earlier run's: not this table's verifier
-        os.remove(os.path.join(pools, SHIPPED_FILE))
+    ship_verifier(res, pools, own, best)
     wrote = [f'{f} ({os.path.getsize(os.path.join(pools, f)):,} bytes)' for f in (POOLS_FILE, META_FILE, SHIPPED_FILE)
              if os.path.exists(os.path.join(pools, f))]
     print(f"wrote {pools}/: {', '.join(wrote)}; `python tables.py {pools}` prints the table from them")

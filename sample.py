@@ -515,10 +515,9 @@ def checkpoint(cfg):
     return own_ckpt(cfg)
 
 
-def run(cfg, steer=None):
-    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows. steer: a
-    steering policy for the sampling (studies/policy.py's command gives it), recorded in the folder's config.json."""
-    cfg = {**EVAL, **DEFAULTS, **cfg}
+def check_call(cfg):
+    """The checks of a call's knobs before any work: one source of questions, sizes, the vote, the device and dtype;
+    -> the device (torch's threads set)."""
     given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
@@ -531,26 +530,33 @@ def run(cfg, steer=None):
     check_weight_dtype(cfg['dtype'], dev)
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    path = checkpoint(cfg)
-    verifier, ck = load_verifier(path, dev)
-    # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks
-    readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
-                              if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
+    return dev
+
+
+def checked_settings(cfg, verifier, path, readers):
+    """Every setting of the call (resolve), checked against what the verifier was trained on (check_match: before the
+    generator is loaded) and extract.py's bounds; every checkpoint that reads the questions (readers: [(path,
+    checkpoint dict)]) trained on the data its split dirs hold now (else its picks are a stale run's)."""
     for p, c in readers:
-        check_fresh(c, p)  # trained on the data its split dirs hold now: else its picks are a stale run's
+        check_fresh(c, p)
     if not verifier.trained_on:
         print(f"sample.py: {path}'s training extraction config is not found, so the generator, layers and prompt it "
               f"was trained on are unchecked; settings not given are extract.py's defaults")
     s = resolve(cfg, verifier.trained_on)
     check_match(verifier, s)  # the generator's name, layers, prompt: before loading it
     check_between(s, extract.DEFAULTS, extract.SAMPLING)  # as given, else as its training split was sampled
-    problems, own = questions_of(cfg, s)
+    return s
+
+
+def screened(problems, cfg, s, readers, trained):
+    """The questions asked, less those a reader refuses (refusals; trained: its training extraction is known) unless
+    force: -> (the questions to answer, {id: why} refused, the forced questions' texts). Every question refused, and
+    not force: a ValueError in one line with the fix; some: they are listed, with why."""
     seen = {side: [k for _, c in readers for k in (c.get('groups') or {}).get(side, [])] for side in ('train', 'val')}
     example = unseen_example(s, seen)
     refused = {}
     for p, c in readers:
-        for i, why in refusals(problems, s, c, p, cfg['dataset_range'] is not None, bool(verifier.trained_on),
-                               example).items():
+        for i, why in refusals(problems, s, c, p, cfg['dataset_range'] is not None, trained, example).items():
             refused.setdefault(i, why)
     # the forced questions, by text: new_ids may give one another id in a folder that holds picks
     forced = {p['question'].strip() for p in problems if p['id'] in refused} if cfg['force'] else set()
@@ -570,27 +576,76 @@ def run(cfg, steer=None):
               + '\n'.join(f"  [{p['id']}] {p['question'][:60]!r} {refused[p['id']]}"
                           for p in problems if p['id'] in refused))
         problems = [p for p in problems if p['id'] not in refused]
-    n = cfg['n_samples']
+    return problems, refused, forced
+
+
+def call_config(cfg, s, path, verifier, refused, steer):
+    """The folder's config.json of this call (its vote's temperature and done added later): the knobs, the settings,
+    the checkpoint and what it trained on, how candidates are cut and drawn, the questions' file hash, the refusals
+    and the steering policy."""
     src = cfg['questions_file']
-    config = {**{k: v for k, v in cfg.items() if k not in ('threads', 'train')}, **s, 'ckpt': path,
-              'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'sampler': SAMPLER,
-              'done': False,
-              'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
-              'refused': {} if cfg['force'] else refused, **(steer.record if steer is not None else {})}
-    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
-    check_writable('sample_dir', sample_dir)  # before any work: the picks go there
-    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never mix settings
+    return {**{k: v for k, v in cfg.items() if k not in ('threads', 'train')}, **s, 'ckpt': path,
+            'trained_on': [t['where'] for t in verifier.trained_on], 'step_rule': STEP_RULE, 'sampler': SAMPLER,
+            'done': False,
+            'questions_sha256': hashlib.sha256(open(src, 'rb').read()).hexdigest() if src else None,
+            'refused': {} if cfg['force'] else refused, **(steer.record if steer is not None else {})}
+
+
+def resumed(sample_dir, problems, own):
+    """What sample_dir holds whole (answered) and what is left to ask: -> (its pick rows, their candidate rows, the
+    picks of the questions asked that it holds, the questions to ask, each with an id no pick there holds: new_ids).
+    A question answered before (by its text) is not asked again."""
     old, cands = answered(sample_dir)
     by_text = {r['question'].strip(): r for r in old}
     done = [by_text[p['question'].strip()] for p in problems if p['question'].strip() in by_text]
-    todo = [p for p in problems if p['question'].strip() not in by_text]  # one answered before is not asked again
+    todo = [p for p in problems if p['question'].strip() not in by_text]
     new_ids(todo, {r['id'] for r in old}, own)
-    temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
+    return old, cands, done, todo
+
+
+def checked_generator(cfg, s, verifier, todo, dev):
+    """The generator of settings s, in the weights dtype asked (else the training split's), checked to hold the
+    verifier's layers and the positions the prompts of todo and max_new_tokens need: -> (model, tokenizer)."""
     weights = cfg['dtype'] or next((t['weights_dtype'] for t in verifier.trained_on if t.get('weights_dtype')), 'auto')
     gen, tok = load_generator(s['model'], dev, weights)
     check_layers(gen, s['layers'])
     check_positions(getattr(gen.config, 'max_position_embeddings', None), s['max_new_tokens'], max(
         (len(tok(p, add_special_tokens=False).input_ids) for p in batch_prompts(tok, todo, s)), default=0))
+    return gen, tok
+
+
+def print_grades(picks, temp):
+    """Where gold answers were given: how many picks (and weighted votes, at temperature temp) are correct."""
+    graded = [r for r in picks if 'correct' in r]
+    if graded:
+        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k])  # noqa: E731
+                            for r in graded)
+        print(f"graded {len(graded)} of {len(picks)}: the pick is correct on {acc('correct')}"
+              + (f", the weighted vote on {acc('vote')}" if temp is not None else ''))
+
+
+def run(cfg, steer=None):
+    """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows. steer: a
+    steering policy for the sampling (studies/policy.py's command gives it), recorded in the folder's config.json."""
+    cfg = {**EVAL, **DEFAULTS, **cfg}
+    dev = check_call(cfg)
+    path = checkpoint(cfg)
+    verifier, ck = load_verifier(path, dev)
+    # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks
+    readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
+                              if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
+    s = checked_settings(cfg, verifier, path, readers)
+    problems, own = questions_of(cfg, s)
+    problems, refused, forced = screened(problems, cfg, s, readers, bool(verifier.trained_on))
+    n = cfg['n_samples']
+    config = call_config(cfg, s, path, verifier, refused, steer)
+    sample_dir = cfg['sample_dir'] or os.path.join(cfg['out_dir'], 'sample')
+    check_writable('sample_dir', sample_dir)  # before any work: the picks go there
+    check_sample_dir(sample_dir, json.loads(json.dumps(config, default=str)))  # before any work: never mix settings
+    old, cands, done, todo = resumed(sample_dir, problems, own)
+    temp = vote_temperature(verifier, ck, path, n, cfg, dev) if cfg['vote'] else None
+    gen, tok = checked_generator(cfg, s, verifier, todo, dev)
+
     config = json.loads(json.dumps({**config, 'vote_temp': temp}, default=str))
     atomic_write_json(config, os.path.join(sample_dir, 'config.json'))
     for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
@@ -613,12 +668,7 @@ def run(cfg, steer=None):
         bar.update(1)
     bar.close()
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))
-    graded = [r for r in picks if 'correct' in r]
-    if graded:
-        acc = lambda k: sum(bool((r.get(k) or {}).get('correct') if k == 'vote' else r[k])  # noqa: E731
-                            for r in graded)
-        print(f"graded {len(graded)} of {len(picks)}: the pick is correct on {acc('correct')}"
-              + (f", the weighted vote on {acc('vote')}" if temp is not None else ''))
+    print_grades(picks, temp)
     print(f"wrote {sample_dir}/picks.jsonl and candidates.jsonl")
     return picks
 

@@ -474,6 +474,36 @@ def lr_at(it, cfg):
     return cfg['lr']
 
 
+def start_log(model, cfg, train_problems, pool, val_problems):
+    """A run's log.json as training starts: the losses and validations to come, what it trains and on how much."""
+    return {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
+            'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
+            'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
+            'max_iters': cfg['max_iters'], 'step_time_s': 0.0}
+
+
+def batch_state(pool, cfg, rng):
+    """get_batch's place in the data: an order of the pool's problems and a cursor into it; with balance_dirs and
+    several source dirs, the same per dir (the dirs take turns)."""
+    state = {'order': rng.permutation(len(pool)), 'cursor': 0}
+    srcs = sorted({p.get('src') for p in pool if p.get('src')})
+    if cfg['balance_dirs'] and len(srcs) > 1:
+        state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
+        state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
+    return state
+
+
+def val_line(it, m, log, cfg, model, best, best_step):
+    """The line a validation at step it prints: the training loss since the last one, validation m's loss, AUROC and
+    accuracy (per source dir where it pools several), the best so far."""
+    recent = [x for i, x in log['train_loss'] if i >= it - cfg['eval_interval']]
+    per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
+    alone = f" (the cheap scorer {model.spec['residual']} alone)" if it == 0 else ''
+    return (f"step {it}{alone}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
+            f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {cfg['early_stop_metric']} {best:.4f} "
+            f"at step {best_step}{per}")
+
+
 @one_thread  # reproducible: the same checkpoint whatever the machine's thread count
 def train(train_problems, val_problems, cfg):
     """Train one verifier; returns (best model, log). cfg: train.py config keys (missing = defaults;
@@ -501,16 +531,9 @@ def train(train_problems, val_problems, cfg):
     # what it was trained on, in ckpt.pt: a stage refuses to score a problem of these groups (tasks.check_unseen)
     groups = {'train': sorted({group_key(p) for p in train_problems}),
               'val': sorted({group_key(p) for p in val_problems})}
-    log = {'train_loss': [], 'val': [], 'n_params': count_params(model), 'n_train_problems': len(train_problems),
-           'n_pool_problems': len(pool), 'n_val_problems': len(val_problems), 'd_gen': model.spec['d_gen'],
-           'layers': model.spec['layers'], 'max_tokens': model.spec['max_tokens'], 'skipped_batches': 0,
-           'max_iters': cfg['max_iters'], 'step_time_s': 0.0}
+    log = start_log(model, cfg, train_problems, pool, val_problems)
     t0 = time.time()
-    state = {'order': rng.permutation(len(pool)), 'cursor': 0}
-    srcs = sorted({p.get('src') for p in pool if p.get('src')})
-    if cfg['balance_dirs'] and len(srcs) > 1:
-        state['dirs'] = {d: np.array([i for i, p in enumerate(pool) if p.get('src') == d]) for d in srcs}
-        state['per_dir'] = {d: {'order': rng.permutation(m), 'cursor': 0} for d, m in state['dirs'].items()}
+    state = batch_state(pool, cfg, rng)
     bar = tqdm(total=cfg['max_iters'], desc=f"train {cfg['verifier']} seed {cfg['seed']}", dynamic_ncols=True)
     for it in range(cfg['max_iters'] + 1):
         # validate every eval_interval steps and after the last; the residual form before the first too (it starts as
@@ -528,12 +551,7 @@ def train(train_problems, val_problems, cfg):
                         'best_val': m, 'groups': groups})
             else:
                 bad_evals += 1
-            recent = [x for i, x in log['train_loss'] if i >= it - cfg['eval_interval']]
-            per = ''.join(f"; {k} auroc {v['auroc']:.3f} acc {v['acc']:.3f}" for k, v in m.get('per_dir', {}).items())
-            alone = f" (the cheap scorer {model.spec['residual']} alone)" if it == 0 else ''
-            tqdm.write(f"step {it}{alone}: train loss {np.mean(recent) if recent else float('nan'):.4f}, val loss "
-                       f"{m['loss']:.4f} auroc {m['auroc']:.4f} acc {m['acc']:.4f}; best {metric} {best:.4f} "
-                       f"at step {best_step}{per}")
+            tqdm.write(val_line(it, m, log, cfg, model, best, best_step))
             if cfg['run_dir']:
                 atomic_write_json({**log, 'done': False}, os.path.join(cfg['run_dir'], 'log.json'))
             if cfg['patience'] and bad_evals >= cfg['patience']:

@@ -157,22 +157,29 @@ def vs_bon(acc, tok, ref, ref_tok, ns, n_boot, seed, paired):
     return at, float(acc.mean()) - at, B.ci(ba - eq)
 
 
-def run(cfg):
-    cfg = {**DEFAULTS, **cfg}
+def check_study(cfg):
+    """The checks before any work: each knob naming the study's data finds some (every one missing named at once: a
+    config that is not a search study's sets none of them), out_dir writable. -> (what each found, device)."""
     found = {'pool_dir': glob.glob(os.path.join(cfg['pool_dir'], 'problems', '*.pt')),
              'train_dir': glob.glob(os.path.join(cfg['train_dir'], 'problems', '*.pt')),
              'ckpts': [p for g in cfg['ckpts'] for p in glob.glob(g)],
              'search_dirs': [d for g in cfg['search_dirs'] for d in glob.glob(g)]}
     missing = [k for k, v in found.items() if not v]
-    if missing:  # every knob at once: a config that is not a search study's sets none of them
+    if missing:
         where = ', '.join(f"{k}={cfg[k]!r}" + ('' if cfg[k] else ' (not set)') for k in missing)
         raise ValueError(f"the search study finds nothing at {where}; fix: set {', '.join('--' + k for k in missing)} "
                          "to the study's labelled splits and checkpoints (config/search_shop.py names them, its "
                          f"header the commands), or --prune=True for the pruning study on a finished run")
-    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # before any work
+    check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))
     if cfg['threads']:
         torch.set_num_threads(cfg['threads'])
-    dev = resolve_device(cfg['device'])
+    return found, resolve_device(cfg['device'])
+
+
+def study_pool(cfg, found):
+    """The plain pool of pool_dir: (its problems, the best-of-N sizes it allows, their N-subsets (bestofn.build_pool),
+    plain HSRM's checkpoints); difficulty_samples checked against its size, and before any work every checkpoint, the
+    search runs' steering ones too, against its problems (none scores its training groups, other states or stale)."""
     problems = load_split(cfg['pool_dir'])
     m = min(len(p['candidates']) for p in problems)
     k = cfg['difficulty_samples']
@@ -181,18 +188,23 @@ def run(cfg):
                          f"--difficulty_samples=<1..{m - 1}> (those measure difficulty, the others are scored)")
     ns = [n for n in cfg['ns'] if n <= m]
     pool = B.build_pool(problems, ns, cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    keys = [p['key'] for p in problems]
     paths = sorted(set(found['ckpts']))
     steering = {json.load(open(os.path.join(d, 'config.json'))).get('search_ckpt')
                 for d in found['search_dirs']} - {None}
-    for path in sorted(set(paths) | steering):  # before any work: no checkpoint scores its own training groups, other
-        tables.check_checkpoint(problems, cfg['pool_dir'], path)  # states or stale
-    # validation choices on train_dir's val split (as train.py splits it): vote temperatures, the best free selector
+    for path in sorted(set(paths) | steering):
+        tables.check_checkpoint(problems, cfg['pool_dir'], path)
+    return problems, ns, pool, paths
+
+
+def scorer(cfg, problems, dev):
+    """Scores and vote temperatures, each checkpoint's computed once: -> (score(path) -> (its pool scores, its
+    weighted-vote temperature chosen on train_dir's validation split), the dict score fills {abs path: that}, the
+    validation split (problems, pool, N) as train.py splits it)."""
     vp = load_split(cfg['train_dir'],
                     files=split_problems(problem_files(cfg['train_dir']), cfg['val_frac'], cfg['val_seed'])[1])
     vn = min(8, min(len(p['candidates']) for p in vp))
     vpool = B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal)
-    scored = {}  # abs ckpt path -> (pool scores, validation temperature), every checkpoint a row or curve uses
+    scored = {}
 
     def score(path):
         a = os.path.abspath(path)
@@ -205,18 +217,31 @@ def run(cfg):
             scored[a] = sc, B.choose_temp(vs, vpool, vn, EVAL_DEFAULTS['vote_temps'],
                                           where=f'{path} on its validation split')
         return scored[a]
+    return score, scored, (vp, vpool, vn)
+
+
+def reference_curves(cfg, problems, pool, ns, paths, score, val):
+    """The best-of-N curves every search row is compared with, at every N of the pool: plain HSRM's and its weighted
+    vote's and the tokens (bon_curves), the best free selector's on validation (tables.free_rows: every free scorer,
+    its weighted vote, the combo fitted on the training split, majority and DeepConf's votes; ties as their mean),
+    majority vote's and oracle's. -> (curves, the best free selector's name)."""
     bon = bon_curves(problems, [score(p)[0] for p in paths], pool, ns, [score(p)[1] for p in paths])
-    # the best free selector on validation (tables.free_rows: every free scorer, its weighted vote, the combo fitted
-    # on the training split, majority and DeepConf's votes; ties as their mean), its best-of-N at every N of the pool
     ecfg = {**EVAL_DEFAULTS, **{k: cfg[k] for k in cfg if k in EVAL_DEFAULTS}}
-    frows, choice = tables.free_rows(problems, pool, ns, ns[-1], (vp, vpool, vn), ecfg,
-                                tables.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
+    frows, choice = tables.free_rows(problems, pool, ns, ns[-1], val, ecfg,
+                                     tables.fit_combo(cfg['train_dir'], cfg['val_frac'], cfg['val_seed']))
     best = ' / '.join(choice['free_best_val'])
     bon[f'free:{best}'] = next(r for r in frows if r['type'] == 'free_best_val')['per_problem']['acc_at']
     bon['majority'] = {n: np.array([[B.vote_sub(q['groups'], q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
     bon['oracle'] = {n: np.array([[B.oracle_sub(q['labels'], q['subsets'][n]) for q in pool]]) for n in ns}
+    return bon, best
 
-    # difficulty from an independent draw: k candidates per problem measure it, the rest are scored by bucket
+
+def difficulty_split(cfg, problems, ns):
+    """Difficulty from an independent draw: difficulty_samples candidates per problem (drawn by subset_seed) measure
+    its solve rate, the rest are scored by bucket. -> {'draw': each problem's permutation (its first k measure),
+    'rest': the candidates scored, 'problems' / 'ns' / 'pool': the problems of those alone, the Ns they allow, their
+    N-subsets, 'buckets': {name: bool per problem}}."""
+    k, m = cfg['difficulty_samples'], min(len(p['candidates']) for p in problems)
     rng = np.random.default_rng(cfg['subset_seed'])
     draw = [rng.permutation(len(p['candidates'])) for p in problems]
     rate = np.array([np.mean([p['candidates'][i]['correct'] for i in d[:k]]) for p, d in zip(problems, draw)])
@@ -227,8 +252,13 @@ def run(cfg):
     lo, hi = cfg['difficulty']
     buckets = {f'hard (solve rate < {lo})': rate < lo, f'medium ({lo}-{hi})': (rate >= lo) & (rate < hi),
                f'easy (>= {hi})': rate >= hi}
+    return {'draw': draw, 'rest': rest, 'problems': rprobs, 'ns': rns, 'pool': rpool, 'buckets': buckets}
 
-    groups = {}  # (search, width, N, steering run name) -> (steering checkpoint, split dir), one per seed
+
+def search_groups(cfg):
+    """The labelled search runs of search_dirs by (search, width, N, steering run name): [(steering checkpoint, split
+    dir)], one per seed."""
+    groups = {}
     for d in sorted({d for g in cfg['search_dirs'] for d in glob.glob(g)}):
         c = json.load(open(os.path.join(d, 'config.json')))
         if not c.get('search') or not os.path.exists(os.path.join(d, 'labels.json')):
@@ -236,50 +266,80 @@ def run(cfg):
         name = tables.run_group(c['search_ckpt'])
         groups.setdefault((c['search'], c['search_width'], c['n_samples'], name), []).append(
             (os.path.abspath(c['search_ckpt']), d))
+    return groups
+
+
+def search_numbers(acc, vote, tok, same, bon, best, ns, cfg, paired):
+    """A search row's numbers: its accuracy, weighted vote and tokens with their intervals, and its Δ at equal tokens
+    (vs_bon) against best-of-N picked by the checkpoints that steered it (same: their bon_curves), by plain HSRM and by
+    the best free selector on validation (bon, best: reference_curves'), and against their Bo16. paired: (the
+    steering checkpoints are one per run, they are plain HSRM's)."""
     nb, bs = cfg['n_boot'], cfg['boot_seed']
+    idx = B.boot_draws(acc.shape[1], nb, bs)
+    ba, bv = B.boot_means(acc, idx, bs), B.boot_means(vote, idx, bs)
+    row = {'tokens': float(tok.mean()), 'acc': float(acc.mean()), 'acc_ci': B.ci(ba), 'vote': float(vote.mean()),
+           'vote_ci': B.ci(bv), 'per_problem': {'acc': acc, 'vote': vote, 'tokens': tok}}
+    row['bon_at_tokens'], row['delta_equal_tokens'], row['delta_equal_tokens_ci'] = vs_bon(
+        acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=paired[0])
+    for ref, curve in (('plain', bon['hsrm']), ('free', bon[f'free:{best}'])):
+        row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
+            acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain' and paired[1])
+    if 16 in ns:
+        b16 = B.boot_means(same['hsrm'][16], idx, bs if paired[0] else bs + 1)
+        row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), B.ci(ba - b16)
+    return row
+
+
+def difficulty_numbers(acc, tok, rsame, diff, cfg, paired):
+    """A search row by difficulty bucket (difficulty_split's): its accuracy there and its Δ at equal tokens against
+    best-of-N of the steering checkpoints on the candidates that did not measure difficulty (rsame: their bon_curves
+    there). paired: the steering checkpoints are one per run."""
+    out = {}
+    for bname, sel in diff['buckets'].items():
+        if sel.any():
+            at, dl, dci = vs_bon(acc[:, sel], tok[:, sel], {k_: v[:, sel] for k_, v in rsame['hsrm'].items()},
+                                 {k_: v[sel] for k_, v in rsame['tokens'].items()}, diff['ns'], cfg['n_boot'],
+                                 cfg['boot_seed'], paired=paired)
+            out[bname] = {'n_problems': int(sel.sum()), 'acc': float(acc[:, sel].mean()), 'bon_at_tokens': at,
+                          'delta': dl, 'delta_ci': dci}
+    return out
+
+
+def run(cfg):
+    """The search study: a row per search setting and steering run (its seeds), each against best-of-N at equal
+    generated tokens; writes {out_dir}/config.json, steer.json, steer.md and steer.png. -> the result dict."""
+    cfg = {**DEFAULTS, **cfg}
+    found, dev = check_study(cfg)
+    problems, ns, pool, paths = study_pool(cfg, found)
+    keys, plain = [p['key'] for p in problems], [os.path.abspath(p) for p in paths]
+    score, scored, val = scorer(cfg, problems, dev)
+    bon, best = reference_curves(cfg, problems, pool, ns, paths, score, val)
+    diff = difficulty_split(cfg, problems, ns)
     rows = []
-    for (how, width, n, name), dirs in sorted(groups.items()):
-        dirs = [d for _, d in sorted(dirs)]  # in the order of their steering checkpoints
+    for (how, width, n, name), runs in sorted(search_groups(cfg).items()):
+        dirs = [d for _, d in sorted(runs)]  # in the order of their steering checkpoints
         acc, vote, tok, steer_ckpts = search_point(dirs, keys, dev, lambda p: score(p)[1])
         own = sorted(os.path.abspath(p) for p in steer_ckpts)  # best-of-N picked by the checkpoints that steered
         same = bon_curves(problems, [score(p)[0] for p in own], pool, ns, [score(p)[1] for p in own])
-        if own != [os.path.abspath(p) for p in paths]:
+        if own != plain:
             bon[f'hsrm:{name}'], bon[f'hsrm_vote:{name}'] = same['hsrm'], same['hsrm_vote']
-        idx = B.boot_draws(len(problems), nb, bs)
-        ba, bv = B.boot_means(acc, idx, bs), B.boot_means(vote, idx, bs)
         row = {'method': f'{how} N={n} M={width} ({name}, {len(dirs)} seeds)', 'search': how, 'n': n, 'width': width,
-               'ckpt_group': name, 'dirs': dirs, 'steer_ckpts': steer_ckpts, 'tokens': float(tok.mean()),
-               'acc': float(acc.mean()), 'acc_ci': B.ci(ba), 'vote': float(vote.mean()), 'vote_ci': B.ci(bv),
-               'per_problem': {'acc': acc, 'vote': vote, 'tokens': tok}}
-        row['bon_at_tokens'], row['delta_equal_tokens'], row['delta_equal_tokens_ci'] = vs_bon(
-            acc, tok, same['hsrm'], bon['tokens'], ns, nb, bs, paired=len(own) == len(dirs))
-        for ref, curve in (('plain', bon['hsrm']), ('free', bon[f'free:{best}'])):
-            row[f'{ref}_at_tokens'], row[f'delta_{ref}'], row[f'delta_{ref}_ci'] = vs_bon(
-                acc, tok, curve, bon['tokens'], ns, nb, bs, paired=ref == 'plain'
-                and own == [os.path.abspath(p) for p in paths])
-        if 16 in ns:
-            b16 = B.boot_means(same['hsrm'][16], idx, bs if len(own) == len(dirs) else bs + 1)
-            row['delta_bo16'], row['delta_bo16_ci'] = row['acc'] - same['hsrm'][16].mean(), B.ci(ba - b16)
-        rsame = bon_curves(rprobs, [[s[r] for s, r in zip(score(p)[0], rest)] for p in own], rpool, rns,
-                           [score(p)[1] for p in own])
-        row['by_difficulty'] = {}
-        for bname, sel in buckets.items():
-            if sel.any():
-                at, dl, dci = vs_bon(acc[:, sel], tok[:, sel], {k_: v[:, sel] for k_, v in rsame['hsrm'].items()},
-                                     {k_: v[sel] for k_, v in rsame['tokens'].items()}, rns, nb, bs,
-                                     paired=len(own) == len(dirs))
-                row['by_difficulty'][bname] = {'n_problems': int(sel.sum()), 'acc': float(acc[:, sel].mean()),
-                                               'bon_at_tokens': at, 'delta': dl, 'delta_ci': dci}
+               'ckpt_group': name, 'dirs': dirs, 'steer_ckpts': steer_ckpts,
+               **search_numbers(acc, vote, tok, same, bon, best, ns, cfg, (len(own) == len(dirs), own == plain))}
+        rsame = bon_curves(diff['problems'], [[s[r] for s, r in zip(score(p)[0], diff['rest'])] for p in own],
+                           diff['pool'], diff['ns'], [score(p)[1] for p in own])
+        row['by_difficulty'] = difficulty_numbers(acc, tok, rsame, diff, cfg, len(own) == len(dirs))
         rows.append(row)
-    idx = B.boot_draws(len(problems), nb, bs)
+    idx = B.boot_draws(len(problems), cfg['n_boot'], cfg['boot_seed'])
     curves = {k: {'acc': [float(bon[k][n].mean()) for n in ns],
-                  'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, bs)) for n in ns]}
+                  'acc_ci': [B.ci(B.boot_means(bon[k][n], idx, cfg['boot_seed'])) for n in ns]}
               for k in bon if k != 'tokens'}
+    k = cfg['difficulty_samples']
     res = {'config': cfg, 'pool_dir': cfg['pool_dir'], 'n_problems': len(problems), 'ns': ns, 'best_free_val': best,
            'tokens': [float(bon['tokens'][n].mean()) for n in ns], 'curves': curves, 'rows': rows,
-           'temps': {p: t for p, (_, t) in scored.items()}, 'difficulty_ns': rns,
-           'difficulty_draw': {q: d[:k].tolist() for q, d in zip(keys, draw)},
-           'buckets': {k: int(v.sum()) for k, v in buckets.items()}}
+           'temps': {p: t for p, (_, t) in scored.items()}, 'difficulty_ns': diff['ns'],
+           'difficulty_draw': {q: d[:k].tolist() for q, d in zip(keys, diff['draw'])},
+           'buckets': {b: int(v.sum()) for b, v in diff['buckets'].items()}}
     md = render(res)
     os.makedirs(cfg['out_dir'], exist_ok=True)
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'config.json'))
