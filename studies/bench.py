@@ -1033,7 +1033,7 @@ def _words(tok, ids):
 def _random_model(config, dtype, device, head_scale=1.0, newline=None):
     """A randomly initialised causal LM of `config` on `device` (initialised there: no host copy of 3 GB); the
     lm_head scaled (a peaked next-token distribution), newline tokens raised along the mean final state (steps
-    close often), as test_all's tiny_model does."""
+    close often), as testkit.tiny_model does."""
     from transformers import AutoModelForCausalLM
     torch.manual_seed(0)
     with torch.device(device):

@@ -1,6 +1,6 @@
 """The studies' tests: the steering policy (online pruning equals its offline replay, search, its command), the
 steering study (search against best-of-N, pruning replayed), transfer and the data-need curve. The tiny models, split
-dirs and runs are test_all.py's.
+dirs and runs are testkit.py's and conftest.py's.
 
     python -m pytest -q studies/test_studies.py
 """
@@ -32,10 +32,8 @@ from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
-from test_all import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
-                      one_thread_eval,  # noqa: F401
-                      require, sample_run, tiny_model, tiny_tokenizer,  # fixtures among them
-                      write_split_eval, write_untrained_run)
+from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
+                     require, tiny_model, tiny_tokenizer, write_split_eval, write_untrained_run)
 
 
 # ====================================================================================================
@@ -1195,7 +1193,7 @@ def test_every_study_command_refuses_an_unknown_flag():
     """Issue 66 (5, 6): `python -m studies.bench --onyl=dtype` ran every section without a word, and the policy's
     command named what steers before an unknown flag. Each studies command refuses an unknown flag in one line naming
     the closest known one, before any section or work (curve, transfer and steer read their knobs with configurator)."""
-    from test_all import _run_all
+    from testkit import _run_all
     got = _run_all(('-m', 'studies.bench', '--onyl=dtype'), ('-m', 'studies.bench', '--only=dtype', '--profile=1'),
                    ('-m', 'studies.bench_lab', '--prune_thresh=0.5'),
                    ('-m', 'studies.policy', 'extract.py', 'config/demo.py', '--onyl=3'),
