@@ -38,7 +38,7 @@ import torch
 import baselines
 import train
 from bestofn import has_confidences
-from configurator import configure, knobs, read_config_file, split_argv
+from configurator import GIVEN, configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
@@ -486,6 +486,22 @@ def write_results(res, prefix, plots):
     print(f'wrote {prefix}.json and {prefix}.md')
 
 
+def check_vote_temps(cfg):
+    """ValueError naming the value and the fix unless vote_temps is a non-empty list of temperatures > 0 (a weighted
+    vote sums softmax(score / T): T = 0 made NaN weights after every score was computed, an empty grid an argmax of
+    nothing): before any work, here and in sample.py."""
+    temp = lambda t: isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0  # noqa: E731
+    good = lambda ts: isinstance(ts, (list, tuple)) and ts and all(map(temp, ts))  # noqa: E731
+    ts = cfg['vote_temps']
+    if not good(ts):  # the fix: the good temperatures given, else the config files' grid, else the default
+        fix = [t for t in ts if temp(t)] or (GIVEN['vote_temps'] if good(GIVEN.get('vote_temps')) else
+                                             DEFAULTS['vote_temps'])
+        bad = [t for t in ts if not temp(t)]
+        raise ValueError(f"vote_temps={ts!r} " + (f"holds {bad[0]!r}, but a temperature must be > 0" if bad else
+                                                   "is empty: the weighted vote has no temperature to choose")
+                         + f" (softmax(score / T), T chosen on validation); fix: --vote_temps='{list(fix)}'")
+
+
 def named_runs(argv, out_dir):
     """{run group: (seeds, the command that trains them, {seed: run dir})} of the verifiers a command line (argv: its
     config files and flags) names for out_dir, found by what their runs' config.json hold (train.find_runs): train.py's
@@ -522,6 +538,7 @@ def run(cfg, named=None, command=None):
     cfg = {**DEFAULTS, **cfg}
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
+    check_vote_temps(cfg)
     if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
         raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")

@@ -54,7 +54,7 @@ from generator import check_layers, check_positions, check_weight_dtype, load_ge
 from machine import check_between, check_positive, check_writable, cli, resolve_device
 from model import read_kinds, reads, score_problems
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, load_checkpoint, load_problem,
-                   read_checkpoint, steering)
+                   read_checkpoint, steering, trainer)
 from train import check_fresh, run_state, train_dirs_now, trained_on
 from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_problem, seen_groups, synth_boundary,
                    synth_problem, synth_space, task_pattern, word_boundary, word_problem, word_space)
@@ -257,7 +257,7 @@ def best_ckpt(pattern, run=None):
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint" + (
             f" of a finished run ({unfinished[0]} is unfinished: its log.json is not done)" if unfinished else '')
-            + "; fix: train one first (python train.py <config>; a run not done trains again), or --ckpt=<path to a "
+            + f"; fix: train one first ({trainer(pattern)}; a run not done trains again), or --ckpt=<path to a "
             "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this one is {run!r})" if run else ''))
     return tables.best_seed(paths)
 
@@ -524,6 +524,8 @@ def run(cfg, steer=None):
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
     check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
+    if cfg['vote']:
+        evaluate.check_vote_temps(cfg)
     if cfg['vote'] and cfg['n_samples'] == 1:
         raise ValueError("vote=True at n_samples=1: a vote over one candidate is that candidate; fix: --n_samples=8 "
                          "(or more), or --vote=False")

@@ -27,7 +27,7 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, boot_draws,
                      per_problem_run, pool_entry, scored_metrics, votes_at)
 from model import VERIFIERS, score_prefixes, score_problems
 from store import (atomic_save, atomic_write_json, check_dtype, load_problem, load_split, problem_files,
-                   read_checkpoint, split_problems)
+                   read_checkpoint, split_problems, trainer)
 from tasks import check_unseen, group_key, problem_kinds
 import train
 
@@ -117,7 +117,8 @@ def checkpoint_paths(cfg, named=None):
     if cfg['ckpts']:
         paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
         if not paths:
-            raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+            raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run `{trainer(cfg['ckpts'][0])}` first, or "
+                             "correct the paths")
         bad = [p for p in paths if train.run_state(os.path.dirname(p)) == 'unfinished']
         if bad:
             raise ValueError(f"ckpts: {bad[0]} is the checkpoint of an unfinished run (its log.json is not done: "

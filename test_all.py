@@ -6598,3 +6598,131 @@ n_eval = 4
                         f"--question={tasks.synth_problem(0, 2, 1337)['question']}"], cwd=REPO, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 1 and 'share a group with' in r.stderr and 'fix:' in r.stderr, r.stderr[-3000:]
+
+
+# --- bad input: one line with a correct fix (issue 78) ---
+
+
+def _stages_at(cwd, *cmds):
+    """Several stage commands at once ('x.py' a file of the repository, 'studies.x' a module), run in cwd (a folder
+    of the test's: a stage that wrote where it should not would write there): their (returncode, stderr stripped)."""
+    env = {**os.environ, 'PYTHONPATH': REPO}
+    head = lambda c: [os.path.join(REPO, c)] if c.endswith('.py') else ['-m', c]  # noqa: E731
+    procs = [subprocess.Popen([sys.executable, *head(c[0]), *c[1:]], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for c in cmds]
+    errs = [p.communicate(timeout=600)[1].strip() for p in procs]
+    return [(p.returncode, e) for p, e in zip(procs, errs)]
+
+
+def test_verifier_layers_not_stored_name_the_stored_ones_and_the_fix_trains(tmp_path):
+    """Issue 78.3: train.py --verifier_layers="[5]" on states of layers [-1, -2] said 'fix: --layers=...', a knob
+    train.py does not read (now taken as extract.py's with a note, so that fix trained on every stored layer in
+    silence), after writing the run's config.json. Now one line names the stored layers, the verifier_layers that
+    exist and the re-extraction, before any run folder; its fix trains."""
+    d = write_split_train(str(tmp_path / 'ex' / 'train'), n_problems=10, n_cands=4)
+    cmd = ('train.py', f'--out_dir={tmp_path}/ex', '--max_iters=2', '--eval_interval=1', '--batch_problems=4',
+           '--seeds=None')
+    assert _last_line(_run(*cmd, '--verifier_layers=[5]')) == (
+        f"train.py: verifier_layers=[5] reads layer 5, which {d} does not store (its extraction stored layers [-1, "
+        f"-2]); fix: --verifier_layers='[-1]' (any of [-1, -2]; None reads them all), or re-extract into a new "
+        f"--out_dir with python extract.py <config> --layers='[-1, -2, 5]'")
+    assert not (tmp_path / 'ex' / 'verifiers').exists()
+    r = _run(*cmd, '--verifier_layers=[-1]')
+    assert r.returncode == 0 and os.listdir(tmp_path / 'ex' / 'verifiers') == ['hsrm_max_iters-2_batch_problems-4_'
+                                                                                'eval_interval-1_seed42'], r.stderr
+
+
+def test_label_names_the_known_splits(tmp_path):
+    """Issue 78.3: label.py --splits="['trian']" said 'run extract.py first' of a folder holding train/ (a misspelt
+    split beside a right one was skipped in silence). Now one line names the known splits and the corrected list,
+    before any labels.json; the fix labels."""
+    out = tmp_path / 'run'
+    write_split_eval(f'{out}/train', 3, 2, seed=1)
+    os.remove(out / 'train' / 'labels.json')
+    got = _run_all(('label.py', f'--out_dir={out}', "--splits=['trian']"),
+                   ('label.py', f'--out_dir={out}', "--splits=['train', 'evl']"))
+    assert got == [(1, "label.py: splits=['trian']: unknown split 'trian' (the known ones: train, eval); fix: "
+                       "--splits=\"['train']\""),
+                   (1, "label.py: splits=['train', 'evl']: unknown split 'evl' (the known ones: train, eval); fix: "
+                       "--splits=\"['train', 'eval']\"")]
+    assert not (out / 'train' / 'labels.json').exists()
+    assert _run('label.py', f'--out_dir={out}', "--splits=['train']").returncode == 0
+    assert (out / 'train' / 'labels.json').exists()
+
+
+def test_vote_temps_at_or_below_zero_or_empty_are_refused_before_any_work(tmp_path):
+    """Issue 78.3/4: evaluate.py --vote_temps="[0]" scored every candidate, then stopped on 'NaN score; fix: find the
+    scorer' (T = 0 divides by zero), "[]" was a numpy argmax traceback, "[-1]" ran. Each is one line naming the key,
+    the value and the fix (the good temperatures given, else the default grid) before any score, cache or pool."""
+    out = tmp_path / 'run'
+    write_untrained_run(out)
+    default = "'[0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 100.0]'"
+    got = _run_all(*[('evaluate.py', f'--out_dir={out}', f'--vote_temps={t}') for t in ('[0]', '[]', '[0.3, -1]')])
+    why = ' (softmax(score / T), T chosen on validation); fix: --vote_temps='
+    assert got == [(1, f"evaluate.py: vote_temps=[0] holds 0, but a temperature must be > 0{why}{default}"),
+                   (1, f"evaluate.py: vote_temps=[] is empty: the weighted vote has no temperature to choose{why}"
+                       f"{default}"),
+                   (1, f"evaluate.py: vote_temps=[0.3, -1] holds -1, but a temperature must be > 0{why}'[0.3]'")]
+    assert sorted(os.listdir(out)) == ['eval', 'train', 'verifiers']
+
+
+def _curve_config(tmp_path):
+    """A labelled cell for studies/curve.py (20 training, 8 evaluation problems) and a config file naming it."""
+    out = tmp_path / 'cell'
+    write_split_eval(f'{out}/train', 20, 6, seed=3)
+    write_split_eval(f'{out}/eval', 8, 6, seed=4, start=1000)
+    cfg = tmp_path / 'curve_cfg.py'
+    cfg.write_text(f"out_dir = {str(out)!r}\nsizes = [10, 20]\nseeds = [1]\nn_boot = 50\n"
+                   "train_overrides = {'max_iters': 4, 'eval_interval': 2}\nvariants = {'hsrm': {}}\n")
+    return out, str(cfg)
+
+
+def test_a_train_knob_on_the_curve_names_train_overrides(tmp_path):
+    """Issue 78.3: python -m studies.curve <config> --early_stop_metric=acc was taken as train.py's knob (the note
+    said curve.py does not read it, the fix the user read: set it in train.py) and trained on AUROC. A train.py knob
+    on a study that trains through train_overrides is one line whose fix is that dict with the key added, before any
+    run."""
+    out, cfg = _curve_config(tmp_path)
+    got = _run_all(('-m', 'studies.curve', cfg, '--early_stop_metric=acc'),
+                   ('-m', 'studies.transfer', '--lr=0.001'))
+    assert got == [(1, "config error (command line): --early_stop_metric is train.py's knob, which studies/curve.py "
+                       "takes in its train_overrides; fix: --train_overrides=\"{'max_iters': 4, 'eval_interval': 2, "
+                       "'early_stop_metric': 'acc'}\""),
+                   (1, "config error (command line): --lr is train.py's knob, which studies/transfer.py takes in its "
+                       "train_overrides; fix: --train_overrides=\"{'lr': 0.001}\"")]
+    assert sorted(os.listdir(out)) == ['eval', 'train']
+
+
+def test_an_empty_out_dir_is_refused_in_every_stage(tmp_path):
+    """Issue 78.3: --out_dir= (empty) spoke of 'out_dir pointing at train' (train.py), and extract.py loaded the
+    model, then failed in os.makedirs(''). Every stage refuses it in one line naming its own out_dir as the fix, and
+    writes nothing (here, in the folder it runs in)."""
+    stages = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies.curve',
+              'studies.transfer', 'studies.steer')
+    got = _stages_at(tmp_path, *[(s, '--out_dir=') for s in stages])
+    fix = {'studies.curve': 'out/curve_synth2', 'studies.transfer': 'out/transfer'}  # steer: the run it prunes on
+    assert got == [(1, "config error (command line): out_dir='' is empty, no folder; fix: --out_dir="
+                       f"{fix.get(s, 'out/demo')}") for s in stages]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_curve_checkpoint_names_the_curve_command(tmp_path):
+    """Issue 78.3: a missing out/<x>/curve/K500/<variant>/seed42/ckpt.pt (README's sample.py --ckpt=...) said 'python
+    train.py <config>', which never writes there: the curve's runs come from python -m studies.curve <config>. A
+    text verifier's run is baselines.py's; a train.py run's still names train.py."""
+    import store
+    out = tmp_path / 'run'
+    write_untrained_run(out)
+    ck = f'{out}/curve/K500/hsrm/seed42/ckpt.pt'
+    got = _run_all(('sample.py', f'--ckpt={ck}', '--question=Compute 7 + 7 - 2.', f'--out_dir={out}'),
+                   ('evaluate.py', f'--out_dir={out}', f"--ckpts=['{out}/curve/K500/*/seed*/ckpt.pt']"))
+    assert got == [(1, f"sample.py: ckpt='{ck}' matches no checkpoint; fix: train one first (python -m studies.curve "
+                       "<config>; a run not done trains again), or --ckpt=<path to a ckpt.pt>"),
+                   (1, f"evaluate.py: ckpts=['{out}/curve/K500/*/seed*/ckpt.pt'] matches no file; fix: run "
+                       "`python -m studies.curve <config>` first, or correct the paths")]
+    for path, cmd in ((ck, 'python -m studies.curve <config>'),
+                      (f'{tmp_path}/verifiers/text_small_seed42/ckpt.pt', 'python baselines.py <config>'),
+                      (f'{tmp_path}/verifiers/hsrm_seed42/ckpt.pt', 'python train.py <config>')):
+        with pytest.raises(FileNotFoundError, match=rf"^{re.escape(path)} not found; fix: run `{re.escape(cmd)}` "
+                                                    rf"first$"):
+            store.read_checkpoint(path)

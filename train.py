@@ -231,6 +231,21 @@ def check_names(cfg):
     check_distinct(cfg, ('seeds', 'max_train_problems'))  # a run dir each
 
 
+def check_stored_layers(cfg, dirs, data):
+    """ValueError naming the layers, where they are missing and the fix where verifier_layers reads a layer a split
+    dir's extraction did not store (data: its problems, per dir): before any run folder is written."""
+    want = cfg['verifier_layers']
+    for d, probs in zip(dirs, data):
+        stored = list(probs[0]['layers'])
+        missing = [x for x in want or [] if x not in stored]
+        if missing:
+            raise ValueError(f"verifier_layers={list(want)!r} reads layer {', '.join(map(str, missing))}, which {d} "
+                             f"does not store (its extraction stored layers {stored}); fix: "
+                             f"--verifier_layers={shlex.quote(repr([x for x in want if x in stored] or stored[:1]))} "
+                             f"(any of {stored}; None reads them all), or re-extract into a new --out_dir with "
+                             f"python extract.py <config> --layers={shlex.quote(repr(stored + missing))}")
+
+
 def preflight(train_problems, val_problems, cfg):
     """Every check that can fail before training starts; returns the training problems the loss
     learns from (those with both labels, for a loss that needs them)."""
@@ -830,6 +845,7 @@ def run(cfg, keep_both=KEEP_BOTH):
     check_names(cfg)
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
+    check_stored_layers(cfg, dirs, data)
     ks = cfg['max_train_problems']
     todo, parts = [], {}
     for k in ks if isinstance(ks, list) else [ks]:

@@ -27,7 +27,7 @@ import sample
 from configurator import configure, knobs, split_argv
 from machine import check_positive, cli
 from model import STEP_KINDS, layer_columns, read_kinds, reads
-from store import load_checkpoint
+from store import load_checkpoint, trainer
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -342,7 +342,7 @@ def run(argv):
         raise SystemExit(f"search={cfg['search']!r} needs search_ckpt; fix: "
                          "--search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
     if not os.path.isfile(cfg[key]):
-        raise SystemExit(f"{key}={cfg[key]!r} not found; fix: train a verifier first (python train.py <config>)")
+        raise SystemExit(f"{key}={cfg[key]!r} not found; fix: train a verifier first ({trainer(cfg[key])})")
     extract.run(config, steering(cfg, load_checkpoint(cfg[key])[0]), [sys.executable, '-m', 'studies.policy'])
 
 
