@@ -33,7 +33,6 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 
 import baselines
 import train
@@ -41,7 +40,7 @@ from bestofn import has_confidences
 from configurator import GIVEN, configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
+from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device, set_threads
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import (FREE_TIES, META_FILE, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
@@ -536,6 +535,7 @@ def run(cfg, named=None, command=None):
     files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
     the pools' meta.json."""
     cfg = {**DEFAULTS, **cfg}
+    set_threads(cfg['threads'])
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
     check_vote_temps(cfg)
@@ -547,8 +547,6 @@ def run(cfg, named=None, command=None):
     pools = os.path.join(out_dir, 'pools' + suffix)
     check_writable('out_dir', out_dir, os.path.join(out_dir, 'scores'), pools)  # the table, caches, pools: before work
     dev = resolve_device(cfg['device'])
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
 

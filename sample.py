@@ -40,7 +40,6 @@ import time
 from collections import Counter
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 import evaluate
@@ -51,7 +50,7 @@ from bestofn import choose, choose_temp
 from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
 from configurator import configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
-from machine import check_between, check_positive, check_writable, cli, resolve_device
+from machine import check_between, check_positive, check_writable, cli, resolve_device, set_threads
 from model import read_kinds, reads, score_problems
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, load_checkpoint, load_problem,
                    read_checkpoint, steering, trainer)
@@ -519,6 +518,7 @@ def run(cfg, steer=None):
     """The CLI: picks for the questions asked, printed and written to {sample_dir}; returns the picks rows. steer: a
     steering policy for the sampling (studies/policy.py's command gives it), recorded in the folder's config.json."""
     cfg = {**EVAL, **DEFAULTS, **cfg}
+    set_threads(cfg['threads'])
     given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
@@ -531,8 +531,6 @@ def run(cfg, steer=None):
                          "(or more), or --vote=False")
     dev = resolve_device(cfg['device'])
     check_weight_dtype(cfg['dtype'], dev)
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
     # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks

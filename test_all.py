@@ -6726,3 +6726,33 @@ def test_a_missing_curve_checkpoint_names_the_curve_command(tmp_path):
         with pytest.raises(FileNotFoundError, match=rf"^{re.escape(path)} not found; fix: run `{re.escape(cmd)}` "
                                                     rf"first$"):
             store.read_checkpoint(path)
+
+
+@pytest.mark.slow  # 11 CLI runs at once
+def test_tracebacks_of_bad_numbers_are_one_line_before_any_work(tmp_path):
+    """Issue 78.4: train.py --dropout=1.5 (torch's RuntimeError once the run folder was written), --threads=-3 in
+    every stage that has threads (torch's RuntimeError), extract.py --layers="[]" (a bare torch.cat error after
+    sampling, a config.json left behind): each one line naming the key, the value and the fix, before anything is
+    written; extract.py's before it loads the model (here a model that is not there). Already one line: python -m
+    studies.curve <config> --seeds=None (a TypeError before the configurator typed the knobs)."""
+    d = write_split_train(str(tmp_path / 'ex' / 'train'), n_problems=10, n_cands=4)
+    out, cfg = _curve_config(tmp_path)
+    threads = [('extract.py', f'--out_dir={tmp_path}/never'), ('train.py', f'--out_dir={tmp_path}/ex'),
+               ('baselines.py', f'--out_dir={tmp_path}/ex'), ('evaluate.py', f'--out_dir={tmp_path}/ex'),
+               ('sample.py', f'--out_dir={tmp_path}/ex', '--question=Compute 7 + 7 - 2.'), ('-m', 'studies.curve', cfg),
+               ('-m', 'studies.steer'), ('-m', 'studies.transfer')]
+    got = _run_all(('train.py', f'--out_dir={tmp_path}/ex', '--dropout=1.5'),
+                   ('extract.py', f'--model={tmp_path}/no_model', f'--out_dir={tmp_path}/never', '--layers=[]'),
+                   ('-m', 'studies.curve', cfg, '--seeds=None'),
+                   *[(*c, '--threads=-3') for c in threads])
+    name = lambda c: c[1].split('.')[1] + '.py' if c[0] == '-m' else c[0]  # noqa: E731
+    assert got == [(1, "train.py: dropout=1.5 must be in [0, 1) (the fraction of units zeroed in training); fix: "
+                       "--dropout=0.1"),
+                   (1, "layers=[] stores no hidden state, which is what the verifiers read; fix: --layers='[-1]' (-1 "
+                       "= the final layer)"),
+                   (1, "config error (command line): seeds=None, but seeds takes a list (default [42, 123, 456]); "
+                       "fix: --seeds=<list>, or leave it unset")] + [
+        (1, f"{name(c)}: threads=-3 must be 0 (torch's default) or a positive int; fix: --threads=0") for c in threads]
+    assert not (tmp_path / 'never').exists() and os.listdir(f'{tmp_path}/ex') == ['train']
+    assert sorted(os.listdir(d)) == ['config.json', 'labels.json', 'problems']
+    assert sorted(os.listdir(out)) == ['eval', 'train']

@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
-from configurator import configure, knobs
-from machine import check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device
+from configurator import GIVEN, configure, knobs
+from machine import (check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device,
+                     set_threads)
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
@@ -228,6 +229,11 @@ def check_names(cfg):
     check_positive(cfg, DEFAULTS,
                    ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
     check_between(cfg, DEFAULTS, {'lr': (0, None, None)})
+    fraction = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1  # noqa: E731
+    if not fraction(cfg['dropout']):  # 1 zeroes every unit: torch refused it once the run folder was written
+        fix = GIVEN['dropout'] if fraction(GIVEN.get('dropout')) else DEFAULTS['dropout']
+        raise ValueError(f"dropout={cfg['dropout']!r} must be in [0, 1) (the fraction of units zeroed in training); "
+                         f"fix: --dropout={fix}")
     check_distinct(cfg, ('seeds', 'max_train_problems'))  # a run dir each
 
 
@@ -880,6 +886,5 @@ def run(cfg, keep_both=KEEP_BOTH):
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
-    if threads:
-        torch.set_num_threads(threads)
+    cli(set_threads, threads, 'train.py')
     cli(run, config, 'train.py')
