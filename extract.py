@@ -20,6 +20,7 @@ refused.
 import glob
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -181,6 +182,10 @@ def run(config, steer=None, command=None):
     if not c['layers']:  # torch.cat of no state failed after sampling, a config.json already written
         raise SystemExit(f"layers={c['layers']!r} stores no hidden state, which is what the verifiers read; fix: "
                          f"--layers='{GIVEN.get('layers') or DEFAULTS['layers']}' (-1 = the final layer)")
+    if not c['train_range'] and not c['eval_range']:
+        fix = [f"--{k}={shlex.quote(repr(GIVEN.get(k) or DEFAULTS[k]))}" for k in ('train_range', 'eval_range')]
+        raise SystemExit(f"train_range={c['train_range']!r} and eval_range={c['eval_range']!r}: nothing to extract "
+                         f"(None skips a split); fix: {fix[0]}, or {fix[1]}, or both")
     if c['mode'] == 'reencode' and not c['candidates_file']:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     try:

@@ -6756,3 +6756,25 @@ def test_tracebacks_of_bad_numbers_are_one_line_before_any_work(tmp_path):
     assert not (tmp_path / 'never').exists() and os.listdir(f'{tmp_path}/ex') == ['train']
     assert sorted(os.listdir(d)) == ['config.json', 'labels.json', 'problems']
     assert sorted(os.listdir(out)) == ['eval', 'train']
+
+
+def test_nothing_to_do_is_refused_not_done_in_silence(tmp_path):
+    """Issue 78.5: extract.py --train_range=None --eval_range=None printed 'done' having done nothing, and
+    --seeds="[]" ran seed 42 (train.py) or left the curve a traceback; each is one line with the fix (the config
+    file's own values where it sets them) before anything is written."""
+    write_split_train(str(tmp_path / 'ex' / 'train'), n_problems=10, n_cands=4)
+    out, cfg = _curve_config(tmp_path)
+    got = _run_all(('extract.py', '--train_range=None', '--eval_range=None', f'--out_dir={tmp_path}/never'),
+                   ('extract.py', 'config/demo.py', '--train_range=None', '--eval_range=None',
+                    f'--out_dir={tmp_path}/never'),
+                   ('train.py', f'--out_dir={tmp_path}/ex', '--seeds=[]'),
+                   ('-m', 'studies.curve', cfg, '--seeds=[]'))
+    assert got == [(1, "train_range=None and eval_range=None: nothing to extract (None skips a split); fix: "
+                       "--train_range='(0, 7)', or --eval_range='(1225, 1232)', or both"),
+                   (1, "train_range=None and eval_range=None: nothing to extract (None skips a split); fix: "
+                       "--train_range='(0, 1224)', or --eval_range='(1225, 1898)', or both"),
+                   (1, "train.py: seeds=[] is empty: each value is a run, so it names none; fix: "
+                       "--seeds='[42, 123, 456, 789, 1024]'"),
+                   (1, "curve.py: seeds=[] is empty: each value is a run, so it names none; fix: --seeds='[1]'")]
+    assert not (tmp_path / 'never').exists() and os.listdir(tmp_path / 'ex') == ['train']
+    assert sorted(os.listdir(out)) == ['eval', 'train']

@@ -206,11 +206,17 @@ def get_batch(pool, state, cfg, rng):
 # the model: the knobs checked against the data, the verifier sized from it
 
 
-def check_distinct(cfg, keys):
+def check_distinct(cfg, keys, defaults=None):
     """ValueError naming the key, the value and the fix where a list knob whose values each name a run (seeds, sizes)
-    repeats one: the two runs would be one folder, trained twice at once."""
+    is empty (no run: it ran the single `seed` in silence) or repeats one (the two runs would be one folder, trained
+    twice at once). The fix for an empty one is the config files' own list (GIVEN), else the default (defaults: the
+    stage's knobs; None: train.py's)."""
     for k in keys:
         v = cfg.get(k)
+        if isinstance(v, (list, tuple)) and not v:
+            fix = GIVEN[k] if GIVEN.get(k) else (defaults or DEFAULTS).get(k)
+            raise ValueError(f"{k}={list(v)!r} is empty: each value is a run, so it names none; fix: "
+                             f"--{k}={shlex.quote(repr(fix))}")
         if isinstance(v, (list, tuple)) and len(set(v)) < len(v):
             twice = sorted({x for x in v if v.count(x) > 1})
             raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "

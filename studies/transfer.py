@@ -261,6 +261,7 @@ def run(cfg):
     cfg = {**DEFAULTS, **cfg}
     set_threads(cfg['threads'])
     check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    T.check_distinct(cfg, ('seeds',), DEFAULTS)  # a run each: none, or one twice, is refused
     for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
         check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
     check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
