@@ -533,6 +533,10 @@ def run(cfg, steer=None):
     check_weight_dtype(cfg['dtype'], dev)
     path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
+    if np.isnan((ck.get('best_val') or {}).get('auroc') or 0.0):  # tables.best_seed ranks it last, all NaN: the first
+        print(f"sample.py: warning: {path}'s validation AUROC is NaN: its validation held no problem with both a "
+              "correct and a wrong candidate, so its seed was chosen blind and how well it ranks is unknown; fix: "
+              "retrain with more validation problems (--val_frac) or samples a problem")
     # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks
     readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
                               if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])

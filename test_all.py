@@ -6778,3 +6778,32 @@ def test_nothing_to_do_is_refused_not_done_in_silence(tmp_path):
                    (1, "curve.py: seeds=[] is empty: each value is a run, so it names none; fix: --seeds='[1]'")]
     assert not (tmp_path / 'never').exists() and os.listdir(tmp_path / 'ex') == ['train']
     assert sorted(os.listdir(out)) == ['eval', 'train']
+
+
+def test_sample_warns_of_a_checkpoint_chosen_blind(sample_run, tmp_path, capsys):
+    """Issue 78.5: sample.py answered with a checkpoint whose validation AUROC is NaN (its validation problems all
+    correct or all wrong: trained with early_stop_metric='acc') without a word, though its seed was chosen blind
+    (tables.best_seed ranks NaN last: every seed NaN, the first). It now warns in one line; a run validated on
+    problems with both labels prints none."""
+    import shutil
+    import sample as SA
+    src, out = sample_run[0], tmp_path / 'run'
+    shutil.copytree(f'{src}/train', out / 'train')
+    _, va = split_problems(store.problem_files(str(out / 'train')))
+    labels = json.load(open(out / 'train' / 'labels.json'))
+    for f in va:  # every validation candidate correct: no problem there has both labels
+        for x in labels['labels'][os.path.basename(f)[:-3]]:
+            x['correct'] = True
+    json.dump(labels, open(out / 'train' / 'labels.json', 'w'))
+    train = {**SAMPLE_TRAIN, 'early_stop_metric': 'acc'}
+    T.run({**T.DEFAULTS, **train, 'out_dir': str(out)})
+    capsys.readouterr()
+    warned = []
+    for i, (run, tc) in enumerate(((str(out), train), (src, SAMPLE_TRAIN))):
+        SA.run({'out_dir': run, 'question': 'Compute 7 + 7 - 2.', 'n_samples': 2, 'train': tc,
+                'sample_dir': str(tmp_path / f's{i}')})
+        warned.append([x for x in capsys.readouterr().out.splitlines() if 'warning' in x])
+    ck = glob.glob(f'{out}/verifiers/*_seed1/ckpt.pt')[0]
+    assert warned == [[f"sample.py: warning: {ck}'s validation AUROC is NaN: its validation held no problem with "
+                       "both a correct and a wrong candidate, so its seed was chosen blind and how well it ranks is "
+                       "unknown; fix: retrain with more validation problems (--val_frac) or samples a problem"], []]
