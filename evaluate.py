@@ -43,10 +43,10 @@ from model import prm_reduce as reduce_steps  # the name prm_reduce is this stag
 from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device, set_threads
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
-from tables import (FREE_TIES, META_FILE, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
-                    checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json, free_name, free_scores,
-                    pool_rows, pool_table, read_pools, render_table, row_names, run_dirs, run_group, scaling_ns,
-                    val_splitter, write_pools, yerr)
+from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
+                    check_checkpoint, checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json,
+                    free_name, free_scores, pool_rows, pool_table, read_pools, render_table, row_names, run_dirs,
+                    run_group, scaling_ns, val_splitter, write_pools, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -461,11 +461,18 @@ def interval_notes(cfg, rows, boot):
              f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
              + (f" ({best_val})" if best_val else " (none: no validation split)")
              + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
+    units = boot['n_groups'] if boot['unit'] == 'groups' else boot['n_problems']
+    if units < MIN_UNITS:  # a bootstrap over so few units excludes 0 whenever they all lie on one side
+        notes.append(f"No Δ is bold: {units} {boot['unit']} are fewer than {MIN_UNITS}, too few to call a difference "
+                     f"beyond (even all {units} on one side is p = {2 / 2 ** units:.3g} by a two-sided sign test, yet "
+                     "a bootstrap interval over them then excludes 0); the intervals are shown as computed.")
     for r in rows:
         d = r.get('vs', {}).get('best_free_val', {})
         if r['type'] in ('verifier', 'verifier_vote', 'prm', 'prm_vote') and 'acc_ci_problems' in d:
-            both = lambda k, pct: (f"{fmt_ci(d[k], d[k + '_ci'], pct, diff=True)} resampling groups, "  # noqa: E731
-                                   f"{fmt_ci(d[k], d[k + '_ci_problems'], pct, diff=True)} resampling problems")
+            both = lambda k, pct: (  # noqa: E731
+                f"{fmt_ci(d[k], d[k + '_ci'], pct, diff=True, units=r.get('units'))} resampling groups, "
+                f"{fmt_ci(d[k], d[k + '_ci_problems'], pct, diff=True, units=r.get('units_problems'))} resampling "
+                "problems")
             notes.append(f"{r['method']} against the best free selector on validation: Bo{cfg['n_eval']} Δ "
                          f"{both('acc', True)}" + (f"; AUROC Δ {both('auroc', False)}" if 'auroc_ci' in d else '')
                          + '.')

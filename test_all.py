@@ -6807,3 +6807,28 @@ def test_sample_warns_of_a_checkpoint_chosen_blind(sample_run, tmp_path, capsys)
     assert warned == [[f"sample.py: warning: {ck}'s validation AUROC is NaN: its validation held no problem with "
                        "both a correct and a wrong candidate, so its seed was chosen blind and how well it ranks is "
                        "unknown; fix: retrain with more validation problems (--val_frac) or samples a problem"], []]
+
+
+def test_few_problems_call_no_difference_beyond(tmp_path, one_thread_eval, capsys):
+    """Issue 78.5: on 4 problems the table bolded differences against a reference tied among many free selectors:
+    their mean is a smooth per-problem value, so every row's differences lay on one side and the bootstrap interval
+    over 4 problems excluded 0 (an exact sign test of 4 of 4 on one side: p = 0.125). The rule: no Δ is bold over
+    fewer than tables.MIN_UNITS (6) resampled units (groups, or problems), said in a note; over 30 problems the same
+    rows are bold where their interval excludes 0."""
+    for k in (4, 30):
+        out = tmp_path / f'p{k}'
+        write_split_eval(f'{out}/train', 20, 8, seed=1, confidences=True)
+        write_split_eval(f'{out}/eval', k, 8, seed=2, start=1000, confidences=True)
+        res = E.run({'out_dir': str(out), 'n_eval': 8, 'n_scaling': [8], 'plots': False, 'n_boot': 200})
+        md = open(out / 'results.md').read().split('\n\n1. ')[0]  # the main table
+        beyond = [r['method'] for r in res['rows'] for d in r.get('vs', {}).values()
+                  if d.get('acc_ci') and (d['acc_ci'][0] > 0 or d['acc_ci'][1] < 0)]
+        note = [t for t in res['notes'] if t.startswith('No Δ is bold')]
+        if k == 4:
+            assert beyond and '**' not in md and note == [
+                "No Δ is bold: 4 problems are fewer than 6, too few to call a difference beyond (even all 4 on one "
+                "side is p = 0.125 by a two-sided sign test, yet a bootstrap interval over them then excludes 0); the "
+                "intervals are shown as computed."]
+        else:
+            assert beyond and '**' in md and not note
+    capsys.readouterr()
