@@ -600,7 +600,8 @@ def run(cfg, steer=None):
     for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
         atomic_write_json_lines(rows, os.path.join(sample_dir, f'{name}.jsonl'))
     print(f"{len(problems)} question{'s' * (len(problems) != 1)} ({len(done)} done already), best of {n} by {path}"
-          + (f", weighted vote at T={temp:g}" if temp is not None else ''))
+          + (f", weighted vote at T={temp:g}" if temp is not None else '')
+          + (f"; sampled under {steer.describe(n)} by {getattr(steer.verifier, 'ckpt_path', path)}" if steer else ''))
     picks = list(done)
     for r in done:  # the finished ones, as they were printed then
         print(show(r, n))
@@ -614,6 +615,10 @@ def run(cfg, steer=None):
                 f.write(''.join(json.dumps(r) + '\n' for r in rows))
         picks.append(row)
         tqdm.write(show(p, n))
+        if steer is not None:  # what the policy did: the rows it stopped, those it kept (the pick among them)
+            cut = sum(c['finish'] == 'pruned' for c in p['candidates'])
+            tqdm.write(f"  steered: {len(p['candidates'])} rows sampled, {cut} stopped at a step, "
+                       f"{len(p['candidates']) - cut} kept to the end (the pick is one of them)")
         bar.update(1)
     bar.close()
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))

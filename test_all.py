@@ -6832,3 +6832,22 @@ def test_few_problems_call_no_difference_beyond(tmp_path, one_thread_eval, capsy
         else:
             assert beyond and '**' in md and not note
     capsys.readouterr()
+
+
+def test_a_search_says_what_it_ran(sample_run, tmp_path):
+    """Issue 78.5: python -m studies.policy sample.py <config> --search=beam printed 'best of 8' and 'candidate 20 of
+    8', nothing of the search. It now names the search, its width and what it keeps at each step, and under each pick
+    the rows the search sampled, stopped and kept (as candidates.jsonl holds them)."""
+    out = sample_run[0]
+    ck = f'{out}/verifiers/{SAMPLE_RUN}_seed1/ckpt.pt'
+    sd = tmp_path / 's'
+    r = _run('-m', 'studies.policy', 'sample.py', f'--out_dir={out}', f'--ckpt={ck}', '--question=Compute 7 + 7 - 2.',
+             '--n_samples=4', '--search=beam', '--search_width=2', f'--sample_dir={sd}')
+    assert r.returncode == 0, r.stderr[-2000:]
+    cs = _jsonl(sd / 'candidates.jsonl')
+    cut = sum(c['finish'] == 'pruned' for c in cs)
+    assert len(cs) - cut == 4 and cut > 0
+    assert (f"1 question (0 done already), best of 4 by {ck}; sampled under beam search of width 2 (at each step the "
+            f"best 2 of 4 rows go on, each as 2) by {ck}") in r.stdout.splitlines()
+    assert f"  steered: {len(cs)} rows sampled, {cut} stopped at a step, 4 kept to the end (the pick is one of them)" \
+        in r.stdout.splitlines(), r.stdout

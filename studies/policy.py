@@ -147,6 +147,16 @@ class Steering:
         self.features = verifier.spec['step_features']  # the sampler keeps each step's features beside its states
         self.record = dict(record or {})
 
+    def describe(self, n):
+        """What steers the sampling of n candidates a question, in words (sample.py prints it with its picks)."""
+        w = self.width
+        if self.rule == 'beam':
+            return f"beam search of width {w} (at each step the best {-(-n // w)} of {n} rows go on, each as {w})"
+        if self.rule == 'dvts':
+            return (f"DVTS of width {w} ({n // w} subtrees of {w} rows, each keeping its best row at each step, "
+                    f"continued {w} ways)")
+        return f"online pruning ({self.rule} rule, threshold {self.threshold:g})"
+
     def start(self, layers, D, n_prompts, n_samples, kinds, device):
         """The steering of one batch of n_prompts x n_samples rows, whose ring holds the stored kinds of step state
         side by side (D = len(layers) x d_gen columns each)."""
