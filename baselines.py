@@ -19,7 +19,7 @@ import torch
 
 import train
 from configurator import configure, knobs, split_argv
-from machine import check_writable, cli, from_pretrained, resolve_device
+from machine import check_writable, cli, from_pretrained, resolve_device, set_threads
 from model import PRM_SEP, PRM_SYSTEM, split_steps
 from store import atomic_write_json, load_split
 
@@ -148,9 +148,8 @@ def run(cfg, train_cfg):
     skipped, a finished run whose config or data differs is refused unless --overwrite=True), then score the eval
     split with the PRM when prm_model is set."""
     cfg = {**DEFAULTS, **cfg}
+    set_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     bad = [s for s in cfg['text_sizes'] if s not in ('small', 'large')]
     if bad:
         raise ValueError(f"text_sizes={cfg['text_sizes']!r}: {bad} unknown; fix: --text_sizes=\"['small','large']\"")

@@ -84,6 +84,9 @@ def _check_type(key, value, default, source, declared=None):
         raise SystemExit(f"config error ({source}): {key}={value!r}{what}, but {key} takes {_name(*ts, a=1)} (default "
                          f"{default!r}); fix: {_fix(key, f'<{_name(*ts)}>', source)}"
                          + (', or leave it unset' if default is None or value is None else ''))
+    if value == '' and key.endswith('_dir') and default:  # '' is the current folder: a run's files would land there
+        raise SystemExit(f"config error ({source}): {key}='' is empty, no folder; fix: "
+                         f"{_fix(key, GIVEN.get(key) or default, source)}")
     if not isinstance(value, (list, tuple)):
         return value
     spec = next((typing.get_args(t) for t in declared if typing.get_origin(t) is type(value)), None)
@@ -173,6 +176,9 @@ def apply_config(g, argv, defaults=None):
         g.update({} if owners else {key: value})
         me = os.path.relpath(os.path.abspath(sys.argv[0]), os.path.dirname(os.path.abspath(__file__))) \
             if sys.argv[0].endswith('.py') else 'this stage'
+        if 'train.py' in owners and 'train_overrides' in mine:  # a study's runs take train.py's knobs from that dict
+            raise SystemExit(f"config error (command line): --{key} is train.py's knob, which {me} takes in its "
+                             f"train_overrides; fix: --train_overrides=\"{ {**g['train_overrides'], key: value} }\"")
         if owners == [STEERS] and me in ('extract.py', 'sample.py'):  # what it asks of this stage needs the policy's
             raise SystemExit(f"config error (command line): --{key} is not a knob of {me}, it is {STEERS}'s, which "
                              f"steers its sampling; fix: python -m studies.policy {me} <config> --{key}=...")

@@ -33,21 +33,20 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
 
 import baselines
 import train
 from bestofn import has_confidences
-from configurator import configure, knobs, read_config_file, split_argv
+from configurator import GIVEN, configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device
+from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device, set_threads
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
-from tables import (FREE_TIES, META_FILE, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores, check_checkpoint,
-                    checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json, free_name, free_scores,
-                    pool_rows, pool_table, read_pools, render_table, row_names, run_dirs, run_group, scaling_ns,
-                    val_splitter, write_pools, yerr)
+from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
+                    check_checkpoint, checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json,
+                    free_name, free_scores, pool_rows, pool_table, read_pools, render_table, row_names, run_dirs,
+                    run_group, scaling_ns, val_splitter, write_pools, yerr)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -499,11 +498,18 @@ def interval_notes(cfg, rows, boot):
              f"Δ: paired difference against majority vote and against the best free selector chosen on validation"
              + (f" ({best_val})" if best_val else " (none: no validation split)")
              + ", each with the interval of the paired differences; **bold** where that interval excludes 0."]
+    units = boot['n_groups'] if boot['unit'] == 'groups' else boot['n_problems']
+    if units < MIN_UNITS:  # a bootstrap over so few units excludes 0 whenever they all lie on one side
+        notes.append(f"No Δ is bold: {units} {boot['unit']} are fewer than {MIN_UNITS}, too few to call a difference "
+                     f"beyond (even all {units} on one side is p = {2 / 2 ** units:.3g} by a two-sided sign test, yet "
+                     "a bootstrap interval over them then excludes 0); the intervals are shown as computed.")
     for r in rows:
         d = r.get('vs', {}).get('best_free_val', {})
         if r['type'] in ('verifier', 'verifier_vote', 'prm', 'prm_vote') and 'acc_ci_problems' in d:
-            both = lambda k, pct: (f"{fmt_ci(d[k], d[k + '_ci'], pct, diff=True)} resampling groups, "  # noqa: E731
-                                   f"{fmt_ci(d[k], d[k + '_ci_problems'], pct, diff=True)} resampling problems")
+            both = lambda k, pct: (  # noqa: E731
+                f"{fmt_ci(d[k], d[k + '_ci'], pct, diff=True, units=r.get('units'))} resampling groups, "
+                f"{fmt_ci(d[k], d[k + '_ci_problems'], pct, diff=True, units=r.get('units_problems'))} resampling "
+                "problems")
             notes.append(f"{r['method']} against the best free selector on validation: Bo{cfg['n_eval']} Δ "
                          f"{both('acc', True)}" + (f"; AUROC Δ {both('auroc', False)}" if 'auroc_ci' in d else '')
                          + '.')
@@ -521,6 +527,22 @@ def write_results(res, prefix, plots):
     os.replace(f'{prefix}.md.tmp{os.getpid()}', prefix + '.md')
     print(md)
     print(f'wrote {prefix}.json and {prefix}.md')
+
+
+def check_vote_temps(cfg):
+    """ValueError naming the value and the fix unless vote_temps is a non-empty list of temperatures > 0 (a weighted
+    vote sums softmax(score / T): T = 0 made NaN weights after every score was computed, an empty grid an argmax of
+    nothing): before any work, here and in sample.py."""
+    temp = lambda t: isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0  # noqa: E731
+    good = lambda ts: isinstance(ts, (list, tuple)) and ts and all(map(temp, ts))  # noqa: E731
+    ts = cfg['vote_temps']
+    if not good(ts):  # the fix: the good temperatures given, else the config files' grid, else the default
+        fix = [t for t in ts if temp(t)] or (GIVEN['vote_temps'] if good(GIVEN.get('vote_temps')) else
+                                             DEFAULTS['vote_temps'])
+        bad = [t for t in ts if not temp(t)]
+        raise ValueError(f"vote_temps={ts!r} " + (f"holds {bad[0]!r}, but a temperature must be > 0" if bad else
+                                                   "is empty: the weighted vote has no temperature to choose")
+                         + f" (softmax(score / T), T chosen on validation); fix: --vote_temps='{list(fix)}'")
 
 
 def named_runs(argv, out_dir):
@@ -553,8 +575,10 @@ def named_runs(argv, out_dir):
 def check_run(cfg):
     """The checks before any work (the knobs, the folders written) and the run's places: -> (eval_dir, train_dir,
     suffix of the results' names, the pools' dir, device)."""
+    set_threads(cfg['threads'])
     check_positive(cfg, DEFAULTS,
                    ('n_eval', 'n_subsets', 'n_boot', 'eval_batch_size', 'deepconf_window', 'deepconf_tail'))
+    check_vote_temps(cfg)
     if not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in cfg['n_scaling']):
         raise ValueError(f"n_scaling={cfg['n_scaling']!r} must hold positive ints (best-of-N's N); fix: "
                          f"--n_scaling='{DEFAULTS['n_scaling']}'")
@@ -562,8 +586,6 @@ def check_run(cfg):
     pools = os.path.join(cfg['out_dir'], 'pools' + suffix)
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'), pools)  # the table, caches, pools
     dev = resolve_device(cfg['device'])
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     if cfg['prm_reduce'] not in ('last', 'min', 'prod'):
         raise ValueError(f"prm_reduce={cfg['prm_reduce']!r}; fix: --prm_reduce=last (or min, prod)")
     return eval_dir, train_dir, suffix, pools, dev

@@ -20,6 +20,7 @@ refused.
 import glob
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -27,11 +28,11 @@ import torch
 from tqdm import tqdm
 
 from capture import SAMPLER, STEP_RULE, pool_ids, reencode_problems, sample_problems, step_table, stored_kinds
-from configurator import configure, knobs
+from configurator import GIVEN, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, load_generator, positions,
                        resolve_dtype)
 from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, launch_procs,
-                     resolve_device)
+                     resolve_device, set_threads)
 from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, lock,
                    steering)
 from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
@@ -178,6 +179,13 @@ def run(config, steer=None, command=None):
     if c['max_steps'] is not None and (not isinstance(c['max_steps'], int) or c['max_steps'] < 1):
         raise SystemExit(f"max_steps={c['max_steps']!r} must be a positive int or None (every step); fix: "
                          "--max_steps=100")
+    if not c['layers']:  # torch.cat of no state failed after sampling, a config.json already written
+        raise SystemExit(f"layers={c['layers']!r} stores no hidden state, which is what the verifiers read; fix: "
+                         f"--layers='{GIVEN.get('layers') or DEFAULTS['layers']}' (-1 = the final layer)")
+    if not c['train_range'] and not c['eval_range']:
+        fix = [f"--{k}={shlex.quote(repr(GIVEN.get(k) or DEFAULTS[k]))}" for k in ('train_range', 'eval_range')]
+        raise SystemExit(f"train_range={c['train_range']!r} and eval_range={c['eval_range']!r}: nothing to extract "
+                         f"(None skips a split); fix: {fix[0]}, or {fix[1]}, or both")
     if c['mode'] == 'reencode' and not c['candidates_file']:
         raise SystemExit("mode='reencode' needs candidates_file; fix: --candidates_file=pool.jsonl")
     try:
@@ -187,6 +195,7 @@ def run(config, steer=None, command=None):
     cli(lambda x: check_positive(x, DEFAULTS, ('batch_size', 'n_train_samples', 'n_eval_samples', 'max_new_tokens',
                                                'conf_topk')), c, 'extract.py')
     cli(lambda x: check_between(x, DEFAULTS, SAMPLING), c, 'extract.py')
+    cli(lambda x: set_threads(x['threads']), c, 'extract.py')
     if not isinstance(c['procs'], int) or c['procs'] < 0:
         raise SystemExit(f"procs={c['procs']!r} must be 0 (one per core) or a positive int; fix: --procs=0")
     out_dir = c['out_dir']
@@ -195,8 +204,6 @@ def run(config, steer=None, command=None):
     cli(lambda x: check_weight_dtype(x['dtype'], device), c, 'extract.py')
     if device.startswith('cuda:'):
         torch.cuda.set_device(device)  # what allocates without naming a device (CUDA graphs, streams) goes there too
-    if c['threads']:
-        torch.set_num_threads(c['threads'])
     torch.manual_seed(c['seed'])
     splits = [(s, r, n) for s, r, n in (('train', c['train_range'], c['n_train_samples']),
                                         ('eval', c['eval_range'], c['n_eval_samples'])) if r]

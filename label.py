@@ -13,6 +13,7 @@ Reads {out_dir}/{split}/problems/*.pt (see extract.py), writes {split}/labels.js
     python label.py config/gsm8k_1p7b.py
     python label.py config/math500_1p7b.py --judge_model=/path/to/Qwen3-8B --judge_batch_size=16
 """
+import difflib
 import hashlib
 import json
 import os
@@ -205,6 +206,15 @@ def run(cfg):
     for key, ok in (('truncated_policy', ('incorrect', 'grade')), ('judge_scope', ('unresolved', 'all'))):
         if cfg[key] not in ok:
             raise ValueError(f"{key}={cfg[key]!r} is not one of {list(ok)}; fix: --{key}={ok[0]}")
+    known = DEFAULTS['splits'] + sorted(  # extract.py's splits, and any other split dir out_dir holds
+        d for d in (os.listdir(cfg['out_dir']) if os.path.isdir(cfg['out_dir']) else [])
+        if d not in DEFAULTS['splits'] and os.path.isdir(os.path.join(cfg['out_dir'], d, 'problems')))
+    unknown = [s for s in cfg['splits'] if s not in known]
+    if unknown:  # a misspelt split was skipped, or called a missing extraction
+        fix = [s if s in known else (difflib.get_close_matches(s, known, n=1, cutoff=0) or known)[0]
+               for s in cfg['splits']]
+        raise ValueError(f"splits={cfg['splits']!r}: unknown split {', '.join(map(repr, unknown))} (the known ones: "
+                         f"{', '.join(known)}); fix: --splits=\"{list(dict.fromkeys(fix))}\"")
     found = [s for s in cfg['splits'] if os.path.isdir(os.path.join(cfg['out_dir'], s, 'problems'))]
     if not found:
         raise SystemExit(f"out_dir={cfg['out_dir']!r} has none of splits={cfg['splits']} with a problems/ folder; "

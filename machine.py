@@ -574,6 +574,15 @@ def check_between(cfg, defaults, bounds):
             raise ValueError(f"{k}={v!r} must be {where}{f' ({why})' if why else ''}; fix: --{k}={fix}")
 
 
+def set_threads(n):
+    """torch's CPU threads: n a positive int, or 0 for torch's default; anything else a ValueError naming the fix (a
+    negative count was torch's RuntimeError traceback). Every stage with a threads knob calls it before its work."""
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+        raise ValueError(f"threads={n!r} must be 0 (torch's default) or a positive int; fix: --threads=0")
+    if n:
+        torch.set_num_threads(n)
+
+
 def cli(run, config, name):
     """Run a stage's CLI. Bad input (a ValueError / FileNotFoundError whose message says 'fix:') exits
     with that one line instead of a traceback, and so does Ctrl-C (what finished is written whole: the same command goes

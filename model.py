@@ -451,7 +451,8 @@ def layer_columns(stored_layers, layers, d_gen, width, where):
     missing = [l for l in layers if l not in stored_layers]
     if missing:
         raise ValueError(f"{where}: verifier reads layers {layers} but the extraction stored {stored_layers}; "
-                         f"fix: --layers=<subset of {stored_layers}> or re-extract with those layers")
+                         f"fix: a verifier reading a subset of {stored_layers} (train.py --verifier_layers), or states "
+                         f"of those layers (python extract.py <config> --layers='{list(layers)}' into a new --out_dir)")
     if list(layers) == stored_layers:
         return None
     if not layers:  # no state columns: the step-features-only control (build_verifier checks it has features)

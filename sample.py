@@ -40,7 +40,6 @@ import time
 from collections import Counter
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 import evaluate
@@ -51,10 +50,10 @@ from bestofn import choose, choose_temp
 from capture import SAMPLER, STEP_RULE, sample_problems, step_table, stored_kinds
 from configurator import configure, knobs, split_argv
 from generator import check_layers, check_positions, check_weight_dtype, load_generator
-from machine import check_between, check_positive, check_writable, cli, resolve_device
+from machine import check_between, check_positive, check_writable, cli, resolve_device, set_threads
 from model import read_kinds, reads, score_problems
 from store import (STEERING, atomic_write_json, atomic_write_json_lines, check_dtype, load_checkpoint, load_problem,
-                   read_checkpoint, steering)
+                   read_checkpoint, steering, trainer)
 from train import check_fresh, run_state, train_dirs_now, trained_on
 from tasks import (GENERATED, batch_prompts, check_unseen, load_problems, new_problem, seen_groups, synth_boundary,
                    synth_problem, synth_space, task_pattern, word_boundary, word_problem, word_space)
@@ -257,7 +256,7 @@ def best_ckpt(pattern, run=None):
     if not paths:
         raise ValueError(f"ckpt={pattern!r} matches no checkpoint" + (
             f" of a finished run ({unfinished[0]} is unfinished: its log.json is not done)" if unfinished else '')
-            + "; fix: train one first (python train.py <config>; a run not done trains again), or --ckpt=<path to a "
+            + f"; fix: train one first ({trainer(pattern)}; a run not done trains again), or --ckpt=<path to a "
             "ckpt.pt>" + (f" (or --verifier_run=<another run's name>: this one is {run!r})" if run else ''))
     return tables.best_seed(paths)
 
@@ -518,18 +517,19 @@ def checkpoint(cfg):
 def check_call(cfg):
     """The checks of a call's knobs before any work: one source of questions, sizes, the vote, the device and dtype;
     -> the device (torch's threads set)."""
+    set_threads(cfg['threads'])
     given = [k for k in ('question', 'questions_file', 'dataset_range') if cfg[k] is not None]
     if len(given) != 1:
         raise ValueError(f"{' and '.join(given) or 'no question'} given; fix: one of --question='...', "
                          f"--questions_file=<file.jsonl>, --dataset_range='(lo, hi)'")
     check_positive(cfg, EVAL | DEFAULTS, ('n_samples', 'batch_size', 'max_new_tokens', 'eval_batch_size', 'n_subsets'))
+    if cfg['vote']:
+        evaluate.check_vote_temps(cfg)
     if cfg['vote'] and cfg['n_samples'] == 1:
         raise ValueError("vote=True at n_samples=1: a vote over one candidate is that candidate; fix: --n_samples=8 "
                          "(or more), or --vote=False")
     dev = resolve_device(cfg['device'])
     check_weight_dtype(cfg['dtype'], dev)
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     return dev
 
 
@@ -631,6 +631,10 @@ def run(cfg, steer=None):
     dev = check_call(cfg)
     path = checkpoint(cfg)
     verifier, ck = load_verifier(path, dev)
+    if np.isnan((ck.get('best_val') or {}).get('auroc') or 0.0):  # tables.best_seed ranks it last, all NaN: the first
+        print(f"sample.py: warning: {path}'s validation AUROC is NaN: its validation held no problem with both a "
+              "correct and a wrong candidate, so its seed was chosen blind and how well it ranks is unknown; fix: "
+              "retrain with more validation problems (--val_frac) or samples a problem")
     # every checkpoint that reads the questions (the one that picks, the one that steers): the same checks
     readers = [(path, ck)] + ([(steer.verifier.ckpt_path, read_checkpoint(steer.verifier.ckpt_path, mmap=True))]
                               if getattr(getattr(steer, 'verifier', None), 'ckpt_path', path) != path else [])
@@ -651,7 +655,8 @@ def run(cfg, steer=None):
     for name, rows in (('picks', old), ('candidates', cands)):  # rewritten whole: a torn line or a partial batch goes
         atomic_write_json_lines(rows, os.path.join(sample_dir, f'{name}.jsonl'))
     print(f"{len(problems)} question{'s' * (len(problems) != 1)} ({len(done)} done already), best of {n} by {path}"
-          + (f", weighted vote at T={temp:g}" if temp is not None else ''))
+          + (f", weighted vote at T={temp:g}" if temp is not None else '')
+          + (f"; sampled under {steer.describe(n)} by {getattr(steer.verifier, 'ckpt_path', path)}" if steer else ''))
     picks = list(done)
     for r in done:  # the finished ones, as they were printed then
         print(show(r, n))
@@ -665,6 +670,10 @@ def run(cfg, steer=None):
                 f.write(''.join(json.dumps(r) + '\n' for r in rows))
         picks.append(row)
         tqdm.write(show(p, n))
+        if steer is not None:  # what the policy did: the rows it stopped, those it kept (the pick among them)
+            cut = sum(c['finish'] == 'pruned' for c in p['candidates'])
+            tqdm.write(f"  steered: {len(p['candidates'])} rows sampled, {cut} stopped at a step, "
+                       f"{len(p['candidates']) - cut} kept to the end (the pick is one of them)")
         bar.update(1)
     bar.close()
     atomic_write_json({**config, 'done': True}, os.path.join(sample_dir, 'config.json'))

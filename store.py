@@ -331,13 +331,25 @@ def save_checkpoint(path, model, meta):
     atomic_save(ckpt, path)
 
 
+def trainer(path):
+    """The command that writes a checkpoint at path (or a glob of them), which a fix names where none is there: the
+    data-need curve's runs ({out_dir}/curve/K<k>/<variant>/seed<s>/ckpt.pt, studies/curve.py's run_dir: train.py never
+    writes there), baselines.py's text verifiers ({out_dir}/verifiers/text_<size>_seed<s>/), else train.py's."""
+    parts = os.path.normpath(path).split(os.sep)
+    if len(parts) >= 5 and parts[-5] == 'curve' and parts[-4][:1] == 'K' and parts[-4][1:].isdigit():
+        return 'python -m studies.curve <config>'
+    if len(parts) >= 3 and parts[-3] == 'verifiers' and parts[-2].startswith('text_'):
+        return 'python baselines.py <config>'
+    return 'python train.py <config>'
+
+
 def read_checkpoint(path, mmap=False):
     """The checkpoint dict of a ckpt.pt (weights_only). A missing file names the fix; one that does not load (cut
     short, zero-filled, garbage) is a ValueError naming it and the fix: retrain that run (train.py trains a run whose
     ckpt.pt does not load again); a torch file that loads but is no checkpoint (a problem file, a pickled model) is
     named as that."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} not found; fix: run `python train.py <config>` first")
+        raise FileNotFoundError(f"{path} not found; fix: run `{trainer(path)}` first")
     foreign = "; fix: the ckpt.pt of a run train.py wrote ({out_dir}/verifiers/<run>/ckpt.pt, python train.py <config>)"
     try:
         if not mmap:

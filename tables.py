@@ -27,7 +27,7 @@ from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, boot_draws,
                      per_problem_run, pool_entry, scored_metrics, votes_at)
 from model import VERIFIERS, score_prefixes, score_problems
 from store import (atomic_save, atomic_write_json, check_dtype, load_problem, load_split, problem_files,
-                   read_checkpoint, split_problems)
+                   read_checkpoint, split_problems, trainer)
 from tasks import check_unseen, group_key, problem_kinds
 import train
 
@@ -117,7 +117,8 @@ def checkpoint_paths(cfg, named=None):
     if cfg['ckpts']:
         paths = sorted({p for g in cfg['ckpts'] for p in glob.glob(g)})
         if not paths:
-            raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run train.py first or correct the paths")
+            raise ValueError(f"ckpts={cfg['ckpts']} matches no file; fix: run `{trainer(cfg['ckpts'][0])}` first, or "
+                             "correct the paths")
         bad = [p for p in paths if train.run_state(os.path.dirname(p)) == 'unfinished']
         if bad:
             raise ValueError(f"ckpts: {bad[0]} is the checkpoint of an unfinished run (its log.json is not done: "
@@ -255,6 +256,12 @@ def make_row(method, kind, runs, params=None, **extra):
     return row
 
 
+# a difference is called beyond (bold) only where its interval resamples at least this many units (groups, or problems
+# where each is its own): below it even every unit on one side is no evidence (a two-sided sign test gives 2 / 2^5 =
+# 0.0625 at 5 units), yet a bootstrap interval over units all on one side always excludes 0 (4 problems against a
+# reference tied at the mean of many selectors: every difference one way, a narrow or zero-width interval)
+MIN_UNITS = 6
+
 # differences are taken against these rows (by type): (the best-of-N reference, the AUROC reference). The best free
 # selector on validation may be a vote, which ranks nothing: its AUROC side is the free scorer best by validation AUROC.
 REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
@@ -267,13 +274,15 @@ def add_intervals(rows, n, n_boot, seed, groups=None):
     the reference's best-of-N row, AUROC against its AUROC row); under 'vs_at' the best-of-N differences at every N:
     {ref: {'acc': {k: ...}, 'acc_ci': {k: ...}}}. groups [P] (tasks.group_key of each problem) or None: where groups
     hold several problems the draws resample groups (bestofn.boot_draws), and each difference in 'vs' also carries
-    its problem-resampled interval ('acc_ci_problems', 'auroc_ci_problems')."""
+    its problem-resampled interval ('acc_ci_problems', 'auroc_ci_problems'). Each row gets the number of units its
+    intervals resampled ('units', and 'units_problems' where groups were): under MIN_UNITS no Δ is bold (fmt_ci)."""
     rows = [r for r in rows if r.get('per_problem')]
     if not rows:
         return
     P = rows[0]['per_problem']['acc_at'][n].shape[1]
     grouped = groups is not None and len(set(groups)) < P
     draws = {'': boot_draws(P, n_boot, seed, groups)} | ({'_problems': boot_draws(P, n_boot, seed)} if grouped else {})
+    units = {'': len(set(groups)) if grouped else P, '_problems': P}
     find = lambda t: next((r for r in rows if r['type'] == t), None)  # noqa: E731
     refs = {name: (find(ta), find(tu)) for name, (ta, tu) in REFS.items()}
     for key, w in draws.items():
@@ -287,6 +296,7 @@ def add_intervals(rows, n, n_boot, seed, groups=None):
             if key == '':
                 r['acc_ci'], r['acc_ci_at'] = ci(br['acc_at'][n]), {k: ci(x) for k, x in br['acc_at'].items()}
                 r['auroc_ci'], r['vs'], r['vs_at'] = None if br['auroc'] is None else ci(br['auroc']), {}, {}
+            r['units' + key] = units[key]
             for name, (ra, ru) in refs.items():
                 if ra is not None:
                     d = r['vs'].setdefault(name, {})
@@ -530,14 +540,15 @@ def fmt(v, sd, pct):
     return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
 
 
-def fmt_ci(v, interval, pct, diff=False):
+def fmt_ci(v, interval, pct, diff=False, units=None):
     """'44.0 [38.2, 49.8]' (pct: points, 1 decimal; else 3 decimals); diff: signed, and bold where the
-    interval excludes zero."""
+    interval excludes zero and resampled at least MIN_UNITS units (units: how many it resampled; None: unknown)."""
     if v is None or np.isnan(v):
         return '–'
     f = (lambda x: f"{100 * x:{'+' if diff else ''}.1f}") if pct else (lambda x: f"{x:{'+' if diff else ''}.3f}")
     s = f(v) + (f' [{f(interval[0])}, {f(interval[1])}]' if interval else '')
-    return f'**{s}**' if diff and interval and (interval[0] > 0 or interval[1] < 0) else s
+    beyond = diff and interval and (interval[0] > 0 or interval[1] < 0) and (units is None or units >= MIN_UNITS)
+    return f'**{s}**' if beyond else s
 
 
 def fmt_vs(r, ref, key, pct):
@@ -545,7 +556,7 @@ def fmt_vs(r, ref, key, pct):
     if r['type'] == REFS[ref][0 if key == 'acc' else 1]:
         return 'ref.'
     d = r.get('vs', {}).get(ref, {})
-    return fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True)
+    return fmt_ci(d.get(key), d.get(key + '_ci'), pct, diff=True, units=r.get('units'))
 
 
 def fmt_num(x, unit='', giga='G'):
@@ -761,8 +772,11 @@ def render_table(res, notes=()):
             out.append(f"| {name} | " + ' | '.join(fmt(x, None, True) for x in a) + f' | {d} |')
     for kind, parts in res['breakdown'].items():
         unit = 'groups resampled within the part' if res['bootstrap']['unit'] == 'groups' else 'problems resampled'
+        few = [p['part'] for p in parts if p['n_groups'] < MIN_UNITS]
         out += ['', f'### Bo{n} by {kind}', '', f"Each part's rows on its problems alone; Δ paired within the part "
-                f"(95% intervals, {unit}).", '',
+                f"(95% intervals, {unit})" + (f"; none is bold in a part of fewer than {MIN_UNITS} groups ("
+                                              f"{', '.join(map(str, few))}: too few to call a difference beyond)"
+                                              if few else '') + '.', '',
                 f'| {kind[0].upper() + kind[1:]} | Problems (groups) | Method | Bo{n} Acc. (%) [95% CI] '
                 '| Δ vs majority (pts) | Δ vs best free on val (pts) |', '|---|---:|---|---:|---:|---:|']
         for part in parts:
@@ -845,8 +859,8 @@ def compare(pools_dir, scores, name='Your selector', show=True):
             d = out['vs'][label]
             print(f"| {label} | {fmt_ci(ra['acc'], ra.get('acc_ci'), True)} | "
                   f"{fmt_ci(ru.get('auroc'), ru.get('auroc_ci'), False)} | "
-                  f"{fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} | "
-                  f"{fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)} |")
+                  f"{fmt_ci(d['acc'], d['acc_ci'], True, diff=True, units=len(set(groups)))} | "
+                  f"{fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True, units=len(set(groups)))} |")
     return out
 
 

@@ -31,8 +31,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
-from configurator import configure, knobs
-from machine import check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device
+from configurator import GIVEN, configure, knobs
+from machine import (check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device,
+                     set_threads)
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
@@ -205,11 +206,17 @@ def get_batch(pool, state, cfg, rng):
 # the model: the knobs checked against the data, the verifier sized from it
 
 
-def check_distinct(cfg, keys):
+def check_distinct(cfg, keys, defaults=None):
     """ValueError naming the key, the value and the fix where a list knob whose values each name a run (seeds, sizes)
-    repeats one: the two runs would be one folder, trained twice at once."""
+    is empty (no run: it ran the single `seed` in silence) or repeats one (the two runs would be one folder, trained
+    twice at once). The fix for an empty one is the config files' own list (GIVEN), else the default (defaults: the
+    stage's knobs; None: train.py's)."""
     for k in keys:
         v = cfg.get(k)
+        if isinstance(v, (list, tuple)) and not v:
+            fix = GIVEN[k] if GIVEN.get(k) else (defaults or DEFAULTS).get(k)
+            raise ValueError(f"{k}={list(v)!r} is empty: each value is a run, so it names none; fix: "
+                             f"--{k}={shlex.quote(repr(fix))}")
         if isinstance(v, (list, tuple)) and len(set(v)) < len(v):
             twice = sorted({x for x in v if v.count(x) > 1})
             raise ValueError(f"{k}={list(v)!r} repeats {', '.join(map(repr, twice))}: each value is a run of its own "
@@ -228,7 +235,27 @@ def check_names(cfg):
     check_positive(cfg, DEFAULTS,
                    ('batch_problems', 'max_iters', 'eval_interval', 'eval_batch_size', 'n_train', 'n_candidates'))
     check_between(cfg, DEFAULTS, {'lr': (0, None, None)})
+    fraction = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1  # noqa: E731
+    if not fraction(cfg['dropout']):  # 1 zeroes every unit: torch refused it once the run folder was written
+        fix = GIVEN['dropout'] if fraction(GIVEN.get('dropout')) else DEFAULTS['dropout']
+        raise ValueError(f"dropout={cfg['dropout']!r} must be in [0, 1) (the fraction of units zeroed in training); "
+                         f"fix: --dropout={fix}")
     check_distinct(cfg, ('seeds', 'max_train_problems'))  # a run dir each
+
+
+def check_stored_layers(cfg, dirs, data):
+    """ValueError naming the layers, where they are missing and the fix where verifier_layers reads a layer a split
+    dir's extraction did not store (data: its problems, per dir): before any run folder is written."""
+    want = cfg['verifier_layers']
+    for d, probs in zip(dirs, data):
+        stored = list(probs[0]['layers'])
+        missing = [x for x in want or [] if x not in stored]
+        if missing:
+            raise ValueError(f"verifier_layers={list(want)!r} reads layer {', '.join(map(str, missing))}, which {d} "
+                             f"does not store (its extraction stored layers {stored}); fix: "
+                             f"--verifier_layers={shlex.quote(repr([x for x in want if x in stored] or stored[:1]))} "
+                             f"(any of {stored}; None reads them all), or re-extract into a new --out_dir with "
+                             f"python extract.py <config> --layers={shlex.quote(repr(stored + missing))}")
 
 
 def preflight(train_problems, val_problems, cfg):
@@ -848,6 +875,7 @@ def run(cfg, keep_both=KEEP_BOTH):
     check_names(cfg)
     dirs = cfg['train_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
     data = load_train_data(dirs)
+    check_stored_layers(cfg, dirs, data)
     ks = cfg['max_train_problems']
     todo, parts = [], {}
     for k in ks if isinstance(ks, list) else [ks]:
@@ -882,6 +910,5 @@ def run(cfg, keep_both=KEEP_BOTH):
 
 if __name__ == '__main__':
     config = configure(globals())  # config files, then --key=value, override the knobs above
-    if threads:
-        torch.set_num_threads(threads)
+    cli(set_threads, threads, 'train.py')
     cli(run, config, 'train.py')

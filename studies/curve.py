@@ -24,7 +24,6 @@ import os
 import re
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 import bestofn as B
@@ -34,7 +33,7 @@ import train as T
 from bestofn import cheap_score, combo_score
 from configurator import check_keys, configure, knobs
 from grading import answers_equal
-from machine import check_positive, check_writable, cli, resolve_device
+from machine import check_positive, check_writable, cli, resolve_device, set_threads
 from model import count_params
 from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
                    split_problems)
@@ -478,7 +477,9 @@ def plot(sizes_, cfg, path):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    set_threads(cfg['threads'])
     check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    T.check_distinct(cfg, ('seeds',), DEFAULTS)  # a run each: none, or one twice, is refused
     for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
         check_keys(train_keys(over), T.DEFAULTS, f'variants[{v!r}]')
         if not set(over.get('sizes', cfg['sizes'])) <= set(cfg['sizes']):
@@ -509,8 +510,6 @@ def run(cfg):
     pair_deltas([], cfg)  # a pair naming no variant, or a cell its train split does not hold, is refused before any
                           # training
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'curve'))  # its runs, caches and report
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], 'curve_config.json'))
     for k in tqdm(cfg['sizes'], desc='training sizes'):  # every run first: parts can train in parallel (--sizes)

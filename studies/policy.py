@@ -27,7 +27,7 @@ import sample
 from configurator import configure, knobs, split_argv
 from machine import check_positive, cli
 from model import STEP_KINDS, layer_columns, read_kinds, reads
-from store import load_checkpoint
+from store import load_checkpoint, trainer
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -146,6 +146,16 @@ class Steering:
         self.verifier, self.rule, self.threshold, self.width = verifier, rule, threshold, width
         self.features = verifier.spec['step_features']  # the sampler keeps each step's features beside its states
         self.record = dict(record or {})
+
+    def describe(self, n):
+        """What steers the sampling of n candidates a question, in words (sample.py prints it with its picks)."""
+        w = self.width
+        if self.rule == 'beam':
+            return f"beam search of width {w} (at each step the best {-(-n // w)} of {n} rows go on, each as {w})"
+        if self.rule == 'dvts':
+            return (f"DVTS of width {w} ({n // w} subtrees of {w} rows, each keeping its best row at each step, "
+                    f"continued {w} ways)")
+        return f"online pruning ({self.rule} rule, threshold {self.threshold:g})"
 
     def start(self, layers, D, n_prompts, n_samples, kinds, device):
         """The steering of one batch of n_prompts x n_samples rows, whose ring holds the stored kinds of step state
@@ -342,7 +352,7 @@ def run(argv):
         raise SystemExit(f"search={cfg['search']!r} needs search_ckpt; fix: "
                          "--search_ckpt=<verifiers/hsrm_seed42/ckpt.pt>")
     if not os.path.isfile(cfg[key]):
-        raise SystemExit(f"{key}={cfg[key]!r} not found; fix: train a verifier first (python train.py <config>)")
+        raise SystemExit(f"{key}={cfg[key]!r} not found; fix: train a verifier first ({trainer(cfg[key])})")
     extract.run(config, steering(cfg, load_checkpoint(cfg[key])[0]), [sys.executable, '-m', 'studies.policy'])
 
 

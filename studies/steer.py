@@ -34,7 +34,7 @@ import tables
 from bestofn import group_confidences, has_confidences
 from configurator import configure, knobs, split_argv
 from grading import answers_equal
-from machine import check_writable, cli, resolve_device
+from machine import check_writable, cli, resolve_device, set_threads
 from model import reads
 from store import atomic_write_json, load_checkpoint, load_split, problem_files, split_problems
 from studies.policy import PRUNE_RULES, replay_deepconf, replay_prune
@@ -160,6 +160,7 @@ def vs_bon(acc, tok, ref, ref_tok, ns, n_boot, seed, paired):
 def check_study(cfg):
     """The checks before any work: each knob naming the study's data finds some (every one missing named at once: a
     config that is not a search study's sets none of them), out_dir writable. -> (what each found, device)."""
+    set_threads(cfg['threads'])
     found = {'pool_dir': glob.glob(os.path.join(cfg['pool_dir'], 'problems', '*.pt')),
              'train_dir': glob.glob(os.path.join(cfg['train_dir'], 'problems', '*.pt')),
              'ckpts': [p for g in cfg['ckpts'] for p in glob.glob(g)],
@@ -171,8 +172,6 @@ def check_study(cfg):
                          "to the study's labelled splits and checkpoints (config/search_shop.py names them, its "
                          f"header the commands), or --prune=True for the pruning study on a finished run")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     return found, resolve_device(cfg['device'])
 
 

@@ -23,7 +23,6 @@ Writes {out_dir}/transfer.md, transfer.json, config.json (transfer_<folds>.* for
 import os
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 import bestofn as B
@@ -33,7 +32,7 @@ import train as T
 from bestofn import combo_fit
 from configurator import check_keys, configure, knobs
 from grading import answers_equal
-from machine import check_positive, check_writable, cli, resolve_device
+from machine import check_positive, check_writable, cli, resolve_device, set_threads
 from model import count_params
 from store import (atomic_write_json, file_group, load_checkpoint, load_problem, load_split, problem_files,
                    split_problems)
@@ -260,7 +259,9 @@ def render(folds, summ, cfg):
 
 def run(cfg):
     cfg = {**DEFAULTS, **cfg}
+    set_threads(cfg['threads'])
     check_positive(cfg, DEFAULTS, ('n_eval', 'n_subsets', 'n_boot'))
+    T.check_distinct(cfg, ('seeds',), DEFAULTS)  # a run each: none, or one twice, is refused
     for v, over in cfg['variants'].items():  # a typo inside a dict knob is refused as a top-level one is
         check_keys(over, T.DEFAULTS, f'variants[{v!r}]')
     check_keys(cfg['train_overrides'], T.DEFAULTS, 'train_overrides')
@@ -271,8 +272,6 @@ def run(cfg):
             check_unseen(ev, {'train': [file_group(f) for d in dirs for f in problem_files(d)]},
                          f"{name} (fold {held}, trained on {', '.join(dirs)})")
     check_writable('out_dir', cfg['out_dir'], os.path.join(cfg['out_dir'], 'scores'))  # runs, caches, the report
-    if cfg['threads']:
-        torch.set_num_threads(cfg['threads'])
     dev = resolve_device(cfg['device'])
     part = '_' + '_'.join(cfg['folds']) if cfg['folds'] else ''  # a part's files beside the whole report's
     atomic_write_json(cfg, os.path.join(cfg['out_dir'], f'config{part}.json'))
