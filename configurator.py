@@ -1,10 +1,9 @@
 """
 Config overrides, nanoGPT style: `python train.py config/gsm8k_1p7b.py --seed=123`. A stage starts with its knobs
-(`name = default`; a None default declares what it takes: `epochs: int | float = None`, `seeds: list | None = [42]`)
-and runs `config = configure(globals())` under __main__. Config files (plain Python assignments) stack left to right,
-then `--key=value` (ast.literal_eval, else the string); each value is checked against its knob's default and
-annotation. One config file and command line serve every stage: another stage's key is checked as its owner takes it
-and left to it (a flag with a note). Every error is one line naming the key, the value and the fix.
+(`name = default`; a None default declares its type: `epochs: int | float = None`) and runs `config =
+configure(globals())` under __main__. Config files (Python assignments) stack left to right, then `--key=value`
+(literal_eval, else the string), each checked against its knob's default and annotation; another stage's key is
+checked as its owner takes it and left to it. Every error is one line naming the key, the value and the fix.
 """
 import ast
 import difflib
@@ -18,8 +17,8 @@ import types
 import typing
 
 
-class Knobs(dict):
-    """A stage's {knob: default}, with .types: {knob: its annotation} (what a knob whose default is None takes)."""
+class Knobs(dict):  # a stage's {knob: default}, with .types: {knob: its annotation} (what a None default takes)
+    types = {}
 
 
 def knobs(g):
@@ -33,8 +32,7 @@ def knobs(g):
 # every stage file, in pipeline order, then sample.py and the studies: their knobs are the keys a config file may set
 STAGE_FILES = ('extract.py', 'label.py', 'train.py', 'baselines.py', 'evaluate.py', 'sample.py', 'studies/policy.py',
                'studies/steer.py', 'studies/transfer.py', 'studies/curve.py')
-STEERS = 'studies/policy.py'  # runs extract.py or sample.py under its knobs: python -m studies.policy extract.py ...
-NONE = type(None)
+STEERS, NONE = 'studies/policy.py', type(None)  # STEERS runs extract.py or sample.py under its knobs (search, prune)
 GIVEN = {}  # what the config files on this process's command line set (configure fills it): a fix names these values
 
 
@@ -45,16 +43,15 @@ def stage_knobs():
 
 
 def _name(*ts, a=0):  # 'int or float', 'list[int]'; a=1: 'an int'
-    return ('an ' if ts[0] is int else 'a ') * a + ' or '.join(
-        'None' if t is NONE else str(t) if typing.get_origin(t) else t.__name__ for t in ts)
+    return ('an ' if ts[0] is int else 'a ') * a + ' or '.join('None' if t is NONE else str(t) if typing.get_origin(t)
+                                                                else t.__name__ for t in ts)
 
 
 def _is(x, t):  # an int is a float, a bool is no number
     return not (t in (int, float) and isinstance(x, bool)) and isinstance(x, (int, float) if t is float else t)
 
 
-def _fix(key, value, source, quote=False):
-    """How to set key where source set it: on the command line (quote: for the shell), or in the config file named."""
+def _fix(key, value, source, quote=False):  # how to set key where source set it: command line or config file
     on_line = source == 'command line' or not source.endswith('.py')
     return f'--{key}={shlex.quote(value) if quote else value}' if on_line else f'{key} = {value} in {source}'
 
@@ -129,8 +126,7 @@ def check_key(key, value, mine, source, others=True):
 def check_keys(d, defaults, source):
     """A dict knob of another stage's knobs (defaults: its Knobs; the studies' train_overrides) checked as keys are."""
     if not isinstance(d, dict):
-        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'verifier_layers': "
-                         f"[-1]}}")
+        raise SystemExit(f"config error ({source}): {d!r} must be a dict of knobs; fix: e.g. {{'max_iters': 300}}")
     for k, v in d.items():
         check_key(k, v, defaults, source, others=False)
 
@@ -174,8 +170,7 @@ def apply_config(g, argv, defaults=None):
             value = val  # a bare string such as --model=Qwen/Qwen3-1.7B
         value, owners = check_key(key, value, mine, 'command line')
         g.update({} if owners else {key: value})
-        me = os.path.relpath(os.path.abspath(sys.argv[0]), os.path.dirname(os.path.abspath(__file__))) \
-            if sys.argv[0].endswith('.py') else 'this stage'
+        me = os.path.relpath(sys.argv[0], os.path.dirname(__file__)) if sys.argv[0].endswith('.py') else 'this stage'
         if 'train.py' in owners and 'train_overrides' in mine:  # a study's runs take train.py's knobs from that dict
             raise SystemExit(f"config error (command line): --{key} is train.py's knob, which {me} takes in its "
                              f"train_overrides; fix: --train_overrides=\"{ {**g['train_overrides'], key: value} }\"")
