@@ -2,8 +2,9 @@
 # problems for a result above noise (200 training problems x 16 samples, 300 held-out x 8), 5 seeds.
 # Eight layers are stored once so the layer ablation needs no second extraction; HSRM reads the final
 # layer unless verifier_layers says otherwise.
-# Measured 2026-11-23 on splits disjoint by question string only (before the operand-multiset split): RESULTS.md "Synthetic experiment" (HSRM level with majority vote
-# and with mean log-prob). The pruning study (steer.py --prune=True) with thresholds from a separate calibration
+# Measured 2026-11-23 on splits disjoint by question string only (before the operand-multiset split): RESULTS.md,
+# Earlier results, "Synthetic experiment" at c75fdeb (HSRM not distinguishable from majority vote and from mean
+# log-prob). The pruning study (steer.py --prune=True) with thresholds from a separate calibration
 # split (200 fresh problems x 8) instead of the 40 validation problems:
 #   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1525,1724)"
 #   python label.py config/synth_smollm.py --out_dir=out/synth_smollm_calib
