@@ -2,9 +2,10 @@
 The generator: the frozen causal LM extract.py samples from (and label.py's judge), loaded from the embedded
 SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes its one-token decoding step cost
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
-per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
-matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
-is, which states are kept, steering) lives there. What a batch of it allocates: machine.py.
+per row and step), the KV cache preallocated once (rows copied for search; on CPU each prompt's keys and values
+held once, for all its rows), and SDPA's arithmetic as batched matmuls at one query on CPU. capture.py's loop
+(sample_with_capture) is built on these; the method (what a step is, which states are kept, steering) lives there.
+What a batch of it allocates: machine.py.
 """
 import os
 import time
@@ -412,12 +413,18 @@ class RowLayer(DynamicLayer):
     with another prompt while the others decode (continuous batching), and a copy of a row (search) is its buffer
     row. The attention reads each row's first shared['n'] columns, masked past the row's own length; zeros at
     allocation, so a masked column's 0 weight times its value stays 0. whole (shared['n'] = capacity): torch's CPU bmm
-    copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided."""
+    copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided.
 
-    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared):
+    prompt > 0 (decode_attention's path): the prompts' keys and values sit once per prompt in a store of `slots`
+    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, and a row's own buffer holds only the
+    tokens it ran itself: its prompt's last token, then its own."""
+
+    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0):
         super().__init__()
         self.kb = torch.zeros(rows, heads, capacity, head_dim, dtype=dtype, device=device)
         self.vb = torch.zeros_like(self.kb)
+        self.pk = torch.zeros(slots, heads, prompt, head_dim, dtype=dtype, device=device) if prompt else None
+        self.pv = torch.zeros_like(self.pk) if prompt else None
         self.shared, self.dtype, self.device, self.is_initialized = shared, dtype, device, True
         self.keys, self.values = self.kb, self.vb
 
@@ -429,13 +436,15 @@ class RowLayer(DynamicLayer):
         return self.kb[:b, :, :n], self.vb[:b, :, :n]
 
     def get_seq_length(self):
-        return self.shared['n'] - 1
+        return self.shared['prompt'] + self.shared['n'] - 1
 
 
-def row_cache(model, rows, capacity):
+def row_cache(model, rows, capacity, slots=0, prompt=0):
     """The decoding cache (a DynamicCache of RowLayers) and the dict its layers share: 'at', the write column of each
-    running row ([rows], set in place before a forward), 'n' (the columns attention reads) and 'rows' (0..rows-1).
-    Every layer must attend over the whole past (no sliding windows)."""
+    running row ([rows], set in place before a forward), 'n' (the columns attention reads), 'rows' (0..rows-1),
+    'prompt' (the prompt store's columns: 0 = none) and 'layers'. With a prompt store (prompt > 0, `slots` prompts
+    at once), the caller sets shared['group'] before each forward (prompt_groups). Every layer must attend over the
+    whole past (no sliding windows)."""
     from transformers import DynamicCache
     c = model.config
     kinds = set(getattr(c, 'layer_types', None) or ['full_attention'])
@@ -445,11 +454,21 @@ def row_cache(model, rows, capacity):
     p = next(model.parameters())
     kv = getattr(c, 'num_key_value_heads', None) or c.num_attention_heads
     shared = {'at': torch.zeros(rows, dtype=torch.long, device=p.device), 'n': capacity,
-              'rows': torch.arange(rows, device=p.device)}
+              'rows': torch.arange(rows, device=p.device), 'prompt': prompt}
     cache = DynamicCache()
-    cache.layers = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared)
-                    for _ in range(c.num_hidden_layers)]
+    cache.layers = shared['layers'] = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared, slots,
+                                                prompt) for _ in range(c.num_hidden_layers)]
     return cache, shared
+
+
+def prompt_groups(slot):
+    """What decode_attention needs to run the rows of each prompt together against their prompt's keys: (slot [b],
+    rank [b]: the row's place among its slot's rows, slots: the largest slot + 1, per: the most rows of one slot)."""
+    counts = torch.bincount(slot)
+    order = torch.argsort(slot, stable=True)
+    rank = torch.empty_like(slot)
+    rank[order] = torch.arange(len(slot), device=slot.device) - (counts.cumsum(0) - counts)[slot[order]]
+    return slot, rank, len(counts), int(counts.max())
 
 
 def move_rows(cache, src, dst):
@@ -459,20 +478,24 @@ def move_rows(cache, src, dst):
 
 
 def put_prompts(cache, rows, prefill, index, lengths):
-    """Cache rows `rows` take the prompts of a left-padded prefill's DynamicCache (rows `index` of it, `lengths` tokens
-    each, right-aligned there) at columns 0..length-1."""
+    """Cache rows `rows` (with a prompt store: its slots) take the prompts of a left-padded prefill's DynamicCache
+    (rows `index` of it, `lengths` tokens each, right-aligned there) at columns 0..length-1."""
     for layer, src in zip(cache.layers, prefill.layers):
         L = src.keys.shape[2]
+        k, v = (layer.kb, layer.vb) if layer.pk is None else (layer.pk, layer.pv)
         for r, i, n in zip(rows, index, lengths):
             if n:
-                layer.kb[r, :, :n] = src.keys[i, :, L - n:]
-                layer.vb[r, :, :n] = src.values[i, :, L - n:]
+                k[r, :, :n] = src.keys[i, :, L - n:]
+                v[r, :, :n] = src.values[i, :, L - n:]
 
 
-def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
-    key/value head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax, then the
-    values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
+def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, row_cache=None,
+                     **kwargs):
+    """SDPA for one new token per row (CPU decoding), as batched matmuls: the query heads grouped by their key/value
+    head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax in float32, then the
+    values. With a prompt store (row_cache: row_cache's shared dict), the rows of each prompt run as one matmul
+    against its keys (prompt_groups), then each row against its own columns; the mask covers the prompt's columns,
+    then the row's. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
     the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
     B, H, q_len, hd = query.shape
     G = key.shape[1]
@@ -480,11 +503,30 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
                                                           and attention_mask.dtype != torch.bool):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2))
-    s.mul_(hd ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:  # [B, 1, 1, n], True = attend (the loop's per-row mask: a row always attends to
-        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)  # its own token)
-    return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
+    q = query.view(B, G, H // G, hd)
+    s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
+    P = row_cache['prompt'] if row_cache else 0
+    if P:
+        layer = row_cache['layers'][module.layer_idx]
+        slot, rank, slots, per = row_cache['group']
+        qg = q.new_zeros(slots, G, per, H // G, hd)  # the rows of each slot side by side
+        qg[slot, :, rank] = q
+        sp = torch.matmul(qg.view(slots, G, per * (H // G), hd), layer.pk[:slots].transpose(-1, -2))
+        s = torch.cat([sp.view(slots, G, per, H // G, P)[slot, :, rank], s], -1)
+    scale = hd ** -0.5 if scaling is None else scaling
+    if attention_mask is None:
+        s = s.float().mul_(scale)
+    else:  # [B, 1, 1, n], True = attend (the loop's per-row mask: a row always attends to its own token), as a bias
+        bias = torch.zeros(attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
+        s = torch.add(bias, s, alpha=scale)  # float32: scaled and masked in one pass
+    p = s.softmax(-1).to(value.dtype)
+    out = torch.matmul(p[..., P:], value)
+    if P:
+        pg = p.new_zeros(slots, G, per, H // G, P)
+        pg[slot, :, rank] = p[..., :P]
+        out += torch.matmul(pg.view(slots, G, per * (H // G), P), layer.pv[:slots]).view(
+            slots, G, per, H // G, hd)[slot, :, rank]
+    return out.reshape(B, 1, H * hd), None
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)
@@ -513,15 +555,15 @@ def decode_step(model, cache, layers, static, fast=False):
     the model's attention restored after each call (the prefills between them run SDPA)."""
     sel = hidden_selection(model, layers)
 
-    def forward(ids, mask, pos):
+    def forward(ids, mask, pos, **extra):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
-                  use_cache=True, output_hidden_states=sel)
+                  use_cache=True, output_hidden_states=sel, **extra)
         return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
 
     def fast_forward(ids, mask, pos):
         attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
         try:
-            return forward(ids, mask, pos)
+            return forward(ids, mask, pos, row_cache=cache.layers[0].shared)
         finally:
             model.config._attn_implementation = attn
     if not static:
