@@ -415,16 +415,19 @@ class RowLayer(DynamicLayer):
     allocation, so a masked column's 0 weight times its value stays 0. whole (shared['n'] = capacity): torch's CPU bmm
     copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided.
 
-    prompt > 0 (decode_attention's path): the prompts' keys and values sit once per prompt in a store of `slots`
-    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, and a row's own buffer holds only the
-    tokens it ran itself: its prompt's last token, then its own."""
+    A prompt store (decode_attention's path, slots > 0): the prompts' keys and values sit once per prompt in `slots`
+    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, after the `common` leading tokens every
+    prompt shares (the chat template, a system prompt, few-shot examples: [kv heads, common, head_dim]), held once for
+    all rows; a row's own buffer holds only the tokens it ran itself: its prompt's last token, then its own."""
 
-    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0):
+    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0, common=0):
         super().__init__()
         self.kb = torch.zeros(rows, heads, capacity, head_dim, dtype=dtype, device=device)
         self.vb = torch.zeros_like(self.kb)
-        self.pk = torch.zeros(slots, heads, prompt, head_dim, dtype=dtype, device=device) if prompt else None
-        self.pv = torch.zeros_like(self.pk) if prompt else None
+        self.pk = torch.zeros(slots, heads, prompt, head_dim, dtype=dtype, device=device) if slots else None
+        self.pv = torch.zeros_like(self.pk) if slots else None
+        self.ck = torch.zeros(heads, common, head_dim, dtype=dtype, device=device) if slots else None
+        self.cv = torch.zeros_like(self.ck) if slots else None
         self.shared, self.dtype, self.device, self.is_initialized = shared, dtype, device, True
         self.keys, self.values = self.kb, self.vb
 
@@ -436,15 +439,15 @@ class RowLayer(DynamicLayer):
         return self.kb[:b, :, :n], self.vb[:b, :, :n]
 
     def get_seq_length(self):
-        return self.shared['prompt'] + self.shared['n'] - 1
+        return self.shared['common'] + self.shared['prompt'] + self.shared['n'] - 1
 
 
-def row_cache(model, rows, capacity, slots=0, prompt=0):
+def row_cache(model, rows, capacity, slots=0, prompt=0, common=0):
     """The decoding cache (a DynamicCache of RowLayers) and the dict its layers share: 'at', the write column of each
     running row ([rows], set in place before a forward), 'n' (the columns attention reads), 'rows' (0..rows-1),
-    'prompt' (the prompt store's columns: 0 = none) and 'layers'. With a prompt store (prompt > 0, `slots` prompts
-    at once), the caller sets shared['group'] before each forward (prompt_groups). Every layer must attend over the
-    whole past (no sliding windows)."""
+    'common' and 'prompt' (the prompt store's columns: the shared prefix's, each slot's), 'slots' (0: no prompt
+    store) and 'layers'. With a prompt store the caller sets shared['group'] before each forward (prompt_groups).
+    Every layer must attend over the whole past (no sliding windows)."""
     from transformers import DynamicCache
     c = model.config
     kinds = set(getattr(c, 'layer_types', None) or ['full_attention'])
@@ -454,10 +457,10 @@ def row_cache(model, rows, capacity, slots=0, prompt=0):
     p = next(model.parameters())
     kv = getattr(c, 'num_key_value_heads', None) or c.num_attention_heads
     shared = {'at': torch.zeros(rows, dtype=torch.long, device=p.device), 'n': capacity,
-              'rows': torch.arange(rows, device=p.device), 'prompt': prompt}
+              'rows': torch.arange(rows, device=p.device), 'slots': slots, 'prompt': prompt, 'common': common}
     cache = DynamicCache()
     cache.layers = shared['layers'] = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared, slots,
-                                                prompt) for _ in range(c.num_hidden_layers)]
+                                                prompt, common) for _ in range(c.num_hidden_layers)]
     return cache, shared
 
 
@@ -489,30 +492,42 @@ def put_prompts(cache, rows, prefill, index, lengths):
                 v[r, :, :n] = src.values[i, :, L - n:]
 
 
+def put_common(cache, prefill):
+    """The prompt store's shared prefix takes a one-row prefill's keys and values."""
+    for layer, src in zip(cache.layers, prefill.layers):
+        layer.ck.copy_(src.keys[0])
+        layer.cv.copy_(src.values[0])
+
+
 def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, row_cache=None,
                      **kwargs):
     """SDPA for one new token per row (CPU decoding), as batched matmuls: the query heads grouped by their key/value
     head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax in float32, then the
-    values. With a prompt store (row_cache: row_cache's shared dict), the rows of each prompt run as one matmul
-    against its keys (prompt_groups), then each row against its own columns; the mask covers the prompt's columns,
-    then the row's. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
-    the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
+    values. With a prompt store (row_cache: row_cache's shared dict), every row runs as one matmul against the
+    prompts' shared prefix, the rows of each prompt as one against its keys (prompt_groups), then each row against
+    its own columns; the mask covers those columns in that order. The same arithmetic as SDPA without its CPU flash
+    kernel's per-block work, which costs more than the matmuls at one query (bench.py --only=extract). Anything else
+    goes to SDPA."""
     B, H, q_len, hd = query.shape
-    G = key.shape[1]
+    G, g = key.shape[1], H // key.shape[1]
     if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None
                                                           and attention_mask.dtype != torch.bool):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    q = query.view(B, G, H // G, hd)
+    q = query.view(B, G, g, hd)
     s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
-    P = row_cache['prompt'] if row_cache else 0
-    if P:
+    C, P = (row_cache['common'], row_cache['prompt']) if row_cache and row_cache['slots'] else (0, 0)
+    if P or C:
         layer = row_cache['layers'][module.layer_idx]
+    if P:
         slot, rank, slots, per = row_cache['group']
-        qg = q.new_zeros(slots, G, per, H // G, hd)  # the rows of each slot side by side
+        qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
         qg[slot, :, rank] = q
-        sp = torch.matmul(qg.view(slots, G, per * (H // G), hd), layer.pk[:slots].transpose(-1, -2))
-        s = torch.cat([sp.view(slots, G, per, H // G, P)[slot, :, rank], s], -1)
+        sp = torch.matmul(qg.view(slots, G, per * g, hd), layer.pk[:slots].transpose(-1, -2))
+        s = torch.cat([sp.view(slots, G, per, g, P)[slot, :, rank], s], -1)
+    if C:  # every row at once: [G, B * group, hd]
+        qc = q.transpose(0, 1).reshape(G, B * g, hd)
+        s = torch.cat([torch.matmul(qc, layer.ck.transpose(-1, -2)).view(G, B, g, C).transpose(0, 1), s], -1)
     scale = hd ** -0.5 if scaling is None else scaling
     if attention_mask is None:
         s = s.float().mul_(scale)
@@ -520,21 +535,24 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         bias = torch.zeros(attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
         s = torch.add(bias, s, alpha=scale)  # float32: scaled and masked in one pass
     p = s.softmax(-1).to(value.dtype)
-    out = torch.matmul(p[..., P:], value)
+    out = torch.matmul(p[..., C + P:], value)
     if P:
-        pg = p.new_zeros(slots, G, per, H // G, P)
-        pg[slot, :, rank] = p[..., :P]
-        out += torch.matmul(pg.view(slots, G, per * (H // G), P), layer.pv[:slots]).view(
-            slots, G, per, H // G, hd)[slot, :, rank]
+        pg = p.new_zeros(slots, G, per, g, P)
+        pg[slot, :, rank] = p[..., C:C + P]
+        out += torch.matmul(pg.view(slots, G, per * g, P), layer.pv[:slots]).view(slots, G, per, g, hd)[slot, :, rank]
+    if C:
+        pc = p[..., :C].transpose(0, 1).reshape(G, B * g, C)
+        out += torch.matmul(pc, layer.cv).view(G, B, g, hd).transpose(0, 1)
     return out.reshape(B, 1, H * hd), None
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)
 
 
-def prefill(model, seqs):
+def prefill(model, seqs, past=None):
     """One forward over token sequences (left-padded) through the model's body: their keys and values, a
-    DynamicCache whose row i holds seqs[i] right-aligned."""
+    DynamicCache whose row i holds seqs[i] right-aligned. past: a one-row prefill of tokens every sequence follows
+    (a common prefix), its columns first in every row."""
     from transformers import DynamicCache
     device = next(model.parameters()).device
     L = max(map(len, seqs))
@@ -543,8 +561,12 @@ def prefill(model, seqs):
     for i, q in enumerate(seqs):
         if q:
             x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
-    cache = DynamicCache()
-    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+    cache, C = DynamicCache(), past.get_seq_length() if past is not None else 0
+    if C:
+        for i, layer in enumerate(past.layers):
+            cache.update(layer.keys.expand(len(seqs), -1, -1, -1), layer.values.expand(len(seqs), -1, -1, -1), i)
+        mask = torch.cat([mask.new_ones(len(seqs), C), mask], 1)
+    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)[:, C:],
                      past_key_values=cache, use_cache=True)
     return cache
 

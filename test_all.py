@@ -922,19 +922,22 @@ def test_decode_attention_equals_sdpa():
         ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
         out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
-    # with a prompt store: rows 0, 2, 4 share slot 2's prompt, row 1 reads slot 0, row 3 slot 1 (prompts of 9, 4 and
-    # 11 columns in a store of 11), each then its own columns: SDPA over the prompt's columns and the row's own
-    P, slot, plen = 11, torch.tensor([2, 0, 2, 1, 2]), torch.tensor([11, 9, 11, 4, 11])
+    # with a prompt store: every row reads the prompts' shared prefix (6 columns), rows 0, 2, 4 slot 2's prompt,
+    # row 1 slot 0's, row 3 slot 1's (prompts of 9, 4 and 11 columns in a store of 11), each then its own columns:
+    # SDPA over the prefix's, the prompt's and the row's own columns
+    C, P, slot, plen = 6, 11, torch.tensor([2, 0, 2, 1, 2]), torch.tensor([11, 9, 11, 4, 11])
     pk, pv = torch.randn(2, 3, G, P, hd, generator=g)
-    shared = {'prompt': P, 'layers': [type('Layer', (), {'pk': pk, 'pv': pv})], 'group': generator.prompt_groups(slot)}
+    ck, cv = torch.randn(2, G, C, hd, generator=g)
+    layer = type('Layer', (), {'pk': pk, 'pv': pv, 'ck': ck, 'cv': cv})
+    shared = {'slots': 3, 'common': C, 'prompt': P, 'layers': [layer], 'group': generator.prompt_groups(slot)}
     assert shared['group'][1].tolist() == [0, 0, 1, 0, 2] and shared['group'][2:] == (3, 3)
     own = torch.arange(n)[None] <= torch.tensor([0, 5, 36, 20, 1])[:, None]  # each row's own columns so far
-    mask = torch.cat([torch.arange(P)[None] < plen[:, None], own], 1)[:, None, None]
+    mask = torch.cat([torch.ones(B, C, dtype=torch.bool), torch.arange(P)[None] < plen[:, None], own], 1)[:, None, None]
     q = torch.randn(B, H, 1, hd, generator=g)
     Attn.layer_idx = 0
     out = generator.decode_attention(Attn, q, k, v, mask, scaling=0.3, row_cache=shared)[0]
-    ref = sdpa_attention_forward(Attn, q, torch.cat([pk[slot], k], 2), torch.cat([pv[slot], v], 2), mask,
-                                 scaling=0.3)[0].reshape(B, 1, -1)
+    keys, values = (torch.cat([c.expand(B, -1, -1, -1), p[slot], x], 2) for c, p, x in ((ck, pk, k), (cv, pv, v)))
+    ref = sdpa_attention_forward(Attn, q, keys, values, mask, scaling=0.3)[0].reshape(B, 1, -1)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     tok = tiny_tokenizer()
     model = tiny_model('llama', len(tok))
@@ -1159,6 +1162,11 @@ def test_capture_equals_teacher_forcing_tiny(kind):
         assert torch.equal(a['states'], b['states']) and torch.equal(a['token_ids'], b['token_ids'])
     # unbatched: one prompt, one sample
     _check_against_teacher_forcing(model, tok, prompts[1:], 1, [-1], max_new_tokens=48, batched_reencode=False)
+    # prompts that share their first tokens (a chat template, a system prompt): the shared prefix is prefilled and
+    # read once for all rows (on CPU), each prompt's rest once for its rows; one of them is the prefix and one token
+    shared = ['Solve it.\nStep 1: 2 + 3 = 5.\n' + p for p in prompts + ['S']]
+    assert capture.common_prefix([tok(p, add_special_tokens=False).input_ids for p in shared]) > 10
+    _check_against_teacher_forcing(model, tok, shared, 2, [-1, 1], max_new_tokens=24, temperature=0.7, top_p=0.9)
 
 
 def test_capture_equals_teacher_forcing_bfloat16():
