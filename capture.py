@@ -247,7 +247,8 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, 
         # shared prefix)
         key=z(B),  # its candidate_key: what its draws come from
         w=z(B), pos=z(B),  # the cache column and the position id of the token it feeds next
-        logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], device=device),
+        logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], dtype=next(model.parameters()).dtype,
+                           device=device),  # the model's dtype: vocab_stats converts what it reads
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
         ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side
@@ -395,7 +396,7 @@ def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
     if temperature <= 0:
         new = ids[:, 0]
     elif top_p >= 1.0:
-        new = draw(torch.softmax(logits / temperature, dim=-1), None, u)
+        new = draw(torch.softmax(logits.float() / temperature, dim=-1), None, u)
     else:
         w, short = nucleus(vals[:, :k], zt, temperature, top_p)
         new = draw(w, ids[:, :k], u)
@@ -411,12 +412,12 @@ def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
         raise nonfinite(s.dtype, f'decoding token {int(ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
         r = (short & samp).nonzero().squeeze(1)
-        s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r] / temperature, dim=-1), top_p), u[r])
+        s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r].float() / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
         any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(),
                                                   (count + keep).max()]).tolist()
     nxt = s.nxt[:m]
-    stats = (logits.gather(1, nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
+    stats = (logits.gather(1, nxt[:, None])[:, 0].float() - logz, ent, logz - vals[:, :conf_topk].mean(-1))
     return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
 
