@@ -147,11 +147,26 @@ def before_commit(before=None):
     return short, ('HEAD (this branch is main, or no main here)' if short == head else "where this branch left main")
 
 
-def floor_per_token(conf, rows, dtype, repeats=3):
-    """Seconds a generated token costs at this model's matmul rate at `rows` full rows (generator.step_seconds: one
-    decoding step's matmuls, each shape timed with its weight in cache), the fastest of `repeats` (others' work on
-    these cores only slows a timing)."""
-    return min(generator.step_seconds(generator.matmul_shapes(conf), rows, dtype) for _ in range(repeats)) / rows
+def step_floor(conf, rows, dtype, repeats=3):
+    """{r: seconds} one decoding step's matmuls take at r rows (generator.step_seconds: each shape timed with its
+    weight in cache), the fastest of `repeats` (others' work on these cores only slows a timing), for r = 1, 2, 4,
+    ... and `rows`."""
+    grid = sorted({1 << i for i in range(rows.bit_length())} | {rows})
+    return {r: min(generator.step_seconds(generator.matmul_shapes(conf), r, dtype) for _ in range(repeats))
+            for r in grid}
+
+
+def floor_at(floor, counts):
+    """Seconds the matmuls of decoding forwards of `counts` rows take at step_floor's rates, interpolated linearly
+    between its row counts."""
+    import bisect
+    r = sorted(floor)
+
+    def at(c):
+        i = min(max(bisect.bisect_left(r, c), 1), len(r) - 1)
+        a, b = r[i - 1], r[i]
+        return floor[a] if a == b else floor[a] + (floor[b] - floor[a]) * (c - a) / (b - a)
+    return sum(map(at, counts))
 
 
 def bench_loop(before=None, dtypes=None, repeats=1, workloads=None):
@@ -160,9 +175,10 @@ def bench_loop(before=None, dtypes=None, repeats=1, workloads=None):
     tree's, one thread each, in processes of their own, taking turns `repeats` times (the fastest counts), with the
     same model folder, dtype (each of `dtypes`; None: auto's, measured on this machine), prompts and sampling
     settings. Reports generated tokens per second, the ratio to the full-row floor (the tokens at the rate this
-    model's matmuls reach at the workload's rows: floor_per_token), CPU seconds beside the wall's (on shared cores
-    the wall counts others' work too), this tree's speed over before's, per-sample accuracy (grading.grade) and mean
-    length, and the share of decoding steps that ran below half the rows."""
+    model's matmuls reach at the workload's rows: step_floor) and to the floor at the rows each decoding forward ran
+    (floor_at: a stream's last candidates run in few rows, where a token's matmuls cost more), CPU seconds beside the
+    wall's (on shared cores the wall counts others' work too), this tree's speed over before's, per-sample accuracy
+    (grading.grade) and mean length, and the share of decoding steps that ran below half the rows."""
     import tempfile
     commit, why = before_commit(before)
     old = tempfile.mkdtemp(prefix=f'hsrm_{commit}_')
@@ -173,7 +189,7 @@ def bench_loop(before=None, dtypes=None, repeats=1, workloads=None):
         folder = machine.local_model(model)
         conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
         for dtype in [generator.resolve_dtype(model, d, 'cpu', rows=rows) for d in dtypes or ['auto']]:
-            per_token = floor_per_token(conf, rows, getattr(torch, dtype))
+            floor = step_floor(conf, rows, getattr(torch, dtype))
             arg = json.dumps([folder, dtype, dataset, n_prob, n, new_tokens, temp, top_p, rows, DATA])
             runs = {}
             for _ in range(repeats):
@@ -190,18 +206,21 @@ def bench_loop(before=None, dtypes=None, repeats=1, workloads=None):
                 first = first or r
                 rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}",
                                  f"{r['seconds']:.1f}", f"{r['cpu']:.1f}", f"{r['tokens'] / r['seconds']:.1f}",
-                                 f"{r['seconds'] / (r['tokens'] * per_token):.2f}",
+                                 f"{r['seconds'] * rows / (r['tokens'] * floor[rows]):.2f}",
+                                 f"{r['seconds'] / floor_at(floor, r['rows']):.2f}",
                                  f"{first['seconds'] / first['tokens'] / (r['seconds'] / r['tokens']):.2f}x",
                                  f"{100 * r['correct'] / r['candidates']:.1f}", f"{r['tokens'] / r['candidates']:.1f}",
                                  f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%"])
     print(f"\nExtraction loops side by side: before = {commit} ({why}), this tree = {HERE}; {machine.cpu_name()[0]}, "
           f"one thread each, torch {torch.__version__}, fastest of {repeats}, load average {os.getloadavg()[0]:.1f} "
-          "(others' work on these cores slows the wall, less the CPU seconds). floor: the generated tokens at this "
-          "model's matmul rate at the workload's full rows (generator.step_seconds, fastest of 3); speed: tokens per "
-          "second over before's; accuracy: per-sample, grading.grade; rows < half: the share of decoding forwards "
-          "that ran below half the rows.")
+          "(others' work on these cores slows the wall, less the CPU seconds). x floor: over the generated tokens at "
+          "this model's matmul rate at the workload's full rows (generator.step_seconds, fastest of 3); at its rows: "
+          "over every decoding forward's matmuls at the rows it ran; speed: tokens per second over before's; "
+          "accuracy: per-sample, grading.grade; rows < half: the share of decoding forwards that ran below half the "
+          "rows.")
     table(rows_out, ['workload', 'dtype', 'problems x N', 'max_new', 'rows', 'loop', 'tokens', 's', 'CPU s',
-                     'tokens/s', 'x floor', 'speed', 'accuracy %', 'mean length', 'rows < half'])
+                     'tokens/s', 'x floor', 'x floor at its rows', 'speed', 'accuracy %', 'mean length',
+                     'rows < half'])
 
 
 # -----------------------------------------------------------------------------
