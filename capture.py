@@ -19,8 +19,8 @@ from collections import deque
 import torch
 
 from generator import (TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus, hidden_selection,
-                       move_rows, nonfinite, nucleus, prefill, prompt_groups, put_common, put_prompts, row_cache,
-                       token_stats, uniforms, vocab_stats)
+                       move_rows, nonfinite, nucleus, prefill, prompt_groups, put_prompts, row_cache, token_stats,
+                       uniforms, vocab_stats)
 from machine import LOGIT_CHUNK, fit_rows, reencode_bytes
 from model import STEP_KINDS
 from tasks import batch_prompts
@@ -223,12 +223,12 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, 
     """B free rows: their KV cache of capacity cap (the longest prompt and max_new_tokens T) and every per-row
     tensor (feats: keep each step's features for a step-feature verifier that steers; whole: attention reads the
     whole capacity; static: rows never move, every row runs every step: the compiled step's fixed shapes; slots:
-    the prompts' keys and values sit once per prompt in a store of that many slots after the `common` leading
-    tokens every prompt shares, held once, all read by decode_attention, and a row's own buffer holds T + 1 columns;
-    else every row holds its prompt's copy)."""
+    the prompts' keys and values sit once per prompt in a store of that many slots (the `common` leading tokens every
+    prompt shares prefilled once), read by decode_attention, and a row's own buffer holds T + 1 columns; else every
+    row holds its prompt's copy)."""
     device = next(model.parameters()).device
     if slots:  # a row runs its prompt's last token, then its own (the last: for its state)
-        cache, shared = row_cache(model, B, T + 1, slots, cap - T - 1 - common, common)
+        cache, shared = row_cache(model, B, T + 1, slots, cap - T - 1)
         cap = T + 1
     else:
         cache, shared = row_cache(model, B, cap)
@@ -239,12 +239,11 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, 
         kv={},  # prompt index -> (its prefill cache, its row there): kept until every candidate of it has started
         # (without a prompt store)
         free=list(range(slots)) if slots else None,  # the prompt store's free slots (a heap: the lowest first)
-        prefix=None,  # the prefill of the prompts' shared prefix (with a prompt store)
+        common=common, prefix=None,  # the prompts' shared leading tokens and their prefill (with a prompt store)
         # host ints: rows in use, rows holding a candidate, rows the next forward runs, the largest write column
         m=0, n_live=0, b=0, wmax=0,
         job=z(B), rid=z(B),  # each row's prompt index and row id within it (its sample; search: its lineage row)
-        slot=z(B), plen=z(B),  # its prompt's slot in the prompt store and that prompt's columns there (after the
-        # shared prefix)
+        slot=z(B), plen=z(B),  # its prompt's slot in the prompt store and that prompt's columns there
         key=z(B),  # its candidate_key: what its draws come from
         w=z(B), pos=z(B),  # the cache column and the position id of the token it feeds next
         logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], dtype=next(model.parameters()).dtype,
@@ -299,11 +298,11 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
         dev = s.live.device
         rows, prompts, rids = zip(*new)
         r = torch.tensor(rows, device=dev)
-        C = s.shared['common']
+        C = s.common
         if s.free is not None:  # a prompt store: each prompt's keys and values go once into a slot of their own,
-            if C and s.prefix is None:  # after the shared prefix's, once for all
+            if C and s.prefix is None:  # after the shared prefix's, prefilled once and put in every slot
                 s.prefix = prefill(model, [ids[prompts[0]][:C]])
-                put_common(s.cache, s.prefix)
+                put_prompts(s.cache, None, s.prefix, None, None)
             fresh = list(dict.fromkeys(p for p in prompts if 'slot' not in jobs[p]))
             for p in fresh:
                 jobs[p]['slot'] = heapq.heappop(s.free)
@@ -311,7 +310,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
             if fill:
                 put_prompts(s.cache, [jobs[p]['slot'] for p in fill],
                             prefill(model, [ids[p][C:-1] for p in fill], s.prefix), range(len(fill)),
-                            [len(ids[p]) - 1 - C for p in fill])
+                            [len(ids[p]) - 1 - C for p in fill], at=C)
             s.slot[r] = torch.tensor([jobs[p]['slot'] for p in prompts], device=dev)
         else:
             need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
@@ -326,7 +325,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
                     s.kv.pop(p, None)  # every candidate of p started: its prefill can go
         at = torch.tensor([len(ids[p]) - 1 for p in prompts], device=dev)
         s.job[r], s.rid[r] = torch.tensor(prompts, device=dev), torch.tensor(rids, device=dev)
-        s.pos[r], s.plen[r] = at, at - C
+        s.pos[r], s.plen[r] = at, at
         s.w[r] = 0 if s.free is not None else at  # with a prompt store a row's own columns start at 0
         s.nxt[r] = torch.tensor([ids[p][-1] for p in prompts], device=dev)
         s.key[r] = torch.tensor([candidate_key(seed, keys[p], q) for p, q in zip(prompts, rids)], device=dev)
@@ -354,9 +353,9 @@ def _feed(s, step):
     s.shared['at'][:b] = s.w[:b].clamp(max=s.cap - 1)
     s.shared['n'] = n
     mask = torch.arange(n, device=s.w.device)[None] <= s.w[:b, None]  # [b, n]
-    if s.free is not None:  # the store's columns first: the shared prefix, the prompt's, then the row's own
-        C, P = s.shared['common'], s.shared['prompt']
-        mask = torch.cat([mask.new_ones(b, C), torch.arange(P, device=s.w.device)[None] < s.plen[:b, None], mask], 1)
+    if s.free is not None:  # the prompt's columns in the store first, as a float32 bias (decode_attention's)
+        mask = torch.cat([torch.arange(s.shared['prompt'], device=s.w.device)[None] < s.plen[:b, None], mask], 1)
+        mask = torch.zeros(mask.shape, device=mask.device).masked_fill_(~mask, torch.finfo().min)
         s.shared['group'] = prompt_groups(s.slot[:b])
     mask = mask[:, None, None]  # [b, 1, 1, columns]
     logits, h = step(s.nxt[:b], mask, s.pos[:b])

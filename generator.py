@@ -429,18 +429,15 @@ class RowLayer(DynamicLayer):
     copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided.
 
     A prompt store (decode_attention's path, slots > 0): the prompts' keys and values sit once per prompt in `slots`
-    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, after the `common` leading tokens every
-    prompt shares (the chat template, a system prompt, few-shot examples: [kv heads, common, head_dim]), held once for
-    all rows; a row's own buffer holds only the tokens it ran itself: its prompt's last token, then its own."""
+    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, and a row's own buffer holds only the
+    tokens it ran itself: its prompt's last token, then its own."""
 
-    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0, common=0):
+    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0):
         super().__init__()
         self.kb = torch.zeros(rows, heads, capacity, head_dim, dtype=dtype, device=device)
         self.vb = torch.zeros_like(self.kb)
         self.pk = torch.zeros(slots, heads, prompt, head_dim, dtype=dtype, device=device) if slots else None
         self.pv = torch.zeros_like(self.pk) if slots else None
-        self.ck = torch.zeros(heads, common, head_dim, dtype=dtype, device=device) if slots else None
-        self.cv = torch.zeros_like(self.ck) if slots else None
         self.shared, self.dtype, self.device, self.is_initialized = shared, dtype, device, True
         self.keys, self.values = self.kb, self.vb
 
@@ -452,15 +449,15 @@ class RowLayer(DynamicLayer):
         return self.kb[:b, :, :n], self.vb[:b, :, :n]
 
     def get_seq_length(self):
-        return self.shared['common'] + self.shared['prompt'] + self.shared['n'] - 1
+        return self.shared['prompt'] + self.shared['n'] - 1
 
 
-def row_cache(model, rows, capacity, slots=0, prompt=0, common=0):
+def row_cache(model, rows, capacity, slots=0, prompt=0):
     """The decoding cache (a DynamicCache of RowLayers) and the dict its layers share: 'at', the write column of each
     running row ([rows], set in place before a forward), 'n' (the columns attention reads), 'rows' (0..rows-1),
-    'common' and 'prompt' (the prompt store's columns: the shared prefix's, each slot's), 'slots' (0: no prompt
-    store) and 'layers'. With a prompt store the caller sets shared['group'] before each forward (prompt_groups).
-    Every layer must attend over the whole past (no sliding windows)."""
+    'slots' and 'prompt' (the prompt store's slots and each one's columns: 0 = no store) and 'layers'. With a prompt
+    store the caller sets shared['group'] before each forward (prompt_groups). Every layer must attend over the
+    whole past (no sliding windows)."""
     from transformers import DynamicCache
     c = model.config
     kinds = set(getattr(c, 'layer_types', None) or ['full_attention'])
@@ -470,10 +467,10 @@ def row_cache(model, rows, capacity, slots=0, prompt=0, common=0):
     p = next(model.parameters())
     kv = getattr(c, 'num_key_value_heads', None) or c.num_attention_heads
     shared = {'at': torch.zeros(rows, dtype=torch.long, device=p.device), 'n': capacity,
-              'rows': torch.arange(rows, device=p.device), 'slots': slots, 'prompt': prompt, 'common': common}
+              'rows': torch.arange(rows, device=p.device), 'slots': slots, 'prompt': prompt}
     cache = DynamicCache()
     cache.layers = shared['layers'] = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared, slots,
-                                                prompt, common) for _ in range(c.num_hidden_layers)]
+                                                prompt) for _ in range(c.num_hidden_layers)]
     return cache, shared
 
 
@@ -493,69 +490,59 @@ def move_rows(cache, src, dst):
         layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
 
 
-def put_prompts(cache, rows, prefill, index, lengths):
+def put_prompts(cache, rows, prefill, index, lengths, at=0):
     """Cache rows `rows` (with a prompt store: its slots) take the prompts of a left-padded prefill's DynamicCache
-    (rows `index` of it, `lengths` tokens each, right-aligned there) at columns 0..length-1."""
+    (rows `index` of it, `lengths` tokens each, right-aligned there) at columns at..at+length-1; a one-row prefill
+    (index None) goes to every slot of the store."""
     for layer, src in zip(cache.layers, prefill.layers):
         L = src.keys.shape[2]
         k, v = (layer.kb, layer.vb) if layer.pk is None else (layer.pk, layer.pv)
+        if index is None:
+            k[:, :, at:at + L], v[:, :, at:at + L] = src.keys, src.values
+            continue
         for r, i, n in zip(rows, index, lengths):
             if n:
-                k[r, :, :n] = src.keys[i, :, L - n:]
-                v[r, :, :n] = src.values[i, :, L - n:]
-
-
-def put_common(cache, prefill):
-    """The prompt store's shared prefix takes a one-row prefill's keys and values."""
-    for layer, src in zip(cache.layers, prefill.layers):
-        layer.ck.copy_(src.keys[0])
-        layer.cv.copy_(src.values[0])
+                k[r, :, at:at + n] = src.keys[i, :, L - n:]
+                v[r, :, at:at + n] = src.values[i, :, L - n:]
 
 
 def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, row_cache=None,
                      **kwargs):
     """SDPA for one new token per row (CPU decoding), as batched matmuls: the query heads grouped by their key/value
-    head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax in float32, then the
-    values. With a prompt store (row_cache: row_cache's shared dict), every row runs as one matmul against the
-    prompts' shared prefix, the rows of each prompt as one against its keys (prompt_groups), then each row against
-    its own columns; the mask covers those columns in that order. The same arithmetic as SDPA without its CPU flash
-    kernel's per-block work, which costs more than the matmuls at one query (bench.py --only=extract). Anything else
-    goes to SDPA."""
+    head ([B, kv heads, group, head_dim]), scores masked where a boolean mask says False (or plus a float mask, as
+    SDPA adds one), softmax in float32, then the values. With a prompt store (row_cache: row_cache's shared dict), the
+    rows of each prompt run as one matmul against its keys (prompt_groups), then each row against its own columns;
+    the mask covers the prompt's columns, then the row's. The same arithmetic as SDPA without its CPU flash kernel's
+    per-block work, which costs more than the matmuls at one query (bench.py --only=extract). Anything else goes to
+    SDPA."""
     B, H, q_len, hd = query.shape
     G, g = key.shape[1], H // key.shape[1]
-    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None
-                                                          and attention_mask.dtype != torch.bool):
+    if q_len != 1 or dropout or kwargs.get('softcap'):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     q = query.view(B, G, g, hd)
     s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
-    C, P = (row_cache['common'], row_cache['prompt']) if row_cache and row_cache['slots'] else (0, 0)
-    if P or C:
-        layer = row_cache['layers'][module.layer_idx]
+    P = row_cache['prompt'] if row_cache and row_cache['slots'] else 0
     if P:
+        pk, pv = row_cache['layers'][module.layer_idx].pk, row_cache['layers'][module.layer_idx].pv
         slot, rank, slots, per = row_cache['group']
         qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
         qg[slot, :, rank] = q
-        sp = torch.matmul(qg.view(slots, G, per * g, hd), layer.pk[:slots].transpose(-1, -2))
+        sp = torch.matmul(qg.view(slots, G, per * g, hd), pk[:slots].transpose(-1, -2))
         s = torch.cat([sp.view(slots, G, per, g, P)[slot, :, rank], s], -1)
-    if C:  # every row at once: [G, B * group, hd]
-        qc = q.transpose(0, 1).reshape(G, B * g, hd)
-        s = torch.cat([torch.matmul(qc, layer.ck.transpose(-1, -2)).view(G, B, g, C).transpose(0, 1), s], -1)
     scale = hd ** -0.5 if scaling is None else scaling
     if attention_mask is None:
         s = s.float().mul_(scale)
-    else:  # [B, 1, 1, n], True = attend (the loop's per-row mask: a row always attends to its own token), as a bias
-        bias = torch.zeros(attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
+    else:  # [B, 1, 1, n]: the loop's per-row mask (a row always attends to its own token), as a float32 bias
+        bias = attention_mask if attention_mask.dtype != torch.bool else torch.zeros(
+            attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
         s = torch.add(bias, s, alpha=scale)  # float32: scaled and masked in one pass
     p = s.softmax(-1).to(value.dtype)
-    out = torch.matmul(p[..., C + P:], value)
+    out = torch.matmul(p[..., P:], value)
     if P:
         pg = p.new_zeros(slots, G, per, g, P)
-        pg[slot, :, rank] = p[..., C:C + P]
-        out += torch.matmul(pg.view(slots, G, per * g, P), layer.pv[:slots]).view(slots, G, per, g, hd)[slot, :, rank]
-    if C:
-        pc = p[..., :C].transpose(0, 1).reshape(G, B * g, C)
-        out += torch.matmul(pc, layer.cv).view(G, B, g, hd).transpose(0, 1)
+        pg[slot, :, rank] = p[..., :P]
+        out += torch.matmul(pg.view(slots, G, per * g, P), pv[:slots]).view(slots, G, per, g, hd)[slot, :, rank]
     return out.reshape(B, 1, H * hd), None
 
 
