@@ -31,6 +31,10 @@ from tasks import batch_prompts
 # split's config.json: check_resume refuses to mix extractions made under different rules, so give a
 # changed rule a new name.
 STEP_RULE = 'newline'
+# the decoding attention reads a row buffer's written columns (the batch's longest), or its whole capacity once they
+# pass this share of it (with bfloat16 weights on CPU: below it, decode_attention copies them, as torch's bfloat16
+# bmm runs slowly on a strided slice; in float32 the slice is read as it is, 1.0: never whole)
+WHOLE_ABOVE = 0.75
 # how candidates are drawn, recorded in each split's config.json (a resume under another is refused): 'counter' = one
 # uniform per candidate and token from (seed, problem, sample, token) alone (generator.uniforms), in continuous batches
 SAMPLER = 'counter'
@@ -158,8 +162,9 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     B = max(B, n_samples) if steer else B  # a steered prompt's rows start together
     fast = model.config._attn_implementation == 'sdpa' and device.type == 'cpu' and not torch_compile
     s = _rows(model, B, max(map(len, ids)) + T, T, max_steps, D, kinds, bool(steer and steer.features),
-              whole=torch_compile or fast and next(model.parameters()).dtype != torch.float32, static=torch_compile,
-              slots=min(B, len(ids)) if fast else 0, common=common_prefix(ids) if fast else 0)
+              whole=0.0 if torch_compile else WHOLE_ABOVE if fast and next(model.parameters()).dtype != torch.float32
+              else 1.0, static=torch_compile, slots=min(B, len(ids)) if fast else 0,
+              common=common_prefix(ids) if fast else 0)
     s.seed, s.keys = seed, keys
     step = decode_step(model, s.cache, layers, torch_compile, fast)
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
@@ -222,7 +227,8 @@ class _Rows:
 def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, common=0):
     """B free rows: their KV cache of capacity cap (the longest prompt and max_new_tokens T) and every per-row
     tensor (feats: keep each step's features for a step-feature verifier that steers; whole: attention reads the
-    whole capacity; static: rows never move, every row runs every step: the compiled step's fixed shapes; slots:
+    whole capacity once the written columns pass this share of it, else those; static: rows never move, every row
+    runs every step: the compiled step's fixed shapes; slots:
     the prompts' keys and values sit once per prompt in a store of that many slots (the `common` leading tokens every
     prompt shares prefilled once), read by decode_attention, and a row's own buffer holds T + 1 columns; else every
     row holds its prompt's copy)."""
@@ -348,7 +354,8 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
 def _feed(s, step):
     """Run the first b rows' tokens through the model, each at its own cache column and position; a row's mask lets
     it attend to its own columns only. The compiled step runs every row (an idle one at its last column)."""
-    b, n = s.b, (s.cap if s.whole else min(s.wmax + 1, s.cap))  # wmax: an upper bound, rows that end included
+    b, n = s.b, min(s.wmax + 1, s.cap)  # wmax: an upper bound, rows that end included
+    n = s.cap if n > s.whole * s.cap else n
     fed = s.live[:b] & ~s.wait[:b] if s.static else None
     s.shared['at'][:b] = s.w[:b].clamp(max=s.cap - 1)
     s.shared['n'] = n

@@ -425,8 +425,8 @@ class RowLayer(DynamicLayer):
     each row at its own length: a row writes its new token at its own column (shared['at']), so it can start over
     with another prompt while the others decode (continuous batching), and a copy of a row (search) is its buffer
     row. The attention reads each row's first shared['n'] columns, masked past the row's own length; zeros at
-    allocation, so a masked column's 0 weight times its value stays 0. whole (shared['n'] = capacity): torch's CPU bmm
-    copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided.
+    allocation, so a masked column's 0 weight times its value stays 0. A slice of the buffer is strided, which torch's
+    CPU bmm runs slowly in bfloat16: decode_attention copies it, or the loop reads the whole (shared['n'] = capacity).
 
     A prompt store (decode_attention's path, slots > 0): the prompts' keys and values sit once per prompt in `slots`
     slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, and a row's own buffer holds only the
@@ -521,6 +521,8 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     q = query.view(B, G, g, hd)
+    if key.dtype != torch.float32 and not key.is_contiguous():  # the columns a row buffer's slice reads, copied: a
+        key, value = key.contiguous(), value.contiguous()  # strided bfloat16 operand runs torch's slow bmm on CPU
     s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
     P = row_cache['prompt'] if row_cache and row_cache['slots'] else 0
     if P:
