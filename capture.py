@@ -13,13 +13,14 @@ norm). The loop preallocates its KV cache, samples top-p from a top-64 prefilter
 sort (one uniform per row and step, so a row's tokens never depend on which other rows still run), syncs with the
 host once per step and drops finished rows; the tests prove the captured states equal a teacher-forced re-encoding.
 """
+import heapq
 from collections import deque
 
 import torch
 
 from generator import (TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus, hidden_selection,
-                       move_rows, nonfinite, nucleus, prefill, put_prompts, row_cache, token_stats, uniforms,
-                       vocab_stats)
+                       move_rows, nonfinite, nucleus, prefill, prompt_groups, put_prompts, row_cache, token_stats,
+                       uniforms, vocab_stats)
 from machine import LOGIT_CHUNK, fit_rows, reencode_bytes
 from model import STEP_KINDS
 from tasks import batch_prompts
@@ -30,6 +31,10 @@ from tasks import batch_prompts
 # split's config.json: check_resume refuses to mix extractions made under different rules, so give a
 # changed rule a new name.
 STEP_RULE = 'newline'
+# the decoding attention reads a row buffer's written columns (the batch's longest), or its whole capacity once they
+# pass this share of it (with bfloat16 weights on CPU: below it, decode_attention copies them, as torch's bfloat16
+# bmm runs slowly on a strided slice; in float32 the slice is read as it is, 1.0: never whole)
+WHOLE_ABOVE = 0.75
 # how candidates are drawn, recorded in each split's config.json (a resume under another is refused): 'counter' = one
 # uniform per candidate and token from (seed, problem, sample, token) alone (generator.uniforms), in continuous batches
 SAMPLER = 'counter'
@@ -114,7 +119,8 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     (generator.uniforms; keys None: the prompt indices), so its tokens depend on nothing else: not on the rows
     around it, their order or when it started (up to float rounding, which a batch's shape can change).
 
-    The step costs what the model costs: the KV cache preallocated once, top-p on the top-64 tokens (the full sort
+    The step costs what the model costs: the KV cache preallocated once (on CPU a prompt's keys and values once, read
+    by all its rows in one matmul: generator.decode_attention), top-p on the top-64 tokens (the full sort
     only for rows whose top-64 mass is short of top_p: the same distribution), boundaries and statistics for all rows
     at once in device buffers (states in a ring of the last max_steps per row; max_steps=None: every state, the ring
     doubling when a row fills it), one host sync per step. Every candidate records `decoded`: the tokens its row ran
@@ -156,7 +162,9 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     B = max(B, n_samples) if steer else B  # a steered prompt's rows start together
     fast = model.config._attn_implementation == 'sdpa' and device.type == 'cpu' and not torch_compile
     s = _rows(model, B, max(map(len, ids)) + T, T, max_steps, D, kinds, bool(steer and steer.features),
-              whole=torch_compile or fast and next(model.parameters()).dtype != torch.float32, static=torch_compile)
+              whole=0.0 if torch_compile else WHOLE_ABOVE if fast and next(model.parameters()).dtype != torch.float32
+              else 1.0, static=torch_compile, slots=min(B, len(ids)) if fast else 0,
+              common=common_prefix(ids) if fast else 0)
     s.seed, s.keys = seed, keys
     step = decode_step(model, s.cache, layers, torch_compile, fast)
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
@@ -181,18 +189,30 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
         if any_done or stop is not None:
             s.live[:s.m] &= ~ended
             for i in [i for i, j in jobs.items() if not j['todo'] and not j['left']]:
+                if 'slot' in jobs[i]:  # its prompt's keys and values are no longer read
+                    heapq.heappush(s.free, jobs[i]['slot'])
                 yield i, _results(tok, jobs.pop(i), max_steps, D, kinds)
             _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device))
         if searching:
             _front(s)
 
 
+def common_prefix(ids):
+    """How many leading tokens every prompt (token id lists) shares, short of each one's last token."""
+    n = min(map(len, ids)) - 1
+    for i, t in enumerate(ids[0][:n]):
+        if any(x[i] != t for x in ids):
+            return i
+    return max(n, 0)
+
+
 class _Rows:
     """The decoding batch: every tensor in PER_ROW holds one entry per row (stats: along dim 1), allocated once for
     every row; rows [0, m) are in use (the rest free), and of them the first b run the next forward. The KV cache
     holds one row per row, so moving rows moves them all together."""
-    PER_ROW = ('job', 'rid', 'key', 'w', 'pos', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran', 'wait', 'live',
-               'nxt', 'prev', 'logits', 'h_prev', 'samp', 'acc', 'acc_n', 'least_lp', 'least_h', 'fsum', 'fring')
+    PER_ROW = ('job', 'rid', 'key', 'slot', 'plen', 'w', 'pos', 'toks', 'ring', 'ring_pos', 'count', 'ln', 'bnd', 'ran',
+               'wait', 'live', 'nxt', 'prev', 'logits', 'h_prev', 'samp', 'acc', 'acc_n', 'least_lp', 'least_h', 'fsum',
+               'fring')
 
     def __init__(self, **tensors):
         self.__dict__.update(tensors)
@@ -204,23 +224,36 @@ class _Rows:
         move_rows(self.cache, src, dst)
 
 
-def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static):
+def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, common=0):
     """B free rows: their KV cache of capacity cap (the longest prompt and max_new_tokens T) and every per-row
     tensor (feats: keep each step's features for a step-feature verifier that steers; whole: attention reads the
-    whole capacity; static: rows never move, every row runs every step: the compiled step's fixed shapes)."""
+    whole capacity once the written columns pass this share of it, else those; static: rows never move, every row
+    runs every step: the compiled step's fixed shapes; slots:
+    the prompts' keys and values sit once per prompt in a store of that many slots (the `common` leading tokens every
+    prompt shares prefilled once), read by decode_attention, and a row's own buffer holds T + 1 columns; else every
+    row holds its prompt's copy)."""
     device = next(model.parameters()).device
-    cache, shared = row_cache(model, B, cap)
+    if slots:  # a row runs its prompt's last token, then its own (the last: for its state)
+        cache, shared = row_cache(model, B, T + 1, slots, cap - T - 1)
+        cap = T + 1
+    else:
+        cache, shared = row_cache(model, B, cap)
     S = max_steps or 64
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
     return _Rows(
         cache=cache, shared=shared, cap=cap, whole=whole, static=static, dtype=next(model.parameters()).dtype, T=T,
         kv={},  # prompt index -> (its prefill cache, its row there): kept until every candidate of it has started
+        # (without a prompt store)
+        free=list(range(slots)) if slots else None,  # the prompt store's free slots (a heap: the lowest first)
+        common=common, prefix=None,  # the prompts' shared leading tokens and their prefill (with a prompt store)
         # host ints: rows in use, rows holding a candidate, rows the next forward runs, the largest write column
         m=0, n_live=0, b=0, wmax=0,
         job=z(B), rid=z(B),  # each row's prompt index and row id within it (its sample; search: its lineage row)
+        slot=z(B), plen=z(B),  # its prompt's slot in the prompt store and that prompt's columns there
         key=z(B),  # its candidate_key: what its draws come from
         w=z(B), pos=z(B),  # the cache column and the position id of the token it feeds next
-        logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], device=device),
+        logits=torch.zeros(B, model.get_output_embeddings().weight.shape[0], dtype=next(model.parameters()).dtype,
+                           device=device),  # the model's dtype: vocab_stats converts what it reads
         toks=z(B, T + 1),  # column T: scratch for rows that draw nothing
         stats=torch.zeros(3, B, T + 1, device=device),  # log-prob, entropy, confidence
         ring=z(B, S + 1, D * len(kinds), dtype=torch.float16),  # the last S kept states, the kinds side by side
@@ -247,10 +280,11 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static):
 
 def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
     """Free rows take waiting candidates (queue: prompt indices, in order): a prompt's candidates one by one, a steered
-    prompt's n at once (with its steerer; where = (layers, D, kinds, device)). Prompts not yet in s.kv are prefilled
-    together (all but their last token: prefill), their keys and values copied into each of their rows, and the last
-    token is what a row feeds first. Then the rows in use are made contiguous, [0, m): the last ones move into the
-    slots left free (the compiled step's rows never move)."""
+    prompt's n at once (with its steerer; where = (layers, D, kinds, device)). Prompts not yet in s.kv (with a
+    prompt store: without a slot) are prefilled together (all but their last token: prefill), their keys and values
+    copied into each of their rows (into their slot), and the last token is what a row feeds first. Then the rows in
+    use are made contiguous, [0, m): the last ones move into the slots left free (the compiled step's rows never
+    move)."""
     slots = (~s.live[:s.m]).nonzero().squeeze(1).tolist() + list(range(s.m, len(s.live)))
     new = []  # (row, prompt, row id)
     while queue:
@@ -268,27 +302,44 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
             queue.popleft()
     if new:
         dev = s.live.device
-        need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
-        if need:
-            pre = prefill(model, [ids[i][:-1] for i in need])
-            s.kv.update({i: (pre, x) for x, i in enumerate(need)})
         rows, prompts, rids = zip(*new)
-        for r, p in zip(rows, prompts):
-            if p in s.kv:
-                put_prompts(s.cache, [r], s.kv[p][0], [s.kv[p][1]], [len(ids[p]) - 1])
-        for p in set(prompts):
-            if not jobs[p]['todo']:
-                s.kv.pop(p, None)  # every candidate of p started: its prefill can go
         r = torch.tensor(rows, device=dev)
+        C = s.common
+        if s.free is not None:  # a prompt store: each prompt's keys and values go once into a slot of their own,
+            if C and s.prefix is None:  # after the shared prefix's, prefilled once and put in every slot
+                s.prefix = prefill(model, [ids[prompts[0]][:C]])
+                put_prompts(s.cache, None, s.prefix, None, None)
+            fresh = list(dict.fromkeys(p for p in prompts if 'slot' not in jobs[p]))
+            for p in fresh:
+                jobs[p]['slot'] = heapq.heappop(s.free)
+            fill = [p for p in fresh if len(ids[p]) > C + 1]
+            if fill:
+                put_prompts(s.cache, [jobs[p]['slot'] for p in fill],
+                            prefill(model, [ids[p][C:-1] for p in fill], s.prefix), range(len(fill)),
+                            [len(ids[p]) - 1 - C for p in fill], at=C)
+            s.slot[r] = torch.tensor([jobs[p]['slot'] for p in prompts], device=dev)
+        else:
+            need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
+            if need:
+                pre = prefill(model, [ids[i][:-1] for i in need])
+                s.kv.update({i: (pre, x) for x, i in enumerate(need)})
+            for row, p in zip(rows, prompts):
+                if p in s.kv:
+                    put_prompts(s.cache, [row], s.kv[p][0], [s.kv[p][1]], [len(ids[p]) - 1])
+            for p in set(prompts):
+                if not jobs[p]['todo']:
+                    s.kv.pop(p, None)  # every candidate of p started: its prefill can go
         at = torch.tensor([len(ids[p]) - 1 for p in prompts], device=dev)
-        s.job[r], s.rid[r], s.w[r], s.pos[r] = torch.tensor(prompts, device=dev), torch.tensor(rids, device=dev), at, at
+        s.job[r], s.rid[r] = torch.tensor(prompts, device=dev), torch.tensor(rids, device=dev)
+        s.pos[r], s.plen[r] = at, at
+        s.w[r] = 0 if s.free is not None else at  # with a prompt store a row's own columns start at 0
         s.nxt[r] = torch.tensor([ids[p][-1] for p in prompts], device=dev)
         s.key[r] = torch.tensor([candidate_key(seed, keys[p], q) for p, q in zip(prompts, rids)], device=dev)
         for k in ('ln', 'count', 'bnd', 'ran', 'acc_n', 'acc', 'least_h', 'fsum'):
             getattr(s, k)[r] = 0
         s.least_lp[r], s.wait[r], s.live[r] = float('inf'), False, True
         s.m, s.n_live = max(s.m, max(rows) + 1), s.n_live + len(new)
-        s.wmax = max(s.wmax, int(at.max()))
+        s.wmax = max(s.wmax, int(s.w[r].max()))
     if s.static:
         s.m = s.b = len(s.live)
         return
@@ -303,11 +354,17 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
 def _feed(s, step):
     """Run the first b rows' tokens through the model, each at its own cache column and position; a row's mask lets
     it attend to its own columns only. The compiled step runs every row (an idle one at its last column)."""
-    b, n = s.b, (s.cap if s.whole else min(s.wmax + 1, s.cap))  # wmax: an upper bound, rows that end included
+    b, n = s.b, min(s.wmax + 1, s.cap)  # wmax: an upper bound, rows that end included
+    n = s.cap if n > s.whole * s.cap else n
     fed = s.live[:b] & ~s.wait[:b] if s.static else None
     s.shared['at'][:b] = s.w[:b].clamp(max=s.cap - 1)
     s.shared['n'] = n
-    mask = (torch.arange(n, device=s.w.device)[None] <= s.w[:b, None])[:, None, None]  # [b, 1, 1, n]
+    mask = torch.arange(n, device=s.w.device)[None] <= s.w[:b, None]  # [b, n]
+    if s.free is not None:  # the prompt's columns in the store first, as a float32 bias (decode_attention's)
+        mask = torch.cat([torch.arange(s.shared['prompt'], device=s.w.device)[None] < s.plen[:b, None], mask], 1)
+        mask = torch.zeros(mask.shape, device=mask.device).masked_fill_(~mask, torch.finfo().min)
+        s.shared['group'] = prompt_groups(s.slot[:b])
+    mask = mask[:, None, None]  # [b, 1, 1, columns]
     logits, h = step(s.nxt[:b], mask, s.pos[:b])
     s.logits[:b], s.h_prev[:b], s.prev[:b] = logits, h, s.nxt[:b]
     inc = 1 if fed is None else fed.long()
@@ -345,7 +402,7 @@ def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
     if temperature <= 0:
         new = ids[:, 0]
     elif top_p >= 1.0:
-        new = draw(torch.softmax(logits / temperature, dim=-1), None, u)
+        new = draw(torch.softmax(logits.float() / temperature, dim=-1), None, u)
     else:
         w, short = nucleus(vals[:, :k], zt, temperature, top_p)
         new = draw(w, ids[:, :k], u)
@@ -361,12 +418,12 @@ def _next_tokens(s, temperature, top_p, eos, table, count_kept, conf_topk):
         raise nonfinite(s.dtype, f'decoding token {int(ln.max())}')
     if any_short:  # rare: a nucleus wider than the prefilter; those rows draw from the full sort
         r = (short & samp).nonzero().squeeze(1)
-        s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r] / temperature, dim=-1), top_p), u[r])
+        s.nxt[r] = draw(*full_nucleus(torch.softmax(logits[r].float() / temperature, dim=-1), top_p), u[r])
         done, keep = _outcome(s, at_max, eos, table)
         any_done, any_keep, n_kept = torch.stack([done.any().long(), keep.any().long(),
                                                   (count + keep).max()]).tolist()
     nxt = s.nxt[:m]
-    stats = (logits.gather(1, nxt[:, None])[:, 0] - logz, ent, logz - vals[:, :conf_topk].mean(-1))
+    stats = (logits.gather(1, nxt[:, None])[:, 0].float() - logz, ent, logz - vals[:, :conf_topk].mean(-1))
     return done, keep, at_max, col, any_done, any_keep, n_kept, stats
 
 

@@ -2,9 +2,10 @@
 The generator: the frozen causal LM extract.py samples from (and label.py's judge), loaded from the embedded
 SmolLM2 GGUF, a .gguf file, a folder or a hub id; and the machinery that makes its one-token decoding step cost
 what the model costs: the top-p sampler (a top-64 prefilter, an exact fall back to the full sort, one uniform
-per row and step), the KV cache preallocated once (rows copied for search), and SDPA's arithmetic as two
-matmuls at one query on CPU. capture.py's loop (sample_with_capture) is built on these; the method (what a step
-is, which states are kept, steering) lives there. What a batch of it allocates: machine.py.
+per row and step), the KV cache preallocated once (rows copied for search; on CPU each prompt's keys and values
+held once, for all its rows), and SDPA's arithmetic as batched matmuls at one query on CPU. capture.py's loop
+(sample_with_capture) is built on these; the method (what a step is, which states are kept, steering) lives there.
+What a batch of it allocates: machine.py.
 """
 import os
 import time
@@ -332,6 +333,8 @@ def hidden_selection(model, layers):
 TOPK_PREFILTER = 64  # nucleus candidates examined first; the full-vocabulary sort runs only for rows whose top-64 mass
                      # is short of top_p
 TOP_CHUNK = 64  # top_logits: the vocabulary is scanned in chunks of this many logits
+VOCAB_BYTES = 2 ** 21  # vocab_stats on CPU: rows of float32 logits a chunk, so that a chunk's passes stay in cache
+LOG2E, LN2 = 1.4426950408889634, 0.6931471805599453
 
 
 def top_logits(logits, k, chunk=TOP_CHUNK):
@@ -355,18 +358,30 @@ def top_logits(logits, k, chunk=TOP_CHUNK):
 
 
 def vocab_stats(logits, k, temperature=1.0):
-    """What sampling and the per-token statistics need from float32 logits [..., V], in few passes over the
-    vocabulary (with bfloat16 weights on CPU these passes, not the model, bounded a decoding step): the k largest
-    logits and their ids, log Z (the untempered log-normaliser), the untempered entropy, the tempered normaliser
-    z_t = sum exp((l - max) / temperature) (None when temperature <= 0: greedy), and whether the row's logits are all
-    finite (an inf or nan makes sum e (l - max) nan). -> (vals, ids, logz, entropy, z_t, finite)"""
+    """What sampling and the per-token statistics need from logits [..., V] (any float dtype; the arithmetic in
+    float32), in few passes over the vocabulary: the k largest logits and their ids, log Z (the untempered
+    log-normaliser), the untempered entropy, the tempered normaliser z_t = sum exp((l - max) / temperature) (None
+    when temperature <= 0: greedy), and whether the row's logits are all finite (an inf or nan makes sum e (l - max)
+    nan). On CPU the rows go in chunks of VOCAB_BYTES, each converted to float32 and passed over while it is in
+    cache (3x faster than whole passes over SmolLM2's 512 x 49,152 on an AMD EPYC).
+    -> (vals [..., k] float32, ids, logz, entropy, z_t, finite)"""
+    *lead, V = logits.shape
+    x = logits.reshape(-1, V)
+    step = len(x) if x.is_cuda else max(1, VOCAB_BYTES // (4 * V))
+    parts = zip(*(_vocab_stats(x[i:i + step].float(), k, temperature) for i in range(0, len(x), step)))
+    return tuple(None if p[0] is None else torch.cat(p).view(*lead, *p[0].shape[1:]) for p in parts)
+
+
+def _vocab_stats(logits, k, temperature):
+    """vocab_stats on float32 logits [rows, V]. Its exponentials are powers of 2 (e^x = 2^(x log2 e)): torch's CPU
+    exp2 runs about 10x its exp (torch 2.13, AVX-512), and the sums agree to float32 rounding."""
     vals, ids = top_logits(logits, k)
     m = vals[..., :1]
-    x = logits - m
-    e = x.exp()
+    x = (logits - m).mul_(LOG2E)  # (l - max) log2 e
+    e = x.exp2()
     z = e.sum(-1)
-    s1 = torch.linalg.vecdot(e, x)  # sum_v e_v (l_v - max): the entropy's term, and nan where a logit is not finite
-    zt = None if temperature <= 0 else z if temperature == 1 else x.mul_(1 / temperature).exp_().sum(-1)
+    s1 = torch.linalg.vecdot(e, x) * LN2  # sum_v e_v (l_v - max): the entropy's term, and nan where a logit is not
+    zt = None if temperature <= 0 else z if temperature == 1 else x.mul_(1 / temperature).exp2_().sum(-1)  # finite
     return vals, ids, m[..., 0] + z.log(), z.log() - s1 / z, zt, torch.isfinite(s1)
 
 
@@ -435,9 +450,8 @@ def token_stats(logits, tokens, conf_topk=20):
     """Of the untempered distribution at each position (logits [..., V], tokens [...]): the chosen token's
     log-prob, the entropy, and the DeepConf token confidence = minus the mean log-prob of the conf_topk
     most likely tokens. All float32 [...]. The sampler computes the same from the same vocab_stats."""
-    logits = logits.float()
     vals, _, logz, ent, _, _ = vocab_stats(logits, conf_topk)
-    return logits.gather(-1, tokens[..., None]).squeeze(-1) - logz, ent, logz - vals[..., :conf_topk].mean(-1)
+    return logits.gather(-1, tokens[..., None]).squeeze(-1).float() - logz, ent, logz - vals[..., :conf_topk].mean(-1)
 
 # -----------------------------------------------------------------------------
 # the decoding cache and attention
@@ -448,13 +462,19 @@ class RowLayer(DynamicLayer):
     each row at its own length: a row writes its new token at its own column (shared['at']), so it can start over
     with another prompt while the others decode (continuous batching), and a copy of a row (search) is its buffer
     row. The attention reads each row's first shared['n'] columns, masked past the row's own length; zeros at
-    allocation, so a masked column's 0 weight times its value stays 0. whole (shared['n'] = capacity): torch's CPU bmm
-    copies a strided bfloat16 operand before it multiplies, and a slice of the buffer is strided."""
+    allocation, so a masked column's 0 weight times its value stays 0. A slice of the buffer is strided, which torch's
+    CPU bmm runs slowly in bfloat16: decode_attention copies it, or the loop reads the whole (shared['n'] = capacity).
 
-    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared):
+    A prompt store (decode_attention's path, slots > 0): the prompts' keys and values sit once per prompt in `slots`
+    slots ([slots, kv heads, prompt, head_dim]), shared by that prompt's rows, and a row's own buffer holds only the
+    tokens it ran itself: its prompt's last token, then its own."""
+
+    def __init__(self, rows, heads, capacity, head_dim, dtype, device, shared, slots=0, prompt=0):
         super().__init__()
         self.kb = torch.zeros(rows, heads, capacity, head_dim, dtype=dtype, device=device)
         self.vb = torch.zeros_like(self.kb)
+        self.pk = torch.zeros(slots, heads, prompt, head_dim, dtype=dtype, device=device) if slots else None
+        self.pv = torch.zeros_like(self.pk) if slots else None
         self.shared, self.dtype, self.device, self.is_initialized = shared, dtype, device, True
         self.keys, self.values = self.kb, self.vb
 
@@ -466,13 +486,15 @@ class RowLayer(DynamicLayer):
         return self.kb[:b, :, :n], self.vb[:b, :, :n]
 
     def get_seq_length(self):
-        return self.shared['n'] - 1
+        return self.shared['prompt'] + self.shared['n'] - 1
 
 
-def row_cache(model, rows, capacity):
+def row_cache(model, rows, capacity, slots=0, prompt=0):
     """The decoding cache (a DynamicCache of RowLayers) and the dict its layers share: 'at', the write column of each
-    running row ([rows], set in place before a forward), 'n' (the columns attention reads) and 'rows' (0..rows-1).
-    Every layer must attend over the whole past (no sliding windows)."""
+    running row ([rows], set in place before a forward), 'n' (the columns attention reads), 'rows' (0..rows-1),
+    'slots' and 'prompt' (the prompt store's slots and each one's columns: 0 = no store) and 'layers'. With a prompt
+    store the caller sets shared['group'] before each forward (prompt_groups). Every layer must attend over the
+    whole past (no sliding windows)."""
     from transformers import DynamicCache
     c = model.config
     kinds = set(getattr(c, 'layer_types', None) or ['full_attention'])
@@ -482,11 +504,21 @@ def row_cache(model, rows, capacity):
     p = next(model.parameters())
     kv = getattr(c, 'num_key_value_heads', None) or c.num_attention_heads
     shared = {'at': torch.zeros(rows, dtype=torch.long, device=p.device), 'n': capacity,
-              'rows': torch.arange(rows, device=p.device)}
+              'rows': torch.arange(rows, device=p.device), 'slots': slots, 'prompt': prompt}
     cache = DynamicCache()
-    cache.layers = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared)
-                    for _ in range(c.num_hidden_layers)]
+    cache.layers = shared['layers'] = [RowLayer(rows, kv, capacity, head_dim(c), p.dtype, p.device, shared, slots,
+                                                prompt) for _ in range(c.num_hidden_layers)]
     return cache, shared
+
+
+def prompt_groups(slot):
+    """What decode_attention needs to run the rows of each prompt together against their prompt's keys: (slot [b],
+    rank [b]: the row's place among its slot's rows, slots: the largest slot + 1, per: the most rows of one slot)."""
+    counts = torch.bincount(slot)
+    order = torch.argsort(slot, stable=True)
+    rank = torch.empty_like(slot)
+    rank[order] = torch.arange(len(slot), device=slot.device) - (counts.cumsum(0) - counts)[slot[order]]
+    return slot, rank, len(counts), int(counts.max())
 
 
 def move_rows(cache, src, dst):
@@ -495,41 +527,71 @@ def move_rows(cache, src, dst):
         layer.kb[dst], layer.vb[dst] = layer.kb[src], layer.vb[src]
 
 
-def put_prompts(cache, rows, prefill, index, lengths):
-    """Cache rows `rows` take the prompts of a left-padded prefill's DynamicCache (rows `index` of it, `lengths` tokens
-    each, right-aligned there) at columns 0..length-1."""
+def put_prompts(cache, rows, prefill, index, lengths, at=0):
+    """Cache rows `rows` (with a prompt store: its slots) take the prompts of a left-padded prefill's DynamicCache
+    (rows `index` of it, `lengths` tokens each, right-aligned there) at columns at..at+length-1; a one-row prefill
+    (index None) goes to every slot of the store."""
     for layer, src in zip(cache.layers, prefill.layers):
         L = src.keys.shape[2]
+        k, v = (layer.kb, layer.vb) if layer.pk is None else (layer.pk, layer.pv)
+        if index is None:
+            k[:, :, at:at + L], v[:, :, at:at + L] = src.keys, src.values
+            continue
         for r, i, n in zip(rows, index, lengths):
             if n:
-                layer.kb[r, :, :n] = src.keys[i, :, L - n:]
-                layer.vb[r, :, :n] = src.values[i, :, L - n:]
+                k[r, :, at:at + n] = src.keys[i, :, L - n:]
+                v[r, :, at:at + n] = src.values[i, :, L - n:]
 
 
-def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """SDPA for one new token per row (CPU decoding), as two batched matmuls: the query heads grouped by their
-    key/value head ([B, kv heads, group, head_dim]), scores masked where the mask says False, softmax, then the
-    values. The same arithmetic as SDPA without its CPU flash kernel's per-block work, which costs more than
-    the matmuls at one query (bench.py --only=extract). Anything else goes to SDPA."""
+def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, row_cache=None,
+                     **kwargs):
+    """SDPA for one new token per row (CPU decoding), as batched matmuls: the query heads grouped by their key/value
+    head ([B, kv heads, group, head_dim]), scores masked where a boolean mask says False (or plus a float mask, as
+    SDPA adds one), softmax in float32, then the values. With a prompt store (row_cache: row_cache's shared dict), the
+    rows of each prompt run as one matmul against its keys (prompt_groups), then each row against its own columns;
+    the mask covers the prompt's columns, then the row's. The same arithmetic as SDPA without its CPU flash kernel's
+    per-block work, which costs more than the matmuls at one query (bench.py --only=extract). Anything else goes to
+    SDPA."""
     B, H, q_len, hd = query.shape
-    G = key.shape[1]
-    if q_len != 1 or dropout or kwargs.get('softcap') or (attention_mask is not None
-                                                          and attention_mask.dtype != torch.bool):
+    G, g = key.shape[1], H // key.shape[1]
+    if q_len != 1 or dropout or kwargs.get('softcap'):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    s = torch.matmul(query.view(B, G, H // G, hd), key.transpose(-1, -2))
-    s.mul_(hd ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:  # [B, 1, 1, n], True = attend (the loop's per-row mask: a row always attends to
-        s.masked_fill_(~attention_mask, torch.finfo(s.dtype).min)  # its own token)
-    return torch.matmul(s.softmax(-1), value).reshape(B, 1, H * hd), None
+    q = query.view(B, G, g, hd)
+    if key.dtype != torch.float32 and not key.is_contiguous():  # the columns a row buffer's slice reads, copied: a
+        key, value = key.contiguous(), value.contiguous()  # strided bfloat16 operand runs torch's slow bmm on CPU
+    s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
+    P = row_cache['prompt'] if row_cache and row_cache['slots'] else 0
+    if P:
+        pk, pv = row_cache['layers'][module.layer_idx].pk, row_cache['layers'][module.layer_idx].pv
+        slot, rank, slots, per = row_cache['group']
+        qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
+        qg[slot, :, rank] = q
+        sp = torch.matmul(qg.view(slots, G, per * g, hd), pk[:slots].transpose(-1, -2))
+        s = torch.cat([sp.view(slots, G, per, g, P)[slot, :, rank], s], -1)
+    scale = hd ** -0.5 if scaling is None else scaling
+    if attention_mask is None:
+        s = s.float().mul_(scale)
+    else:  # [B, 1, 1, n]: the loop's per-row mask (a row always attends to its own token), as a float32 bias
+        bias = attention_mask if attention_mask.dtype != torch.bool else torch.zeros(
+            attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
+        s = torch.add(bias, s, alpha=scale)  # float32: scaled and masked in one pass
+    p = s.softmax(-1).to(value.dtype)
+    out = torch.matmul(p[..., P:], value)
+    if P:
+        pg = p.new_zeros(slots, G, per, g, P)
+        pg[slot, :, rank] = p[..., :P]
+        out += torch.matmul(pg.view(slots, G, per * g, P), pv[:slots]).view(slots, G, per, g, hd)[slot, :, rank]
+    return out.reshape(B, 1, H * hd), None
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)
 
 
-def prefill(model, seqs):
+def prefill(model, seqs, past=None):
     """One forward over token sequences (left-padded) through the model's body: their keys and values, a
-    DynamicCache whose row i holds seqs[i] right-aligned."""
+    DynamicCache whose row i holds seqs[i] right-aligned. past: a one-row prefill of tokens every sequence follows
+    (a common prefix), its columns first in every row."""
     from transformers import DynamicCache
     device = next(model.parameters()).device
     L = max(map(len, seqs))
@@ -538,27 +600,31 @@ def prefill(model, seqs):
     for i, q in enumerate(seqs):
         if q:
             x[i, L - len(q):], mask[i, L - len(q):] = torch.tensor(q, device=device), 1
-    cache = DynamicCache()
-    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+    cache, C = DynamicCache(), past.get_seq_length() if past is not None else 0
+    if C:
+        for i, layer in enumerate(past.layers):
+            cache.update(layer.keys.expand(len(seqs), -1, -1, -1), layer.values.expand(len(seqs), -1, -1, -1), i)
+        mask = torch.cat([mask.new_ones(len(seqs), C), mask], 1)
+    model.base_model(input_ids=x, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0)[:, C:],
                      past_key_values=cache, use_cache=True)
     return cache
 
 
 def decode_step(model, cache, layers, static, fast=False):
-    """The decoding forward, one token per row: (logits [rows, V], the layers' states [rows, D]); compiled with
-    static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query on CPU),
-    the model's attention restored after each call (the prefills between them run SDPA)."""
+    """The decoding forward, one token per row: (logits [rows, V] in the model's dtype, the layers' states [rows, D]);
+    compiled with static=True (CUDA graphs on GPU); fast: through decode_sdpa (SDPA's arithmetic, faster at one query
+    on CPU), the model's attention restored after each call (the prefills between them run SDPA)."""
     sel = hidden_selection(model, layers)
 
-    def forward(ids, mask, pos):
+    def forward(ids, mask, pos, **extra):
         o = model(input_ids=ids[:, None], attention_mask=mask, position_ids=pos[:, None], past_key_values=cache,
-                  use_cache=True, output_hidden_states=sel)
-        return o.logits[:, -1].float(), torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
+                  use_cache=True, output_hidden_states=sel, **extra)
+        return o.logits[:, -1], torch.cat([o.hidden_states[l][:, -1] for l in layers], dim=-1)
 
     def fast_forward(ids, mask, pos):
         attn, model.config._attn_implementation = model.config._attn_implementation, 'decode_sdpa'
         try:
-            return forward(ids, mask, pos)
+            return forward(ids, mask, pos, row_cache=cache.layers[0].shared)
         finally:
             model.config._attn_implementation = attn
     if not static:

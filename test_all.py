@@ -1964,8 +1964,9 @@ def test_draw_is_inverse_cdf_of_the_weights():
 
 
 def test_decode_attention_equals_sdpa():
-    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask) computes
-    what SDPA computes, hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
+    """The CPU decoding attention (one query per row, grouped query heads, HF's boolean padding mask or a float bias)
+    computes what SDPA computes, with a prompt store too (rows of one prompt read its columns together, then their
+    own), hands every other case to SDPA, and is switched on only while sample_with_capture decodes."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     g = torch.Generator().manual_seed(0)
     B, H, G, hd, n = 5, 6, 2, 16, 37
@@ -1980,6 +1981,23 @@ def test_decode_attention_equals_sdpa():
         q = torch.randn(B, H, q_len, hd, generator=g)
         ref = sdpa_attention_forward(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
         out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3)[0].reshape(B, q_len, -1)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    # with a prompt store: rows 0, 2, 4 read slot 2's prompt, row 1 slot 0's, row 3 slot 1's (prompts of 11, 9 and 4
+    # columns in a store of 11), each then its own columns: SDPA over the prompt's and the row's own columns, the mask
+    # boolean or a float bias
+    P, slot, plen = 11, torch.tensor([2, 0, 2, 1, 2]), torch.tensor([11, 9, 11, 4, 11])
+    pk, pv = torch.randn(2, 3, G, P, hd, generator=g)
+    shared = {'slots': 3, 'prompt': P, 'layers': [type('Layer', (), {'pk': pk, 'pv': pv})],
+              'group': generator.prompt_groups(slot)}
+    assert shared['group'][1].tolist() == [0, 0, 1, 0, 2] and shared['group'][2:] == (3, 3)
+    own = torch.arange(n)[None] <= torch.tensor([0, 5, 36, 20, 1])[:, None]  # each row's own columns so far
+    mask = torch.cat([torch.arange(P)[None] < plen[:, None], own], 1)[:, None, None]
+    q = torch.randn(B, H, 1, hd, generator=g)
+    Attn.layer_idx = 0
+    ref = sdpa_attention_forward(Attn, q, torch.cat([pk[slot], k], 2), torch.cat([pv[slot], v], 2), mask,
+                                 scaling=0.3)[0].reshape(B, 1, -1)
+    for m in (mask, torch.zeros(mask.shape).masked_fill_(~mask, torch.finfo().min)):
+        out = generator.decode_attention(Attn, q, k, v, m, scaling=0.3, row_cache=shared)[0]
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
     tok = tiny_tokenizer()
     model = tiny_model('llama', len(tok))
@@ -2251,6 +2269,11 @@ def test_capture_equals_teacher_forcing_tiny(kind):
         assert torch.equal(a['states'], b['states']) and torch.equal(a['token_ids'], b['token_ids'])
     # unbatched: one prompt, one sample
     _check_against_teacher_forcing(model, tok, prompts[1:], 1, [-1], max_new_tokens=48, batched_reencode=False)
+    # prompts that share their first tokens (a chat template, a system prompt): the shared prefix is prefilled and
+    # read once for all rows (on CPU), each prompt's rest once for its rows; one of them is the prefix and one token
+    shared = ['Solve it.\nStep 1: 2 + 3 = 5.\n' + p for p in prompts + ['S']]
+    assert capture.common_prefix([tok(p, add_special_tokens=False).input_ids for p in shared]) > 10
+    _check_against_teacher_forcing(model, tok, shared, 2, [-1, 1], max_new_tokens=24, temperature=0.7, top_p=0.9)
 
 
 def test_capture_equals_teacher_forcing_bfloat16():

@@ -4,6 +4,8 @@ Speed and memory, measured side by side in one run and printed as tables (never 
     python -m studies.bench                 # every section
     python -m studies.bench --only=extract  # or: generate, dtype, alloc, int8, quality, train, procs, search, sample,
                                             # memory, tables, gpu, gpu_cell, gpu_refill
+    python -m studies.bench --only=extract --before=96203bd --dtype=bfloat16,float32 --repeats=2  # the loop of a
+                        # commit beside this tree's (default: where this branch left main), in each dtype, 2 turns
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
     python -m studies.bench --only=tables --dirs=out/demo/pools  # tables.py's table from pools (none: drawn ones)
@@ -113,17 +115,18 @@ def model_matmul_rate(rows=32, d=576, inter=1536, q=576, kv=192, layers=30, voca
     return rate(ws), rate(cached + ws[-1:])
 
 # -----------------------------------------------------------------------------
-# continuous batching (issue 67): the fixed-batch loop of TODAY (run from git, beside this tree's) against this tree's
-# continuous loop, on the main job's workload and on GSM8K with the embedded Qwen; each against the floor its matmuls
-# set at full rows
+# the extraction loop, before and after (issues 67, 75, 77): the loop of a commit (--before; run from its `git
+# archive`) beside this tree's, on the main job's workload and on GSM8K with the embedded Qwen, each against the
+# floor its matmuls set at full rows, with the candidates' accuracy and length beside (the same sampling settings
+# draw from the same distribution: a change to the loop's arithmetic moves them only within noise)
 
-TODAY = '96203bd'  # the last commit before continuous batching
 WORKLOADS = {  # name: (model, dataset, problems, samples, max_new_tokens, temperature, top_p, rows)
     'main job: SmolLM2, synth': ('smollm2', 'synth', 128, 8, 64, 0.8, 0.95, 512),
     'GSM8K: Qwen2.5 0.5B': ('qwen05', 'gsm8k', 24, 8, 512, 0.7, 0.9, 64)}
-BATCHING_DRIVER = """
-import json, sys, time, torch
+LOOP_DRIVER = """
+import json, resource, sys, time, torch
 import capture as X, generator as G, tasks
+from grading import grade
 folder, dtype, dataset, n_prob, n, T, temp, top_p, rows, data = json.loads(sys.argv[1])
 torch.set_num_threads(1)
 model, tok = G.load_generator(folder, dtype=dtype)
@@ -134,53 +137,110 @@ counts = []  # the rows of every decoding forward
 model.register_forward_pre_hook(lambda m, a, kw: counts.append(kw['input_ids'].shape[0])
                                 if kw['input_ids'].shape[1] == 1 else None, with_kwargs=True)
 table = X.step_table(tok)
-t = time.perf_counter()
-if hasattr(X, 'problem_batches'):  # the fixed-batch loop: rows // n problems a batch, each run to its longest row
-    out = [c for b in X.problem_batches(probs, n, rows) for cs in X.sample_problems(model, tok, b, n, cfg, table)[1]
-           for c in cs]
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # user + system seconds
+t, c = time.perf_counter(), cpu()
+if hasattr(X, 'problem_batches'):  # a fixed-batch loop (96203bd): rows // n problems a batch, each to its longest row
+    out = [(p, c) for b in X.problem_batches(probs, n, rows)
+           for p, cs in zip(b, X.sample_problems(model, tok, b, n, cfg, table)[1]) for c in cs]
 else:
-    out = [c for _, _, cs in X.sample_problems(model, tok, probs, n, cfg, table) for c in cs]
-print(json.dumps({'seconds': time.perf_counter() - t, 'tokens': sum(len(c['token_ids']) for c in out),
-                  'rows': counts}))
+    out = [(p, c) for p, _, cs in X.sample_problems(model, tok, probs, n, cfg, table) for c in cs]
+t, c = time.perf_counter() - t, cpu() - c
+print(json.dumps({'seconds': t, 'cpu': c, 'tokens': sum(len(c['token_ids']) for _, c in out), 'rows': counts,
+                  'candidates': len(out),
+                  'correct': sum(grade(c['text'], p['gold'], dataset, finish=c['finish'])['correct'] for p, c in out)}))
 """
 
 
-def bench_batching(workloads=None):
-    """python -m studies.bench --only=extract: each workload sampled by TODAY's fixed-batch loop (a git archive of that
-    commit, run as it was) and by this tree's continuous loop, one thread each, in processes of their own, the same
-    model folder, dtype (auto: measured on this machine), prompts and sampling settings. Reports generated tokens per
-    second, the ratio to the full-row floor (the tokens at the rate this model's matmuls reach at the workload's rows,
-    generator.step_seconds: one decoding step's matmuls timed at full rows), and the share of decoding steps that ran
-    below half the rows."""
+def before_commit(before=None):
+    """The commit whose loop --only=extract runs as 'before': `before` (any name git knows), else where this branch
+    left main (git merge-base HEAD main), else HEAD (on main: the committed tree against the working tree). ->
+    (its short hash, how it was chosen)."""
+    git = lambda *a: subprocess.run(['git', *a], cwd=HERE, capture_output=True, text=True)  # noqa: E731
+    if before:
+        got = git('rev-parse', '--short', f'{before}^{{commit}}')
+        if got.returncode:
+            raise SystemExit(f"--before={before!r}: git knows no such commit here; fix: a commit hash, tag or branch "
+                             f"(git log --oneline), or leave --before out (where this branch left main)")
+        return got.stdout.strip(), f'--before={before}'
+    base, head = git('merge-base', 'HEAD', 'main'), git('rev-parse', '--short', 'HEAD').stdout.strip()
+    short = git('rev-parse', '--short', base.stdout.strip()).stdout.strip() if not base.returncode else head
+    return short, ('HEAD (this branch is main, or no main here)' if short == head else "where this branch left main")
+
+
+def step_floor(conf, rows, dtype, repeats=3):
+    """{r: seconds} one decoding step's matmuls take at r rows (generator.step_seconds: each shape timed with its
+    weight in cache), the fastest of `repeats` (others' work on these cores only slows a timing), for r = 1, 2, 4,
+    ... and `rows`."""
+    grid = sorted({1 << i for i in range(rows.bit_length())} | {rows})
+    return {r: min(generator.step_seconds(generator.matmul_shapes(conf), r, dtype) for _ in range(repeats))
+            for r in grid}
+
+
+def floor_at(floor, counts):
+    """Seconds the matmuls of decoding forwards of `counts` rows take at step_floor's rates, interpolated linearly
+    between its row counts."""
+    import bisect
+    r = sorted(floor)
+
+    def at(c):
+        i = min(max(bisect.bisect_left(r, c), 1), len(r) - 1)
+        a, b = r[i - 1], r[i]
+        return floor[a] if a == b else floor[a] + (floor[b] - floor[a]) * (c - a) / (b - a)
+    return sum(map(at, counts))
+
+
+def bench_loop(before=None, dtypes=None, repeats=1, workloads=None):
+    """python -m studies.bench --only=extract [--before=<commit>] [--dtype=bfloat16,float32] [--repeats=2]: each
+    workload sampled by the `before` commit's loop (before_commit; a git archive of it, run as it was) and by this
+    tree's, one thread each, in processes of their own, taking turns `repeats` times (the fastest counts), with the
+    same model folder, dtype (each of `dtypes`; None: auto's, measured on this machine), prompts and sampling
+    settings. Reports generated tokens per second, the ratio to the full-row floor (the tokens at the rate this
+    model's matmuls reach at the workload's rows: step_floor) and to the floor at the rows each decoding forward ran
+    (floor_at: a stream's last candidates run in few rows, where a token's matmuls cost more), CPU seconds beside the
+    wall's (on shared cores the wall counts others' work too), this tree's speed over before's, per-sample accuracy
+    (grading.grade) and mean length, and the share of decoding steps that ran below half the rows."""
     import tempfile
-    old = tempfile.mkdtemp(prefix='hsrm_today_')
-    subprocess.run(f'git archive {TODAY} | tar -x -C {old}', shell=True, cwd=HERE, check=True)
+    commit, why = before_commit(before)
+    old = tempfile.mkdtemp(prefix=f'hsrm_{commit}_')
+    subprocess.run(f'git archive {commit} | tar -x -C {old}', shell=True, cwd=HERE, check=True)
     torch.set_num_threads(1)
     rows_out = []
     for name, (model, dataset, n_prob, n, new_tokens, temp, top_p, rows) in (workloads or WORKLOADS).items():
         folder = machine.local_model(model)
-        dtype = generator.resolve_dtype(model, 'auto', 'cpu', rows=rows)
         conf = generator.from_pretrained(__import__('transformers').AutoConfig, 'model', folder)
-        per_token = generator.step_seconds(generator.matmul_shapes(conf), rows, getattr(torch, dtype)) / rows
-        arg = json.dumps([folder, dtype, dataset, n_prob, n, new_tokens, temp, top_p, rows, DATA])
-        for loop, tree in ((f'fixed batches ({TODAY})', old), ('continuous', HERE)):
-            out = subprocess.run([sys.executable, '-c', BATCHING_DRIVER, arg], cwd=tree, capture_output=True, text=True,
-                                 env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': tree})
-            if out.returncode:
-                raise RuntimeError(out.stderr[-3000:])
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            floor = r['tokens'] * per_token
-            rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}",
-                             f"{r['seconds']:.0f}",
-                             f"{r['tokens'] / r['seconds']:.1f}", f"{r['seconds'] / floor:.2f}",
-                             f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%",
-                             f"{sum(r['rows']) / r['tokens']:.3f}"])
-    print(f"\nExtraction loops side by side ({machine.cpu_name()[0]}, one thread each, torch {torch.__version__}). "
-          "floor: the generated tokens at this model's matmul rate at the workload's full rows (generator.step_seconds"
-          "); rows < half: the share of decoding forwards that ran below half the rows; forwarded / token: rows "
-          "forwarded per generated token (the continuous loop also feeds each prompt's last token).")
-    table(rows_out, ['workload', 'dtype', 'problems x N', 'max_new', 'rows', 'loop', 'tokens', 's', 'tokens/s',
-                     'x floor', 'rows < half', 'forwarded / token'])
+        for dtype in [generator.resolve_dtype(model, d, 'cpu', rows=rows) for d in dtypes or ['auto']]:
+            floor = step_floor(conf, rows, getattr(torch, dtype))
+            arg = json.dumps([folder, dtype, dataset, n_prob, n, new_tokens, temp, top_p, rows, DATA])
+            runs = {}
+            for _ in range(repeats):
+                for loop, tree in ((f'before ({commit})', old), ('this tree', HERE)):
+                    out = subprocess.run([sys.executable, '-c', LOOP_DRIVER, arg], cwd=tree, capture_output=True,
+                                         text=True, env={**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': tree})
+                    if out.returncode:
+                        raise RuntimeError(out.stderr[-3000:])
+                    r = json.loads(out.stdout.strip().splitlines()[-1])
+                    if loop not in runs or r['seconds'] < runs[loop]['seconds']:
+                        runs[loop] = r
+            first = None
+            for loop, r in runs.items():
+                first = first or r
+                rows_out.append([name, dtype, f'{n_prob} x {n}', new_tokens, rows, loop, f"{r['tokens']:,}",
+                                 f"{r['seconds']:.1f}", f"{r['cpu']:.1f}", f"{r['tokens'] / r['seconds']:.1f}",
+                                 f"{r['seconds'] * rows / (r['tokens'] * floor[rows]):.2f}",
+                                 f"{r['seconds'] / floor_at(floor, r['rows']):.2f}",
+                                 f"{first['seconds'] / first['tokens'] / (r['seconds'] / r['tokens']):.2f}x",
+                                 f"{100 * r['correct'] / r['candidates']:.1f}", f"{r['tokens'] / r['candidates']:.1f}",
+                                 f"{100 * sum(x < rows / 2 for x in r['rows']) / len(r['rows']):.0f}%"])
+    print(f"\nExtraction loops side by side: before = {commit} ({why}), this tree = {HERE}; {machine.cpu_name()[0]}, "
+          f"one thread each, torch {torch.__version__}, fastest of {repeats}, load average {os.getloadavg()[0]:.1f} "
+          "(others' work on these cores slows the wall, less the CPU seconds). x floor: over the generated tokens at "
+          "this model's matmul rate at the workload's full rows (generator.step_seconds, fastest of 3); at its rows: "
+          "over every decoding forward's matmuls at the rows it ran; speed: tokens per second over before's; "
+          "accuracy: per-sample, grading.grade; rows < half: the share of decoding forwards that ran below half the "
+          "rows.")
+    table(rows_out, ['workload', 'dtype', 'problems x N', 'max_new', 'rows', 'loop', 'tokens', 's', 'CPU s',
+                     'tokens/s', 'x floor', 'x floor at its rows', 'speed', 'accuracy %', 'mean length',
+                     'rows < half'])
 
 
 # -----------------------------------------------------------------------------
@@ -1301,7 +1361,7 @@ if __name__ == '__main__':
                         profile=12 if '--profile' in sys.argv else None)
         sys.exit(0)
     known = {'only': True, 'device': True, 'profile': False, 'search_ckpt': True, 'ckpt': True, 'dirs': True,
-             'train_dir': True}
+             'train_dir': True, 'before': True, 'dtype': True, 'repeats': True}
     flag = read_flags(sys.argv[1:], known, 'python -m studies.bench').get  # an unknown flag: one line, no section
     only, device = flag('only'), flag('device')
     if device is not None:  # the other sections measure this CPU machine
@@ -1309,7 +1369,13 @@ if __name__ == '__main__':
         if only not in ('gpu', 'gpu_cell', 'gpu_refill'):
             raise SystemExit(f"--device={device!r} applies to --only=gpu; fix: --only=gpu --device={device}")
     prof = bool(flag('profile'))
-    sections = {'extract': bench_batching, 'generate': lambda: bench_extract(profile=prof),
+    dtypes, repeats = (flag('dtype') or 'auto').split(','), flag('repeats') or '1'
+    if not set(dtypes) <= {'auto', *generator.CPU_KEPT} or not repeats.isdigit() or int(repeats) < 1:
+        raise SystemExit(f"python -m studies.bench: --dtype={flag('dtype')!r} --repeats={repeats!r}; fix: --dtype= one "
+                         f"or more of auto,{','.join(generator.CPU_KEPT)} (comma-separated), --repeats= a whole number "
+                         "of at least 1")
+    sections = {'extract': lambda: bench_loop(flag('before'), dtypes, int(repeats)),
+                'generate': lambda: bench_extract(profile=prof),
                 'dtype': lambda: bench_dtype(profile=prof),
                 'train': lambda: bench_train(flag('train_dir')), 'procs': bench_procs,
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),

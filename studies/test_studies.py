@@ -1197,13 +1197,20 @@ def test_every_study_command_refuses_an_unknown_flag():
     got = _run_all(('-m', 'studies.bench', '--onyl=dtype'), ('-m', 'studies.bench', '--only=dtype', '--profile=1'),
                    ('-m', 'studies.bench_lab', '--prune_thresh=0.5'),
                    ('-m', 'studies.policy', 'extract.py', 'config/demo.py', '--onyl=3'),
-                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer')])
+                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer')],
+                   ('-m', 'studies.bench', '--only=extract', '--dtype=fp8', '--repeats=two'),
+                   ('-m', 'studies.bench', '--only=extract', '--before=no-such-commit'))
     assert got[:3] == [
         (1, "python -m studies.bench: unknown flag '--onyl=dtype'; fix: --only=dtype (its flags: --only=, --device=, "
-            "--profile, --search_ckpt=, --ckpt=, --dirs=, --train_dir=)"),
+            "--profile, --search_ckpt=, --ckpt=, --dirs=, --train_dir=, --before=, --dtype=, --repeats=)"),
         (1, "python -m studies.bench: '--profile=1' is a switch; fix: --profile"),
         (1, "python -m studies.bench_lab: unknown flag '--prune_thresh=0.5'; fix: --prune_threshold=0.5 (its flags: "
             "--only=, --prune_ckpt=, --prune_rule=, --prune_threshold=)")]
-    for rc, err in got[3:]:
+    for rc, err in got[3:-2]:
         assert rc == 1 and err.startswith("config error (command line): unknown key 'onyl'; known keys: ") and \
             '\n' not in err and 'argv' not in err, err
+    assert got[-2:] == [  # --only=extract's knobs (issue 77: the before side a knob), before any run
+        (1, "python -m studies.bench: --dtype='fp8' --repeats='two'; fix: --dtype= one or more of auto,float32,bfloat16 "
+            "(comma-separated), --repeats= a whole number of at least 1"),
+        (1, "--before='no-such-commit': git knows no such commit here; fix: a commit hash, tag or branch (git log "
+            "--oneline), or leave --before out (where this branch left main)")]
