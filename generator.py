@@ -88,8 +88,8 @@ def check_positions(limit, max_new_tokens, prompt_tokens=None):
                      f"--max_new_tokens={limit - prompt_tokens}")
 
 
-# CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, "bfloat16 against float32
-# on the main job"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype); the first
+# CPU weight dtypes whose samples are established to be as good as float32's (RESULTS.md, Speed,
+# "The dtype"): dtype='auto' takes the fastest of them on this machine, measured (measured_cpu_dtype); the first
 # is the reference the others are timed against
 CPU_KEPT = ('float32', 'bfloat16')
 # dtype='auto''s rule on CPU (measured_cpu_dtype), recorded in its cache: a cache made by another rule (or none named:

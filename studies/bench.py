@@ -532,7 +532,7 @@ def sample_quality(per_problem, ref, n_boot=2000, seed=0):
 def bench_quality(dirs=None):
     """Does a faster dtype keep the generator? Labelled extractions of the same problems with the same sampling
     (extract.py + label.py, one per dtype; the first is the reference): per-sample accuracy and pass@N, each with
-    its paired difference to the reference. RESULTS.md "bfloat16 against float32 on the main job" has the commands."""
+    its paired difference to the reference. RESULTS.md (Speed, "The dtype") has the commands."""
     from store import load_split
     dirs = dirs or ['out/dtype/float32/eval', 'out/demo/eval']
     if not all(os.path.isfile(os.path.join(d, 'labels.json')) for d in dirs):
@@ -797,8 +797,8 @@ SHOP_CKPT = os.path.join(HERE, 'out', 'words_shop', 'verifiers', 'hsrm_seed42', 
 
 def bench_search(ckpt=SHOP_CKPT, n_problems=16, n_samples=8, width=4, max_new_tokens=128):
     """SmolLM2 on 16 'shop' word problems (config/search_shop.py's, T=0.8, top-p 0.95), one thread: plain sampling
-    of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM (RESULTS.md's search paragraph: beam 0.92x and
-    DVTS 0.90x plain sampling's time per generated token). Seconds per generated token, the share of
+    of N = 8 vs beam search and DVTS (M = 4) steered by a trained HSRM (the search result at c75fdeb's RESULTS.md: beam
+    0.92x and DVTS 0.90x plain sampling's time per generated token). Seconds per generated token, the share of
     row-steps spent idle, the verifier's share of the time, and its FLOPs against the generator's."""
     import capture as X
     from store import load_checkpoint
@@ -899,8 +899,8 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
 
 
 def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128, 256)):
-    """RESULTS.md's 'Extraction on every core' table: candidates per second of one process with torch's threads, one
-    1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
+    """The 'Extraction on every core' table (RESULTS.md at 5472473): candidates per second of one process with
+    torch's threads, one 1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
     import tempfile
     from machine import cpu_cores
     cores = cpu_cores()
