@@ -900,7 +900,8 @@ def bench_sample(ckpt=None, n_questions=16, n=8, alone=4):
 
 def bench_procs(n_problems=64, n_samples=8, max_new_tokens=64, batches=(64, 128, 256)):
     """The 'Extraction on every core' table (RESULTS.md at 5472473): candidates per second of one process with
-    torch's threads, one 1-thread process, and extract.py's default (a pinned 1-thread process per core) at each batch size."""
+    torch's threads, one 1-thread process, and extract.py's default (a pinned 1-thread process per core) at each
+    batch size."""
     import tempfile
     from machine import cpu_cores
     cores = cpu_cores()
