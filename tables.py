@@ -3,11 +3,12 @@ The tables' machinery, shared by evaluate.py, the studies (studies/) and sample.
 checkpoints and validation splits; the free side (every free selector, and the reference chosen on validation);
 rows with their paired 95% intervals; formatting and plot helpers; the pools evaluate.py writes (every candidate
 with every score) and the table made from them alone (pool_table, render_table), a verifier shipped as one file
-(export_verifier), a selector of your own against the table (compare), a README's table checked against the pools
-(readme_table_mismatches). The best-of-N maths under it (pools, rules, votes, AUROC, bootstrap) is bestofn.py's;
-evaluate.py's notes, cost table and plots are evaluate.py's.
+(export_verifier), a selector of your own against the table (compare), where HSRM and majority vote pick differently
+(disagreements), a README's table checked against the pools (readme_table_mismatches). The best-of-N maths under it
+(pools, rules, votes, AUROC, bootstrap) is bestofn.py's; evaluate.py's notes, cost table and plots are evaluate.py's.
 
     python tables.py out/demo/pools     # the table evaluate.py wrote, from its pools alone, in seconds
+    python tables.py out/demo/pools --differ=3   # where HSRM and majority vote pick differently: 3 of each way
 """
 import glob
 import gzip
@@ -864,6 +865,65 @@ def compare(pools_dir, scores, name='Your selector', show=True):
     return out
 
 
+def last_lines(text, k=3, width=110):
+    """A candidate's last k non-empty lines joined by ' | ' (where its answer is worked out and stated), cut from the
+    left to width."""
+    line = ' | '.join([x.strip() for x in (text or '').splitlines() if x.strip()][-k:])
+    return line if len(line) <= width else '...' + line[len(line) - width + 3:]
+
+
+def disagreements(pools_dir, column=None):
+    """Where the shipped HSRM seed (column: another verifier column of the pools) and majority vote pick different
+    answers on the evaluation problems, counted on the problems where both picks are clean (one top score, one most
+    given answer; candidates tied at the top score with one answer, as equal texts are, are one pick; the table counts
+    ties as their mean): -> {'counts': {'hsrm right, vote wrong', 'vote right, hsrm wrong', 'other answers, both
+    wrong', 'the same answer', 'a tie'}, 'examples': {kind: [problem rows, sorted by sample]}, 'column'}. The examples
+    are the problems of the first two kinds, in pool order."""
+    rows, meta = read_pools(pools_dir)
+    if column is None:
+        if not meta.get('shipped'):
+            raise ValueError(f"pools_dir={pools_dir!r} ships no verifier (meta.json 'shipped'); fix: column=<a "
+                             "verifier column of its rows>")
+        column = os.path.basename(os.path.dirname(meta['shipped']['ckpt']))
+    counts = dict.fromkeys(('hsrm right, vote wrong', 'vote right, hsrm wrong', 'other answers, both wrong',
+                            'the same answer', 'a tie'), 0)
+    examples = {k: [] for k in list(counts)[:2]}
+    for rs in _problems(rows, ('eval',)):
+        if column not in rs[0]['verifiers']:
+            raise ValueError(f"column={column!r} is not a verifier column of {pools_dir}; fix: one of "
+                             f"{sorted(rs[0]['verifiers'])}")
+        sc = np.array([r['verifiers'][column] for r in rs])
+        votes = np.bincount([g for g in (r['answer_group'] for r in rs) if g >= 0], minlength=1)
+        top, most = np.flatnonzero(sc == sc.max()), np.flatnonzero(votes == votes.max())
+        if len({rs[i]['answer_group'] for i in top}) > 1 or len(most) > 1 or votes.max() == 0:
+            counts['a tie'] += 1
+            continue
+        pick, vote = rs[top[0]], next(r for r in rs if r['answer_group'] == most[0])
+        kind = ('the same answer' if pick['answer_group'] == most[0] else 'hsrm right, vote wrong' if pick['correct']
+                else 'vote right, hsrm wrong' if vote['correct'] else 'other answers, both wrong')
+        counts[kind] += 1
+        if kind in examples:
+            examples[kind].append(rs)
+    return {'counts': counts, 'examples': examples, 'column': column}
+
+
+def show_disagreements(pools_dir, k=3, column=None):
+    """disagreements printed: the counts, then k problems of each way with every candidate's answer, label, score
+    and last lines (H: HSRM's pick, v: the majority answer's candidates)."""
+    d = disagreements(pools_dir, column)
+    print(f"HSRM ({d['column']}) against majority vote on the evaluation problems of {pools_dir}: "
+          + ', '.join(f'{k} {v}' for k, v in d['counts'].items()))
+    for kind, problems in d['examples'].items():
+        for rs in problems[:k]:
+            sc = [r['verifiers'][d['column']] for r in rs]
+            most = np.bincount([g for g in (r['answer_group'] for r in rs) if g >= 0]).argmax()
+            print(f"\n{kind}: problem {rs[0]['problem']} (id {rs[0]['id']})")
+            for r, s in zip(rs, sc):
+                mark = ('H' if s == max(sc) else ' ') + ('v' if r['answer_group'] == most else ' ')
+                print(f"  {mark} {'right' if r['correct'] else 'wrong'} {str(r['answer']):>8} {s:+7.3f}  "
+                      f"{last_lines(r.get('text'))}")
+
+
 def _table_at(lines, where):
     """(header cells, {method: cells}) of the first markdown table in lines."""
     at = next((i for i, x in enumerate(lines) if x.startswith('|')), None)
@@ -913,7 +973,16 @@ def readme_table_mismatches(readme_path, heading, pools_dir):
 if __name__ == '__main__':
     import sys
     from machine import cli
-    if len(sys.argv) != 2 or sys.argv[1].startswith('--'):
-        raise SystemExit("usage: python tables.py <pools dir>: the table evaluate.py wrote (results.md's, less its "
-                         "notes and cost), recomputed from the pools folder it writes ({out_dir}/pools)")
-    cli(lambda d: print(render_table(pool_table(*read_pools(d))), end=''), sys.argv[1], 'tables.py')
+    args = sys.argv[1:]
+    differ = [a for a in args if a.startswith('--differ=')]
+    if len(args) - len(differ) != 1 or args[0].startswith('--') or len(differ) > 1:
+        raise SystemExit("usage: python tables.py <pools dir> [--differ=K]: the table evaluate.py wrote (results.md's, "
+                         "less its notes and cost), recomputed from the pools folder it writes ({out_dir}/pools); "
+                         "--differ=K: instead, where HSRM's pick and majority vote's differ, K problems of each way")
+    if differ:
+        k = differ[0].split('=', 1)[1]
+        if not k.isdigit():
+            raise SystemExit(f"tables.py: --differ={k} is no count of problems; fix: --differ=3")
+        cli(lambda d: show_disagreements(d, int(k)), args[0], 'tables.py')
+    else:
+        cli(lambda d: print(render_table(pool_table(*read_pools(d))), end=''), args[0], 'tables.py')

@@ -5,6 +5,7 @@ tests (studies/test_studies.py) share are in testkit.py and conftest.py. README'
 
     python -m pytest -q test_all.py studies
 """
+import collections
 import copy
 import glob
 import importlib.util
@@ -3263,7 +3264,6 @@ def test_deepconf_scorers_with_window_and_tail_apart():
     """window != tail: each scorer reads its own knob, in bestofn.py and through the free scores evaluate.py
     (tables.free_scores) and sample.py compute. Values worked by hand from DeepConf's definitions (their
     compute_least_grouped: the mean of every full window; the tail: the mean of the last tail tokens)."""
-    import sample as SA
     conf = [3., 1., 2., 5., 4., 0., 6.]
     c = {'confidences': torch.tensor(conf), 'logprobs': -torch.ones(7), 'entropies': torch.ones(7),
          'step_pos': torch.tensor([6]), 'token_ids': torch.arange(7)}
@@ -3444,7 +3444,6 @@ def test_sample_picks_among_real_ties_as_evaluate_counts():
     candidates evaluate.py's best-of-N averages, and it follows the candidates when they are reordered; a pruned
     candidate never wins, whatever its score; the weighted vote's answer is a group bestofn.vote_sub counts as a
     winner."""
-    import sample as SA
     problem = {'id': 'synth-1-0', 'index': 0, 'question': 'Compute 3 + 4.', 'gold': '7', 'dataset': 'synth',
                'meta': {'level': 1}}
     answers = ['8', '7', '8', '7', '9', '8']
@@ -5115,10 +5114,11 @@ def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
     n_val = len(store.split_problems(store.problem_files(f'{out}/train'))[1])
     assert len(ev) == 6 * 4 and len(val) == n_val * 8 and len(rows) == len(ev) + len(val)
     assert all('text' in r for r in ev) and not any('text' in r for r in val)
-    assert all(set(r['free']) >= set(BON.CHEAP_SCORERS) and set(r['verifiers']) == {f'{SAMPLE_RUN}_seed1', f'{SAMPLE_RUN}_seed2'}
-               for r in rows)
+    seeds = {f'{SAMPLE_RUN}_seed1', f'{SAMPLE_RUN}_seed2'}
+    assert all(set(r['free']) >= set(BON.CHEAP_SCORERS) and set(r['verifiers']) == seeds for r in rows)
     cache = json.load(open(f'{out}/scores/eval/verifiers_{SAMPLE_RUN}_seed2.json'))['scores']
-    assert [r['verifiers'][f'{SAMPLE_RUN}_seed2'] for r in ev if r['problem'] == ev[0]['problem']] == cache[ev[0]['problem']]
+    first = [r['verifiers'][f'{SAMPLE_RUN}_seed2'] for r in ev if r['problem'] == ev[0]['problem']]
+    assert first == cache[ev[0]['problem']]
     labels = json.load(open(f'{out}/eval/labels.json'))['labels']
     assert [r['correct'] for r in ev] == [bool(x['correct']) for k in sorted(labels) for x in labels[k]]
     assert meta['seeds'] == {SAMPLE_RUN: [1, 2]} and meta['config']['n_boot'] == 200 and meta['commit']
@@ -5205,6 +5205,31 @@ def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
     with pytest.raises(ValueError, match=r"scores has no score for candidate \('001225', 0\) \(1 of the 24 evaluation "
                                          r"candidates missing\); fix: "):
         tables.compare(f'{out}/pools', mine)
+
+
+def test_where_hsrm_and_the_vote_pick_differently(pools_run):
+    """tables.disagreements: every evaluation problem counted once; in each example of 'hsrm right, vote wrong' the
+    shipped seed's top candidate is right and the most given answer wrong (and the other way round); `python tables.py
+    <pools> --differ=1` prints the counts and one problem of each way."""
+    out, _ = pools_run
+    rows, meta = tables.read_pools(f'{out}/pools')
+    d = tables.disagreements(f'{out}/pools')
+    assert d['column'] == os.path.basename(os.path.dirname(meta['shipped']['ckpt']))
+    assert sum(d['counts'].values()) == len({r['problem'] for r in rows if r['split'] == 'eval'})
+    for kind, hsrm_right in (('hsrm right, vote wrong', True), ('vote right, hsrm wrong', False)):
+        assert len(d['examples'][kind]) == d['counts'][kind]
+        for rs in d['examples'][kind]:
+            top = max(rs, key=lambda r: r['verifiers'][d['column']])
+            votes = collections.Counter(r['answer_group'] for r in rs if r['answer_group'] >= 0)
+            most = votes.most_common(1)[0][0]
+            assert top['correct'] == hsrm_right and top['answer_group'] != most
+            assert all(r['correct'] != hsrm_right for r in rs if r['answer_group'] == most)
+    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools', '--differ=1'], cwd=REPO, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[0].endswith(', '.join(f'{k} {v}' for k, v in d['counts'].items()))
+    with pytest.raises(ValueError, match=r"column='nope' is not a verifier column of .*; fix: one of "):
+        tables.disagreements(f'{out}/pools', 'nope')
 
 
 def test_the_pools_votes_are_the_per_problem_rules_to_the_bit(pools_run):
