@@ -5179,6 +5179,45 @@ def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
         tables.readme_table_mismatches(str(readme), '## Results', f'{out}/pools')
 
 
+def test_the_readme_shows_the_shipped_main_job():
+    """README's main-job table is, cell for cell, the table recomputed from the committed pools (release/demo), and
+    its count of the problems where HSRM and majority vote pick differently is tables.disagreements' on them: a README
+    number edited, or pools replaced without README, fails here (tables.readme_table_mismatches is tested above)."""
+    heading = '## What the main job shows'
+    assert tables.readme_table_mismatches(f'{REPO}/README.md', heading, f'{REPO}/release/demo') == []
+    readme = ' '.join(open(f'{REPO}/README.md').read().split())  # its lines joined
+    said = re.search(r'HSRM is right and the vote wrong on (\d+) problems, the other way round on (\d+)', readme)
+    counts = tables.disagreements(f'{REPO}/release/demo')['counts']
+    assert said and tuple(map(int, said.groups())) == (counts['hsrm right, vote wrong'],
+                                                       counts['vote right, hsrm wrong'])
+    rows, meta = tables.read_pools(f'{REPO}/release/demo')
+    assert meta['generator'] == 'smollm2' and meta['command'] == 'python evaluate.py config/demo.py'
+    assert sorted({r['index'] for r in rows if r['split'] == 'eval'}) == list(range(1225, 1899))
+
+
+@pytest.mark.slow
+def test_the_shipped_main_job_verifier_answers_on_a_fresh_clone(tmp_path):
+    """README's sample.py example with release/demo/hsrm.pt, on an out_dir holding nothing: it samples in the dtype
+    the verifier learnt from (bfloat16), picks the top-scored of 8 and votes at the temperature evaluate.py chose; a
+    question of its training split is refused in one line with the fix."""
+    shipped = torch.load(f'{REPO}/release/demo/hsrm.pt', weights_only=True)
+    r = subprocess.run([sys.executable, 'sample.py', 'config/demo.py', '--ckpt=release/demo/hsrm.pt',
+                        '--question=Compute 7 + 7 - 2.', '--vote=True', f'--out_dir={tmp_path}/out'], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"best of 8 by release/demo/hsrm.pt, weighted vote at T={shipped['vote']['temp']:g}" in r.stdout
+    cands = _jsonl(f'{tmp_path}/out/sample/candidates.jsonl')
+    pick = _jsonl(f'{tmp_path}/out/sample/picks.jsonl')[0]
+    assert len(cands) == 8 and pick['score'] == max(c['score'] for c in cands)
+    assert pick['answer'] in {c['answer'] for c in cands if c['score'] == pick['score']}
+    train_q = tasks.synth_problem(0, 2, 1337)['question']  # problem 0 of its training split
+    r = subprocess.run([sys.executable, 'sample.py', 'config/demo.py', '--ckpt=release/demo/hsrm.pt',
+                        f'--question={train_q}', f'--out_dir={tmp_path}/out2'], cwd=REPO, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 1 and re.match(r"sample.py: 1 of the 1 problems to score share a group with .*hsrm.pt's "
+                                          r"(train|val) problems.*fix: ", r.stderr), r.stderr[-2000:]
+
+
 def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
     """tables.compare: scores of your own for every evaluation candidate, keyed (problem, sample) -> best-of-N and
     AUROC with the table's intervals and its paired differences against the reference and each verifier, over the
