@@ -378,8 +378,8 @@ def render(sizes_, summ, cfg, pairs_=()):
             "best free selector on each K's validation split is chosen among every free selector "
             f"(tables.free_rows), ties counted as their mean.", '',
             '| Variant | First K better than the best free scorer on val, beyond the interval (Bo-N / AUROC) | Fit per '
-            'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC; none: '
-            'never, or past 100x the largest K) |',
+            'doubling of K (Bo-N pts / AUROC) | K where the fit reaches the best free scorer on test (Bo-N / AUROC; '
+            'none: never, or past 100x the largest K) |',
             '|---|---|---|---|']
     for v, s in summ.items():
         f, fa = s['first_better'], s['fit']

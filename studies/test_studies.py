@@ -18,7 +18,6 @@ import pytest
 import torch
 
 import bestofn as BON
-import capture
 import evaluate as E
 import store
 import tables
@@ -1122,7 +1121,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     md = C.render(sizes[:-1] + [{**sizes[-1], 'recall': rec}], summ, cfg)
     assert 'question at K = 40 also has, in another arrangement (5), and the rest (11)' in md
     pooled = C.render(sizes[:-1] + [{**sizes[-1], 'recall': rec}], summ, {**cfg, 'free_dirs': ['a/train', 'b/train']})
-    assert "at K = 40 of each of a/train, b/train (the free side's pooled cut) also has" in pooled  # whose cut it counts
+    # whose cut it counts
+    assert "at K = 40 of each of a/train, b/train (the free side's pooled cut) also has" in pooled
     rows = {r['method']: r for r in sizes[-1]['rows']}
     ref = next(r for r in sizes[-1]['rows'] if r['type'] == 'free_best_val')
     for part, mask in (('seen', np.arange(16) < 5), ('rest', np.arange(16) >= 5)):
@@ -1210,7 +1210,7 @@ def test_every_study_command_refuses_an_unknown_flag():
         assert rc == 1 and err.startswith("config error (command line): unknown key 'onyl'; known keys: ") and \
             '\n' not in err and 'argv' not in err, err
     assert got[-2:] == [  # --only=extract's knobs (issue 77: the before side a knob), before any run
-        (1, "python -m studies.bench: --dtype='fp8' --repeats='two'; fix: --dtype= one or more of auto,float32,bfloat16 "
-            "(comma-separated), --repeats= a whole number of at least 1"),
+        (1, "python -m studies.bench: --dtype='fp8' --repeats='two'; fix: --dtype= one or more of "
+            "auto,float32,bfloat16 (comma-separated), --repeats= a whole number of at least 1"),
         (1, "--before='no-such-commit': git knows no such commit here; fix: a commit hash, tag or branch (git log "
             "--oneline), or leave --before out (where this branch left main)")]
