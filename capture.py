@@ -18,9 +18,9 @@ from collections import deque
 
 import torch
 
-from generator import (TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus, hidden_selection,
-                       move_rows, nonfinite, nucleus, prefill, prompt_groups, put_prompts, row_cache, token_stats,
-                       uniforms, vocab_stats)
+from generator import (MIN_ROWS, TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus,
+                       hidden_selection, move_rows, nonfinite, nucleus, prefill, prompt_groups, put_prompts, row_cache,
+                       token_stats, uniforms, vocab_stats)
 from machine import LOGIT_CHUNK, fit_rows, reencode_bytes
 from model import STEP_KINDS
 from tasks import batch_prompts
@@ -31,9 +31,10 @@ from tasks import batch_prompts
 # split's config.json: check_resume refuses to mix extractions made under different rules, so give a
 # changed rule a new name.
 STEP_RULE = 'newline'
-# the decoding attention reads a row buffer's written columns (the batch's longest), or its whole capacity once they
-# pass this share of it (with bfloat16 weights on CPU: below it, decode_attention copies them, as torch's bfloat16
-# bmm runs slowly on a strided slice; in float32 the slice is read as it is, 1.0: never whole)
+# with bfloat16 weights on CPU the decoding attention reads a row buffer's written columns (the batch's longest), or
+# its whole capacity once they pass this share of it (below it, decode_attention copies them, as torch's bfloat16 bmm
+# runs slowly on a strided slice); in float32 always the whole capacity, as a column count that follows the batch
+# moved a candidate's float32 rounding with its shard (AMD EPYC under ONEDNN_MAX_CPU_ISA=AVX2)
 WHOLE_ABOVE = 0.75
 # how candidates are drawn, recorded in each split's config.json (a resume under another is refused): 'counter' = one
 # uniform per candidate and token from (seed, problem, sample, token) alone (generator.uniforms), in continuous batches
@@ -93,12 +94,13 @@ def think_end_index(tok, ids):
 @torch.no_grad()
 def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7,
                         top_p=0.9, seed=0, table=None, eos=None, max_steps=100, conf_topk=20,
-                        torch_compile=False, steer=None, step_kinds=('boundary',), rows=None, keys=None):
+                        torch_compile=False, steer=None, step_kinds=('boundary',), rows=None, keys=None, frame=None):
     """n_samples completions for each prompt: a list (per prompt) of lists of candidate dicts (README format), in
     sample order. sample_stream's loop, every prompt's candidates collected; its arguments are these."""
     out = [None] * len(prompts)
     for i, cands in sample_stream(model, tok, prompts, n_samples, layers, max_new_tokens, temperature, top_p, seed,
-                                  table, eos, max_steps, conf_topk, torch_compile, steer, step_kinds, rows, keys):
+                                  table, eos, max_steps, conf_topk, torch_compile, steer, step_kinds, rows, keys,
+                                  frame):
         out[i] = cands
     return out
 
@@ -106,7 +108,7 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
 @torch.no_grad()
 def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7, top_p=0.9,
                   seed=0, table=None, eos=None, max_steps=100, conf_topk=20, torch_compile=False, steer=None,
-                  step_kinds=('boundary',), rows=None, keys=None):
+                  step_kinds=('boundary',), rows=None, keys=None, frame=None):
     """Sample n_samples completions of each prompt with continuous batching, yielding (prompt index, its candidates)
     as each prompt's last candidate ends.
 
@@ -117,7 +119,13 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     position, so no row waits for another. Once no candidate waits, ended rows leave the batch (the last rows move
     into their slots). Candidate j of prompt i draws token t with the uniform of (seed, keys[i], j, t)
     (generator.uniforms; keys None: the prompt indices), so its tokens depend on nothing else: not on the rows
-    around it, their order or when it started (up to float rounding, which a batch's shape can change).
+    around it, their order or when it started. Nor does its arithmetic on CPU, given frame = (width, common)
+    (prompt_frame of every prompt a run may sample: extract.py passes the dataset's): the prompt store is width
+    columns wide and the first `common` tokens, shared by every prompt, are prefilled once; each prompt's rest is
+    prefilled alone (no padding), so a prompt's keys and values and the reductions over them do not follow the batch
+    (tested). In bfloat16 the attention over a row's own columns reads the batch's written columns, whose count does:
+    a float's last bits can move with it (no token did in the tests); in float32 it reads them all (WHOLE_ABOVE).
+    frame None: from these prompts.
 
     The step costs what the model costs: the KV cache preallocated once (on CPU a prompt's keys and values once, read
     by all its rows in one matmul: generator.decode_attention), top-p on the top-64 tokens (the full sort
@@ -161,10 +169,14 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     B = min(rows or len(prompts) * n_samples, len(prompts) * n_samples)
     B = max(B, n_samples) if steer else B  # a steered prompt's rows start together
     fast = model.config._attn_implementation == 'sdpa' and device.type == 'cpu' and not torch_compile
-    s = _rows(model, B, max(map(len, ids)) + T, T, max_steps, D, kinds, bool(steer and steer.features),
-              whole=0.0 if torch_compile else WHOLE_ABOVE if fast and next(model.parameters()).dtype != torch.float32
-              else 1.0, static=torch_compile, slots=min(B, len(ids)) if fast else 0,
-              common=common_prefix(ids) if fast else 0)
+    width, common = frame or (max(map(len, ids)), common_prefix(ids))
+    if max(map(len, ids)) > width or common > common_prefix(ids):
+        raise ValueError(f"frame={frame}: a prompt has {max(map(len, ids))} tokens, these prompts share "
+                         f"{common_prefix(ids)}; fix: frame=prompt_frame of every prompt the run samples")
+    s = _rows(model, B, width + T, T, max_steps, D, kinds, bool(steer and steer.features),
+              whole=0.0 if torch_compile else (WHOLE_ABOVE if next(model.parameters()).dtype != torch.float32 else 0.0)
+              if fast else 1.0, static=torch_compile, slots=min(B, len(ids)) if fast else 0,
+              common=common if fast else 0)
     s.seed, s.keys = seed, keys
     step = decode_step(model, s.cache, layers, torch_compile, fast)
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
@@ -312,11 +324,9 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
             fresh = list(dict.fromkeys(p for p in prompts if 'slot' not in jobs[p]))
             for p in fresh:
                 jobs[p]['slot'] = heapq.heappop(s.free)
-            fill = [p for p in fresh if len(ids[p]) > C + 1]
-            if fill:
-                put_prompts(s.cache, [jobs[p]['slot'] for p in fill],
-                            prefill(model, [ids[p][C:-1] for p in fill], s.prefix), range(len(fill)),
-                            [len(ids[p]) - 1 - C for p in fill], at=C)
+            for p in [p for p in fresh if len(ids[p]) > C + 1]:  # one at a time: a prompt's keys and values do not
+                put_prompts(s.cache, [jobs[p]['slot']], prefill(model, [ids[p][C:-1]], s.prefix), [0],  # follow the
+                            [len(ids[p]) - 1 - C], at=C)  # others' lengths (padding changes the rounding)
             s.slot[r] = torch.tensor([jobs[p]['slot'] for p in prompts], device=dev)
         else:
             need = list(dict.fromkeys(i for _, i, _ in new if i not in s.kv and len(ids[i]) > 1))
@@ -348,7 +358,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
     if len(holes):
         s.move(s.live[m:s.m].nonzero().squeeze(1) + m, holes)
         s.live[m:s.m] = False
-    s.m = s.b = m
+    s.m, s.b = m, min(max(m, MIN_ROWS), len(s.live)) if s.dtype == torch.float32 else m  # free rows run too
 
 
 def _feed(s, step):
@@ -692,16 +702,24 @@ def reencode_problems(problems, n, cfg, model, tok, table, pool, room):
 # a run's problems, sampled as extraction samples them (extract.py's splits, sample.py's questions)
 
 
-def sample_problems(model, tok, problems, n, cfg, table=None, steer=None):
+def prompt_frame(tok, problems, cfg):
+    """(the longest prompt's tokens, the tokens every prompt shares) of problems' prompts under cfg: the frame
+    sample_stream decodes a run's prompts in, so that a candidate's arithmetic does not follow its batch."""
+    ids = [tok(p, add_special_tokens=False).input_ids for p in batch_prompts(tok, problems, cfg)]
+    return max(map(len, ids)), common_prefix(ids)
+
+
+def sample_problems(model, tok, problems, n, cfg, table=None, steer=None, frame=None):
     """Yield (problem, prompt, candidates) as each of `problems` gets its n candidates, sampled with capture in one
     continuous batch of cfg['batch_size'] rows (sample_stream) under cfg (extract.py's keys: layers, max_new_tokens,
     temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional step_kinds and
     torch_compile) and the steering policy steer (None: plain sampling). A candidate's draws come from the run seed,
-    its problem's index and its sample number alone: a resumed, sharded or grown run samples what one run would."""
+    its problem's index and its sample number alone: a resumed, sharded or grown run samples what one run would, given
+    one frame (prompt_frame of every problem it may sample; None: these problems')."""
     prompts = batch_prompts(tok, problems, cfg)
     for i, cands in sample_stream(
             model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
             seed=cfg['seed'], table=table, max_steps=cfg['max_steps'], conf_topk=cfg['conf_topk'],
             torch_compile=cfg.get('torch_compile', False), steer=steer, step_kinds=cfg.get('step_kinds', ['boundary']),
-            rows=cfg['batch_size'], keys=[p['index'] for p in problems]):
+            rows=cfg['batch_size'], keys=[p['index'] for p in problems], frame=frame):
         yield problems[i], prompts[i], cands

@@ -27,7 +27,8 @@ import time
 import torch
 from tqdm import tqdm
 
-from capture import SAMPLER, STEP_RULE, pool_ids, reencode_problems, sample_problems, step_table, stored_kinds
+from capture import (SAMPLER, STEP_RULE, pool_ids, prompt_frame, reencode_problems, sample_problems, step_table,
+                     stored_kinds)
 from configurator import GIVEN, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, load_generator, positions,
                        resolve_dtype)
@@ -96,12 +97,13 @@ SAMPLING = {'temperature': (0, None, 'at 0 or below it samples greedily: N ident
 # the run
 
 
-def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None):
+def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None, room=None, frame=None):
     """Extract this shard's `problems` of one split (every num_shards-th, from the shard-th) into
     {out_dir}/{split}/problems/, skipping finished problems (store.done_problems), each file written as its problem's
     last candidate ends. Sampling runs every problem through one continuous batch of batch_size rows
     (capture.sample_problems); a candidate's draws depend on the seed, its problem's index and its sample number alone,
-    so a resumed, sharded or grown run samples what one run over the range would. Re-encoding (pool:
+    so a resumed, sharded or grown run samples what one run over the range would (frame: capture.prompt_frame of the
+    dataset's every problem, one for all shards and ranges). Re-encoding (pool:
     tasks.read_candidates_file, then capture.pool_ids) runs a problem's candidates in chunks of at most batch_size rows,
     fewer where `room` bytes (machine.check_memory) hold fewer."""
     split_dir = os.path.join(cfg['out_dir'], split)
@@ -115,7 +117,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     if not todo:
         return
     bar, n_tok, t0 = tqdm(total=len(todo), desc=f'extract {split}', unit='problem'), 0, time.time()
-    got = sample_problems(model, tok, todo, n, cfg, table, steer) if pool is None else \
+    got = sample_problems(model, tok, todo, n, cfg, table, steer, frame) if pool is None else \
         reencode_problems(todo, n, cfg, model, tok, table, pool, room)
     for p, prompt, cands in got:
         atomic_save({**p, 'key': f"{p['index']:06d}", 'prompt': prompt, 'layers': list(cfg['layers']),
@@ -124,6 +126,14 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
         bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
+
+
+def frame_problems(c, split_problems):
+    """The problems whose prompts fix a split's decoding frame (capture.prompt_frame): a dataset file's every row, so
+    that each chunk, shard and resume of it decodes in one frame; a generated task's split itself."""
+    if c['dataset'] in ('synth', 'words'):
+        return split_problems
+    return load_problems(c['dataset'], 0, None, c['data_dir'], c['data_path'], exclude_ids=c['exclude_ids'])
 
 
 def check_resume(split_dir, cfg):
@@ -255,7 +265,8 @@ def run(config, steer=None, command=None):
         check_resume(split_dir, cfg)
         atomic_write_json(cfg, os.path.join(split_dir, 'config.json'))
         try:
-            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room)
+            run_split(split, problems[split], n, cfg, gen_model, tok, table, pool, steered, room,
+                      prompt_frame(tok, frame_problems(c, problems[split]), cfg) if c['mode'] == 'sample' else None)
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
     print(f'done: {out_dir}')

@@ -511,6 +511,12 @@ def row_cache(model, rows, capacity, slots=0, prompt=0):
     return cache, shared
 
 
+# float32 matmuls on CPU give a row other bits below this many rows (torch 2.13: a separate few-row kernel), so the
+# decoding runs at least this many rows (capture.py) and decode_attention's slot matmuls as many (a candidate's
+# float32 arithmetic does not follow how many rows share its batch); bfloat16's rows agree at any count
+MIN_ROWS = 4
+
+
 def prompt_groups(slot):
     """What decode_attention needs to run the rows of each prompt together against their prompt's keys: (slot [b],
     rank [b]: the row's place among its slot's rows, slots: the largest slot + 1, per: the most rows of one slot)."""
@@ -565,6 +571,8 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     if P:
         pk, pv = row_cache['layers'][module.layer_idx].pk, row_cache['layers'][module.layer_idx].pv
         slot, rank, slots, per = row_cache['group']
+        if q.dtype == torch.float32:  # at least MIN_ROWS rows a matmul: float32's few-row kernels round otherwise
+            per = max(per, -(-MIN_ROWS // g))
         qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
         qg[slot, :, rank] = q
         sp = torch.matmul(qg.view(slots, G, per * g, hd), pk[:slots].transpose(-1, -2))

@@ -403,8 +403,8 @@ def _read_jsonl(path, key, value):
 
 def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
                   word_family='shop', word_split='arithmetic'):
-    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table), less the rows whose
-    id is in exclude_ids (their indices are skipped, the others keep their file index). A row with no id of its own
+    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table; a file's hi None: its last),
+    less the rows whose id is in exclude_ids (their indices are skipped, the others keep their file index). A row with no id of its own
     (GSM8K) is known by its line; in a data_path file other than the dataset's own (GSM8K's train.jsonl beside
     test.jsonl) by '<file name>-<line>', so that its line 600 and test problem 600 are two groups (group_key)."""
     if dataset == 'synth':
@@ -425,6 +425,7 @@ def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2,
         rows = [dict(r) for r in datasets.load_dataset(hf[0], hf[1], split=hf[2])]
     else:
         rows = _read_jsonl(path, 'data_path' if data_path else 'data_dir', data_path or data_dir)
+    hi = len(rows) - 1 if hi is None else hi  # None: to the last row
     if hi >= len(rows) or lo < 0 or lo > hi:
         raise SystemExit(f"range [{lo}, {hi}] does not fit {dataset} with {len(rows)} problems; fix: indices in [0, "
                          f"{len(rows) - 1}]")

@@ -2525,6 +2525,25 @@ def test_extract_cli_shards_equal_one_run(tmp_path):
     assert r.returncode != 0 and 'extraction process' in r.stderr and 'temperature=0.8' in r.stderr, r.stderr
 
 
+def test_extract_shards_equal_one_run_with_prompts_of_different_lengths(tmp_path):
+    """GSM8K's prompts differ in length: two shards write exactly the candidates of one unsharded run, tokens and every
+    float, because every shard decodes in the dataset's one frame (capture.prompt_frame: the prompt store as wide as
+    the file's longest prompt, the shared prefix of all its prompts) and prefills each prompt alone. Before (the
+    store as wide as the call's longest prompt, prompts prefilled together left-padded) token ids differed."""
+    require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
+    common = ['config/demo.py', '--dataset=gsm8k', f'--data_dir={DATA}', '--train_range=(0,5)', '--eval_range=None',
+              '--n_train_samples=2', '--max_new_tokens=24', '--batch_size=4', '--threads=1']
+    one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
+    assert _run('extract.py', *common, f'--out_dir={one}', '--procs=1').returncode == 0
+    for shard in (0, 1):
+        assert _run('extract.py', *common, f'--out_dir={two}', f'--shard={shard}', '--num_shards=2').returncode == 0
+    a, b = (_load_dir(os.path.join(d, 'train', 'problems')) for d in (one, two))
+    assert len({len(p['prompt']) for p in a.values()}) > 1 and list(a) == list(b)  # the prompts' lengths differ
+    for f in a:
+        for x, y in zip(a[f]['candidates'], b[f]['candidates']):
+            for k in x:
+                assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, k)
+
 def test_reencode_in_chunks_equals_one_chunk(tmp_path):
     """Re-encoding's LM head runs over the completion tokens in chunks (LOGIT_CHUNK logits at a time): one token per
     chunk gives what one chunk over every token gives; and run_split re-encodes a problem's candidates in row chunks
