@@ -18,7 +18,7 @@ from collections import deque
 
 import torch
 
-from generator import (MIN_ROWS, TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus,
+from generator import (TOPK_PREFILTER, candidate_key, decode_step, draw, eos_ids, full_nucleus,
                        hidden_selection, move_rows, nonfinite, nucleus, prefill, prompt_groups, put_prompts, row_cache,
                        token_stats, uniforms, vocab_stats)
 from machine import LOGIT_CHUNK, fit_rows, reencode_bytes
@@ -124,8 +124,9 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     columns wide and the first `common` tokens, shared by every prompt, are prefilled once; each prompt's rest is
     prefilled alone (no padding), so a prompt's keys and values and the reductions over them do not follow the batch
     (tested). In bfloat16 the attention over a row's own columns reads the batch's written columns, whose count does:
-    a float's last bits can move with it (no token did in the tests); in float32 it reads them all (WHOLE_ABOVE).
-    frame None: from these prompts.
+    a float's last bits can move with it (no token did in the tests); in float32 it reads them all (WHOLE_ABOVE),
+    but float32's few-row matmul kernels can still move a float's last bits with the batch's row count on some CPUs
+    (generator.MIN_ROWS). frame None: from these prompts.
 
     The step costs what the model costs: the KV cache preallocated once (on CPU a prompt's keys and values once, read
     by all its rows in one matmul: generator.decode_attention), top-p on the top-64 tokens (the full sort
@@ -358,7 +359,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
     if len(holes):
         s.move(s.live[m:s.m].nonzero().squeeze(1) + m, holes)
         s.live[m:s.m] = False
-    s.m, s.b = m, min(max(m, MIN_ROWS), len(s.live)) if s.dtype == torch.float32 else m  # free rows run too
+    s.m = s.b = m
 
 
 def _feed(s, step):

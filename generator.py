@@ -511,9 +511,9 @@ def row_cache(model, rows, capacity, slots=0, prompt=0):
     return cache, shared
 
 
-# float32 matmuls on CPU give a row other bits below this many rows (torch 2.13: a separate few-row kernel), so the
-# decoding runs at least this many rows (capture.py) and decode_attention's slot matmuls as many (a candidate's
-# float32 arithmetic does not follow how many rows share its batch); bfloat16's rows agree at any count
+# float32 matmuls on CPU give a row other bits below this many rows (torch 2.13: a separate few-row kernel), so
+# decode_attention's prompt matmuls run at least this many (a row's prompt scores do not follow how many rows of its
+# prompt are in the batch); the model's own layers still run the batch's rows; bfloat16's rows agree at any count
 MIN_ROWS = 4
 
 

@@ -2529,10 +2529,12 @@ def test_extract_shards_equal_one_run_with_prompts_of_different_lengths(tmp_path
     """GSM8K's prompts differ in length: two shards write exactly the candidates of one unsharded run, tokens and every
     float, because every shard decodes in the dataset's one frame (capture.prompt_frame: the prompt store as wide as
     the file's longest prompt, the shared prefix of all its prompts) and prefills each prompt alone. Before (the
-    store as wide as the call's longest prompt, prompts prefilled together left-padded) token ids differed."""
+    store as wide as the call's longest prompt, prompts prefilled together left-padded) token ids differed. In
+    bfloat16 (auto's choice where it is fast; under ONEDNN_MAX_CPU_ISA=AVX2 too): float32's few-row matmul kernels
+    can still move a float's last bits with the rows of its batch on some CPUs (capture.sample_stream)."""
     require(os.path.isdir(DATA), f'benchmark data not found at {DATA} (shared/ beside the repo)')
     common = ['config/demo.py', '--dataset=gsm8k', f'--data_dir={DATA}', '--train_range=(0,5)', '--eval_range=None',
-              '--n_train_samples=2', '--max_new_tokens=24', '--batch_size=4', '--threads=1']
+              '--dtype=bfloat16', '--n_train_samples=2', '--max_new_tokens=24', '--batch_size=4', '--threads=1']
     one, two = str(tmp_path / 'one'), str(tmp_path / 'two')
     assert _run('extract.py', *common, f'--out_dir={one}', '--procs=1').returncode == 0
     for shard in (0, 1):
