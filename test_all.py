@@ -50,7 +50,7 @@ import evaluate as E
 import bestofn as BON
 import tables
 from testkit import (FIT_RUN, REPO, SAMPLE_RUN, SAMPLE_TRAIN, _cfg, _families, _jsonl, _last_line, _pool, _run,
-                     _run_all, _think_split, require, tiny_model, tiny_tokenizer, write_split_eval,
+                     _run_all, require, think_run, tiny_model, tiny_tokenizer, write_split_eval,
                      write_untrained_run)
 
 
@@ -4451,12 +4451,7 @@ def test_think_step_choice_travels_with_the_checkpoint(tmp_path, one_thread_eval
     scores (and its cost table) and prefix scores read the same steps (the pruning study too: studies/)."""
     from model import first_step
     out = str(tmp_path / 'think')
-    write_split_eval(f'{out}/train', 30, 8, seed=1)
-    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
-    for split, seed in (('train', 1), ('eval', 2)):
-        _think_split(f'{out}/{split}', seed)
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
-           'input_steps': 'answer', 'max_steps': 2})
+    think_run(out)
     run = 'hsrm_input_steps-answer_max_steps-2_max_iters-6_batch_problems-4_eval_interval-3'
     path = f'{out}/verifiers/{run}_seed42/ckpt.pt'
     model, ck = load_checkpoint(path)

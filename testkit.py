@@ -155,6 +155,18 @@ def _think_split(split_dir, seed):
         torch.save(p, f)
 
 
+def think_run(out):
+    """A thinking extraction (train 30 x 8, eval 12 x 8: _think_split) under out and an HSRM run on it that reads
+    the answer's last 2 steps (input_steps='answer', max_steps=2), 6 steps."""
+    import train as T
+    write_split_eval(f'{out}/train', 30, 8, seed=1)
+    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
+    for split, seed in (('train', 1), ('eval', 2)):
+        _think_split(f'{out}/{split}', seed)
+    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
+           'input_steps': 'answer', 'max_steps': 2})
+
+
 def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]

@@ -31,8 +31,8 @@ from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
-from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, _think_split,
-                     require, tiny_model, tiny_tokenizer, write_split_eval, write_untrained_run)
+from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, require,
+                     think_run, tiny_model, tiny_tokenizer, write_split_eval, write_untrained_run)
 
 
 # ====================================================================================================
@@ -650,12 +650,7 @@ def test_pruning_rows_carry_intervals(tmp_path, one_thread_eval):
 def test_pruning_reads_the_steps_the_checkpoint_reads(tmp_path, one_thread_eval):
     """Bug 8: a checkpoint that reads the answer's last 2 steps (input_steps / max_steps) is pruned on them."""
     out = str(tmp_path / 'think')
-    write_split_eval(f'{out}/train', 30, 8, seed=1)
-    write_split_eval(f'{out}/eval', 12, 8, seed=2, start=1000)
-    for split, seed in (('train', 1), ('eval', 2)):
-        _think_split(f'{out}/{split}', seed)
-    T.run({**T.DEFAULTS, 'out_dir': out, 'seeds': None, 'max_iters': 6, 'eval_interval': 3, 'batch_problems': 4,
-           'input_steps': 'answer', 'max_steps': 2})
+    think_run(out)
     prn = ST.prune_run({'out_dir': out, 'n_scaling': [8], 'n_subsets': 10, 'plots': False, 'prune_grid': 5,
                         'prune_subsets': 2})
     assert any(r['method'].startswith('HSRM, global rule') for r in prn['rows'])  # the only run: its verifier's name
