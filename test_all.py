@@ -50,8 +50,8 @@ import evaluate as E
 import bestofn as BON
 import tables
 from testkit import (FIT_RUN, REPO, SAMPLE_RUN, SAMPLE_TRAIN, _cfg, _families, _jsonl, _last_line, _pool, _run,
-                     _run_all, require, think_run, tiny_model, tiny_tokenizer, write_split_eval,
-                     write_untrained_run)
+                     _run_all, assert_overlap_refused, require, think_run, tiny_model, tiny_tokenizer,
+                     write_split_eval, write_untrained_run)
 
 
 # ====================================================================================================
@@ -5633,13 +5633,7 @@ def test_no_stage_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     tr, va = split_problems(load_split(f'{out}/train'))
     assert c['groups'] == {'train': sorted({tasks.group_key(p) for p in tr}),
                            'val': sorted({tasks.group_key(p) for p in va})}
-    write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
-    with pytest.raises(ValueError) as e:
-        E.run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
-    msg = str(e.value)
-    assert ('2 of the 4 problems to score share a group with' in msg and ck in msg
-            and 'fix: score problems it never trained on' in msg)
-    assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
+    assert_overlap_refused(E.run, out, ck)  # problems 18 and 19 are training or validation ones
     del c['groups']  # as saved before they were stored
     torch.save(c, ck)
     with pytest.warns(UserWarning, match='stores no training groups.*fix: retrain'):

@@ -167,6 +167,18 @@ def think_run(out):
            'input_steps': 'answer', 'max_steps': 2})
 
 
+def assert_overlap_refused(run, out, ck):
+    """run({'out_dir', 'eval_dir', 'plots'}) on 4 problems of which 18 and 19 are the run's own training or
+    validation problems refuses them in one line naming checkpoint ck and the fix, and writes nothing."""
+    write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)
+    with pytest.raises(ValueError) as e:
+        run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
+    msg = str(e.value)
+    assert ('2 of the 4 problems to score share a group with' in msg and ck in msg
+            and 'fix: score problems it never trained on' in msg)
+    assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
+
+
 def _pool(labels, scores=None, answers=None, n=None, n_subsets=200, equal=None):
     labels = np.asarray(labels, dtype=float)
     answers = answers if answers is not None else [str(int(x)) for x in labels]

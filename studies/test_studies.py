@@ -31,8 +31,9 @@ from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
 from studies import steer as ST
 from studies.policy import Steering
-from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run, require,
-                     think_run, tiny_model, tiny_tokenizer, write_split_eval, write_untrained_run)
+from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run,
+                     assert_overlap_refused, require, think_run, tiny_model, tiny_tokenizer, write_split_eval,
+                     write_untrained_run)
 
 
 # ====================================================================================================
@@ -665,13 +666,7 @@ def test_no_study_scores_a_checkpoints_training_groups(tmp_path, one_thread_eval
     write_split_eval(f'{out}/eval', 6, 8, seed=2, start=1000)
     T.run({**T.DEFAULTS, **_cfg(max_iters=4, eval_interval=2), 'out_dir': str(out), 'seeds': None, 'seed': 1})
     ck = f'{out}/verifiers/{FIT_RUN}_seed1/ckpt.pt'
-    write_split_eval(f'{out}/overlap', 4, 8, seed=3, start=18)  # problems 18 and 19 are training or validation ones
-    with pytest.raises(ValueError) as e:
-        ST.prune_run({'out_dir': str(out), 'eval_dir': f'{out}/overlap', 'plots': False})
-    msg = str(e.value)
-    assert ('2 of the 4 problems to score share a group with' in msg and ck in msg
-            and 'fix: score problems it never trained on' in msg)
-    assert '\n' not in msg and sorted(os.listdir(out)) == ['eval', 'overlap', 'train', 'verifiers']
+    assert_overlap_refused(ST.prune_run, out, ck)  # problems 18 and 19 are training or validation ones
     from studies import transfer as TR
     fams = {}
     for i, name in enumerate('ab'):
