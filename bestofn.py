@@ -272,6 +272,18 @@ def answer_groups(answers, equal):
     return np.array(out, dtype=np.int64)
 
 
+def answer_agreement(pool):
+    """Per problem [m]: each candidate's share of its problem's candidates that give its answer (0: no answer), from
+    the pool's answer groups. As a best-of-N scorer it picks what majority vote picks (the largest group), so the
+    tables take its picks from the vote and only its ranking (within-problem AUROC) from these shares."""
+    out = []
+    for q in pool:
+        g = q['groups']
+        share = np.bincount(g[g >= 0], minlength=1) / len(g) if (g >= 0).any() else np.zeros(1)
+        out.append(np.where(g >= 0, share[np.maximum(g, 0)], 0.0))
+    return out
+
+
 def subset_index(m, n, n_subsets, seed):
     """[k, n] candidate indices: the whole pool when m == n, else n_subsets random n-subsets."""
     if n == m:

@@ -78,6 +78,8 @@ deepconf_tail = 2048        # DeepConf tail confidence: mean over the last this 
 deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered votes; online (steer.py's pruning study)
                             # 0.1 = DeepConf-low (threshold at the 90th percentile of warm-up lowest-group confidences),
                             # 0.9 = DeepConf-high (10th)
+answer_agreement = False    # True: answer agreement (each candidate's share of its problem's candidates giving its
+                            # answer) among the free scorers; its picks are majority vote's, its ranking its own
 index_parts: list = []      # [(name, lo, hi), ...]: dataset index ranges (inclusive) the table is also broken down by,
                             # e.g. an evaluation set grown after a result: the part fixed before it and the part added
 # -----------------------------------------------------------------------------

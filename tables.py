@@ -23,9 +23,10 @@ import zipfile
 import numpy as np
 import torch
 
-from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_groups, boot_draws, boot_means, build_pool, cheap_scores,
-                     choose_temp, ci, combo_fit, combo_score, deepconf_scores, has_confidences, oracle_sub, paired_vs,
-                     per_problem_run, pool_entry, scored_metrics, votes_at)
+from bestofn import (CHEAP_SCORERS, DEEPCONF_SCORERS, answer_agreement, answer_groups, boot_draws, boot_means,
+                     build_pool, cheap_scores, choose_temp, ci, combo_fit, combo_score, deepconf_scores,
+                     has_confidences, oracle_sub, paired_vs, per_problem_run, pool_entry, problem_aurocs,
+                     scored_metrics, votes_at)
 from model import VERIFIERS, score_prefixes, score_problems
 from store import (atomic_save, atomic_write_json, check_dtype, load_problem, load_split, problem_files,
                    read_checkpoint, split_problems, trainer)
@@ -265,7 +266,9 @@ MIN_UNITS = 6
 
 # differences are taken against these rows (by type): (the best-of-N reference, the AUROC reference). The best free
 # selector on validation may be a vote, which ranks nothing: its AUROC side is the free scorer best by validation AUROC.
-REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc')}
+# The paper's reference is a single scorer: its AUROC side is its own.
+REFS = {'majority': ('vote', 'vote'), 'best_free_val': ('free_best_val', 'free_best_val_auroc'),
+        'paper': ('free_best_val_single', 'free_best_val_single')}
 
 
 def add_intervals(rows, n, n_boot, seed, groups=None):
@@ -386,6 +389,9 @@ def free_selectors(pool, ns, n, scores, temps, cfg):
     """{name: (type, metrics)} of every free selector on one pool: majority vote, best-of-N by each free scorer,
     each scorer's weighted vote at its temperature temps[name] (None: no vote), DeepConf's filtered votes."""
     out = {'majority vote': ('vote', per_problem_run({k: votes_at(pool, k) for k in ns}, n=n))}
+    if cfg.get('answer_agreement'):  # its picks are the vote's (bestofn.answer_agreement), its ranking its own
+        out['answer agreement'] = ('agreement', per_problem_run(out['majority vote'][1]['per_problem']['acc_at'],
+                                                                problem_aurocs(answer_agreement(pool), pool), n=n))
     for name, sc in scores.items():
         kind = 'deepconf' if name in DEEPCONF_SCORERS else 'combo' if name == 'combo' else 'cheap'
         m = scored_metrics(sc, pool, ns, temps.get(name), vote=temps.get(name) is not None, where=f'free scorer {name}',
@@ -407,7 +413,8 @@ def free_selectors(pool, ns, n, scores, temps, cfg):
 
 
 FREE_PRETTY = {**CHEAP_PRETTY, **DEEPCONF_PRETTY, 'combo': 'Free-scorer combo (fitted on training problems)',
-               'majority vote': 'Majority vote (extracted answers)'}
+               'majority vote': 'Majority vote (extracted answers)',
+               'answer agreement': "Answer agreement (share of candidates with its answer; majority vote's picks)"}
 
 
 def free_name(key):
@@ -478,10 +485,12 @@ def free_rows_of(scores, pool, ns, n, val, cfg, weights=None):
     """(rows, choice) of the free side, given what the learned verifiers get: single-pass, every free selector
     (free_selectors; each scorer's weighted vote has its temperature chosen on validation from cfg['vote_temps'], as
     a verifier's), and the references. 'free_best_val': the selector with the best validation best-of-N (votes
-    included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing); ties count
-    as their mean (FREE_TIES). 'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split
-    itself (optimistic: no user can choose them in advance). scores: {free scorer: per-problem score arrays} (every
-    free scorer, the combo's under 'combo': free_scores); val: (its scores, pool, n) on the validation split, or None
+    included); 'free_best_val_auroc': the scorer with the best validation AUROC (a vote ranks nothing);
+    'free_best_val_single': the paper's kind of reference, the single free scorer (a cheap scorer or a DeepConf
+    confidence: no vote, no fitted combo) with the best validation best-of-N; ties count as their mean (FREE_TIES).
+    'free_best_test' / 'free_best_test_auroc': the same chosen on the evaluation split itself (optimistic: no user can
+    choose them in advance). scores: {free scorer: per-problem score arrays} (every free scorer, the combo's under
+    'combo': free_scores); val: (its scores, pool, n) on the validation split, or None
     (no weighted votes, no validation reference); weights: the combo's {scorer: weight}, shown in its row. choice:
     what was chosen, the tied names and every selector's validation accuracy and AUROC."""
     single = np.array([q['labels'].mean() for q in pool])
@@ -512,13 +521,17 @@ def free_rows_of(scores, pool, ns, n, val, cfg, weights=None):
         rows.append(make_row(name[k], kind, [m], scorer=k, temp=m.get('temp'), **extra,
                              **({'alike': ks} if len(ks) > 1 else {})))
     scorers = [k for k, (kind, _) in sel.items() if 'auroc' in sel[k][1]]
-    picks = {'free_best_test': _best({k: m for k, (_, m) in sel.items()}, 'acc', ties=True),
+    pickers = [k for k, (kind, _) in sel.items() if kind != 'agreement']  # agreement picks as the vote: not twice
+    singles = [k for k, (kind, _) in sel.items() if kind in ('cheap', 'deepconf')]  # one scorer: no vote, no fit
+    picks = {'free_best_test': _best({k: sel[k][1] for k in pickers}, 'acc', ties=True),
              'free_best_test_auroc': _best({k: sel[k][1] for k in scorers}, 'auroc', ties=True)}
     if val is not None:
-        picks = {'free_best_val': _best({k: vsel[k] for k in sel}, 'acc', ties=True),
-                 'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True), **picks}
+        picks = {'free_best_val': _best({k: vsel[k] for k in pickers}, 'acc', ties=True),
+                 'free_best_val_auroc': _best({k: vsel[k] for k in scorers}, 'auroc', ties=True),
+                 'free_best_val_single': _best({k: vsel[k] for k in singles}, 'acc', ties=True), **picks}
     title = {'free_best_val': 'Best free selector on validation',
              'free_best_val_auroc': 'Best free scorer on validation by AUROC',
+             'free_best_val_single': "Best single free scorer on validation, no vote (the paper's reference)",
              'free_best_test': 'Best free selector on test (optimistic)',
              'free_best_test_auroc': 'Best free scorer on test by AUROC (optimistic)'}
     for kind, names in picks.items():
@@ -752,12 +765,14 @@ def render_table(res, notes=()):
            + (f"; verifiers trained on `{', '.join(res['trained_on'])}` (zero-shot transfer)" if res['transfer']
               else '') + '.',
            '', f'| Method | Params | Bo{n} Acc. (%) [95% CI] | Δ vs majority (pts) | Δ vs best free on val (pts) '
-           f'| Within-AUROC [95% CI] | Δ AUROC vs best free on val |', '|---|---:|---:|---:|---:|---:|---:|']
+           f"| Δ vs the paper's reference (pts) | Within-AUROC [95% CI] | Δ AUROC vs best free on val |",
+           '|---|---:|---:|---:|---:|---:|---:|---:|']
     for r in res['rows']:
         seeds = f" ({r['n_runs']} seeds)" if r['type'] in ('verifier', 'verifier_vote') and r['n_runs'] > 1 else ''
         out.append(f"| {r['method']}{seeds} | {fmt_num(r['params'], giga='B')} | "
                    f"{fmt_ci(r['acc'], r.get('acc_ci'), True)} | {fmt_vs(r, 'majority', 'acc', True)} | "
-                   f"{fmt_vs(r, 'best_free_val', 'acc', True)} | {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
+                   f"{fmt_vs(r, 'best_free_val', 'acc', True)} | {fmt_vs(r, 'paper', 'acc', True)} | "
+                   f"{fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
                    f"{fmt_vs(r, 'best_free_val', 'auroc', False)} |")
     out += [''] + [f'{i + 1}. {t}' for i, t in enumerate(notes)] if notes else []
     ns = res['ns']
@@ -765,7 +780,7 @@ def render_table(res, notes=()):
         out += ['', '### N-scaling (best-of-N accuracy, %)', '',
                 '| Method | ' + ' | '.join(str(k) for k in ns) + ' | Δ |', '|---|' + '---:|' * (len(ns) + 1)]
         for r in res['rows']:
-            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote'):
+            if r['type'] in ('single', 'cheap', 'deepconf', 'deepconf_vote', 'combo', 'free_vote', 'agreement'):
                 continue
             a = [r['acc_at'].get(k) for k in ns]
             d = f'{100 * (a[-1] - a[0]):+.1f}' if None not in (a[0], a[-1]) else '–'

@@ -403,10 +403,10 @@ def _read_jsonl(path, key, value):
 
 def load_problems(dataset, lo, hi, data_dir=None, data_path=None, synth_level=2, seed=1337, exclude_ids=(),
                   word_family='shop', word_split='arithmetic'):
-    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table; a file's hi None: its last),
-    less the rows whose id is in exclude_ids (their indices are skipped, the others keep their file index). A row with no id of its own
-    (GSM8K) is known by its line; in a data_path file other than the dataset's own (GSM8K's train.jsonl beside
-    test.jsonl) by '<file name>-<line>', so that its line 600 and test problem 600 are two groups (group_key)."""
+    """Problems with dataset indices lo..hi (inclusive, as in the paper's split table; a file's hi None: its last), less
+    the rows whose id is in exclude_ids (their indices are skipped, the others keep their file index). A row with no id
+    of its own (GSM8K) is known by its line; in a data_path file other than the dataset's own (GSM8K's train.jsonl
+    beside test.jsonl) by '<file name>-<line>', so that its line 600 and test problem 600 are two groups (group_key)."""
     if dataset == 'synth':
         return [synth_problem(i, synth_level, seed) for i in range(lo, hi + 1)]
     if dataset == 'words':

@@ -66,6 +66,8 @@ free_dirs: list[str] = None  # the split dirs whose K-cut the free side reads (i
 val_seed = 42
 device = 'auto'             # 'auto' | 'cpu' | 'cuda'
 threads = 0                 # CPU threads for torch; 0 = torch's default
+answer_agreement = False    # True: answer agreement among the free scorers (evaluate.py's knob: its picks are
+                            # majority vote's, its within-problem AUROC its own)
 overwrite = False           # True: train again in place a finished run whose config or data differs (else refused:
                             # train.py's)
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -192,6 +194,22 @@ def train_size(cfg, k):
               keep_both=f"a new variant name in --variants (this one is {v!r})")
 
 
+def own_validation(ck, path, cfg, memo):
+    """A checkpoint's own validation problems ([(split dir, its problems)], their pool, n), cut as train.py cut them:
+    its train dirs where they lie now, its val_frac, val_seed and K, its first n_candidates. Loaded once per cut
+    (memo). What its weighted vote's temperature is chosen on, as evaluate.py chooses a verifier's."""
+    tc = ck.get('train_config') or {}
+    cut = tuple((d, tuple(split_problems(problem_files(d), tc.get('val_frac', cfg['val_frac']),
+                                         tc.get('val_seed', cfg['val_seed']), tc.get('max_train_problems'))[1]))
+                for d in T.train_dirs_now(tc, path)) + (tc.get('n_candidates'),)
+    if cut not in memo:
+        parts = [(d, T.first_candidates(load_split(d, files=list(files)), cut[-1])) for d, files in cut[:-1]]
+        vp = [p for _, ps in parts for p in ps]
+        vn = min(cfg['n_eval'], min(len(p['candidates']) for p in vp))
+        memo[cut] = (parts, B.build_pool(vp, [vn], cfg['n_subsets'], cfg['subset_seed'], answers_equal), vn)
+    return memo[cut]
+
+
 def evaluate_size(cfg, k, problems, pool, dev):
     """Rows at size k: every free selector (tables.free_rows: votes, scorers, their weighted votes, the combo
     fitted on this k's training problems), the best on this k's validation split, each variant (its seeds), and
@@ -210,9 +228,9 @@ def evaluate_size(cfg, k, problems, pool, dev):
     picks = {'random candidate': None, **{f'free: {name}': free[name] for name in
                                           dict.fromkeys(['cumulative_logprob', *choice['free_best_val_auroc']])
                                           if name in free}}
-    cache, bases = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}
+    cache, bases, memo = os.path.join(cfg['out_dir'], 'curve', 'scores'), {}, {}
     for v in variants_at(cfg, k):
-        runs, val = [], []
+        runs, val, votes = [], [], []
         for s in cfg['seeds']:
             path = os.path.join(run_dir(cfg, k, v), f'seed{s}', 'ckpt.pt')
             with open(os.path.join(os.path.dirname(path), 'log.json')) as f:
@@ -221,14 +239,20 @@ def evaluate_size(cfg, k, problems, pool, dev):
             tables.check_checkpoint(problems, eval_dir, path)  # a run trained before (or on other data) is checked too
             model, ck = load_checkpoint(path, dev)
             sc = tables.cached_scores(model, path, problems, eval_dir, cache, 1024, dev)[0]
-            runs.append({'ckpt': path, 'seed': s,
-                         **B.scored_metrics(sc, pool, [n], where=f'{path} on {eval_dir}', n=n)})
+            parts, vpool, vn = own_validation(ck, path, cfg, memo)  # its weighted vote: temperature chosen there
+            vsc = [x for d, ps in parts for x in tables.cached_scores(model, path, ps, d, cache, 1024, dev)[0]]
+            temp = B.choose_temp(vsc, vpool, vn, ecfg['vote_temps'], where=f'{path} on its validation problems')
+            m = B.scored_metrics(sc, pool, [n], temp, vote=True, where=f'{path} on {eval_dir}', n=n)
+            runs.append({'ckpt': path, 'seed': s, 'temp': temp, **m})
+            votes.append(B.per_problem_run(m['per_problem']['vote_at'], n=n, temp=temp))
             if s == cfg['seeds'][0]:  # the first seed's picks
                 picks[f'{v} (seed {s})'] = sc
             if model.spec.get('residual'):  # its base: a free scorer's name, or 'combo' with its fitted weights
                 bases.setdefault(v, set()).add((model.spec['residual'], json.dumps(model.spec.get('res_norm'))))
         rows.append(tables.make_row(v, 'verifier', runs, params=count_params(model), n_train=log['n_train_problems'],
                                     val={m: float(np.mean([x[m] for x in val])) for m in ('acc', 'auroc')}))
+        rows.append(tables.make_row(f'{v} + weighted vote', 'verifier_vote', votes, n_train=log['n_train_problems'],
+                                    vote_of=v))
     for v, found in bases.items():  # chosen (or fitted) on the training data of this K: the same for every seed
         if len(found) > 1:
             names = sorted({name for name, _ in found})
@@ -240,8 +264,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
         rows.append(tables.make_row(f'{v} base: {name}', 'base', [B.scored_metrics(sc, pool, [n], where=name, n=n)],
                                     base_of=v))
     for r in rows:  # the free references' own validation numbers, beside the variants'
-        if r['type'] in ('free_best_val', 'free_best_val_auroc'):
-            m, key = ('acc', 'val_acc') if r['type'] == 'free_best_val' else ('auroc', 'val_auroc')
+        if r['type'] in ('free_best_val', 'free_best_val_auroc', 'free_best_val_single'):
+            m, key = ('auroc', 'val_auroc') if r['type'] == 'free_best_val_auroc' else ('acc', 'val_acc')
             r['val'] = {m: float(np.mean([choice[key][t] for t in r['tied']]))}
     tables.add_intervals(rows, n, cfg['n_boot'], cfg['boot_seed'])
     best_test = [next(r for r in rows if r['type'] == t) for t in ('free_best_test', 'free_best_test_auroc')]
@@ -249,7 +273,8 @@ def evaluate_size(cfg, k, problems, pool, dev):
         if r['type'] == 'base':
             ver = next(x for x in rows if x['method'] == r['base_of'])
             ver['vs']['base'] = B.paired_delta(ver, r, n, cfg['n_boot'], cfg['boot_seed'])
-        if r['type'] == 'verifier':  # against the free scorer that is best on this very split: no user can pick it
+        if r['type'] in ('verifier', 'verifier_vote'):  # against the free selector best on this very split: no user
+                                                        # can pick it
             r['vs']['best_free_test'] = B.paired_vs(r, *best_test, n, cfg['n_boot'], cfg['boot_seed'])
     return {'k': k, 'n_train': len(tr_files), 'n_val': len(va_files), 'rows': rows, 'choice': choice,
             'best_free_val': choice['free_best_val'], 'picks': picks,
@@ -344,10 +369,11 @@ def pair_deltas(sizes_, cfg):
 
 def _row_cells(r, n):
     pair = lambda d: (f"{tables.fmt_ci(d['acc'], d['acc_ci'], True, diff=True)} / "  # noqa: E731
-                      f"{tables.fmt_ci(d['auroc'], d['auroc_ci'], False, diff=True)}" if d else '')
+                      f"{tables.fmt_ci(d.get('auroc'), d.get('auroc_ci'), False, diff=True)}" if d else '')
     val = r.get('val', {})
     vcell = ' / '.join(f'{100 * val[m]:.1f}' if m == 'acc' else f'{val[m]:.3f}' for m in ('acc', 'auroc') if m in val)
     return [vcell, tables.fmt_ci(r['acc'], r.get('acc_ci'), True), tables.fmt_vs(r, 'best_free_val', 'acc', True),
+            tables.fmt_vs(r, 'majority', 'acc', True), tables.fmt_vs(r, 'paper', 'acc', True),
             tables.fmt_ci(r.get('auroc'), r.get('auroc_ci'), False), tables.fmt_vs(r, 'best_free_val', 'auroc', False),
             pair(r.get('vs', {}).get('best_free_test')), pair(r.get('vs', {}).get('base'))]
 
@@ -361,11 +387,16 @@ def render(sizes_, summ, cfg, pairs_=()):
            f"the residual's base and the best free scorer). Verifiers: mean of {len(cfg['seeds'])} seeds. Δ: paired "
            f"differences with 95% bootstrap intervals over problems and seeds ({cfg['n_boot']} draws), **bold** where "
            "the interval excludes 0.", '',
-           f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs best free on val (pts) | "
-           "Within-AUROC [95% CI] | Δ AUROC vs best free on val | Δ vs best free on test, optimistic (pts / AUROC) | "
-           "Δ vs its base (pts / AUROC) |",
-           '|---:|---|---:|---:|---:|---:|---:|---:|---:|']
-    keep = ('vote', 'free_best_val', 'free_best_val_auroc', 'verifier', 'base')
+           "References: (a) the best free selector on validation, votes included (the project's); (b) majority vote; "
+           "(c) the paper's, the best single free scorer on validation with no vote; (d) the best free selector on the "
+           "evaluation problems themselves (optimistic: no one could choose it).", '',
+           f"| K | Method | Validation Bo{n} / AUROC | Bo{n} Acc. (%) [95% CI] | Δ vs (a) best free on val (pts) | "
+           "Δ vs (b) majority (pts) | Δ vs (c) the paper's reference (pts) | Within-AUROC [95% CI] | "
+           "Δ AUROC vs (a) | "
+           "Δ vs (d) best free on test, optimistic (pts / AUROC) | Δ vs its base (pts / AUROC) |",
+           '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
+    keep = ('vote', 'free_best_val', 'free_best_val_auroc', 'free_best_val_single', 'agreement', 'verifier',
+            'verifier_vote', 'base')
     for s in sizes_:
         for r in s['rows']:
             if r['type'] in keep:

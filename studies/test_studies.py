@@ -1040,7 +1040,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
     write_split_eval(f'{out}/eval', 16, 8, seed=4, start=1000, confidences=True)
     cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [10, 20, 40], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
            'variants': {'hsrm': {}, 'res': {'residual': 'auto'}, 'combo': {'residual': 'combo'}},
-           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}, 'pairs': [('res', 'hsrm')]}
+           'train_overrides': {**_cfg(eval_interval=3), 'epochs': 2}, 'pairs': [('res', 'hsrm')],
+           'answer_agreement': True}
     with pytest.raises(ValueError, match=r"pairs=.*\['nope'\].*fix"):  # refused before anything trains
         C.run({**cfg, 'pairs': [('res', 'nope')]})
     assert not os.path.exists(f'{out}/curve')
@@ -1054,12 +1055,27 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
         rows = {r['method']: r for r in s['rows']}
         ref = next(r for r in s['rows'] if r['type'] == 'free_best_val')
         assert {'hsrm', 'res', 'Majority vote (extracted answers)'} <= set(rows)
+        pool = BON.build_pool(ev, [8], 100, 0, answers_equal)
+        vote = next(r for r in s['rows'] if r['type'] == 'vote')
+        agree = rows["Answer agreement (share of candidates with its answer; majority vote's picks)"]
+        shares = [np.array([sum(answers_equal(c['answer'], o['answer']) for o in p['candidates']) / 8
+                            if c['answer'] else 0.0 for c in p['candidates']]) for p in ev]
+        assert agree['acc'] == vote['acc'] and agree['auroc'] == pytest.approx(BON.mean_auroc(shares, pool)[0])
+        paper = next(r for r in s['rows'] if r['type'] == 'free_best_val_single')  # one scorer: no vote, no combo
+        assert all(t in BON.CHEAP_SCORERS or t in BON.DEEPCONF_SCORERS for t in paper['tied'])
+        assert rows['hsrm']['vs']['paper']['acc'] == pytest.approx(rows['hsrm']['acc'] - paper['acc'])
         for v in ('hsrm', 'res'):
-            accs = []
+            accs, votes = [], []
             for seed in (1, 2):
                 model, ck = load_checkpoint(f'{out}/curve/K{k}/{v}/seed{seed}/ckpt.pt')
                 assert ck['train_config']['max_train_problems'] == k
                 accs.append(by_hand(score_problems(model.eval(), ev)))
+                # its weighted vote: the temperature chosen on its own validation problems, as train.py cut them
+                vp = load_split(f'{out}/train', files=split_problems(C.problem_files(f'{out}/train'), 0.2, 42, k)[1])
+                vpool = BON.build_pool(vp, [6], 100, 0, answers_equal)
+                temp = BON.choose_temp(score_problems(model, vp), vpool, 6, E.DEFAULTS['vote_temps'])
+                votes.append(float(BON.votes_at(pool, 8, score_problems(model, ev), temp).mean()))
+            assert rows[f'{v} + weighted vote']['acc'] == pytest.approx(np.mean(votes), abs=1e-9)
             log = json.load(open(f'{out}/curve/K{k}/{v}/seed1/log.json'))
             assert (log['n_train_problems'] == s['n_train']
                     and log['max_iters'] == math.ceil(2 * log['n_pool_problems'] / 4))
