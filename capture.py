@@ -108,9 +108,10 @@ def sample_with_capture(model, tok, prompts, n_samples, layers=(-1,), max_new_to
 @torch.no_grad()
 def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=512, temperature=0.7, top_p=0.9,
                   seed=0, table=None, eos=None, max_steps=100, conf_topk=20, torch_compile=False, steer=None,
-                  step_kinds=('boundary',), rows=None, keys=None, frame=None):
+                  step_kinds=('boundary',), rows=None, keys=None, frame=None, first_sample=0):
     """Sample n_samples completions of each prompt with continuous batching, yielding (prompt index, its candidates)
-    as each prompt's last candidate ends.
+    as each prompt's last candidate ends. They are samples first_sample .. first_sample + n_samples - 1: a pool grown
+    from 8 to 16 candidates samples 8-15 alone, and gets what one run of 16 would.
 
     `rows` rows decode at once (None: every candidate at once). A row that ends (EOS, max_new_tokens, or stopped by
     steering) takes the next waiting candidate in the same step: its prompt (all but the last token, prefilled once
@@ -158,6 +159,9 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     eos = torch.tensor(eos_ids(model, tok) if eos is None else eos, device=device)
     T, D, kinds = max_new_tokens, len(layers) * model.config.hidden_size, stored_kinds(step_kinds)
     searching = bool(steer and steer.sync)
+    if steer and first_sample:
+        raise ValueError(f"first_sample={first_sample} with a steering policy: its steerer numbers a prompt's rows "
+                         "from 0; fix: steer a fresh extraction (first_sample=0)")
     if searching and torch_compile:
         raise ValueError(f"search={steer.rule!r} with torch_compile=True: search idles and copies rows, which the "
                          f"compiled fixed-shape step cannot; fix: torch_compile=False")
@@ -183,7 +187,7 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
                # 'steer': its steerer}
     queue = deque(range(len(prompts)))
-    _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device))
+    _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device), first_sample)
     while s.n_live:
         _feed(s, step)
         done, keep, at_max, col, any_done, any_keep, n_kept, stats = _next_tokens(
@@ -205,7 +209,7 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
                 if 'slot' in jobs[i]:  # its prompt's keys and values are no longer read
                     heapq.heappush(s.free, jobs[i]['slot'])
                 yield i, _results(tok, jobs.pop(i), max_steps, D, kinds)
-            _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device))
+            _admit(model, s, ids, keys, seed, n_samples, queue, jobs, steer, (layers, D, kinds, device), first_sample)
         if searching:
             _front(s)
 
@@ -291,13 +295,13 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, 
         fsum=torch.zeros(B, 3 * feats, device=device), fring=torch.zeros(B, S + 1, 3 * feats, device=device))
 
 
-def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
-    """Free rows take waiting candidates (queue: prompt indices, in order): a prompt's candidates one by one, a steered
-    prompt's n at once (with its steerer; where = (layers, D, kinds, device)). Prompts not yet in s.kv (with a
-    prompt store: without a slot) are prefilled together (all but their last token: prefill), their keys and values
-    copied into each of their rows (into their slot), and the last token is what a row feeds first. Then the rows in
-    use are made contiguous, [0, m): the last ones move into the slots left free (the compiled step's rows never
-    move)."""
+def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where, first=0):
+    """Free rows take waiting candidates (queue: prompt indices, in order): a prompt's candidates one by one (samples
+    first .. first + n - 1), a steered prompt's n at once (with its steerer; where = (layers, D, kinds, device)).
+    Prompts not yet in s.kv (with a prompt store: without a slot) are prefilled together (all but their last token:
+    prefill), their keys and values copied into each of their rows (into their slot), and the last token is what a row
+    feeds first. Then the rows in use are made contiguous, [0, m): the last ones move into the slots left free (the
+    compiled step's rows never move)."""
     slots = (~s.live[:s.m]).nonzero().squeeze(1).tolist() + list(range(s.m, len(s.live)))
     new = []  # (row, prompt, row id)
     while queue:
@@ -306,7 +310,7 @@ def _admit(model, s, ids, keys, seed, n, queue, jobs, steer, where):
         k = j['todo'] if steer else 1
         if len(slots) - len(new) < k:
             break
-        new += [(slots[len(new) + r], i, n - j['todo'] + r) for r in range(k)]
+        new += [(slots[len(new) + r], i, first + n - j['todo'] + r) for r in range(k)]
         j['todo'] -= k
         j['left'] += k
         if steer:
@@ -710,8 +714,9 @@ def prompt_frame(tok, problems, cfg):
     return max(map(len, ids)), common_prefix(ids)
 
 
-def sample_problems(model, tok, problems, n, cfg, table=None, steer=None, frame=None):
-    """Yield (problem, prompt, candidates) as each of `problems` gets its n candidates, sampled with capture in one
+def sample_problems(model, tok, problems, n, cfg, table=None, steer=None, frame=None, first_sample=0):
+    """Yield (problem, prompt, candidates) as each of `problems` gets its n candidates (samples first_sample ..
+    first_sample + n - 1), sampled with capture in one
     continuous batch of cfg['batch_size'] rows (sample_stream) under cfg (extract.py's keys: layers, max_new_tokens,
     temperature, top_p, seed, max_steps, conf_topk, system_prompt, enable_thinking; optional step_kinds and
     torch_compile) and the steering policy steer (None: plain sampling). A candidate's draws come from the run seed,
@@ -722,5 +727,5 @@ def sample_problems(model, tok, problems, n, cfg, table=None, steer=None, frame=
             model, tok, prompts, n, cfg['layers'], cfg['max_new_tokens'], cfg['temperature'], cfg['top_p'],
             seed=cfg['seed'], table=table, max_steps=cfg['max_steps'], conf_topk=cfg['conf_topk'],
             torch_compile=cfg.get('torch_compile', False), steer=steer, step_kinds=cfg.get('step_kinds', ['boundary']),
-            rows=cfg['batch_size'], keys=[p['index'] for p in problems], frame=frame):
+            rows=cfg['batch_size'], keys=[p['index'] for p in problems], frame=frame, first_sample=first_sample):
         yield problems[i], prompts[i], cands

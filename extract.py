@@ -34,8 +34,8 @@ from generator import (check_layers, check_positions, check_weight_dtype, load_g
                        resolve_dtype)
 from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, launch_procs,
                      resolve_device, set_threads)
-from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, lock,
-                   steering)
+from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, load_problem,
+                   lock, steering)
 from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems, read_candidates_file)
 
@@ -109,20 +109,25 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
     split_dir = os.path.join(cfg['out_dir'], split)
     path = lambda p: os.path.join(split_dir, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     mine = problems[cfg['shard']::cfg['num_shards']]
-    done, damaged = done_problems(mine, path)
+    done, damaged, short = done_problems(mine, path, n if pool is None else None)
     todo = [p for p in mine if path(p) not in done]
     print(f"{split}: {len(problems)} problems, shard {cfg['shard']}/{cfg['num_shards']} has {len(mine)}, {len(done)} "
           f"done already, {len(todo)} to go{f' ({damaged} of them damaged files that do not load)' if damaged else ''}"
-          f", {n} samples each")
+          f"{f' ({len(short)} of them grown to {n} samples)' if short else ''}, {n} samples each")
     if not todo:
         return
     bar, n_tok, t0 = tqdm(total=len(todo), desc=f'extract {split}', unit='problem'), 0, time.time()
-    got = sample_problems(model, tok, todo, n, cfg, table, steer, frame) if pool is None else \
-        reencode_problems(todo, n, cfg, model, tok, table, pool, room)
-    for p, prompt, cands in got:
+    if pool is not None:
+        got = reencode_problems(todo, n, cfg, model, tok, table, pool, room)
+    else:  # a grown pool samples only its new candidates: those a problem holds stay as they are (counter draws)
+        have = {id(p): short.get(path(p), 0) for p in todo}
+        got = (x for h in sorted(set(have.values())) for x in sample_problems(
+            model, tok, [p for p in todo if have[id(p)] == h], n - h, cfg, table, steer, frame, first_sample=h))
+    for p, prompt, new in got:
+        cands = (load_problem(path(p))['candidates'] if path(p) in short else []) + new
         atomic_save({**p, 'key': f"{p['index']:06d}", 'prompt': prompt, 'layers': list(cfg['layers']),
                      'candidates': cands, 'generated_tokens': generated_tokens(cands)}, path(p))
-        n_tok += generated_tokens(cands)
+        n_tok += generated_tokens(new)
         bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
@@ -166,6 +171,8 @@ def check_resume(split_dir, cfg):
                              f" (an older extract.py wrote it), so this run cannot resume it; fix: extract into a new "
                              f"--out_dir, or delete {split_dir}")
         for k in keys:
+            if k == 'n_samples' and k in old and cfg[k] > old[k]:  # a pool grown: its problems sample the rest
+                continue
             if k in old and norm(k, old[k]) != norm(k, cfg.get(k)):
                 raise SystemExit(f"{split_dir} holds an extraction with {flag(k)}={old[k]!r}, this run has {flag(k)}="
                                  f"{cfg.get(k)!r}; "
@@ -239,8 +246,9 @@ def run(config, steer=None, command=None):
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
         per_split = {s: problems[s] for s, _, _ in splits}
-        launch_procs(n_procs, extracted(per_split, out_dir), sum(map(len, per_split.values())), out_dir, c['threads'],
-                     sys.argv[1:] + [f'--dtype={weights}'], command)
+        launch_procs(n_procs, extracted(per_split, out_dir, {s: n for s, _, n in splits}),
+                     sum(map(len, per_split.values())), out_dir, c['threads'], sys.argv[1:] + [f'--dtype={weights}'],
+                     command)
         print(f'done: {out_dir}')
         return
     gen_model, tok = load_generator(c['model'], device, weights)

@@ -220,13 +220,14 @@ def load_split(split_dir, labels=True, files=None):
     return problems
 
 
-def done_problems(problems, path):
-    """(paths of `problems` already extracted, how many files did not load). A file that does not load (an
-    interrupted copy, a full disk) is extracted again; one holding another question or gold than the
+def done_problems(problems, path, n=None):
+    """(paths of `problems` already extracted, how many files did not load, {path: its candidates} of whole files
+    holding fewer than n candidates: a pool being grown, not done; n None: any count is done). A file that does not
+    load (an interrupted copy, a full disk) is extracted again; one holding another question or gold than the
     problem at its index means the data source changed (dataset file, exclude_ids, synthetic level or
     seed): an error, since the split would mix two data sets. Files are memory-mapped: their states are
     never read."""
-    done, damaged = set(), 0
+    done, damaged, short = set(), 0, {}
     for p in problems:
         if not os.path.exists(path(p)):
             continue
@@ -243,19 +244,24 @@ def done_problems(problems, path):
                              f"({p['question'][:60]!r}, gold {p['gold']!r}): the data changed (dataset, its file, "
                              "exclude_ids, synth_level, word_family, synth_seed); fix: a new --out_dir, or the data "
                              "it was extracted from")
-        done.add(path(p))
-    return done, damaged
+        if n is not None and len(old['candidates']) < n:
+            short[path(p)] = len(old['candidates'])
+        else:
+            done.add(path(p))
+    return done, damaged, short
 
 
-def extracted(per_split, out_dir):
+def extracted(per_split, out_dir, ns=None):
     """A function counting the problems of per_split ({split: problems}) extracted so far: those whole at this call
-    (done_problems: a damaged file is not) and those whose file was written since (another inode or mtime), so a damaged
-    file being extracted again counts once it is written, not while it is worked on."""
+    (done_problems: a damaged file is not, nor one with fewer candidates than ns[split], being grown) and those whose
+    file was written since (another inode or mtime), so a damaged or growing file counts once it is written, not while
+    it is worked on."""
     path = lambda s, p: os.path.join(out_dir, s, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
     paths = [path(s, p) for s, ps in per_split.items() for p in ps]
     stamp = lambda f: (lambda st: (st.st_ino, st.st_mtime_ns))(os.stat(f)) if os.path.exists(f) else None  # noqa: E731
     before = {f: stamp(f) for f in paths}
-    whole = {f for s, ps in per_split.items() for f in done_problems(ps, lambda p, s=s: path(s, p))[0]}
+    whole = {f for s, ps in per_split.items()
+             for f in done_problems(ps, lambda p, s=s: path(s, p), (ns or {}).get(s))[0]}
     return lambda: sum(f in whole and stamp(f) == before[f] or stamp(f) not in (None, before[f]) for f in paths)
 
 

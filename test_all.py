@@ -2546,6 +2546,32 @@ def test_extract_shards_equal_one_run_with_prompts_of_different_lengths(tmp_path
             for k in x:
                 assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, k)
 
+def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
+    """A split extracted with 2 samples a problem, then again with 4 into the same out_dir, samples only samples 2-3
+    (first_sample: the counter draws of (seed, problem, sample)) and holds exactly what one run of 4 writes: tokens and
+    every float, the first two candidates untouched. A smaller n than the split holds is refused, naming the fix."""
+    common = ['config/demo.py', '--train_range=(0,2)', '--eval_range=None', '--dtype=bfloat16', '--max_new_tokens=24',
+              '--batch_size=4', '--threads=1', '--procs=1']
+    one, grown = str(tmp_path / 'one'), str(tmp_path / 'grown')
+    assert _run('extract.py', *common, f'--out_dir={one}', '--n_train_samples=4').returncode == 0
+    assert _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=2').returncode == 0
+    before = _load_dir(os.path.join(grown, 'train', 'problems'))
+    r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=4')
+    assert r.returncode == 0 and '3 to go (3 of them grown to 4 samples)' in r.stdout + r.stderr
+    a, b = (_load_dir(os.path.join(d, 'train', 'problems')) for d in (one, grown))
+    assert list(a) == list(b) == list(before) and all(len(p['candidates']) == 4 for p in b.values())
+    for f in a:
+        for i, (x, y) in enumerate(zip(a[f]['candidates'], b[f]['candidates'])):
+            for k in x:
+                assert torch.equal(x[k], y[k]) if torch.is_tensor(x[k]) else x[k] == y[k], (f, i, k)
+        assert b[f]['generated_tokens'] == a[f]['generated_tokens']
+        for x, y in zip(before[f]['candidates'], b[f]['candidates'][:2]):
+            assert torch.equal(x['token_ids'], y['token_ids']) and torch.equal(x['states'], y['states'])
+    assert json.load(open(os.path.join(grown, 'train', 'config.json')))['n_samples'] == 4
+    r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=3')
+    assert r.returncode != 0 and 'n_train_samples=4, this run has n_train_samples=3; fix:' in r.stderr
+
+
 def test_reencode_in_chunks_equals_one_chunk(tmp_path):
     """Re-encoding's LM head runs over the completion tokens in chunks (LOGIT_CHUNK logits at a time): one token per
     chunk gives what one chunk over every token gives; and run_split re-encodes a problem's candidates in row chunks
