@@ -990,6 +990,58 @@ def test_curve_cells_problems_against_samples(tmp_path, one_thread_eval):
     assert f"| n3 ({sizes[1]['n_train']}) - hsrm ({sizes[0]['n_train']}) | - |" in open(f'{out}/curve.md').read()
 
 
+def test_volume_points_from_curve_reports(tmp_path):
+    """studies.volume: a point per (report, variant, K where it has a cell), its candidates its training problems times
+    the samples its train dirs hold (8 from the run's own split, 16 from a variant's pool); the table and the plot
+    written; reports of other evaluation splits, an unknown variant and pools of mixed sample counts refused."""
+    from studies import volume as V
+
+    def split(d, n):
+        os.makedirs(d)
+        json.dump({'n_samples': n}, open(f'{d}/config.json', 'w'))
+
+    def row(method, kind, acc, auroc=None, **extra):
+        r = {'method': method, 'type': kind, 'acc': acc, 'acc_ci': [acc - 0.02, acc + 0.02], 'auroc': auroc,
+             'auroc_ci': None if auroc is None else [auroc - 0.03, auroc + 0.03], **extra}
+        r['vs'] = {'best_free_val': {'acc': acc - 0.35, 'acc_ci': [acc - 0.37, acc - 0.33]}}
+        return r
+
+    def report(out, variants, sizes):
+        os.makedirs(f'{out}/eval', exist_ok=True)
+        path = f'{out}/curve.json'
+        json.dump({'config': {'out_dir': out, 'variants': variants},
+                   'sizes': [{'k': k, 'rows': [row('Majority vote', 'vote', 0.349), row('ref', 'free_best_val', 0.35),
+                                               row('ref auroc', 'free_best_val_auroc', 0.3, 0.64)]
+                              + [row(v, 'verifier', 0.3 + k / 1e4, 0.7, n_train=n) for v, n in cells]
+                              + [row(f'{v} + weighted vote', 'verifier_vote', 0.36, n_train=n) for v, n in cells]}
+                             for k, cells in sizes]}, open(path, 'w'))
+        return path
+    a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+    split(f'{a}/train', 8)
+    split(f'{b}/s16', 16)
+    ra = report(a, {'hsrm': {}}, [(125, [('hsrm', 100)]), (500, [('hsrm', 400)])])
+    rb = report(b, {'hsrm': {}, 'hsrm_x16': {'train_dirs': [f'{b}/s16']}}, [(500, [('hsrm_x16', 400)])])
+    os.rmdir(f'{b}/eval')
+    os.symlink(f'{a}/eval', f'{b}/eval')  # one evaluation split, as the configs link it
+    pts = V.run({'points': [(ra, 'hsrm'), (rb, 'hsrm_x16')], 'out': str(tmp_path / 'vol' / 'volume')})
+    assert [(p['k'], p['problems'], p['samples'], p['candidates']) for p in pts] == [
+        (125, 100, 8, 800), (500, 400, 8, 3200), (500, 400, 16, 6400)]
+    md = open(tmp_path / 'vol' / 'volume.md').read()
+    assert '| 6,400 (400 x 16) | hsrm_x16 (' in md and '| 31.2 [29.2, 33.2] | **-3.7 [-5.8, -1.8]** |' in md
+    assert md.count('| 36.0, +1.0 [-1.0, +3.0] | 0.700 [0.670, 0.730] |') == 3  # its weighted vote, its AUROC
+    assert os.path.getsize(tmp_path / 'vol' / 'volume.png') > 0
+    with pytest.raises(ValueError, match=r"variant 'nope' of .*; fix: a variant of that report"):
+        V.volume_points([(ra, 'nope')])
+    rc = report(str(tmp_path / 'c'), {'hsrm': {}}, [(500, [('hsrm', 400)])])
+    split(str(tmp_path / 'c' / 'train'), 8)
+    with pytest.raises(ValueError, match=r'different evaluation splits.*fix'):
+        V.volume_points([(ra, 'hsrm'), (rc, 'hsrm')])
+    split(f'{b}/s8', 8)
+    rd = report(str(tmp_path / 'd'), {'mixed': {'train_dirs': [f'{b}/s16', f'{b}/s8']}}, [(500, [('mixed', 400)])])
+    with pytest.raises(ValueError, match=r"holding \[8, 16\] samples a problem; fix"):
+        V.volume_points([(rd, 'mixed')])
+
+
 def test_curve_pools_a_variants_train_dirs(tmp_path, one_thread_eval):
     """A variant with several train_dirs (a second extraction of more training problems) pools them as train.py does:
     its cell at K reads K problems of each dir, each cut alike; its row, its pairs and its fit count the training

@@ -1,0 +1,144 @@
+"""
+The volume curve: a verifier's best-of-N and within-problem AUROC against the training candidates it read, one point
+per (curve report, variant, K), read from the reports studies.curve writes (curve.json) for the runs of one evaluation
+split: config/gsm8k_qwen05.py's sizes, then config/gsm8k_qwen05_k1000.py, _k2000, _s16 and _k4000 (each its own run,
+its variants pooling more training extractions). A point's candidates: its training problems (the 80% cut) times the
+samples a problem its training splits hold. Beside it, each point's references: majority vote and the best free
+selector on that run's validation (its weighted votes included). Every report must score the same evaluation split.
+
+    python -m studies.volume                     # the points below (their reports must exist)
+    python -m studies.volume --points="[('out/gsm8k_qwen05/curve.json', 'hsrm')]" --out=out/volume
+
+Writes {out}.md (the table) and {out}.png (the plot).
+"""
+import json
+import os
+
+from configurator import configure, knobs
+from machine import cli
+from tables import fmt_ci
+
+# -----------------------------------------------------------------------------
+# knobs (options in the comments); config files and --key=value override them
+points = [('out/gsm8k_qwen05/curve.json', 'hsrm'),  # (a curve.json, a variant of it): its every K is a point
+          ('out/gsm8k_qwen05_k1000/curve.json', 'hsrm_k1000'),
+          ('out/gsm8k_qwen05_k2000/curve.json', 'hsrm_k2000'),
+          ('out/gsm8k_qwen05_s16t/curve.json', 'hsrm_x16'),
+          ('out/gsm8k_qwen05_k4000/curve.json', 'hsrm_k4000')]
+out = 'assets/volume_gsm8k_qwen05'  # writes {out}.md and {out}.png
+votes = True  # also plot each point's weighted vote ('<variant> + weighted vote' rows, where the report has them)
+DEFAULTS = knobs(globals())  # the knobs above as a dict
+
+# -----------------------------------------------------------------------------
+
+
+def samples_of(report, variant):
+    """Candidates a training problem of `variant` holds: its train dirs' (the run's own train split by default)
+    extraction n_samples, the same for all of them."""
+    cfg = report['config']
+    dirs = cfg['variants'][variant].get('train_dirs') or [os.path.join(cfg['out_dir'], 'train')]
+    ns = set()
+    for d in dirs:
+        with open(os.path.join(d, 'config.json')) as f:
+            ns.add(json.load(f)['n_samples'])
+    if len(ns) != 1:
+        raise ValueError(f"variant {variant!r} reads train dirs {dirs} holding {sorted(ns)} samples a problem; fix: "
+                         "one point per sample count (a variant of its own per pool)")
+    return ns.pop()
+
+
+def volume_points(points_):
+    """One dict per (report, variant, K where it has a cell), in the order given: its candidates, problems, samples
+    and the rows (the variant's, its weighted vote's, majority vote's, the best free selector on validation)."""
+    pts, evals = [], set()
+    for path, v in points_:
+        with open(path) as f:
+            rep = json.load(f)
+        if v not in rep['config']['variants']:
+            raise ValueError(f"points names variant {v!r} of {path}, which has {sorted(rep['config']['variants'])}; "
+                             f"fix: a variant of that report")
+        evals.add(os.path.realpath(os.path.join(rep['config']['out_dir'], 'eval')))
+        n = samples_of(rep, v)
+        for s in rep['sizes']:
+            rows = {r['method']: r for r in s['rows']}
+            if v not in rows:
+                continue
+            kind = {r['type']: r for r in s['rows']}
+            pts.append({'report': path, 'variant': v, 'k': s['k'], 'problems': rows[v]['n_train'], 'samples': n,
+                        'candidates': rows[v]['n_train'] * n, 'row': rows[v], 'vote': rows.get(f'{v} + weighted vote'),
+                        'majority': kind['vote'], 'reference': kind['free_best_val'],
+                        'reference_auroc': kind['free_best_val_auroc']})
+    if len(evals) > 1:
+        raise ValueError(f"the reports score different evaluation splits ({sorted(evals)}); fix: points of runs whose "
+                         "eval dirs are one split (the configs link their run's eval to the cell's)")
+    return pts
+
+
+def render(pts):
+    """The table: a row per point, its Bo-N and AUROC with their 95% intervals and Δ against its run's reference."""
+    d = lambda r: r.get('vs', {}).get('best_free_val', {})  # noqa: E731
+    out = ['| Training candidates (problems x samples) | Variant (report) | Bo8 (%) [95% CI] | '
+           'Δ vs best free on val | + weighted vote: Bo8, Δ | Within-AUROC [95% CI] | Δ AUROC vs best free on val | '
+           'Majority vote Bo8 |',
+           '|---:|---|---:|---:|---:|---:|---:|---:|']
+    for p in pts:
+        r, v = p['row'], p['vote']
+        vs, vv = d(r), d(v) if v else {}
+        out.append(f"| {p['candidates']:,} ({p['problems']:,} x {p['samples']}) | {p['variant']} ({p['report']}) | "
+                   f"{fmt_ci(r['acc'], r.get('acc_ci'), True)} | "
+                   f"{fmt_ci(vs.get('acc'), vs.get('acc_ci'), True, True)} | "
+                   + (f"{100 * v['acc']:.1f}, {fmt_ci(vv.get('acc'), vv.get('acc_ci'), True, True)}" if v else '–')
+                   + f" | {fmt_ci(r.get('auroc'), r.get('auroc_ci'), False)} | "
+                   f"{fmt_ci(vs.get('auroc'), vs.get('auroc_ci'), False, True)} | {100 * p['majority']['acc']:.1f} |")
+    return '\n'.join(out) + '\n'
+
+
+def plot(pts, path, with_votes=True):
+    """Bo-N and AUROC against training candidates (log axis), 95% intervals as error bars; each point's references
+    (majority vote, the best free selector on its validation) as open markers at its x."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'), (axes[1], 'acc', 100, 'best-of-8 (%)')):
+        series = [('verifier', 'row', 'o', 'tab:red')] + ([('its weighted vote', 'vote', 's', 'tab:orange')]
+                                                          if with_votes and m == 'acc' else []) + \
+            [('best free on val', 'reference' if m == 'acc' else 'reference_auroc', 'D', 'tab:blue')] + \
+            ([('majority vote', 'majority', 'v', 'dimgray')] if m == 'acc' else [])
+        for label, key, mk, color in series:
+            xy = [(p['candidates'], p[key]) for p in pts if p.get(key) and p[key].get(m) is not None]
+            if not xy:
+                continue
+            y = [pct * r[m] for _, r in xy]
+            err = [[pct * (r[m] - (r.get(f'{m}_ci') or [r[m]] * 2)[0]) for _, r in xy],
+                   [pct * ((r.get(f'{m}_ci') or [r[m]] * 2)[1] - r[m]) for _, r in xy]]
+            ax.errorbar([x for x, _ in xy], y, yerr=err, fmt=mk, color=color, capsize=3, label=label,
+                        mfc=color if key in ('row', 'vote') else 'none', ls='-' if key == 'row' else 'none')
+        ax.set_xscale('log', base=2)
+        ax.set_xlabel('training candidates (log scale)')
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc='best')
+    fig.suptitle('The verifier against its training candidates, 95% intervals (studies.volume)')
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(cfg):
+    cfg = {**DEFAULTS, **cfg}
+    pts = volume_points(cfg['points'])
+    if not pts:
+        raise ValueError(f"points={cfg['points']!r} give no point (no K where a variant has a cell); fix: reports of "
+                         "finished studies.curve runs")
+    md = render(pts)
+    os.makedirs(os.path.dirname(cfg['out']) or '.', exist_ok=True)
+    with open(cfg['out'] + '.md', 'w') as f:
+        f.write(md)
+    plot(pts, cfg['out'] + '.png', cfg['votes'])
+    print(md)
+    return pts
+
+
+if __name__ == '__main__':
+    cli(run, configure(globals()), 'volume.py')  # config files, then --key=value, override the knobs above
