@@ -29,7 +29,6 @@ the cost table and the plots.
 """
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -40,7 +39,8 @@ from bestofn import has_confidences
 from configurator import GIVEN, configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
-from machine import check_positive, check_writable, cli, head_dim, n_params, resolve_device, set_threads
+from machine import (check_positive, check_writable, cli, git_state, head_dim, n_params, resolve_device,
+                     set_threads)
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
@@ -735,17 +735,8 @@ def run(cfg, named=None, command=None):
 def provenance(command):
     """What made a run's pools: the commit (git rev-parse HEAD, and whether files differed from it), the command
     line and the text of its config files."""
-    def git(*args):
-        try:
-            r = subprocess.run(['git', *args], cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
-                               text=True, timeout=30)
-            return r.stdout.strip() if r.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
     files = [a for a in (command or [])[1:] if not a.startswith('--') and os.path.isfile(a)]
-    status = git('status', '--porcelain', '--untracked-files=no')
-    return {'commit': git('rev-parse', 'HEAD'), 'uncommitted_changes': None if status is None else bool(status),
-            'command': ' '.join(['python', 'evaluate.py', *command[1:]]) if command else None,
+    return {**git_state(), 'command': ' '.join(['python', 'evaluate.py', *command[1:]]) if command else None,
             'config_files': {f: open(f).read() for f in files}}
 
 

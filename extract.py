@@ -32,10 +32,10 @@ from capture import (SAMPLER, STEP_RULE, pool_ids, prompt_frame, reencode_proble
 from configurator import GIVEN, configure, knobs
 from generator import (check_layers, check_positions, check_weight_dtype, load_generator, positions,
                        resolve_dtype)
-from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, launch_procs,
-                     resolve_device, set_threads)
-from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens, load_problem,
-                   lock, steering)
+from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, cpu_name,
+                     git_state, launch_procs, resolve_device, set_threads)
+from store import (STEERING, atomic_save, atomic_write_json, atomic_write_json_lines, done_problems, extracted,
+                   generated_tokens, load_problem, lock, steering)
 from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems, read_candidates_file)
 
@@ -131,6 +131,36 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
         bar.update(1)
         bar.set_postfix(tok_s=f'{n_tok / (time.time() - t0):.0f}')
     bar.close()
+
+
+RUNS_FILE = 'extractions.jsonl'  # in each split dir: a line per run that extracted into it (record_run)
+CHILD = 'HSRM_EXTRACT_CHILD'  # set in the processes a run launches (launch_procs): their run records them
+
+
+def split_done(c, split, problems, n):
+    """How many of a split's `problems` hold their n candidates in {out_dir}/{split} (store.done_problems)."""
+    path = lambda p: os.path.join(c['out_dir'], split, 'problems', f"{p['index']:06d}.pt")  # noqa: E731
+    return len(done_problems(problems, path, n if c['mode'] == 'sample' else None)[0])
+
+
+def record_run(c, splits, problems, before, started, weights):
+    """A line in each split's extractions.jsonl when a run ends (not a process it launched: the run records them):
+    the problems it extracted of its range, with what (the code: machine.git_state; the CPU, cores, torch, weights
+    dtype, device) and when, so a split made in chunks, resumes or shards says how each part was made."""
+    now = time.time()
+    for s, r, n in splits:
+        path = os.path.join(c['out_dir'], s, RUNS_FILE)
+        old = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
+        done = split_done(c, s, problems[s], n)
+        atomic_write_json_lines(old + [{
+            'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started)),
+            'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)), 'seconds': round(now - started, 1),
+            'range': list(r), 'n_samples': n, 'problems': len(problems[s]), 'extracted': done - before[s],
+            'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **git_state(), 'cpu': cpu_name()[0],
+            'cores': len(cpu_cores()), 'procs': c['procs'], 'threads': c['threads'], 'torch': torch.__version__,
+            'dtype': weights, 'device': c['device'],
+            'command': ' '.join(['python', *map(shlex.quote, [os.path.relpath(sys.argv[0]), *sys.argv[1:]])])}],
+            path)
 
 
 def frame_problems(c, split_problems):
@@ -243,12 +273,14 @@ def run(config, steer=None, command=None):
     if c['mode'] == 'sample':  # before any process starts, whatever the prompt (exactly once the prompts are tokenized)
         cli(lambda x: check_positions(positions(x['model']), x['max_new_tokens']), c, 'extract.py')
     part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once
+    started, before = time.time(), {s: split_done(c, s, problems[s], n) for s, _, n in splits}
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
         per_split = {s: problems[s] for s, _, _ in splits}
         launch_procs(n_procs, extracted(per_split, out_dir, {s: n for s, _, n in splits}),
                      sum(map(len, per_split.values())), out_dir, c['threads'], sys.argv[1:] + [f'--dtype={weights}'],
-                     command)
+                     command, {CHILD: '1'})
+        record_run(c, splits, problems, before, started, weights)
         print(f'done: {out_dir}')
         return
     gen_model, tok = load_generator(c['model'], device, weights)
@@ -277,6 +309,8 @@ def run(config, steer=None, command=None):
                       prompt_frame(tok, frame_problems(c, problems[split]), cfg) if c['mode'] == 'sample' else None)
         except ValueError as e:  # a steering setting the sampler refuses, or an overflow (each names the fix)
             raise SystemExit(str(e))
+    if not os.environ.get(CHILD):
+        record_run(c, splits, problems, before, started, c['weights_dtype'])
     print(f'done: {out_dir}')
 
 

@@ -259,6 +259,19 @@ def keep_freed_memory():
     mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)
 
 
+def git_state():
+    """The code a run ran: {'commit': git rev-parse HEAD, 'uncommitted_changes': whether tracked files differ from it}
+    (None each where git or the repository is not there)."""
+    def git(*args):
+        try:
+            r = subprocess.run(['git', *args], cwd=HERE, capture_output=True, text=True, timeout=30)
+            return r.stdout.strip() if r.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            return None
+    status = git('status', '--porcelain', '--untracked-files=no')
+    return {'commit': git('rev-parse', 'HEAD'), 'uncommitted_changes': None if status is None else bool(status)}
+
+
 def cpu_name():
     """(model name, flags) as the kernel reports them (Linux's /proc/cpuinfo; elsewhere the platform's name)."""
     import platform
@@ -287,12 +300,12 @@ def cpu_cores():
     return sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
 
 
-def launch_procs(n, done, total, out_dir, threads=0, argv=None, command=None):
+def launch_procs(n, done, total, out_dir, threads=0, argv=None, command=None, env=None):
     """Run this extraction as n processes on this machine: process i is shard i of n (`--shard=i --num_shards=n`),
     pinned to its share of the cores with `threads` threads (0: that share), its log in {out_dir}/procs/.
     One bar counts the problems extracted, done() of total (store.extracted); command + argv: what runs the
-    extraction (None: extract.py, with this process's arguments). Returns when all are done; a failed process stops
-    the others and its log's tail is the error."""
+    extraction (None: extract.py, with this process's arguments); env: more variables for the processes. Returns
+    when all are done; a failed process stops the others and its log's tail is the error."""
     argv = sys.argv[1:] if argv is None else argv
     command = command or [sys.executable, os.path.join(HERE, 'extract.py')]
     cores = cpu_cores()
@@ -306,7 +319,7 @@ def launch_procs(n, done, total, out_dir, threads=0, argv=None, command=None):
         pin = (lambda c=share[i]: os.sched_setaffinity(0, c)) if hasattr(os, 'sched_setaffinity') else None
         with open(logs[i], 'w') as log:  # the child keeps its own copy of the handle
             jobs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin,
-                                         env={**os.environ, 'OMP_NUM_THREADS': t}))
+                                         env={**os.environ, **(env or {}), 'OMP_NUM_THREADS': t}))
     bar = tqdm(total=total, initial=done(), desc=f'extract ({n} processes, logs in {out_dir}/procs)', unit='problem')
     try:  # until all are done or one has failed
         while any(j.poll() is None for j in jobs) and all(j.returncode in (None, 0) for j in jobs):

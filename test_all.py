@@ -2510,6 +2510,11 @@ def test_extract_cli_shards_equal_one_run(tmp_path):
     logs = sorted(os.listdir(os.path.join(auto, 'procs')))
     assert r.returncode == 0 and logs == ['shard0.log', 'shard1.log'], r.stdout + r.stderr
     assert all('has 2,' in open(os.path.join(auto, 'procs', f)).read() for f in logs)
+    # each split records the runs that extracted into it: the run that launched processes once, each manual shard
+    recs = {d: [json.loads(x) for x in open(os.path.join(d, 'train', 'extractions.jsonl'))] for d in (one, two, auto)}
+    assert [(r['extracted'], r['done'], r['shard'], r['procs']) for r in recs[auto]] == [(4, 4, 0, 2)]
+    assert [(r['extracted'], r['shard'], r['num_shards']) for r in recs[two]] == [(2, 0, 2), (2, 1, 2)]
+    assert recs[one][0]['dtype'] in ('bfloat16', 'float32') and recs[one][0]['range'] == [0, 3]
     a = _load_dir(os.path.join(one, 'train', 'problems'))
     assert list(a) == ['000000.pt', '000001.pt', '000002.pt', '000003.pt']
     for other in (two, auto):
@@ -2568,6 +2573,11 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
         for x, y in zip(before[f]['candidates'], b[f]['candidates'][:2]):
             assert torch.equal(x['token_ids'], y['token_ids']) and torch.equal(x['states'], y['states'])
     assert json.load(open(os.path.join(grown, 'train', 'config.json')))['n_samples'] == 4
+    # the split's record of how each run made it: what it extracted, the code, CPU, dtype and when
+    recs = [json.loads(x) for x in open(os.path.join(grown, 'train', 'extractions.jsonl'))]
+    assert [(r['n_samples'], r['extracted'], r['done'], r['problems']) for r in recs] == [(2, 3, 3, 3), (4, 3, 3, 3)]
+    assert all(r['dtype'] == 'bfloat16' and r['cpu'] == machine.cpu_name()[0] and r['seconds'] > 0 for r in recs)
+    assert len(recs[1]['commit'] or '') in (0, 40) and '--n_train_samples=4' in recs[1]['command']
     r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=3')
     assert r.returncode != 0 and 'n_train_samples=4, this run has n_train_samples=3; fix:' in r.stderr
 
