@@ -145,18 +145,19 @@ def split_done(c, split, problems, n):
 
 def record_run(c, splits, problems, before, started, weights):
     """A line in each split's extractions.jsonl when a run ends (not a process it launched: the run records them):
-    the problems it extracted of its range, with what (the code: machine.git_state; the CPU, cores, torch, weights
-    dtype, device) and when, so a split made in chunks, resumes or shards says how each part was made."""
+    the problems it extracted of its range, with what (the code as the run started, started = (time, git_state); the
+    CPU, cores, torch, weights dtype, device) and when, so a split made in chunks, resumes or shards says how each
+    part was made."""
     now = time.time()
     for s, r, n in splits:
         path = os.path.join(c['out_dir'], s, RUNS_FILE)
         old = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
         done = split_done(c, s, problems[s], n)
         atomic_write_json_lines(old + [{
-            'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started)),
-            'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)), 'seconds': round(now - started, 1),
+            'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started[0])),
+            'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)), 'seconds': round(now - started[0], 1),
             'range': list(r), 'n_samples': n, 'problems': len(problems[s]), 'extracted': done - before[s],
-            'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **git_state(), 'cpu': cpu_name()[0],
+            'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **started[1], 'cpu': cpu_name()[0],
             'cores': len(cpu_cores()), 'procs': c['procs'], 'threads': c['threads'], 'torch': torch.__version__,
             'dtype': weights, 'device': c['device'],
             'command': ' '.join(['python', *map(shlex.quote, [os.path.relpath(sys.argv[0]), *sys.argv[1:]])])}],
@@ -273,7 +274,7 @@ def run(config, steer=None, command=None):
     if c['mode'] == 'sample':  # before any process starts, whatever the prompt (exactly once the prompts are tokenized)
         cli(lambda x: check_positions(positions(x['model']), x['max_new_tokens']), c, 'extract.py')
     part = '' if c['num_shards'] == 1 else f"shard{c['shard']}of{c['num_shards']}"  # one run a folder (a shard) at once
-    started, before = time.time(), {s: split_done(c, s, problems[s], n) for s, _, n in splits}
+    started, before = (time.time(), git_state()), {s: split_done(c, s, problems[s], n) for s, _, n in splits}
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
         per_split = {s: problems[s] for s, _, _ in splits}
