@@ -1042,6 +1042,32 @@ def test_volume_points_from_curve_reports(tmp_path):
         V.volume_points([(rd, 'mixed')])
 
 
+def test_evaluate_reads_a_curves_checkpoints(tmp_path, one_thread_eval):
+    """evaluate.py --ckpts=<curve>/K<k>/*/seed*/ckpt.pt (how the GSM8K cell's table and pools are made): a row per
+    variant named by its folder, scored as the curve scored it (the same Bo8 and AUROC, and the same weighted vote:
+    each checkpoint's temperature chosen on its own validation problems), and the pools written with every seed."""
+    from studies import curve as C
+    out = str(tmp_path / 'cell')
+    write_split_eval(f'{out}/train', 30, 6, seed=3, confidences=True)
+    write_split_eval(f'{out}/eval', 12, 8, seed=4, start=1000, confidences=True)
+    cfg = {**C.DEFAULTS, 'out_dir': out, 'sizes': [30], 'seeds': [1, 2], 'n_boot': 200, 'device': 'cpu',
+           'variants': {'hsrm': {}, 'res': {'residual': 'auto'}}, 'train_overrides': {**_cfg(eval_interval=3),
+                                                                                       'epochs': 2}}
+    sizes, _ = C.run(cfg)
+    curve = {r['method']: r for r in sizes[0]['rows']}
+    res = E.run({**E.DEFAULTS, 'out_dir': out, 'ckpts': [f'{out}/curve/K30/*/seed*/ckpt.pt'], 'n_scaling': [8],
+                 'plots': False, 'device': 'cpu'})
+    rows = {r['method']: r for r in res['rows']}
+    for v, name in (('hsrm', 'HSRM'), ('res', 'res')):  # a variant's folder is its row's name (hsrm: HSRM)
+        assert rows[name]['n_runs'] == 2 and rows[name]['acc'] == pytest.approx(curve[v]['acc'], abs=1e-12)
+        assert rows[name]['auroc'] == pytest.approx(curve[v]['auroc'], abs=1e-12)
+        assert rows[f'{name} + weighted vote']['acc'] == pytest.approx(curve[f'{v} + weighted vote']['acc'], abs=1e-12)
+    assert rows['Majority vote (extracted answers)']['acc'] == curve['Majority vote (extracted answers)']['acc']
+    pools, meta = tables.read_pools(f'{out}/pools')
+    cols = {c for r in pools if r['split'] == 'eval' for c in r['verifiers']}
+    assert cols == {'hsrm_seed1', 'hsrm_seed2', 'res_seed1', 'res_seed2'} and len(meta['arms']) == 2
+
+
 def test_curve_pools_a_variants_train_dirs(tmp_path, one_thread_eval):
     """A variant with several train_dirs (a second extraction of more training problems) pools them as train.py does:
     its cell at K reads K problems of each dir, each cut alike; its row, its pairs and its fit count the training
