@@ -9,6 +9,8 @@ Speed and memory, measured side by side in one run and printed as tables (never 
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
     python -m studies.bench --only=tables --dirs=out/demo/pools  # tables.py's table from pools (none: drawn ones)
+    python -m studies.bench --only=chunks --dirs=out/gsm8k_qwen05/train,out/gsm8k_qwen05/eval  # real extractions'
+                        # runs, as their split dirs recorded them: time per problem and tokens per second
 
 Each section backs a number in README.md or RESULTS.md (its docstring or comment names it); the other measurements
 moved to studies/bench_lab.py.
@@ -1026,6 +1028,38 @@ def main_job_pools(out, seed=0):
     return out
 
 
+def bench_chunks(dirs):
+    """python -m studies.bench --only=chunks --dirs=<split dir>,...: each extract.py run a split dir recorded
+    (extract.RUNS_FILE: its time, problems, commit, CPU, dtype) with its seconds per problem and its tokens per second:
+    the decoded tokens (store.generated_tokens) of the problem files written while it ran (their mtime; a grown
+    problem's counts its every candidate, so a growing run's rate overstates). A run killed before its end recorded
+    nothing."""
+    import calendar
+    from extract import RUNS_FILE
+    from store import load_problem, problem_files
+    if not dirs:
+        raise SystemExit("--only=chunks needs --dirs=<split dir>,... (e.g. out/gsm8k_qwen05/eval)")
+    rows = []
+    for d in dirs:
+        path = os.path.join(d, RUNS_FILE)
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} not found: {d} records no extract.py run (made before runs were recorded); fix: "
+                             "a split dir extract.py has written to since")
+        recs = [json.loads(x) for x in open(path)]
+        files = [(os.path.getmtime(f), f) for f in problem_files(d)]
+        for r in recs:
+            t1 = calendar.timegm(time.strptime(r['finished'], '%Y-%m-%dT%H:%M:%SZ')) + 1
+            tok = sum(load_problem(f, mmap=True)['generated_tokens'] for m, f in files if t1 - r['seconds'] - 2 <= m
+                      <= t1)
+            rows.append([d, f"{r['range'][0]}-{r['range'][1]} x {r['n_samples']}", r['extracted'],
+                         f"{r['seconds']:,.0f}", f"{r['seconds'] / r['extracted']:.2f}" if r['extracted'] else '–',
+                         f"{tok / r['seconds']:.0f}",
+                         (r['commit'] or '?')[:7] + ('+' if r['uncommitted_changes'] else ''), r['cpu'],
+                         f"{r['procs'] or r['cores']} x {r['threads'] or 1}", r['dtype'], r['started']])
+    table(rows, ['split dir', 'range x samples', 'problems extracted', 's', 's / problem', 'tokens / s', 'commit',
+                 'CPU', 'processes x threads', 'dtype', 'started (UTC)'])
+
+
 def bench_tables(dirs=None, repeats=3):
     """python -m studies.bench --only=tables [--dirs=out/demo/pools,...]: `python tables.py <pools>` by TABLES_BEFORE's
     code and by this tree's, on each pools folder (none given: main_job_pools'), repeats times each, interleaved:
@@ -1385,5 +1419,6 @@ if __name__ == '__main__':
                 'gpu_cell': lambda: bench_gpu_cell(device), 'gpu_refill': lambda: bench_gpu_refill(device),
                 'int8': bench_int8,
                 'quality': lambda: bench_quality(flag('dirs') and flag('dirs').split(',')),
-                'tables': lambda: bench_tables(flag('dirs') and flag('dirs').split(','))}
+                'tables': lambda: bench_tables(flag('dirs') and flag('dirs').split(',')),
+                'chunks': lambda: bench_chunks(flag('dirs') and flag('dirs').split(','))}
     run_sections(sections, only)
