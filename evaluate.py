@@ -42,7 +42,7 @@ from model import prm_reduce as reduce_steps  # the name prm_reduce is this stag
 from machine import (check_positive, check_writable, cli, git_state, head_dim, n_params, resolve_device,
                      set_threads)
 from generator import generator_config, generator_name, matmul_shapes
-from store import atomic_write_json, load_checkpoint, load_split, problem_files
+from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
 from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
                     check_checkpoint, checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json,
                     free_name, free_scores, pool_rows, pool_table, read_pools, render_table, row_names, run_dirs,
@@ -80,6 +80,9 @@ deepconf_etas = [0.1, 0.9]  # DeepConf keep fractions: offline top-eta filtered 
                             # 0.9 = DeepConf-high (10th)
 answer_agreement = False    # True: answer agreement (each candidate's share of its problem's candidates giving its
                             # answer) among the free scorers; its picks are majority vote's, its ranking its own
+ship: str = None            # the run whose seed of best validation AUROC evaluate.py ships as {out_dir}/pools/hsrm.pt
+                            # (sample.py's), e.g. 'hsrm_l12_mean'; None = the config's own run, else the run named
+                            # 'hsrm', else the first that reads hidden states
 index_parts: list = []      # [(name, lo, hi), ...]: dataset index ranges (inclusive) the table is also broken down by,
                             # e.g. an evaluation set grown after a result: the part fixed before it and the part added
 # -----------------------------------------------------------------------------
@@ -704,8 +707,12 @@ def run(cfg, named=None, command=None):
     rows = (pool_rows(problems, 'eval', free(problems), scores['eval'], prm, text=True)
             + pool_rows(vp, 'val', free(vp), scores['val']) + pool_rows(extra, 'val_run', free(extra), scores['val']))
     # the verifier shipped: the config's own run (its seed sample.py uses); no config named one: the first HSRM run
-    own = next(iter(named)) if named else next((a['group'] for a in arms if a['kind'] == 'hsrm'), None)
+    own = cfg['ship'] or (next(iter(named)) if named else next(
+        (a['group'] for a in sorted(arms, key=lambda a: a['group'] != 'hsrm') if reads(a['kind'], 'states')
+         and any(read_checkpoint(r['ckpt'], mmap=True)['spec']['layers'] for r in a['runs'])), None))
     ship = next((a for a in arms if a['group'] == own), None)
+    if cfg['ship'] and ship is None:
+        raise ValueError(f"ship={cfg['ship']!r} is not a run of this table; fix: one of {[a['group'] for a in arms]}")
     best = best_seed([r['ckpt'] for r in ship['runs']]) if ship else None
     write_pools(pools, rows, {
         **provenance(command), 'config': cfg, 'dataset': problems[0]['dataset'], 'generator': str(gc.get('model', '?')),

@@ -899,7 +899,7 @@ def disagreements(pools_dir, column=None):
         if not meta.get('shipped'):
             raise ValueError(f"pools_dir={pools_dir!r} ships no verifier (meta.json 'shipped'); fix: column=<a "
                              "verifier column of its rows>")
-        column = os.path.basename(os.path.dirname(meta['shipped']['ckpt']))
+        column = next(r['column'] for a in meta['arms'] for r in a['runs'] if r['ckpt'] == meta['shipped']['ckpt'])
     counts = dict.fromkeys(('hsrm right, vote wrong', 'vote right, hsrm wrong', 'other answers, both wrong',
                             'the same answer', 'a tie'), 0)
     examples = {k: [] for k in list(counts)[:2]}

@@ -5195,6 +5195,16 @@ def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
                                                      "candidates.jsonl.gz; fix: ")
 
 
+def test_evaluate_ships_the_run_it_is_told_to(pools_run):
+    """ship names the run whose best seed goes into pools/hsrm.pt; a name that is no run of the table is refused with
+    the runs it could be, before the pools are rewritten."""
+    out, _ = pools_run
+    before = open(f'{out}/pools/meta.json').read()
+    with pytest.raises(ValueError, match=rf"ship='stepfeat' is not a run of this table; fix: one of \['{SAMPLE_RUN}'\]"):
+        E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 4], 'plots': False, 'n_boot': 200, 'ship': 'stepfeat'})
+    assert open(f'{out}/pools/meta.json').read() == before
+
+
 def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
     """readme_table_mismatches: a README's table (a selection of the rows and columns, shorter names) agrees with the
     table recomputed from the pools cell by cell; a number edited, a row of no such name or a column the table lacks
@@ -5231,20 +5241,28 @@ def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
         tables.readme_table_mismatches(str(readme), '## Results', f'{out}/pools')
 
 
-def test_the_readme_shows_the_shipped_main_job():
-    """README's main-job table is, cell for cell, the table recomputed from the committed pools (release/demo), and
-    its count of the problems where HSRM and majority vote pick differently is tables.disagreements' on them: a README
-    number edited, or pools replaced without README, fails here (tables.readme_table_mismatches is tested above)."""
-    heading = '## What the main job shows'
-    assert tables.readme_table_mismatches(f'{REPO}/README.md', heading, f'{REPO}/release/demo') == []
-    readme = ' '.join(open(f'{REPO}/README.md').read().split())  # its lines joined
-    said = re.search(r'HSRM is right and the vote wrong on (\d+) problems, the other way round on (\d+)', readme)
-    counts = tables.disagreements(f'{REPO}/release/demo')['counts']
+SHIPPED = {  # release dir -> (README's heading above its table, generator, evaluate.py's command, evaluation indices)
+    'demo': ('## What the main job shows', 'smollm2', 'python evaluate.py config/demo.py', range(1225, 1899))}
+
+
+@pytest.mark.parametrize('release', sorted(SHIPPED))
+def test_the_readme_shows_the_shipped_runs(release):
+    """README's table of each shipped run is, cell for cell, the table recomputed from its committed pools (release/),
+    and its section's count of the problems where HSRM and majority vote pick differently is tables.disagreements' on
+    them: a README number edited, or pools replaced without README, fails here (tables.readme_table_mismatches is
+    tested above)."""
+    heading, generator, command, indices = SHIPPED[release]
+    pools = f'{REPO}/release/{release}'
+    assert tables.readme_table_mismatches(f'{REPO}/README.md', heading, pools) == []
+    text = open(f'{REPO}/README.md').read()
+    section = ' '.join(text[text.index(heading + '\n'):].split('\n## ')[0].split())  # its lines joined
+    said = re.search(r'HSRM is right and the vote wrong on (\d+) problems, the other way round on (\d+)', section)
+    counts = tables.disagreements(pools)['counts']
     assert said and tuple(map(int, said.groups())) == (counts['hsrm right, vote wrong'],
                                                        counts['vote right, hsrm wrong'])
-    rows, meta = tables.read_pools(f'{REPO}/release/demo')
-    assert meta['generator'] == 'smollm2' and meta['command'] == 'python evaluate.py config/demo.py'
-    assert sorted({r['index'] for r in rows if r['split'] == 'eval'}) == list(range(1225, 1899))
+    rows, meta = tables.read_pools(pools)
+    assert meta['generator'] == generator and meta['command'] == command
+    assert sorted({r['index'] for r in rows if r['split'] == 'eval'}) == list(indices)
 
 
 @pytest.mark.slow
