@@ -36,10 +36,6 @@ STEP_RULE = 'newline'
 # runs slowly on a strided slice); in float32 always the whole capacity, as a column count that follows the batch
 # moved a candidate's float32 rounding with its shard (AMD EPYC under ONEDNN_MAX_CPU_ISA=AVX2)
 WHOLE_ABOVE = 0.75
-# ... and with a prompt store its rows attend in this many groups by their own written width (sorted, equal row
-# counts), each group reading its widest row's columns, not the batch's: rows read about twice their mean width
-# otherwise (bench.py --only=extract; 1 = the batch's width for every row)
-WIDTH_GROUPS = 4
 # how candidates are drawn, recorded in each split's config.json (a resume under another is refused): 'counter' = one
 # uniform per candidate and token from (seed, problem, sample, token) alone (generator.uniforms), in continuous batches
 SAMPLER = 'counter'
@@ -185,8 +181,7 @@ def sample_stream(model, tok, prompts, n_samples, layers=(-1,), max_new_tokens=5
     s = _rows(model, B, width + T, T, max_steps, D, kinds, bool(steer and steer.features),
               whole=0.0 if torch_compile else (WHOLE_ABOVE if next(model.parameters()).dtype != torch.float32 else 0.0)
               if fast else 1.0, static=torch_compile, slots=min(B, len(ids)) if fast else 0,
-              common=common if fast else 0,
-              groups=WIDTH_GROUPS if fast and next(model.parameters()).dtype != torch.float32 else 1)
+              common=common if fast else 0)
     s.seed, s.keys = seed, keys
     step = decode_step(model, s.cache, layers, torch_compile, fast)
     jobs = {}  # prompt index -> {'todo': candidates not started, 'left': rows in the batch, 'done': {row id: data},
@@ -246,15 +241,14 @@ class _Rows:
         move_rows(self.cache, src, dst)
 
 
-def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, common=0, groups=1):
+def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, common=0):
     """B free rows: their KV cache of capacity cap (the longest prompt and max_new_tokens T) and every per-row
     tensor (feats: keep each step's features for a step-feature verifier that steers; whole: attention reads the
     whole capacity once the written columns pass this share of it, else those; static: rows never move, every row
     runs every step: the compiled step's fixed shapes; slots:
     the prompts' keys and values sit once per prompt in a store of that many slots (the `common` leading tokens every
     prompt shares prefilled once), read by decode_attention, and a row's own buffer holds T + 1 columns; else every
-    row holds its prompt's copy; groups: with a prompt store, the rows attend in this many groups by written width,
-    WIDTH_GROUPS)."""
+    row holds its prompt's copy)."""
     device = next(model.parameters()).device
     if slots:  # a row runs its prompt's last token, then its own (the last: for its state)
         cache, shared = row_cache(model, B, T + 1, slots, cap - T - 1)
@@ -264,7 +258,7 @@ def _rows(model, B, cap, T, max_steps, D, kinds, feats, whole, static, slots=0, 
     S = max_steps or 64
     z = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
     return _Rows(
-        cache=cache, shared=shared, cap=cap, whole=whole, static=static, groups=groups, dtype=next(model.parameters()).dtype, T=T,
+        cache=cache, shared=shared, cap=cap, whole=whole, static=static, dtype=next(model.parameters()).dtype, T=T,
         kv={},  # prompt index -> (its prefill cache, its row there): kept until every candidate of it has started
         # (without a prompt store)
         free=list(range(slots)) if slots else None,  # the prompt store's free slots (a heap: the lowest first)
@@ -376,14 +370,10 @@ def _feed(s, step):
     """Run the first b rows' tokens through the model, each at its own cache column and position; a row's mask lets
     it attend to its own columns only. The compiled step runs every row (an idle one at its last column)."""
     b, n = s.b, min(s.wmax + 1, s.cap)  # wmax: an upper bound, rows that end included
-    n = s.cap if n > s.whole * s.cap and s.groups == 1 else n
+    n = s.cap if n > s.whole * s.cap else n
     fed = s.live[:b] & ~s.wait[:b] if s.static else None
-    s.shared['at'][:b] = at = s.w[:b].clamp(max=s.cap - 1)
+    s.shared['at'][:b] = s.w[:b].clamp(max=s.cap - 1)
     s.shared['n'] = n
-    s.shared['width_groups'] = None
-    if s.groups > 1 and s.free is not None and b >= 2 * s.groups:  # rows by written width: each group reads its
-        parts = torch.tensor_split(torch.argsort(at), s.groups)  # widest row's columns (decode_attention)
-        s.shared['width_groups'] = list(zip(parts, (at[[int(p[-1]) for p in parts]] + 1).tolist()))
     mask = torch.arange(n, device=s.w.device)[None] <= s.w[:b, None]  # [b, n]
     if s.free is not None:  # the prompt's columns in the store first, as a float32 bias (decode_attention's)
         mask = torch.cat([torch.arange(s.shared['prompt'], device=s.w.device)[None] < s.plen[:b, None], mask], 1)

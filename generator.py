@@ -564,16 +564,19 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     q = query.view(B, G, g, hd)
-    P = row_cache['prompt'] if row_cache and row_cache['slots'] else 0
-    groups = row_cache.get('width_groups') if P else None
-    if groups:  # rows in groups by written width, each reading its widest row's columns (a gathered copy)
-        return _grouped_attention(module, q, key, value, attention_mask, scaling, row_cache, groups)
     if key.dtype != torch.float32 and not key.is_contiguous():  # the columns a row buffer's slice reads, copied: a
         key, value = key.contiguous(), value.contiguous()  # strided bfloat16 operand runs torch's slow bmm on CPU
     s = torch.matmul(q, key.transpose(-1, -2))  # [B, G, group, n]: each row's own columns
+    P = row_cache['prompt'] if row_cache and row_cache['slots'] else 0
     if P:
-        sp, per = _prompt_scores(q, row_cache['layers'][module.layer_idx].pk, row_cache)
-        s = torch.cat([sp, s], -1)
+        pk, pv = row_cache['layers'][module.layer_idx].pk, row_cache['layers'][module.layer_idx].pv
+        slot, rank, slots, per = row_cache['group']
+        if q.dtype == torch.float32:  # at least MIN_ROWS rows a matmul: float32's few-row kernels round otherwise
+            per = max(per, -(-MIN_ROWS // g))
+        qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
+        qg[slot, :, rank] = q
+        sp = torch.matmul(qg.view(slots, G, per * g, hd), pk[:slots].transpose(-1, -2))
+        s = torch.cat([sp.view(slots, G, per, g, P)[slot, :, rank], s], -1)
     scale = hd ** -0.5 if scaling is None else scaling
     if attention_mask is None:
         s = s.float().mul_(scale)
@@ -584,47 +587,10 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     p = s.softmax(-1).to(value.dtype)
     out = torch.matmul(p[..., P:], value)
     if P:
-        out += _prompt_values(p[..., :P], row_cache['layers'][module.layer_idx].pv, row_cache, per)
+        pg = p.new_zeros(slots, G, per, g, P)
+        pg[slot, :, rank] = p[..., :P]
+        out += torch.matmul(pg.view(slots, G, per * g, P), pv[:slots]).view(slots, G, per, g, hd)[slot, :, rank]
     return out.reshape(B, 1, H * hd), None
-
-
-def _prompt_scores(q, pk, row_cache):
-    """Each row's scores against its prompt's keys in the store ([B, G, group, P]), a prompt's rows in one matmul."""
-    B, G, g, hd = q.shape
-    slot, rank, slots, per = row_cache['group']
-    if q.dtype == torch.float32:  # at least MIN_ROWS rows a matmul: float32's few-row kernels round otherwise
-        per = max(per, -(-MIN_ROWS // g))
-    qg = q.new_zeros(slots, G, per, g, hd)  # the rows of each slot side by side
-    qg[slot, :, rank] = q
-    return torch.matmul(qg.view(slots, G, per * g, hd), pk[:slots].transpose(-1, -2)).view(
-        slots, G, per, g, -1)[slot, :, rank], per
-
-
-def _prompt_values(pp, pv, row_cache, per):
-    """The prompt columns' share of each row's output: its weights there ([B, G, group, P]) times its prompt's
-    values in the store, a prompt's rows in one matmul."""
-    B, G, g, P = pp.shape
-    slot, rank, slots, _ = row_cache['group']
-    pg = pp.new_zeros(slots, G, per, g, P)
-    pg[slot, :, rank] = pp
-    return torch.matmul(pg.view(slots, G, per * g, P), pv[:slots]).view(slots, G, per, g, -1)[slot, :, rank]
-
-
-def _grouped_attention(module, q, key, value, attention_mask, scaling, row_cache, groups):
-    """decode_attention with a prompt store, the rows' own columns read by groups [(rows, width)]: each group's
-    rows against their first `width` columns (the softmax over the prompt's and those; a column past a row's own is
-    masked as before), so a row reads its group's widest row, not the batch's."""
-    B, G, g, hd = q.shape
-    layer, P = row_cache['layers'][module.layer_idx], row_cache['prompt']
-    sp, per = _prompt_scores(q, layer.pk, row_cache)
-    scale = hd ** -0.5 if scaling is None else scaling
-    out, pp = q.new_empty(B, G, g, hd), q.new_empty(B, G, g, P)
-    for rows, w in groups:
-        s = torch.cat([sp[rows], torch.matmul(q[rows], key[rows, :, :w].transpose(-1, -2))], -1)
-        p = torch.add(attention_mask[rows, ..., :P + w], s, alpha=scale).softmax(-1).to(value.dtype)
-        out[rows] = torch.matmul(p[..., P:], value[rows, :, :w])
-        pp[rows] = p[..., :P]
-    return (out + _prompt_values(pp, layer.pv, row_cache, per)).reshape(B, 1, G * g * hd), None
 
 
 AttentionInterface.register('decode_sdpa', decode_attention)

@@ -2287,30 +2287,6 @@ def test_capture_equals_teacher_forcing_bfloat16():
                                    tol=6e-2, stat_tol=6e-2)
 
 
-def test_width_groups_read_fewer_columns_and_draw_the_same(monkeypatch):
-    """bfloat16 with a prompt store and enough rows (refilled ones start narrow): the rows attend in WIDTH_GROUPS
-    groups by their written width, each reading its widest row's columns; every candidate draws the same tokens as
-    when every row reads the batch's widest, with its states and statistics within bfloat16's rounding, and the
-    forwards ran grouped (decode_attention's grouped path counted)."""
-    tok = tiny_tokenizer()
-    model = tiny_model('qwen3', len(tok), newline_ids=step_table(tok).nonzero()[:, 0], dtype=torch.bfloat16)
-    prompts = ['Step 1: 23 + 15 = 38.\n', 'First, we compute the total:\n\n12 * 3 = 36\nSo', 'Add 4 and 9.\n',
-               'Compute 7 + 7 - 2.\n', 'So', 'We have 3 apples and buy 5 more.\n']
-    grouped = []
-    real = generator._grouped_attention
-    monkeypatch.setattr(generator, '_grouped_attention', lambda *a: grouped.append(len(a[-1])) or real(*a))
-    out = {}
-    for k in (1, 4):
-        monkeypatch.setattr(capture, 'WIDTH_GROUPS', k)
-        out[k] = sample_with_capture(model, tok, prompts, 4, layers=[-1], max_new_tokens=24, temperature=0.7,
-                                     top_p=0.9, seed=3, rows=12)
-        assert bool(grouped) == (k > 1) and set(grouped) <= {4}
-    for a, b in zip(sum(out[1], []), sum(out[4], [])):
-        assert torch.equal(a['token_ids'], b['token_ids'])
-        torch.testing.assert_close(a['states'].float(), b['states'].float(), rtol=2e-2, atol=2e-2)
-        torch.testing.assert_close(a['logprobs'], b['logprobs'], rtol=2e-2, atol=2e-2)
-
-
 def test_refill_equals_teacher_forcing_and_a_candidate_draws_alone():
     """Continuous batching (issue 67): with fewer rows than candidates, a row that ends takes the next candidate (its
     prompt copied into the row's cache, its last token fed with the other rows'); every candidate still equals a
