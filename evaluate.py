@@ -42,7 +42,7 @@ from model import prm_reduce as reduce_steps  # the name prm_reduce is this stag
 from machine import (check_positive, check_writable, cli, git_state, head_dim, n_params, resolve_device,
                      set_threads)
 from generator import generator_config, generator_name, matmul_shapes
-from store import atomic_write_json, load_checkpoint, load_split, problem_files, read_checkpoint
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
                     check_checkpoint, checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json,
                     free_name, free_scores, pool_rows, pool_table, read_pools, render_table, row_names, run_dirs,
@@ -425,7 +425,7 @@ def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
                          'n_train': n_train, 'seconds_per_candidate': spc, 'device': where,
                          'flops': float(np.mean([verifier_flops(model, S, T) for S, T in lengths]))})
         label, kind = names[g], arch[0]
-        arms.append({'group': g, 'method': label, 'kind': kind, 'params': runs[0]['params'],
+        arms.append({'group': g, 'method': label, 'kind': kind, 'layers': arch[2], 'params': runs[0]['params'],
                      'n_train': runs[0]['n_train'], 'runs': runs})
         # what the last checkpoint of the group actually read (the runs of a group share the input spec)
         spec, inputs = model.spec, []
@@ -706,10 +706,10 @@ def run(cfg, named=None, command=None):
     free = lambda ps: free_scores(ps, cfg, combo)  # noqa: E731
     rows = (pool_rows(problems, 'eval', free(problems), scores['eval'], prm, text=True)
             + pool_rows(vp, 'val', free(vp), scores['val']) + pool_rows(extra, 'val_run', free(extra), scores['val']))
-    # the verifier shipped: the config's own run (its seed sample.py uses); no config named one: the first HSRM run
-    own = cfg['ship'] or (next(iter(named)) if named else next(
-        (a['group'] for a in sorted(arms, key=lambda a: a['group'] != 'hsrm') if reads(a['kind'], 'states')
-         and any(read_checkpoint(r['ckpt'], mmap=True)['spec']['layers'] for r in a['runs'])), None))
+    # the verifier shipped: ship, else the config's own run (its seed sample.py uses), else the run named 'hsrm', else
+    # the first that reads states (stepfeat_only's kind reads them, its layers none)
+    states = [a['group'] for a in arms if reads(a['kind'], 'states') and a['layers']]
+    own = cfg['ship'] or (next(iter(named)) if named else 'hsrm' if 'hsrm' in states else next(iter(states), None))
     ship = next((a for a in arms if a['group'] == own), None)
     if cfg['ship'] and ship is None:
         raise ValueError(f"ship={cfg['ship']!r} is not a run of this table; fix: one of {[a['group'] for a in arms]}")
