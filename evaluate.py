@@ -40,7 +40,7 @@ from configurator import GIVEN, configure, knobs, read_config_file, split_argv
 from model import PRM_7B_ARCH, count_params, input_lengths, lm_flops, prm_tokens_estimate, reads, verifier_flops
 from model import prm_reduce as reduce_steps  # the name prm_reduce is this stage's config key
 from machine import (check_positive, check_writable, cli, git_state, head_dim, n_params, resolve_device,
-                     set_threads)
+                     set_threads, shown_path)
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
@@ -406,7 +406,7 @@ def verifier_scores(paths, problems, val_split, cfg, dirs, dev):
                 raise ValueError(f"{gpaths}: runs named {g} hold different verifiers ({arch} vs {a}); fix: give each "
                                  f"configuration its own run dir name")
             arch, tc = a, ck.get('train_config') or {}
-            trained_on |= {os.path.abspath(d) for d in train.train_dirs_now(tc, path)}
+            trained_on |= {shown_path(d) for d in train.train_dirs_now(tc, path)}
             col = f"{g}_seed{tc['seed']}" if tc.get('seed') is not None else f'{g}_run{len(runs)}'  # a pool column
             col += f'_{len(scores["eval"])}' if col in scores['eval'] else ''  # one seed twice: another run's
             sc, spc, where = cached_scores(model, path, problems, eval_dir, cache_dir, cfg['eval_batch_size'], dev)
@@ -658,7 +658,7 @@ def result_notes(cfg, res, problems, trained_on, train_dir):
                      "equal on every candidate, so equal rows (DeepConf's group and tail confidences are "
                      f"the mean confidence when no trace is longer than deepconf_window {cfg['deepconf_window']} and "
                      f"deepconf_tail {cfg['deepconf_tail']}: the longest here has {longest} tokens).")
-    if trained_on and trained_on != [os.path.abspath(train_dir)]:
+    if trained_on and trained_on != [shown_path(train_dir)]:
         notes.append(f'Checkpoints were trained on {trained_on}; validation choices used {train_dir}.')
     return notes
 

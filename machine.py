@@ -259,6 +259,13 @@ def keep_freed_memory():
     mallopt(-1, 2 ** 31 - 1)  # M_TRIM_THRESHOLD: the heap's free top is not given back to the system (up to 2 GiB)
 
 
+def shown_path(p):
+    """p as a record shows it: relative to the working folder where it lies under it (the same on every clone),
+    else absolute."""
+    r = os.path.relpath(os.path.abspath(p))
+    return os.path.abspath(p) if r == '..' or r.startswith('..' + os.sep) else r
+
+
 def git_state():
     """The code a run ran: {'commit': git rev-parse HEAD, 'uncommitted_changes': whether tracked files differ from it}
     (None each where git or the repository is not there)."""

@@ -4790,7 +4790,7 @@ def test_a_run_knows_its_data_grown_or_relabelled_is_refused(tmp_path, capsys, o
         _fit(out)
 
 
-def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, one_thread_eval):
+def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, monkeypatch, one_thread_eval):
     """Issue 64: a run trained at one absolute path and copied elsewhere with its data (out_dir off a GPU box) is the
     same run: train.py skips it, evaluate.py scores it with validation choices on its own split, sample.py finds its
     training extraction; nothing is refused or retrained."""
@@ -4812,6 +4812,10 @@ def test_a_run_moved_with_its_data_is_the_same_run(tmp_path, capsys, one_thread_
     assert next(r for r in res['rows'] if r['type'] == 'verifier')['n_runs'] == 2
     assert [w['where'] for w in SA.load_verifier(cks[0])[0].trained_on] == [f'{b}/train/config.json']
     assert [open(p, 'rb').read() for p in cks] == before
+    monkeypatch.chdir(tmp_path)  # inside the working folder a record names its dirs as every clone would
+    assert [w['where'] for w in SA.load_verifier(cks[0])[0].trained_on] == ['here/run/train/config.json']
+    assert E.run({'out_dir': 'here/run', 'plots': False, 'n_boot': 20})['trained_on'] == ['here/run/train']
+    assert machine.shown_path(str(tmp_path.parent)) == str(tmp_path.parent)  # above it: absolute
 
 
 def test_verifier_layers_not_stored_name_the_stored_ones_and_the_fix_trains(tmp_path):

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from bestofn import cheap_score, combo_fit, pool_metrics, residual_scorers
 from configurator import GIVEN, configure, knobs
 from machine import (check_between, check_positive, check_writable, cli, fork_map, one_thread, resolve_device,
-                     set_threads)
+                     set_threads, shown_path)
 from model import (SPEC, STEP_INPUTS, TEXT_SIZES, VERIFIERS, build_verifier, build_vocab, check_states, count_params,
                    cut_prefix, problem_columns, read_kinds, reads, score_problems, score_sorted, step_feature_matrix,
                    text_ids)
@@ -856,7 +856,7 @@ def trained_on(ck, path):
         p = os.path.join(d, 'config.json')
         if os.path.exists(p):
             with open(p) as f:
-                out.append({**json.load(f), 'where': p})
+                out.append({**json.load(f), 'where': shown_path(p)})
     return out
 
 
