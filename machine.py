@@ -262,8 +262,9 @@ def keep_freed_memory():
 def shown_path(p):
     """p as a record shows it: relative to the working folder where it lies under it (the same on every clone),
     else absolute."""
-    r = os.path.relpath(os.path.abspath(p))
-    return os.path.abspath(p) if r == '..' or r.startswith('..' + os.sep) else r
+    a = os.path.abspath(p)
+    r = os.path.relpath(a)
+    return a if r.split(os.sep)[0] == '..' else r
 
 
 def git_state():
