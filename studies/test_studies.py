@@ -1042,6 +1042,63 @@ def test_volume_points_from_curve_reports(tmp_path):
         V.volume_points([(rd, 'mixed')])
 
 
+def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
+    """studies.cuts: one config's cuts, a column each; the state variant chosen in each cut by validation Bo8, then
+    validation AUROC, then chosen_among's order; a difference tallied where its interval lies beyond 0; cuts of
+    another config, of another evaluation split or lacking a named variant refused."""
+    from studies import cuts as C
+
+    def row(method, kind, acc, d=0.0, val=None, auroc=0.7):
+        ci = lambda x: [x - 0.01, x + 0.01]  # noqa: E731
+        return {'method': method, 'type': kind, 'acc': acc, 'auroc': auroc, 'val': val or {}, 'units': 819,
+                'vs': {ref: {'acc': d, 'acc_ci': ci(d), 'auroc': d / 10, 'auroc_ci': ci(d / 10)}
+                       for ref in ('best_free_val', 'majority', 'paper')}}
+
+    def report(name, seed, vals, d_hsrm, config_extra=None):
+        out = str(tmp_path / name)
+        os.makedirs(f'{out}/eval', exist_ok=True)
+        rows = [row('Majority vote', 'vote', 0.32), row('Best free selector on validation: ref', 'free_best_val', 0.33,
+                                                        val={'acc': 0.40}),
+                row('Best free scorer on validation by AUROC: agree', 'free_best_val_auroc', 0.32),
+                row("Best single free scorer on validation, no vote (the paper's reference): dc",
+                    'free_best_val_single', 0.28)]
+        for v, (va, vau) in vals.items():
+            rows += [row(v, 'verifier', 0.31, d_hsrm if v == 'h' else 0.0, {'acc': va, 'auroc': vau}),
+                     row(f'{v} + weighted vote', 'verifier_vote', 0.35, 0.03)]
+        pairs = [{'a': 'h', 'b': b, 'acc': 0.02, 'acc_ci': [0.001, 0.04], 'auroc': 0.01, 'auroc_ci': [-0.01, 0.03]}
+                 for b in ('prev', 'base')]
+        json.dump({'config': {'out_dir': out, 'val_seed': seed, 'sizes': [500], **(config_extra or {})},
+                   'sizes': [{'k': 500, 'n_train': 1600, 'n_val': 400, 'rows': rows}], 'pairs': pairs},
+                  open(f'{out}/curve.json', 'w'))
+        return f'{out}/curve.json'
+    v = {'h': (0.41, 0.7), 'prev': (0.3, 0.6), 'base': (0.3, 0.6)}
+    paths = [report('a', 42, {**v, 'm': (0.42, 0.75), 'l': (0.41, 0.8)}, 0.02),
+             report('b', 43, {**v, 'm': (0.41, 0.75), 'l': (0.41, 0.8)}, -0.02),  # tie on Bo8: AUROC decides
+             report('c', 44, {**v, 'm': (0.41, 0.8), 'l': (0.41, 0.8)}, 0.0)]  # tie on both: the order decides
+    for p in paths[1:]:
+        os.rmdir(os.path.join(os.path.dirname(p), 'eval'))
+        os.symlink(str(tmp_path / 'a' / 'eval'), os.path.join(os.path.dirname(p), 'eval'))
+    knobs = {'reports': paths, 'hsrm': 'h', 'chosen_among': ['m', 'l'], 'base': 'base', 'previous': 'prev',
+             'out': str(tmp_path / 'cuts')}
+    C.run(knobs)
+    md = open(tmp_path / 'cuts.md').read()
+    assert '| Item | cut 42 | cut 43 | cut 44 | cuts beyond 0 (+ / -) |' in md
+    assert '| 7. chosen on validation (validation Bo8 / reference\'s) | m (42.0 / 40.0) | l (41.0 / 40.0) | ' \
+           'm (41.0 / 40.0) |  |' in md
+    assert '| 1. HSRM - (a) | **+2.0 [+1.0, +3.0]** | **-2.0 [-3.0, -1.0]** | +0.0 [-1.0, +1.0] | 1 / 1 |' in md
+    assert "| (a) best free selector on validation: Bo8 | ref: 33.0 | ref: 33.0 | ref: 33.0 |  |" in md
+    assert '| 4. HSRM - prev: Bo8 | ' + ' | '.join(['**+2.0 [+0.1, +4.0]**'] * 3) + ' | 3 / 0 |' in md
+    assert '| 4. HSRM - prev: AUROC | +0.010 [-0.010, +0.030] |' in md
+    other = report('d', 45, v | {'m': (0.4, 0.7), 'l': (0.4, 0.7)}, 0.0, {'epochs': 40})
+    with pytest.raises(ValueError, match=r"differs from .* in \['epochs'\]; fix: cuts of one config"):
+        C.load_cuts([paths[0], other])
+    elsewhere = report('e', 46, v | {'m': (0.4, 0.7), 'l': (0.4, 0.7)}, 0.0)
+    with pytest.raises(ValueError, match=r'different evaluation splits.*fix'):
+        C.load_cuts([paths[0], elsewhere])
+    with pytest.raises(ValueError, match=r"'x' is not a row of .*'s report \(it has .*\); fix: its variants"):
+        C.run({**knobs, 'chosen_among': ['m', 'x']})
+
+
 def test_evaluate_reads_a_curves_checkpoints(tmp_path, one_thread_eval):
     """evaluate.py --ckpts=<curve>/K<k>/*/seed*/ckpt.pt (how the GSM8K cell's table and pools are made): a row per
     variant named by its folder, scored as the curve scored it (the same Bo8 and AUROC, and the same weighted vote:
@@ -1281,7 +1338,7 @@ def test_every_study_command_refuses_an_unknown_flag():
     got = _run_all(('-m', 'studies.bench', '--onyl=dtype'), ('-m', 'studies.bench', '--only=dtype', '--profile=1'),
                    ('-m', 'studies.bench_lab', '--prune_thresh=0.5'),
                    ('-m', 'studies.policy', 'extract.py', 'config/demo.py', '--onyl=3'),
-                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer')],
+                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer', 'cuts')],
                    ('-m', 'studies.bench', '--only=extract', '--dtype=fp8', '--repeats=two'),
                    ('-m', 'studies.bench', '--only=extract', '--before=no-such-commit'))
     assert got[:3] == [
