@@ -24,8 +24,8 @@ reports = ['out/gsm8k_qwen05_k2000/curve.json', 'out/gsm8k_qwen05_k2000_v43/curv
            'out/gsm8k_qwen05_k2000_v44/curve.json']
 hsrm = 'hsrm_k2000'  # the paper's read (final layer, boundary state)
 chosen_among = ['hsrm_mean_k2000', 'hsrm_l12_k2000', 'hsrm_l12_mean_k2000']  # the state variants validation picks from
-base = 'stepfeat_only_k2000'  # hsrm - base (what the states add); None: no such row
-previous = 'hsrm_k1000'  # hsrm - the previous K's (still rising?); None: no such row
+base: str | None = 'stepfeat_only_k2000'  # hsrm - base (what the states add); None: no such row
+previous: str | None = 'hsrm_k1000'  # hsrm - the previous K's (still rising?); None: no such row
 out = 'assets/cuts_gsm8k_qwen05_k2000'  # writes {out}.md
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 

@@ -1089,6 +1089,8 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
     assert "| (a) best free selector on validation: Bo8 | ref: 33.0 | ref: 33.0 | ref: 33.0 |  |" in md
     assert '| 4. HSRM - prev: Bo8 | ' + ' | '.join(['**+2.0 [+0.1, +4.0]**'] * 3) + ' | 3 / 0 |' in md
     assert '| 4. HSRM - prev: AUROC | +0.010 [-0.010, +0.030] |' in md
+    C.run({**knobs, 'base': None, 'previous': None})  # a table without those pairs: their rows left out
+    assert '| 4. ' not in open(tmp_path / 'cuts.md').read()
     other = report('d', 45, v | {'m': (0.4, 0.7), 'l': (0.4, 0.7)}, 0.0, {'epochs': 40})
     with pytest.raises(ValueError, match=r"differs from .* in \['epochs'\]; fix: cuts of one config"):
         C.load_cuts([paths[0], other])
