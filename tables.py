@@ -554,6 +554,14 @@ def fmt(v, sd, pct):
     return s + (f' ± {100 * sd:.2f}' if pct else f' ± {sd:.3f}') if sd is not None else s
 
 
+def beyond(interval, units=None):
+    """+1 / -1 where a difference's interval lies above / below 0 and it resampled at least MIN_UNITS units (units
+    None: unknown), else 0: what bold means in every table."""
+    if not interval or (units is not None and units < MIN_UNITS):
+        return 0
+    return 1 if interval[0] > 0 else -1 if interval[1] < 0 else 0
+
+
 def fmt_ci(v, interval, pct, diff=False, units=None):
     """'44.0 [38.2, 49.8]' (pct: points, 1 decimal; else 3 decimals); diff: signed, and bold where the
     interval excludes zero and resampled at least MIN_UNITS units (units: how many it resampled; None: unknown)."""
@@ -561,8 +569,7 @@ def fmt_ci(v, interval, pct, diff=False, units=None):
         return '–'
     f = (lambda x: f"{100 * x:{'+' if diff else ''}.1f}") if pct else (lambda x: f"{x:{'+' if diff else ''}.3f}")
     s = f(v) + (f' [{f(interval[0])}, {f(interval[1])}]' if interval else '')
-    beyond = diff and interval and (interval[0] > 0 or interval[1] < 0) and (units is None or units >= MIN_UNITS)
-    return f'**{s}**' if beyond else s
+    return f'**{s}**' if diff and beyond(interval, units) else s
 
 
 def fmt_vs(r, ref, key, pct):

@@ -16,7 +16,7 @@ import os
 
 from configurator import configure, knobs
 from machine import cli
-from tables import fmt_ci
+from tables import beyond, fmt_ci
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -73,19 +73,16 @@ def cells(report, cfg):
                              f"{sorted(r for r in rows if rows[r]['type'] == 'verifier')}); fix: its variants")
     pairs = {(p['a'], p['b']): p for p in report.get('pairs', [])}
 
-    def sign(d, key):
-        ci = d.get(key + '_ci')
-        return 0 if not ci else (1 if ci[0] > 0 else -1 if ci[1] < 0 else 0)
-
-    def vs(r, ref, key='acc'):
+    def vs(r, ref, key='acc'):  # the sign is bold's (tables.beyond), so the tally counts what the table bolds
         d = r.get('vs', {}).get(ref, {})
-        return fmt_ci(d.get(key), d.get(key + '_ci'), key == 'acc', True, r.get('units')), sign(d, key)
+        return (fmt_ci(d.get(key), d.get(key + '_ci'), key == 'acc', True, r.get('units')),
+                beyond(d.get(key + '_ci'), r.get('units')))
 
     def pair(a, b, key):
         p = pairs.get((a, b))
         if p is None:
             raise ValueError(f"the report has no pair ({a!r}, {b!r}); fix: a config whose pairs name it")
-        return fmt_ci(p[key], p[key + '_ci'], key == 'acc', True), sign(p, key)
+        return fmt_ci(p[key], p[key + '_ci'], key == 'acc', True), beyond(p[key + '_ci'])
 
     h, hv = rows[cfg['hsrm']], rows[f"{cfg['hsrm']} + weighted vote"]
     c = choose(rows, cfg['chosen_among'])
