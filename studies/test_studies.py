@@ -1024,8 +1024,12 @@ def test_volume_points_from_curve_reports(tmp_path):
     os.rmdir(f'{b}/eval')
     os.symlink(f'{a}/eval', f'{b}/eval')  # one evaluation split, as the configs link it
     pts = V.run({'points': [(ra, 'hsrm'), (rb, 'hsrm_x16')], 'out': str(tmp_path / 'vol' / 'volume')})
-    assert [(p['k'], p['problems'], p['samples'], p['candidates']) for p in pts] == [
-        (125, 100, 8, 800), (500, 400, 8, 3200), (500, 400, 16, 6400)]
+    assert [(p['k'], p['problems'], p['samples'], p['candidates'], p['series']) for p in pts] == [
+        (125, 100, 8, 800, '8 samples a problem'), (500, 400, 8, 3200, '8 samples a problem'),
+        (500, 400, 16, 6400, '16 samples a problem')]
+    assert [p['series'] for p in V.volume_points([(ra, 'hsrm', 'chosen on validation')])] == ['chosen on validation'] * 2
+    with pytest.raises(ValueError, match=r"points has \('hsrm',\); fix: \(a curve.json, a variant of it\)"):
+        V.volume_points([('hsrm',)])
     md = open(tmp_path / 'vol' / 'volume.md').read()
     assert '| 6,400 (400 x 16) | hsrm_x16 (' in md and '| 31.2 [29.2, 33.2] | **-3.7 [-5.8, -1.8]** |' in md
     assert md.count('| 36.0, +1.0 [-1.0, +3.0] | 0.700 [0.670, 0.730] |') == 3  # its weighted vote, its AUROC

@@ -20,7 +20,10 @@ from tables import fmt_ci
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
-points = [('out/gsm8k_qwen05/curve.json', 'hsrm'),  # (a curve.json, a variant of it): its every K is a point
+# (a curve.json, a variant of it[, a series]): its every K is a point; the plot joins the points of one series, by
+# default the variant's samples a problem ('8 samples a problem'), so a pool of more samples or a second variant at
+# one K (name it a series, e.g. 'chosen on validation') stands apart instead of bending the line
+points = [('out/gsm8k_qwen05/curve.json', 'hsrm'),
           ('out/gsm8k_qwen05_k1000/curve.json', 'hsrm_k1000'),
           ('out/gsm8k_qwen05_k2000/curve.json', 'hsrm_k2000'),
           ('out/gsm8k_qwen05_s16t/curve.json', 'hsrm_x16'),
@@ -51,7 +54,11 @@ def volume_points(points_):
     """One dict per (report, variant, K where it has a cell), in the order given: its candidates, problems, samples
     and the rows (the variant's, its weighted vote's, majority vote's, the best free selector on validation)."""
     pts, evals = [], set()
-    for path, v in points_:
+    for point in points_:
+        if not isinstance(point, (tuple, list)) or len(point) not in (2, 3):
+            raise ValueError(f"points has {point!r}; fix: (a curve.json, a variant of it) or (curve.json, variant, "
+                             "series name)")
+        path, v = point[:2]
         with open(path) as f:
             rep = json.load(f)
         if v not in rep['config']['variants']:
@@ -59,14 +66,15 @@ def volume_points(points_):
                              f"fix: a variant of that report")
         evals.add(os.path.realpath(os.path.join(rep['config']['out_dir'], 'eval')))
         n = samples_of(rep, v)
+        series = point[2] if len(point) == 3 else f'{n} samples a problem'
         for s in rep['sizes']:
             rows = {r['method']: r for r in s['rows']}
             if v not in rows:
                 continue
             kind = {r['type']: r for r in s['rows']}
-            pts.append({'report': path, 'variant': v, 'k': s['k'], 'problems': rows[v]['n_train'], 'samples': n,
-                        'candidates': rows[v]['n_train'] * n, 'row': rows[v], 'vote': rows.get(f'{v} + weighted vote'),
-                        'majority': kind['vote'], 'reference': kind['free_best_val'],
+            pts.append({'report': path, 'variant': v, 'series': series, 'k': s['k'], 'problems': rows[v]['n_train'],
+                        'samples': n, 'candidates': rows[v]['n_train'] * n, 'row': rows[v],
+                        'vote': rows.get(f'{v} + weighted vote'), 'majority': kind['vote'], 'reference': kind['free_best_val'],
                         'reference_auroc': kind['free_best_val_auroc']})
     if len(evals) > 1:
         raise ValueError(f"the reports score different evaluation splits ({sorted(evals)}); fix: points of runs whose "
@@ -94,26 +102,35 @@ def render(pts):
 
 
 def plot(pts, path, with_votes=True):
-    """Bo-N and AUROC against training candidates (log axis), 95% intervals as error bars; each point's references
-    (majority vote, the best free selector on its validation) as open markers at its x."""
+    """Bo-N and AUROC against training candidates (log axis), 95% intervals as error bars, a line through each series'
+    verifier points (its weighted votes filled squares of its colour); each point's references (majority vote, the
+    best free selector on its validation) as open markers at its x."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, m, pct, lab in ((axes[0], 'auroc', 1, 'within-problem AUROC'), (axes[1], 'acc', 100, 'best-of-8 (%)')):
-        series = [('verifier', 'row', 'o', 'tab:red')] + ([('its weighted vote', 'vote', 's', 'tab:orange')]
-                                                          if with_votes and m == 'acc' else []) + \
-            [('best free on val', 'reference' if m == 'acc' else 'reference_auroc', 'D', 'tab:blue')] + \
-            ([('majority vote', 'majority', 'v', 'dimgray')] if m == 'acc' else [])
-        for label, key, mk, color in series:
-            xy = [(p['candidates'], p[key]) for p in pts if p.get(key) and p[key].get(m) is not None]
+        names = list(dict.fromkeys(p['series'] for p in pts))  # in the order given
+        colors = ['tab:red', 'tab:orange', 'tab:green', 'tab:purple', 'tab:brown']
+        dodge = {n: 2 ** (0.06 * i) for i, n in enumerate(names)}  # a series' markers a little right of the first's
+        series = [(f'verifier, {n}' if len(names) > 1 else 'verifier', 'row', 'o', colors[i % 5], n)
+                  for i, n in enumerate(names)]
+        if with_votes and m == 'acc':
+            series += [(f'its weighted vote, {n}' if len(names) > 1 else 'its weighted vote', 'vote', 's',
+                        colors[i % 5], n) for i, n in enumerate(names)]
+        series += [('best free on val', 'reference' if m == 'acc' else 'reference_auroc', 'D', 'tab:blue', None)]
+        series += [('majority vote', 'majority', 'v', 'dimgray', None)] if m == 'acc' else []
+        for label, key, mk, color, name in series:
+            xy = [(p['candidates'], p[key]) for p in pts
+                  if p.get(key) and p[key].get(m) is not None and name in (None, p['series'])]
             if not xy:
                 continue
             y = [pct * r[m] for _, r in xy]
             err = [[pct * (r[m] - (r.get(f'{m}_ci') or [r[m]] * 2)[0]) for _, r in xy],
                    [pct * ((r.get(f'{m}_ci') or [r[m]] * 2)[1] - r[m]) for _, r in xy]]
-            ax.errorbar([x for x, _ in xy], y, yerr=err, fmt=mk, color=color, capsize=3, label=label,
-                        mfc=color if key in ('row', 'vote') else 'none', ls='-' if key == 'row' else 'none')
+            ax.errorbar([x * dodge.get(name, 1) for x, _ in xy], y, yerr=err, fmt=mk, color=color, capsize=3,
+                        label=label, mfc=color if key in ('row', 'vote') else 'none',
+                        ls='-' if key == 'row' else 'none')
         ax.set_xscale('log', base=2)
         ax.set_xlabel('training candidates (log scale)')
         ax.set_ylabel(lab)
