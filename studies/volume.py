@@ -74,8 +74,8 @@ def volume_points(points_):
             kind = {r['type']: r for r in s['rows']}
             pts.append({'report': path, 'variant': v, 'series': series, 'k': s['k'], 'problems': rows[v]['n_train'],
                         'samples': n, 'candidates': rows[v]['n_train'] * n, 'row': rows[v],
-                        'vote': rows.get(f'{v} + weighted vote'), 'majority': kind['vote'], 'reference': kind['free_best_val'],
-                        'reference_auroc': kind['free_best_val_auroc']})
+                        'vote': rows.get(f'{v} + weighted vote'), 'majority': kind['vote'],
+                        'reference': kind['free_best_val'], 'reference_auroc': kind['free_best_val_auroc']})
     if len(evals) > 1:
         raise ValueError(f"the reports score different evaluation splits ({sorted(evals)}); fix: points of runs whose "
                          "eval dirs are one split (the configs link their run's eval to the cell's)")
