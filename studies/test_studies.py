@@ -1027,7 +1027,8 @@ def test_volume_points_from_curve_reports(tmp_path):
     assert [(p['k'], p['problems'], p['samples'], p['candidates'], p['series']) for p in pts] == [
         (125, 100, 8, 800, '8 samples a problem'), (500, 400, 8, 3200, '8 samples a problem'),
         (500, 400, 16, 6400, '16 samples a problem')]
-    assert [p['series'] for p in V.volume_points([(ra, 'hsrm', 'chosen on validation')])] == ['chosen on validation'] * 2
+    named = V.volume_points([(ra, 'hsrm', 'chosen on validation')])
+    assert [p['series'] for p in named] == ['chosen on validation'] * 2
     with pytest.raises(ValueError, match=r"points has \('hsrm',\); fix: \(a curve.json, a variant of it\)"):
         V.volume_points([('hsrm',)])
     md = open(tmp_path / 'vol' / 'volume.md').read()
