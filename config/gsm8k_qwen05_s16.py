@@ -17,6 +17,17 @@
 #   python -m studies.curve config/gsm8k_qwen05.py config/gsm8k_qwen05_s16.py --threads=1
 # Headline 5 of the volume config: hsrm_k2000 - hsrm_x16 (Bo8, AUROC); then hsrm_x16 - hsrm_k1000 (what 8 more
 # samples of the same problems add) and hsrm_k2000 - hsrm_x16_steps.
+# Amended 2026-11-29, while samples 8-15 were being extracted and before any x16 verifier was trained: the volume
+# config fixes for every table the state variant chosen on validation (among hsrm_mean, hsrm_l12, hsrm_l12_mean, its
+# rule) and stepfeat_only beside hsrm, each with its weighted vote, and 3 validation draws; this file lacked them.
+# Added: hsrm_mean_x16, hsrm_l12_x16, hsrm_l12_mean_x16, stepfeat_only_x16, and the draws. hsrm_k1000 and hsrm_k2000
+# are the same runs as the K = 2,000 table's of the same draw (same config, same data: train.py skips a finished run
+# whose config and data are the same), so each draw links them from there instead of training them again:
+#   for v in 42 43 44; do k=out/gsm8k_qwen05_k2000$([ $v = 42 ] || echo _v$v); o=out/gsm8k_qwen05_s16t$([ $v = 42 ] \
+#     || echo _v$v); mkdir -p $o/curve/K500 && ln -sfn $PWD/out/gsm8k_qwen05/train $o/train && ln -sfn \
+#     $PWD/out/gsm8k_qwen05/eval $o/eval && for a in hsrm_k1000 hsrm_k2000; do [ -d $o/curve/K500/$a ] || cp -al \
+#     $k/curve/K500/$a $o/curve/K500/; done && python -m studies.curve config/gsm8k_qwen05.py \
+#     config/gsm8k_qwen05_s16.py --out_dir=$o --val_seed=$v --threads=1 || break; done
 out_dir = 'out/gsm8k_qwen05_s16t'
 sizes = [500]
 _k1000 = ['out/gsm8k_qwen05/train', 'out/gsm8k_qwen05_train2/train']
@@ -27,5 +38,9 @@ answer_agreement = True
 variants = {'hsrm_k1000': {'verifier_layers': [-1], 'train_dirs': _k1000},
             'hsrm_k2000': {'verifier_layers': [-1], 'train_dirs': _k2000},
             'hsrm_x16': {'verifier_layers': [-1], 'train_dirs': _x16},
-            'hsrm_x16_steps': {'verifier_layers': [-1], 'train_dirs': _x16, 'epochs': 40}}
+            'hsrm_x16_steps': {'verifier_layers': [-1], 'train_dirs': _x16, 'epochs': 40},
+            'hsrm_mean_x16': {'verifier_layers': [-1], 'step_read': 'mean', 'train_dirs': _x16},
+            'hsrm_l12_x16': {'verifier_layers': [12], 'train_dirs': _x16},
+            'hsrm_l12_mean_x16': {'verifier_layers': [12], 'step_read': 'mean', 'train_dirs': _x16},
+            'stepfeat_only_x16': {'verifier_layers': [], 'step_features': True, 'train_dirs': _x16}}
 pairs = [('hsrm_k2000', 'hsrm_x16'), ('hsrm_x16', 'hsrm_k1000'), ('hsrm_k2000', 'hsrm_x16_steps')]
