@@ -28,6 +28,11 @@
 #     $PWD/out/gsm8k_qwen05/eval $o/eval && for a in hsrm_k1000 hsrm_k2000; do [ -d $o/curve/K500/$a ] || cp -al \
 #     $k/curve/K500/$a $o/curve/K500/; done && python -m studies.curve config/gsm8k_qwen05.py \
 #     config/gsm8k_qwen05_s16.py --out_dir=$o --val_seed=$v --threads=1 || break; done
+# The three cuts side by side (HSRM here is hsrm_x16; item 5 first):
+#   python -m studies.cuts --reports="['out/gsm8k_qwen05_s16t/curve.json', 'out/gsm8k_qwen05_s16t_v43/curve.json', \
+#     'out/gsm8k_qwen05_s16t_v44/curve.json']" --hsrm=hsrm_x16 --chosen_among="['hsrm_mean_x16', 'hsrm_l12_x16', \
+#     'hsrm_l12_mean_x16']" --base=stepfeat_only_x16 --previous=hsrm_k1000 --more_pairs="[('hsrm_k2000', 'hsrm_x16'), \
+#     ('hsrm_k2000', 'hsrm_x16_steps')]" --out=assets/cuts_gsm8k_qwen05_s16
 out_dir = 'out/gsm8k_qwen05_s16t'
 sizes = [500]
 _k1000 = ['out/gsm8k_qwen05/train', 'out/gsm8k_qwen05_train2/train']
@@ -43,4 +48,5 @@ variants = {'hsrm_k1000': {'verifier_layers': [-1], 'train_dirs': _k1000},
             'hsrm_l12_x16': {'verifier_layers': [12], 'train_dirs': _x16},
             'hsrm_l12_mean_x16': {'verifier_layers': [12], 'step_read': 'mean', 'train_dirs': _x16},
             'stepfeat_only_x16': {'verifier_layers': [], 'step_features': True, 'train_dirs': _x16}}
-pairs = [('hsrm_k2000', 'hsrm_x16'), ('hsrm_x16', 'hsrm_k1000'), ('hsrm_k2000', 'hsrm_x16_steps')]
+pairs = [('hsrm_k2000', 'hsrm_x16'), ('hsrm_x16', 'hsrm_k1000'), ('hsrm_k2000', 'hsrm_x16_steps'),
+         ('hsrm_x16', 'stepfeat_only_x16')]

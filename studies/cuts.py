@@ -26,6 +26,8 @@ hsrm = 'hsrm_k2000'  # the paper's read (final layer, boundary state)
 chosen_among = ['hsrm_mean_k2000', 'hsrm_l12_k2000', 'hsrm_l12_mean_k2000']  # the state variants validation picks from
 base: str | None = 'stepfeat_only_k2000'  # hsrm - base (what the states add); None: no such row
 previous: str | None = 'hsrm_k1000'  # hsrm - the previous K's (still rising?); None: no such row
+more_pairs = []  # [(a, b)] more pairs of the reports, a Bo8 and an AUROC row each, numbered 5 (the 16-sample table's
+                 # problems against samples: [('hsrm_k2000', 'hsrm_x16')]); [] none
 out = 'assets/cuts_gsm8k_qwen05_k2000'  # writes {out}.md
 DEFAULTS = knobs(globals())  # the knobs above as a dict
 
@@ -102,10 +104,12 @@ def cells(report, cfg):
         '2. HSRM + weighted vote - (b)': vs(hv, 'majority'),
         "3. HSRM - (c)": vs(h, 'paper'),
     }
-    for i, other in ((4, cfg['previous']), (6, cfg['base'])):
-        if other:
-            out[f"{i}. HSRM - {other}: Bo8"] = pair(cfg['hsrm'], other, 'acc')
-            out[f"{i}. HSRM - {other}: AUROC"] = pair(cfg['hsrm'], other, 'auroc')
+    shown = [(4, 'HSRM', cfg['hsrm'], cfg['previous'])] + [(5, x, x, y) for x, y in cfg['more_pairs']] + \
+        [(6, 'HSRM', cfg['hsrm'], cfg['base'])]
+    for i, label, x, y in shown:
+        if y:
+            out[f"{i}. {label} - {y}: Bo8"] = pair(x, y, 'acc')
+            out[f"{i}. {label} - {y}: AUROC"] = pair(x, y, 'auroc')
     out.update({
         '7. chosen on validation (validation Bo8 / reference\'s)': (
             f"{c} ({100 * cr['val']['acc']:.1f} / {100 * a['val']['acc']:.1f})", None),

@@ -1071,7 +1071,8 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
             rows += [row(v, 'verifier', 0.31, d_hsrm if v == 'h' else 0.0, {'acc': va, 'auroc': vau}),
                      row(f'{v} + weighted vote', 'verifier_vote', 0.35, 0.03)]
         pairs = [{'a': 'h', 'b': b, 'acc': 0.02, 'acc_ci': [0.001, 0.04], 'auroc': 0.01, 'auroc_ci': [-0.01, 0.03]}
-                 for b in ('prev', 'base')]
+                 for b in ('prev', 'base')] + [{'a': 'base', 'b': 'prev', 'acc': -0.02, 'acc_ci': [-0.04, -0.001],
+                                                'auroc': 0.0, 'auroc_ci': [-0.01, 0.01]}]
         json.dump({'config': {'out_dir': out, 'val_seed': seed, 'sizes': [500], **(config_extra or {})},
                    'sizes': [{'k': 500, 'n_train': 1600, 'n_val': 400, 'rows': rows}], 'pairs': pairs},
                   open(f'{out}/curve.json', 'w'))
@@ -1096,6 +1097,12 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
     assert '| 4. HSRM - prev: AUROC | +0.010 [-0.010, +0.030] |' in md
     C.run({**knobs, 'base': None, 'previous': None})  # a table without those pairs: their rows left out
     assert '| 4. ' not in open(tmp_path / 'cuts.md').read()
+    C.run({**knobs, 'more_pairs': [('base', 'prev')]})  # a pair not of hsrm (the 16-sample table's item 5)
+    md = open(tmp_path / 'cuts.md').read()
+    assert '| 5. base - prev: Bo8 | ' + ' | '.join(['**-2.0 [-4.0, -0.1]**'] * 3) + ' | 0 / 3 |' in md
+    assert md.index('| 4. HSRM - prev: AUROC') < md.index('| 5. base - prev: Bo8') < md.index('| 6. HSRM - base: Bo8')
+    with pytest.raises(ValueError, match=r"no pair \('prev', 'base'\); fix"):
+        C.run({**knobs, 'more_pairs': [('prev', 'base')]})
     other = report('d', 45, v | {'m': (0.4, 0.7), 'l': (0.4, 0.7)}, 0.0, {'epochs': 40})
     with pytest.raises(ValueError, match=r"differs from .* in \['epochs'\]; fix: cuts of one config"):
         C.load_cuts([paths[0], other])
