@@ -40,6 +40,9 @@ def load_cuts(paths):
     their one size and on their evaluation split."""
     cuts = []
     for p in paths:
+        if not os.path.isfile(p):
+            raise ValueError(f"reports names {p!r}, which does not exist; fix: run that cut's studies.curve command "
+                             "(its config's header) first, or leave it out of reports")
         with open(p) as f:
             cuts.append(json.load(f))
     first = cuts[0]['config']

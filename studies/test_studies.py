@@ -1037,6 +1037,8 @@ def test_volume_points_from_curve_reports(tmp_path):
     assert os.path.getsize(tmp_path / 'vol' / 'volume.png') > 0
     with pytest.raises(ValueError, match=r"variant 'nope' of .*; fix: a variant of that report"):
         V.volume_points([(ra, 'nope')])
+    with pytest.raises(ValueError, match=r"points names '.*nowhere.json', which does not exist; fix: run"):
+        V.volume_points([(str(tmp_path / 'nowhere.json'), 'hsrm')])
     rc = report(str(tmp_path / 'c'), {'hsrm': {}}, [(500, [('hsrm', 400)])])
     split(str(tmp_path / 'c' / 'train'), 8)
     with pytest.raises(ValueError, match=r'different evaluation splits.*fix'):
@@ -1111,6 +1113,8 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
         C.load_cuts([paths[0], elsewhere])
     with pytest.raises(ValueError, match=r"'x' is not a row of .*'s report \(it has .*\); fix: its variants"):
         C.run({**knobs, 'chosen_among': ['m', 'x']})
+    with pytest.raises(ValueError, match=r"reports names '.*nowhere.json', which does not exist; fix: run"):
+        C.load_cuts([paths[0], str(tmp_path / 'nowhere.json')])
 
 
 def test_evaluate_reads_a_curves_checkpoints(tmp_path, one_thread_eval):

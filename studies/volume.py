@@ -59,6 +59,9 @@ def volume_points(points_):
             raise ValueError(f"points has {point!r}; fix: (a curve.json, a variant of it) or (curve.json, variant, "
                              "series name)")
         path, v = point[:2]
+        if not os.path.isfile(path):
+            raise ValueError(f"points names {path!r}, which does not exist; fix: run its studies.curve command (its "
+                             "config's header) first, or leave its point out")
         with open(path) as f:
             rep = json.load(f)
         if v not in rep['config']['variants']:
