@@ -1025,8 +1025,8 @@ def test_volume_points_from_curve_reports(tmp_path):
     os.symlink(f'{a}/eval', f'{b}/eval')  # one evaluation split, as the configs link it
     pts = V.run({'points': [(ra, 'hsrm'), (rb, 'hsrm_x16')], 'out': str(tmp_path / 'vol' / 'volume')})
     assert [(p['k'], p['problems'], p['samples'], p['candidates'], p['series']) for p in pts] == [
-        (125, 100, 8, 800, '8 samples a problem'), (500, 400, 8, 3200, '8 samples a problem'),
-        (500, 400, 16, 6400, '16 samples a problem')]
+        (125, 100, 8, 800, 'verifier, 8 samples a problem'), (500, 400, 8, 3200, 'verifier, 8 samples a problem'),
+        (500, 400, 16, 6400, 'verifier, 16 samples a problem')]
     named = V.volume_points([(ra, 'hsrm', 'chosen on validation')])
     assert [p['series'] for p in named] == ['chosen on validation'] * 2
     with pytest.raises(ValueError, match=r"points has \('hsrm',\); fix: \(a curve.json, a variant of it\)"):

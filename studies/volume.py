@@ -20,9 +20,9 @@ from tables import fmt_ci
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
-# (a curve.json, a variant of it[, a series]): its every K is a point; the plot joins the points of one series, by
-# default the variant's samples a problem ('8 samples a problem'), so a pool of more samples or a second variant at
-# one K (name it a series, e.g. 'chosen on validation') stands apart instead of bending the line
+# (a curve.json, a variant of it[, a series]): its every K is a point; the plot joins the points of one series (by
+# default the variant's samples a problem: 'verifier, 8 samples a problem'), so a pool of more samples or a second
+# variant at one K (name it a series, e.g. 'layer 12, step means') stands apart instead of bending the line
 points = [('out/gsm8k_qwen05/curve.json', 'hsrm'),
           ('out/gsm8k_qwen05_k1000/curve.json', 'hsrm_k1000'),
           ('out/gsm8k_qwen05_k2000/curve.json', 'hsrm_k2000'),
@@ -69,7 +69,7 @@ def volume_points(points_):
                              f"fix: a variant of that report")
         evals.add(os.path.realpath(os.path.join(rep['config']['out_dir'], 'eval')))
         n = samples_of(rep, v)
-        series = point[2] if len(point) == 3 else f'{n} samples a problem'
+        series = point[2] if len(point) == 3 else f'verifier, {n} samples a problem'
         for s in rep['sizes']:
             rows = {r['method']: r for r in s['rows']}
             if v not in rows:
@@ -116,11 +116,9 @@ def plot(pts, path, with_votes=True):
         names = list(dict.fromkeys(p['series'] for p in pts))  # in the order given
         colors = ['tab:red', 'tab:orange', 'tab:green', 'tab:purple', 'tab:brown']
         dodge = {n: 2 ** (0.06 * i) for i, n in enumerate(names)}  # a series' markers a little right of the first's
-        series = [(f'verifier, {n}' if len(names) > 1 else 'verifier', 'row', 'o', colors[i % 5], n)
-                  for i, n in enumerate(names)]
+        series = [(n, 'row', 'o', colors[i % 5], n) for i, n in enumerate(names)]
         if with_votes and m == 'acc':
-            series += [(f'its weighted vote, {n}' if len(names) > 1 else 'its weighted vote', 'vote', 's',
-                        colors[i % 5], n) for i, n in enumerate(names)]
+            series += [(f'{n} + weighted vote', 'vote', 's', colors[i % 5], n) for i, n in enumerate(names)]
         series += [('best free on val', 'reference' if m == 'acc' else 'reference_auroc', 'D', 'tab:blue', None)]
         series += [('majority vote', 'majority', 'v', 'dimgray', None)] if m == 'acc' else []
         for label, key, mk, color, name in series:
@@ -138,9 +136,10 @@ def plot(pts, path, with_votes=True):
         ax.set_xlabel('training candidates (log scale)')
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc='best')
+    handles, labels = axes[1].get_legend_handles_labels()  # the Bo-N panel draws every series: one legend below
+    fig.legend(handles, labels, loc='lower center', ncol=3, fontsize=8, frameon=False)
     fig.suptitle('The verifier against its training candidates, 95% intervals (studies.volume)')
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * -(-len(labels) // 3), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
