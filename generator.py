@@ -585,7 +585,8 @@ def decode_attention(module, query, key, value, attention_mask, dropout=0.0, sca
             attention_mask.shape, device=s.device).masked_fill_(~attention_mask, torch.finfo().min)
         s = torch.add(bias, s, alpha=scale)  # float32: scaled and masked in one pass
     p = s.softmax(-1).to(value.dtype)
-    out = torch.matmul(p[..., P:], value)
+    out = torch.matmul(p[..., P:].contiguous(), value)  # the own columns copied: a strided operand's bmm is slower on
+                                                         # CPU, the same bits (checked: 300 random shapes, both dtypes)
     if P:
         pg = p.new_zeros(slots, G, per, g, P)
         pg[slot, :, rank] = p[..., :P]

@@ -126,6 +126,8 @@ def model_matmul_rate(rows=32, d=576, inter=1536, q=576, kv=192, layers=30, voca
 # its running shards (2026-11-29, AMD EPYC, bfloat16): of the decoding thread the model's matmuls 52%, attention 31%
 # (its own-column QK and PV matmuls 17%: every row reads the batch's widest row, about twice its own width), rest 17%.
 # Rows grouped by width, each group reading its widest row (44912cc, reverted): 0.93x / 0.94x here (RESULTS, Speed).
+# The own columns' probabilities copied before their PV matmul (a strided bfloat16 operand's bmm is slower on CPU; the
+# same bits): Qwen 1.99x -> 1.93x its floor, 1.03x, SmolLM2 unchanged (2026-11-29, idle AMD EPYC; RESULTS, Speed).
 WORKLOADS = {  # name: (model, dataset, problems, samples, max_new_tokens, temperature, top_p, rows)
     'main job: SmolLM2, synth': ('smollm2', 'synth', 128, 8, 64, 0.8, 0.95, 512),
     'GSM8K: Qwen2.5 0.5B': ('qwen05', 'gsm8k', 24, 8, 512, 0.7, 0.9, 64)}
