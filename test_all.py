@@ -2578,6 +2578,15 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     assert [(r['n_samples'], r['extracted'], r['done'], r['problems']) for r in recs] == [(2, 3, 3, 3), (4, 3, 3, 3)]
     assert all(r['dtype'] == 'bfloat16' and r['cpu'] == machine.cpu_name()[0] and r['seconds'] > 0 for r in recs)
     assert len(recs[1]['commit'] or '') in (0, 40) and '--n_train_samples=4' in recs[1]['command']
+    import contextlib
+    import io
+    from studies.bench import bench_chunks  # its tokens / s: the growing run counts the candidates it added, only
+    with contextlib.redirect_stdout(io.StringIO()) as shown:
+        bench_chunks([os.path.join(grown, 'train')])
+    added = sum(store.generated_tokens(p['candidates'][2:]) for p in b.values())
+    cols = [c.strip() for c in shown.getvalue().splitlines()[-1].split('|')[1:-1]]  # the growing run's row
+    assert cols[1] == '0-2 x 4' and cols[5] == f"{added / recs[1]['seconds']:.0f}"
+    assert added < sum(p['generated_tokens'] for p in b.values())
     r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=3')
     assert r.returncode != 0 and 'n_train_samples=4, this run has n_train_samples=3; fix:' in r.stderr
 

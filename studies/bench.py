@@ -1037,12 +1037,12 @@ def main_job_pools(out, seed=0):
 def bench_chunks(dirs):
     """python -m studies.bench --only=chunks --dirs=<split dir>,...: each extract.py run a split dir recorded
     (extract.RUNS_FILE: its time, problems, commit, CPU, dtype) with its seconds per problem and its tokens per second:
-    the decoded tokens (store.generated_tokens) of the problem files written while it ran (their mtime; a grown
-    problem's counts its every candidate, so a growing run's rate overstates). A run killed before its end recorded
+    the decoded tokens (store.generated_tokens) of the problem files written while it ran (their mtime; a run that grew
+    the split's problems to more samples counts only the candidates it added). A run killed before its end recorded
     nothing."""
     import calendar
     from extract import RUNS_FILE
-    from store import load_problem, problem_files
+    from store import generated_tokens, load_problem, problem_files
     if not dirs:
         raise SystemExit("--only=chunks needs --dirs=<split dir>,... (e.g. out/gsm8k_qwen05/eval)")
     rows = []
@@ -1053,10 +1053,13 @@ def bench_chunks(dirs):
                              "a split dir extract.py has written to since")
         recs = [json.loads(x) for x in open(path)]
         files = [(os.path.getmtime(f), f) for f in problem_files(d)]
+        had = 0  # the most samples a problem this split's earlier runs left: a run past it grew them
         for r in recs:
             t1 = calendar.timegm(time.strptime(r['finished'], '%Y-%m-%dT%H:%M:%SZ')) + 1
-            tok = sum(load_problem(f, mmap=True)['generated_tokens'] for m, f in files if t1 - r['seconds'] - 2 <= m
-                      <= t1)
+            first = had if r['n_samples'] > had else 0
+            had = max(had, r['n_samples'])
+            tok = sum(generated_tokens(load_problem(f, mmap=True)['candidates'][first:r['n_samples']])
+                      for m, f in files if t1 - r['seconds'] - 2 <= m <= t1)
             rows.append([d, f"{r['range'][0]}-{r['range'][1]} x {r['n_samples']}", r['extracted'],
                          f"{r['seconds']:,.0f}", f"{r['seconds'] / r['extracted']:.2f}" if r['extracted'] else '–',
                          f"{tok / r['seconds']:.0f}",
