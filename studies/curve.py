@@ -150,6 +150,16 @@ def free_side_dirs(cfg):
     return cfg['free_dirs'] or [os.path.join(cfg['out_dir'], 'train')]
 
 
+def read_report(path, key):
+    """A finished run's curve.json (what studies.volume and studies.cuts read); a path with none is one line naming
+    the knob (key) and the fix."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{key} names {path!r}, which does not exist; fix: run its studies.curve command (its "
+                         "config's header) first, or leave it out")
+    with open(path) as f:
+        return json.load(f)
+
+
 def run_dir(cfg, k, variant):
     return os.path.join(cfg['out_dir'], 'curve', f'K{k}', variant)
 

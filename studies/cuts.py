@@ -11,11 +11,11 @@ ties by validation AUROC, then their order.
 
 Writes {out}.md.
 """
-import json
 import os
 
 from configurator import configure, knobs
 from machine import cli
+from studies.curve import read_report
 from tables import beyond, fmt_ci
 
 # -----------------------------------------------------------------------------
@@ -38,13 +38,7 @@ SAME = ('val_seed', 'out_dir')  # what may differ between the cuts of one table
 def load_cuts(paths):
     """[(val_seed, report)] of one config's cuts at one K: the reports must agree on every config key but SAME, on
     their one size and on their evaluation split."""
-    cuts = []
-    for p in paths:
-        if not os.path.isfile(p):
-            raise ValueError(f"reports names {p!r}, which does not exist; fix: run that cut's studies.curve command "
-                             "(its config's header) first, or leave it out of reports")
-        with open(p) as f:
-            cuts.append(json.load(f))
+    cuts = [read_report(p, 'reports') for p in paths]
     first = cuts[0]['config']
     for p, r in zip(paths[1:], cuts[1:]):
         diff = sorted(k for k in set(first) | set(r['config']) if k not in SAME and first.get(k) != r['config'].get(k))

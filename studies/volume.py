@@ -16,6 +16,7 @@ import os
 
 from configurator import configure, knobs
 from machine import cli
+from studies.curve import read_report
 from tables import fmt_ci
 
 # -----------------------------------------------------------------------------
@@ -59,11 +60,7 @@ def volume_points(points_):
             raise ValueError(f"points has {point!r}; fix: (a curve.json, a variant of it) or (curve.json, variant, "
                              "series name)")
         path, v = point[:2]
-        if not os.path.isfile(path):
-            raise ValueError(f"points names {path!r}, which does not exist; fix: run its studies.curve command (its "
-                             "config's header) first, or leave its point out")
-        with open(path) as f:
-            rep = json.load(f)
+        rep = read_report(path, 'points')
         if v not in rep['config']['variants']:
             raise ValueError(f"points names variant {v!r} of {path}, which has {sorted(rep['config']['variants'])}; "
                              f"fix: a variant of that report")
@@ -122,8 +119,11 @@ def plot(pts, path, with_votes=True):
         series += [('best free on val', 'reference' if m == 'acc' else 'reference_auroc', 'D', 'tab:blue', None)]
         series += [('majority vote', 'majority', 'v', 'dimgray', None)] if m == 'acc' else []
         for label, key, mk, color, name in series:
-            xy = [(p['candidates'], p[key]) for p in pts
-                  if p.get(key) and p[key].get(m) is not None and name in (None, p['series'])]
+            seen = {}  # a reference once per (report, K): the series at one report's K share it
+            for p in pts:
+                if p.get(key) and p[key].get(m) is not None and name in (None, p['series']):
+                    seen.setdefault((p['report'], p['k'], p['series'] if name else None), (p['candidates'], p[key]))
+            xy = list(seen.values())
             if not xy:
                 continue
             y = [pct * r[m] for _, r in xy]
