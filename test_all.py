@@ -3856,6 +3856,40 @@ def test_the_encoder_on_real_positions_is_torchs_padded_layer(kind, norm_first):
     assert kind == 'text' or torch.equal(m.pooled(zero), torch.zeros(1, 32))
 
 
+def test_attention_in_length_groups_is_the_padded_batchs(monkeypatch):
+    """Rows longer than the width are attended in model.ATTN_GROUPS groups by length, each padded to its own longest
+    row: the encoder's output and every gradient are the whole padded batch's (ATTN_GROUPS = 1), a group of empty rows
+    included; rows of at most d positions (HSRM's steps, short texts) take the one-batch path, to the bit, dropout
+    and all."""
+    d = 16
+    enc = model_mod.Encoder(d, 2, 2, 0.0)
+    for lengths, grouped in (([0, 0, 0, 3, 40, 17, 25, 60, 1, 33], True), ([0, 5, 16, 9, 2, 11], False)):
+        mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
+        x = torch.randn(sum(lengths), d, generator=torch.Generator().manual_seed(1))
+        out = {}
+        for g in (1, 4):
+            monkeypatch.setattr(model_mod, 'ATTN_GROUPS', g)
+            enc.zero_grad()
+            torch.manual_seed(0)
+            xg = x.clone().requires_grad_()
+            y = enc(xg, mask)
+            (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+            out[g] = y.detach(), xg.grad, [p.grad.clone() for p in enc.parameters()]
+        (y1, gx1, gp1), (y4, gx4, gp4) = out[1], out[4]
+        assert torch.allclose(y1, y4, atol=1e-6) and torch.allclose(gx1, gx4, atol=1e-6)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(gp1, gp4))
+        empty = torch.tensor(lengths) == 0
+        assert torch.isfinite(y4).all() and torch.equal(y4[empty], torch.zeros(int(empty.sum()), d))  # pooled to 0
+        if not grouped:
+            enc_drop = model_mod.Encoder(d, 2, 2, 0.1).train()
+            runs = []
+            for g in (1, 4):
+                monkeypatch.setattr(model_mod, 'ATTN_GROUPS', g)
+                torch.manual_seed(0)
+                runs.append(enc_drop(x, mask))
+            assert torch.equal(*runs)
+
+
 def test_the_encoder_starts_as_torchs_and_loads_its_weights():
     """Issue 77: model.Encoder's parameters are torch's nn.TransformerEncoder's, by name, shape, order and seeded
     init (its layers start as copies of one, as torch's do): a seed trains the model it trained before issue 77, and a

@@ -8,6 +8,8 @@ Speed and memory, measured side by side in one run and printed as tables (never 
                         # commit beside this tree's (default: where this branch left main), in each dtype, 2 turns
     python -m studies.bench --only=quality --dirs=out/dtype/float32/eval,out/demo/eval  # labelled extractions compared
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
+    python -m studies.bench --only=text_groups --train_dir=out/gsm8k_qwen05/train  # the text verifier's attention in
+                        # length groups against the batch padded to its longest text, at a split's shapes
     python -m studies.bench --only=tables --dirs=out/demo/pools  # tables.py's table from pools (none: drawn ones)
     python -m studies.bench --only=chunks --dirs=out/gsm8k_qwen05/train,out/gsm8k_qwen05/eval  # real extractions'
                         # runs, as their split dirs recorded them: time per problem and tokens per second
@@ -707,6 +709,52 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
                  "one step: model.Dropout's speed / torch's nn.Dropout, one thread",
                  'AdamW foreach ms', 'AdamW fused ms', 'fused speed-up'])
     bench_train_changes(tr, va, rounds=rounds)
+
+
+def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
+    """The small text verifier's attention in length groups (model.ATTN_GROUPS: 4 its default; 1 the batch padded to
+    its longest row, as before; rows of at most d positions are never grouped): a training step (forward, backward,
+    AdamW) on one thread, as train.py runs it, on the same `batches` batches of 8 problems of a labelled split
+    (train_dir, e.g. out/gsm8k_qwen05/train: the GSM8K cell's texts, 50-512 tokens; default level2_problems, the main job's shapes), each setting in turn `rounds`
+    times (their sums compared: this shared CPU's speed drifts); floor: 3 x the forward matmul FLOPs at each row's
+    own length (model.verifier_flops) over this machine's fp32 matmul rate on one thread (machine_floor, now)."""
+    probs = T.load_train_data([train_dir])[0] if train_dir else level2_problems()
+    pool = [p for p in probs if T.is_mixed(p)]
+    cfg = {**T.DEFAULTS, 'verifier': 'text', 'text_size': 'small'}
+    torch.manual_seed(0)
+    model = T.build_model(pool, cfg)
+    bp = cfg['batch_problems']
+    cands = [[c for p in pool[i * bp:(i + 1) * bp] for c in p['candidates']] for i in range(batches)]
+    data = [make_batch(cs, model.spec) for cs in cands]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    threads_before, default = torch.get_num_threads(), M.ATTN_GROUPS
+    torch.set_num_threads(1)
+    try:
+        rate = machine_floor()[0]
+        spent = dict.fromkeys(groups, 0.0)
+        for r in range(rounds + 1):  # round 0 warms up
+            for g in groups:
+                M.ATTN_GROUPS = g
+                t = time.perf_counter()
+                for b in data:
+                    loss = model.train()(b).square().mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                spent[g] += (time.perf_counter() - t) * (r > 0)
+    finally:
+        torch.set_num_threads(threads_before)
+        M.ATTN_GROUPS = default
+    floor = sum(3 * verifier_flops(model, *M.input_lengths(c, model.spec)) for cs in cands for c in cs) / rate
+    lengths = [M.input_lengths(c, model.spec)[1] for cs in cands for c in cs]
+    print(f"the small text verifier's training step in length groups, one thread, {batches} batches of {bp} problems "
+          f"({len(lengths) // batches} texts a batch, {min(lengths)}-{max(lengths)} tokens, mean "
+          f"{sum(lengths) / len(lengths):.0f}; {train_dir or 'level2_problems'}), {rounds} rounds in turn; floor: "
+          f"{rate / 1e9:.1f} GFLOP/s (fp32, one thread, now); {machine.cpu_name()[0]}, load average "
+          f"{os.getloadavg()[0]:.1f}")
+    table([[g, f'{1e3 * spent[g] / rounds / batches:.0f}', f'{spent[groups[0]] / spent[g]:.2f}x',
+            f'{spent[g] / rounds / floor:.2f}x'] for g in groups],
+          ['length groups', 'step ms', f'speed-up over {groups[0]}', 'step / floor'])
 
 
 # issue 67's changes to the verifiers' training and scoring, each as (what, {(owner, name): the value before it}):
@@ -1422,6 +1470,7 @@ if __name__ == '__main__':
                 'generate': lambda: bench_extract(profile=prof),
                 'dtype': lambda: bench_dtype(profile=prof),
                 'train': lambda: bench_train(flag('train_dir')), 'procs': bench_procs,
+                'text_groups': lambda: bench_text_groups(flag('train_dir')),
                 'search': lambda: bench_search(**({'ckpt': flag('search_ckpt')} if flag('search_ckpt') else {})),
                 'sample': lambda: bench_sample(**({'ckpt': flag('ckpt')} if flag('ckpt') else {})),
                 'memory': bench_memory, 'alloc': bench_alloc, 'gpu': lambda: bench_gpu(device),
