@@ -82,7 +82,7 @@ def _masked_mean(z, mask):
 # so the rows are sorted by length into ATTN_GROUPS groups, each padded to its own longest row, not the batch's (the
 # text verifier's texts run 50-512 tokens: RESULTS, its attention in length groups). Up to d positions (HSRM's <= 100
 # steps, short texts) the batch is attended as it is.
-ATTN_GROUPS = 4
+ATTN_GROUPS = 8
 
 
 class SelfAttention(nn.Module):
@@ -101,13 +101,15 @@ class SelfAttention(nn.Module):
             return self.out_proj(self.attend(y, mask))
         n = mask.sum(1)
         first = n.cumsum(0) - n  # each row's first position in x
-        out = y.new_empty(len(y), x.shape[1])
+        at, masks = [], []  # each group's positions in x (its rows' real ones, row-major) and mask [b,L]
         for rows in torch.tensor_split(torch.argsort(n, stable=True), ATTN_GROUPS):
-            L = int(n[rows].max()) if len(rows) else 0
-            if L:  # a group of empty rows has no position to attend
-                m = torch.arange(L, device=x.device) < n[rows, None]  # [b,L]
-                at = (first[rows, None] + torch.arange(L, device=x.device))[m]  # the group's positions in x
-                out[at] = self.attend(y[at], m)
+            if len(rows) and n[rows].max() > 0:  # a group of empty rows has no position to attend
+                span = torch.arange(int(n[rows].max()), device=x.device)
+                masks.append(span < n[rows, None])
+                at.append((first[rows, None] + span)[masks[-1]])
+        ys = y[torch.cat(at)].split([len(a) for a in at])  # one gather: its gradient is one [N,3d] buffer
+        out = y.new_empty(len(y), x.shape[1])
+        out[torch.cat(at)] = torch.cat([self.attend(yg, m) for yg, m in zip(ys, masks)])
         return self.out_proj(out)
 
     def attend(self, y, mask):  # y [N,3d] (q, k, v of the real positions), mask [B,S] -> [N,d]

@@ -712,7 +712,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
 
 
 def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
-    """The small text verifier's attention in length groups (model.ATTN_GROUPS: 4 its default; 1 the batch padded to
+    """The small text verifier's attention in length groups (model.ATTN_GROUPS: 8 its default; 1 the batch padded to
     its longest row, as before; rows of at most d positions are never grouped): a training step (forward, backward,
     AdamW) on one thread, as train.py runs it, on the same `batches` batches of 8 problems of a labelled split
     (train_dir, e.g. out/gsm8k_qwen05/train: the GSM8K cell's texts, 50-512 tokens; default level2_problems, the main job's shapes), each setting in turn `rounds`
