@@ -107,9 +107,10 @@ class SelfAttention(nn.Module):
                 span = torch.arange(int(n[rows].max()), device=x.device)
                 masks.append(span < n[rows, None])
                 at.append((first[rows, None] + span)[masks[-1]])
-        ys = y[torch.cat(at)].split([len(a) for a in at])  # one gather: its gradient is one [N,3d] buffer
+        pos = torch.cat(at)
+        ys = y[pos].split([len(a) for a in at])  # one gather: its gradient is one [N,3d] buffer
         out = y.new_empty(len(y), x.shape[1])
-        out[torch.cat(at)] = torch.cat([self.attend(yg, m) for yg, m in zip(ys, masks)])
+        out[pos] = torch.cat([self.attend(yg, m) for yg, m in zip(ys, masks)])
         return self.out_proj(out)
 
     def attend(self, y, mask):  # y [N,3d] (q, k, v of the real positions), mask [B,S] -> [N,d]
