@@ -711,6 +711,7 @@ def bench_train(train_dir=None, steps=20, ab_steps=3, rounds=3):
     bench_train_changes(tr, va, rounds=rounds)
 
 
+@machine.one_thread  # as train.py trains it
 def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
     """The small text verifier's attention in length groups (model.ATTN_GROUPS: 8 its default; 1 the batch padded to
     its longest row, as before; rows of at most d positions are never grouped): a training step (forward, backward,
@@ -727,8 +728,7 @@ def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
     cands = [[c for p in pool[i * bp:(i + 1) * bp] for c in p['candidates']] for i in range(batches)]
     data = [make_batch(cs, model.spec) for cs in cands]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    threads_before, default = torch.get_num_threads(), M.ATTN_GROUPS
-    torch.set_num_threads(1)
+    default = M.ATTN_GROUPS
     try:
         rate = machine_floor()[0]
         spent = dict.fromkeys(groups, 0.0)
@@ -743,7 +743,6 @@ def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
                     opt.step()
                 spent[g] += (time.perf_counter() - t) * (r > 0)
     finally:
-        torch.set_num_threads(threads_before)
         M.ATTN_GROUPS = default
     floor = sum(3 * verifier_flops(model, *M.input_lengths(c, model.spec)) for cs in cands for c in cs) / rate
     lengths = [M.input_lengths(c, model.spec)[1] for cs in cands for c in cs]
