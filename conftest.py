@@ -1,19 +1,16 @@
 """The fixtures test_all.py and studies/test_studies.py share (pytest hands them to any test here that names them);
 their plain helpers are in testkit.py."""
-import json
-
 import pytest
 import torch
 
 import capture
+import evaluate as E
 import extract
 from capture import step_table
 from generator import load_generator
 from tasks import load_problems
-from grading import extract_answer
-from store import load_split
 import train as T
-from testkit import SAMPLE_TRAIN, tiny_model, tiny_tokenizer
+from testkit import SAMPLE_TRAIN, plant_labels, tiny_model, tiny_tokenizer
 
 
 @pytest.fixture
@@ -46,10 +43,14 @@ def sample_run(tmp_path_factory):
         c = {**cfg, 'split': split, 'n_samples': n}
         extract.atomic_write_json(c, f'{out}/{split}/config.json')
         extract.run_split(split, load_problems('synth', lo, hi), n, c, model, tok, step_table(tok))
-        labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
-                              'stage': 'planted'} for c in p['candidates']]
-                  for p in load_split(f'{out}/{split}', labels=False)}
-        json.dump({'version': 1, 'labels': labels, 'summary': {}}, open(f'{out}/{split}/labels.json', 'w'))
+        plant_labels(f'{out}/{split}')
     T.run({**T.DEFAULTS, **SAMPLE_TRAIN, 'out_dir': out})
     yield out, model, tok
     torch.set_num_threads(n_threads)
+
+
+@pytest.fixture(scope='module')
+def pools_run(sample_run):
+    """sample_run's table, written by evaluate.py with its pools: (out_dir, results dict)."""
+    out = sample_run[0]
+    return out, E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 4], 'plots': False, 'n_boot': 200})

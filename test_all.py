@@ -5194,13 +5194,6 @@ def _tables_of(md):
     return '\n'.join(lines[:at - 1] + lines[end:]).rstrip('\n') + '\n'
 
 
-@pytest.fixture(scope='module')
-def pools_run(sample_run):
-    """sample_run's table, written by evaluate.py with its pools: (out_dir, results dict)."""
-    out = sample_run[0]
-    return out, E.run({'out_dir': out, 'n_eval': 4, 'n_scaling': [2, 4], 'plots': False, 'n_boot': 200})
-
-
 def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
     """evaluate.py's pools hold one row per candidate of the evaluation split (its text too) and of the validation
     problems its choices read, with every free scorer's and each verifier seed's score; `python tables.py <pools>`

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from grading import extract_answer
 from model import build_verifier
-from store import save_checkpoint
+from store import load_split, save_checkpoint
 import bestofn as BON
 
 
@@ -26,6 +27,16 @@ def require(ok, msg):
     """Missing benchmark data or embedded model: a skip here, a failure under CI (env CI=true)."""
     if not ok:
         (pytest.fail if os.environ.get('CI') else pytest.skip)(msg)
+
+
+def plant_labels(split_dir):
+    """labels.json of a split sampled from a random model, planted by its token ids (the grader would mark every
+    candidate wrong): a candidate is correct where its ids sum to an even number."""
+    labels = {p['key']: [{'correct': int(c['token_ids'].sum()) % 2 == 0, 'answer': extract_answer(c['text'])[0],
+                          'stage': 'planted'} for c in p['candidates']]
+              for p in load_split(split_dir, labels=False)}
+    with open(os.path.join(split_dir, 'labels.json'), 'w') as f:
+        json.dump({'version': 1, 'labels': labels, 'summary': {}}, f)
 
 
 def tiny_tokenizer(think=False):

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -19,21 +20,23 @@ import torch
 
 import bestofn as BON
 import evaluate as E
+import extract
 import store
 import tables
 import tasks
 import train as T
-from capture import reencode, sample_with_capture, step_table
+from capture import prompt_frame, reencode, sample_with_capture, step_table
 from grading import answers_equal
 from model import build_verifier, score_prefixes, score_problems
 from bestofn import combo_fit
 from store import load_checkpoint, load_split, save_checkpoint, split_problems
 from studies import policy as P
+from studies import reproduce as R
 from studies import steer as ST
 from studies.policy import Steering
 from testkit import (FIT_RUN, REPO, SAMPLE_RUN, _cfg, _families, _jsonl, _last_line, _pool, _run,
-                     assert_overlap_refused, require, think_run, tiny_model, tiny_tokenizer, write_split_eval,
-                     write_untrained_run)
+                     assert_overlap_refused, plant_labels, require, think_run, tiny_model, tiny_tokenizer,
+                     write_split_eval, write_untrained_run)
 
 
 # ====================================================================================================
@@ -1343,6 +1346,49 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
 
 
 # ====================================================================================================
+# studies/reproduce.py: a shipped pool against its problems extracted again
+# ====================================================================================================
+
+
+def test_reproduce_compares_a_pool_with_its_problems_extracted_again(pools_run, sample_run, tmp_path):
+    """Three of the pool's evaluation problems extracted again (another chunk of the range, in the range's frame) come
+    back candidate for candidate: text, tokens, steps, how each ended, answer, label, and the shipped verifier's score
+    on the new states. A pool with one text and one score moved names exactly those; an extraction of another dtype
+    is refused by name."""
+    out, model, tok = pools_run[0], sample_run[1], sample_run[2]
+    c = {**json.load(open(f'{out}/eval/config.json')), 'out_dir': str(tmp_path / 'again'), 'eval_range': [1227, 1229]}
+    os.makedirs(tmp_path / 'again' / 'eval')
+    store.atomic_write_json(c, str(tmp_path / 'again' / 'eval' / 'config.json'))
+    frame = prompt_frame(tok, tasks.load_problems('synth', 1225, 1230), c)  # the whole range's, as extract.py's
+    extract.run_split('eval', tasks.load_problems('synth', 1227, 1229), 4, c, model, tok, step_table(tok),
+                      frame=frame)
+    plant_labels(str(tmp_path / 'again' / 'eval'))
+    cfg = {'pools_dir': f'{out}/pools', 'split_dir': str(tmp_path / 'again' / 'eval'), 'out': str(tmp_path / 'rep')}
+    res = R.run(cfg)
+    assert (res['problems'], res['pool_problems'], res['candidates']) == (3, 6, 12)
+    assert all(v == [] for v in res['differ'].values()) and set(res['differ']) == set(R.FIELDS)
+    assert res['score_off'] == [] and res['max_score_gap_same_text'] <= 1e-5
+    assert res['accuracy']['pool'] == res['accuracy']['again']
+    assert json.load(open(tmp_path / 'rep.json'))['config']['split_dir'] == cfg['split_dir']
+    md = open(tmp_path / 'rep.md').read()
+    assert '| text | 12 | 0 |' in md and '| correct | 12 | 0 |' in md and 'from character' not in md
+    rows, meta = tables.read_pools(f'{out}/pools')
+    ev = [r for r in rows if r['split'] == 'eval' and r['problem'] == '001228']
+    ev[1]['text'] += ' and more'
+    ev[2]['verifiers'][res['column']] += 0.5
+    tables.write_pools(str(tmp_path / 'moved'), rows, {k: v for k, v in meta.items() if k != 'columns'})
+    shutil.copy(f'{out}/pools/hsrm.pt', tmp_path / 'moved')
+    moved = R.run({**cfg, 'pools_dir': str(tmp_path / 'moved')})
+    assert moved['differ']['text'] == [['001228', 1]] and moved['score_off'] == [['001228', 2]]
+    assert all(v == [] for k, v in moved['differ'].items() if k != 'text')
+    n = len(ev[1]['text']) - len(' and more')
+    assert f"- 001228 sample 1: from character {n}, pool ' and more', again ''" in open(tmp_path / 'rep.md').read()
+    json.dump({**c, 'weights_dtype': 'bfloat16'}, open(tmp_path / 'again' / 'eval' / 'config.json', 'w'))
+    with pytest.raises(ValueError, match=r"extracted with dtype 'bfloat16', the pool's with 'float32'; fix: "):
+        R.run(cfg)
+
+
+# ====================================================================================================
 # the benches' and the policy's command lines
 # ====================================================================================================
 
@@ -1356,7 +1402,7 @@ def test_every_study_command_refuses_an_unknown_flag():
     got = _run_all(('-m', 'studies.bench', '--onyl=dtype'), ('-m', 'studies.bench', '--only=dtype', '--profile=1'),
                    ('-m', 'studies.bench_lab', '--prune_thresh=0.5'),
                    ('-m', 'studies.policy', 'extract.py', 'config/demo.py', '--onyl=3'),
-                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer', 'cuts')],
+                   *[('-m', f'studies.{m}', '--onyl=3') for m in ('curve', 'transfer', 'steer', 'cuts', 'reproduce')],
                    ('-m', 'studies.bench', '--only=extract', '--dtype=fp8', '--repeats=two'),
                    ('-m', 'studies.bench', '--only=extract', '--before=no-such-commit'))
     assert got[:3] == [
