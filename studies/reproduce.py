@@ -85,11 +85,9 @@ def run(cfg):
     rows = [r for r in rows if r['split'] == 'eval']
     with open(os.path.join(cfg['split_dir'], 'config.json')) as f:
         ext = json.load(f)
-    for key, theirs, mine in (('model', meta['generator'], ext['model']), ('dtype', meta['dtype'],
-                                                                           ext['weights_dtype'])):
-        if theirs != mine:
-            raise ValueError(f"split_dir={cfg['split_dir']!r} was extracted with {key} {mine!r}, the pool's with "
-                             f"{theirs!r}; fix: extract with the pool's config (its generator and weights dtype)")
+    if ext['model'] != meta['generator']:
+        raise ValueError(f"split_dir={cfg['split_dir']!r} was extracted with model {ext['model']!r}, the pool's with "
+                         f"{meta['generator']!r}; fix: extract with the pool's config (its generator)")
     known = {r['problem'] for r in rows}
     labelled = os.path.exists(os.path.join(cfg['split_dir'], 'labels.json'))
     files = sorted(glob.glob(os.path.join(cfg['split_dir'], 'problems', '*.pt')))  # so far: a growing split is read
@@ -125,6 +123,9 @@ def run(cfg):
     md += [f"| {f} | {n - len(differ[f])} | {len(differ[f])} |" for f in fields]
     md.append(f"| shipped verifier's score ({col}) within {cfg['tol']:g}, where the text is the same | "
               f"{int(same_text.sum()) - len(off)} | {len(off)} |")
+    if ext['weights_dtype'] != meta['dtype']:
+        md += ['', f"The pool's weights ran in {meta['dtype']}, these in {ext['weights_dtype']}: another draw, and the "
+               f"shipped verifier read states of {meta['dtype']} weights."]
     if res['max_score_gap_same_text'] is not None:
         md += ['', f"Largest score gap where the text is the same: {res['max_score_gap_same_text']:.2e}."]
     if labelled:

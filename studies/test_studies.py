@@ -1353,8 +1353,8 @@ def test_curve_study_end_to_end(tmp_path, one_thread_eval):
 def test_reproduce_compares_a_pool_with_its_problems_extracted_again(pools_run, sample_run, tmp_path):
     """Three of the pool's evaluation problems extracted again (another chunk of the range, in the range's frame) come
     back candidate for candidate: text, tokens, steps, how each ended, answer, label, and the shipped verifier's score
-    on the new states. A pool with one text and one score moved names exactly those; an extraction of another dtype
-    is refused by name."""
+    on the new states. A pool with one text and one score moved names exactly those; an extraction in another dtype
+    is said to be another draw, one of another generator refused by name."""
     out, model, tok = pools_run[0], sample_run[1], sample_run[2]
     c = {**json.load(open(f'{out}/eval/config.json')), 'out_dir': str(tmp_path / 'again'), 'eval_range': [1227, 1229]}
     os.makedirs(tmp_path / 'again' / 'eval')
@@ -1383,8 +1383,12 @@ def test_reproduce_compares_a_pool_with_its_problems_extracted_again(pools_run, 
     assert all(v == [] for k, v in moved['differ'].items() if k != 'text')
     n = len(ev[1]['text']) - len(' and more')
     assert f"- 001228 sample 1: from character {n}, pool ' and more', again ''" in open(tmp_path / 'rep.md').read()
+    assert 'another draw' not in open(tmp_path / 'rep.md').read()
     json.dump({**c, 'weights_dtype': 'bfloat16'}, open(tmp_path / 'again' / 'eval' / 'config.json', 'w'))
-    with pytest.raises(ValueError, match=r"extracted with dtype 'bfloat16', the pool's with 'float32'; fix: "):
+    R.run(cfg)
+    assert "The pool's weights ran in float32, these in bfloat16: another draw" in open(tmp_path / 'rep.md').read()
+    json.dump({**c, 'model': 'qwen05'}, open(tmp_path / 'again' / 'eval' / 'config.json', 'w'))
+    with pytest.raises(ValueError, match=r"extracted with model 'qwen05', the pool's with '.*gen'; fix: "):
         R.run(cfg)
 
 
