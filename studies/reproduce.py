@@ -30,8 +30,8 @@ from tables import SHIPPED_FILE, read_pools
 pools_dir = 'release/gsm8k_qwen05'  # a pools folder with its shipped verifier: release/gsm8k_qwen05, release/demo
 split_dir = 'out/gsm8k_qwen05/eval'  # its evaluation problems extracted again (extract.py with the pool's config;
                                      # label.py for the answers and labels; without labels.json they are not compared)
-tol = 1e-5  # a shipped verifier's score within this of the pool's counts as the same (batches of other lengths pad
-            # differently)
+score_tol = 1e-5  # a shipped verifier's score within this of the pool's counts as the same (other batches pad
+                  # differently)
 show = 5  # differing candidates printed (all of them go into {out}.json)
 out = 'out/reproduce_gsm8k_qwen05'  # writes {out}.md and {out}.json
 DEFAULTS = knobs(globals())  # the knobs above as a dict
@@ -103,7 +103,7 @@ def run(cfg):
     scores = np.concatenate(score_problems(model, problems, where=cfg['split_dir']))
     gap = np.abs(scores - np.array([pool[k]['verifiers'][col] for k in names]))
     same_text = np.array([k not in set(differ['text']) for k in names])
-    off = [k for k, g, s in zip(names, gap, same_text) if s and g > cfg['tol']]
+    off = [k for k, g, s in zip(names, gap, same_text) if s and g > cfg['score_tol']]
     res = {'config': cfg, 'code': git_state(), 'cpu': cpu_name()[0], 'kernels': kernel_settings(), 'extraction': ext,
            'pool_commit': meta['commit'], 'column': col,
            'problems': len(problems), 'pool_problems': len(known), 'candidates': len(names),
@@ -121,7 +121,7 @@ def run(cfg):
           f"{meta['commit'][:7]}), compared at {res['code'].get('commit', '?')[:7]}:", '',
           '| Compared | the same | differ |', '|---|---:|---:|']
     md += [f"| {f} | {n - len(differ[f])} | {len(differ[f])} |" for f in fields]
-    md.append(f"| shipped verifier's score ({col}) within {cfg['tol']:g}, where the text is the same | "
+    md.append(f"| shipped verifier's score ({col}) within {cfg['score_tol']:g}, where the text is the same | "
               f"{int(same_text.sum()) - len(off)} | {len(off)} |")
     if ext['weights_dtype'] != meta['dtype']:
         md += ['', f"The pool's weights ran in {meta['dtype']}, these in {ext['weights_dtype']}: another draw, and the "
