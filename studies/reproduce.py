@@ -117,8 +117,8 @@ def run(cfg):
     made = (f"code {', '.join(sorted({str(r.get('commit'))[:7] for r in runs}))} on "
             f"{', '.join(sorted({r['cpu'] for r in runs}))}" if runs else f"its runs not recorded yet, {res['cpu']}")
     md = [f"{cfg['split_dir']} ({len(problems)} of the pool's {len(known)} evaluation problems, {n} candidates; "
-          f"extracted with {ext['model']} in {ext['weights_dtype']}, {made}) against {cfg['pools_dir']} (made at "
-          f"{meta['commit'][:7]}), compared at {res['code'].get('commit', '?')[:7]}:", '',
+          f"extracted with {ext['model']} in {ext['weights_dtype']}, {made}) against {cfg['pools_dir']} (its pools "
+          f"written at {meta['commit'][:7]}), compared at {res['code'].get('commit', '?')[:7]}:", '',
           '| Compared | the same | differ |', '|---|---:|---:|']
     md += [f"| {f} | {n - len(differ[f])} | {len(differ[f])} |" for f in fields]
     md.append(f"| shipped verifier's score ({col}) within {cfg['score_tol']:g}, where the text is the same | "
