@@ -63,10 +63,9 @@ def diverges(a, b):
     return i, a[i:i + 40], b[i:i + 40]
 
 
-def compare(rows, problems, fields):
+def compare(pool, problems, fields):
     """{field: [(problem, sample)] that differ} and the candidates compared: the re-extracted problems' candidates
-    against the pool's rows of the same names."""
-    pool = {(r['problem'], r['sample']): r for r in rows}
+    against the pool's rows of the same names (pool: {(problem, sample): row})."""
     differ, names = {f: [] for f in fields}, []
     for p in problems:
         for j, c in enumerate(p['candidates']):
@@ -97,12 +96,13 @@ def run(cfg):
                                 f"problems ({len(files)} problem files); fix: extract them with the pool's config "
                                 "(this study's header)")
     fields = [f for f in FIELDS if labelled or f not in LABELLED]
-    differ, names = compare(rows, problems, fields)
-    model, _ = load_checkpoint(os.path.join(cfg['pools_dir'], SHIPPED_FILE))
     pool = {(r['problem'], r['sample']): r for r in rows}
+    differ, names = compare(pool, problems, fields)
+    model, _ = load_checkpoint(os.path.join(cfg['pools_dir'], SHIPPED_FILE))
     scores = np.concatenate(score_problems(model, problems, where=cfg['split_dir']))
     gap = np.abs(scores - np.array([pool[k]['verifiers'][col] for k in names]))
-    same_text = np.array([k not in set(differ['text']) for k in names])
+    moved = set(differ['text'])
+    same_text = np.array([k not in moved for k in names])
     off = [k for k, g, s in zip(names, gap, same_text) if s and g > cfg['score_tol']]
     res = {'config': cfg, 'code': git_state(), 'cpu': cpu_name()[0], 'kernels': kernel_settings(), 'extraction': ext,
            'pool_commit': meta['commit'], 'column': col,
@@ -134,10 +134,9 @@ def run(cfg):
     else:
         md.append(f"{cfg['split_dir']} holds no labels.json: answers and labels not compared (python label.py "
                   "<config>).")
-    text = {(r['problem'], r['sample']): r['text'] for r in rows}
     mine = {(p['key'], j): c['text'] for p in problems for j, c in enumerate(p['candidates'])}
     for k in differ['text'][:cfg['show']]:
-        i, a, b = diverges(text[k], mine[k])
+        i, a, b = diverges(pool[k]['text'], mine[k])
         md.append(f"- {k[0]} sample {k[1]}: from character {i}, pool {a!r}, again {b!r}")
     md = '\n'.join(md) + '\n'
     os.makedirs(os.path.dirname(cfg['out']) or '.', exist_ok=True)
