@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 from configurator import configure, knobs
+from extract import RUNS_FILE
 from machine import cli, cpu_name, git_state, kernel_settings
 from model import score_problems
 from store import atomic_write_json, load_checkpoint, load_split
@@ -112,7 +113,7 @@ def run(cfg):
            'accuracy': ({'pool': float(np.mean([pool[k]['correct'] for k in names])),
                          'again': float(np.mean([c['correct'] for p in problems for c in p['candidates']]))}
                         if labelled else None)}
-    n, runs = len(names), os.path.join(cfg['split_dir'], 'extractions.jsonl')
+    n, runs = len(names), os.path.join(cfg['split_dir'], RUNS_FILE)
     runs = [json.loads(x) for x in open(runs)] if os.path.exists(runs) else []
     made = (f"code {', '.join(sorted({str(r.get('commit'))[:7] for r in runs}))} on "
             f"{', '.join(sorted({r['cpu'] for r in runs}))}" if runs else f"its runs not recorded yet, {res['cpu']}")
