@@ -143,25 +143,28 @@ def split_done(c, split, problems, n):
     return len(done_problems(problems, path, n if c['mode'] == 'sample' else None)[0])
 
 
-def record_run(c, splits, problems, before, started, weights):
-    """A line in each split's extractions.jsonl when a run ends (not a process it launched: the run records them):
-    the problems it extracted of its range, with what (the code as the run started, started = (time, git_state); the
-    CPU, cores, torch, weights dtype, device) and when, so a split made in chunks, resumes or shards says how each
-    part was made."""
+def record_run(c, splits, problems, before, started, weights, ended=True):
+    """A line in each split's extractions.jsonl for a run (not a process it launched: the run records them): the
+    problems it extracted of its range, with what (the code as the run started, started = (time, git_state); the CPU,
+    cores, torch, weights dtype, device) and when, so a split made in chunks, resumes or shards says how each part was
+    made. Written as the run starts (ended=False: finished None, the problems done before it), and made whole as it
+    ends: a run killed on the way (a session's end) still names the code and machine of the problems it wrote."""
     now = time.time()
     for s, r, n in splits:
         path = os.path.join(c['out_dir'], s, RUNS_FILE)
         old = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
-        done = split_done(c, s, problems[s], n)
-        atomic_write_json_lines(old + [{
-            'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started[0])),
-            'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)), 'seconds': round(now - started[0], 1),
-            'range': list(r), 'n_samples': n, 'problems': len(problems[s]), 'extracted': done - before[s],
-            'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **started[1], 'cpu': cpu_name()[0],
-            'cores': len(cpu_cores()), 'procs': c['procs'], 'threads': c['threads'], 'torch': torch.__version__,
-            'dtype': weights, 'device': c['device'],
-            'command': ' '.join(['python', *map(shlex.quote, [os.path.relpath(sys.argv[0]), *sys.argv[1:]])])}],
-            path)
+        done = split_done(c, s, problems[s], n) if ended else before[s]
+        line = {'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started[0])),
+                'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)) if ended else None,
+                'seconds': round(now - started[0], 1) if ended else None, 'range': list(r), 'n_samples': n,
+                'problems': len(problems[s]), 'before': before[s], 'extracted': done - before[s] if ended else None,
+                'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **started[1], 'cpu': cpu_name()[0],
+                'cores': len(cpu_cores()), 'procs': c['procs'], 'threads': c['threads'], 'torch': torch.__version__,
+                'dtype': weights, 'device': c['device'], 'pid': os.getpid(),
+                'command': ' '.join(['python', *map(shlex.quote, [os.path.relpath(sys.argv[0]), *sys.argv[1:]])])}
+        key = lambda x: (x.get('pid'), x['started'], x['shard'])  # noqa: E731  (this run's line, once it started)
+        mine = [key(x) == key(line) for x in old]
+        atomic_write_json_lines([line if m else x for m, x in zip(mine, old)] + ([] if any(mine) else [line]), path)
 
 
 def frame_problems(c, split_problems):
@@ -277,6 +280,7 @@ def run(config, steer=None, command=None):
     started, before = (time.time(), git_state()), {s: split_done(c, s, problems[s], n) for s, _, n in splits}
     if c['num_shards'] == 1 and n_procs > 1:
         lock(out_dir, 'out_dir', part)
+        record_run(c, splits, problems, before, started, weights, ended=False)
         per_split = {s: problems[s] for s, _, _ in splits}
         launch_procs(n_procs, extracted(per_split, out_dir, {s: n for s, _, n in splits}),
                      sum(map(len, per_split.values())), out_dir, c['threads'], sys.argv[1:] + [f'--dtype={weights}'],
@@ -299,6 +303,8 @@ def run(config, steer=None, command=None):
                                       max((n for ns in prompt_lens.values() for n in ns), default=0)), c, 'extract.py')
     room = check_memory(c, splits, problems, prompt_lens, gen_model, pool)  # every split, before the first starts
     lock(out_dir, 'out_dir', part)
+    if not os.environ.get(CHILD):
+        record_run(c, splits, problems, before, started, c['weights_dtype'], ended=False)
     for split, _, n in splits:
         split_dir = os.path.join(out_dir, split)
         steered = steer if split == 'eval' else None

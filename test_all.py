@@ -2575,7 +2575,8 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     assert json.load(open(os.path.join(grown, 'train', 'config.json')))['n_samples'] == 4
     # the split's record of how each run made it: what it extracted, the code, CPU, dtype and when
     recs = [json.loads(x) for x in open(os.path.join(grown, 'train', 'extractions.jsonl'))]
-    assert [(r['n_samples'], r['extracted'], r['done'], r['problems']) for r in recs] == [(2, 3, 3, 3), (4, 3, 3, 3)]
+    assert [(r['n_samples'], r['before'], r['extracted'], r['done'], r['problems']) for r in recs] == [
+        (2, 0, 3, 3, 3), (4, 0, 3, 3, 3)]
     assert all(r['dtype'] == 'bfloat16' and r['cpu'] == machine.cpu_name()[0] and r['seconds'] > 0 for r in recs)
     assert len(recs[1]['commit'] or '') in (0, 40) and '--n_train_samples=4' in recs[1]['command']
     import contextlib
@@ -2589,6 +2590,39 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     assert added < sum(p['generated_tokens'] for p in b.values())
     r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=3')
     assert r.returncode != 0 and 'n_train_samples=4, this run has n_train_samples=3; fix:' in r.stderr
+
+
+def test_extract_records_a_run_killed_on_the_way(tmp_path):
+    """A run's line in its split's extractions.jsonl is written as it starts (finished None, its code, CPU and dtype)
+    and made whole as it ends: a run killed outright (SIGKILL, as a session's end stops one) still says what wrote the
+    problems it left, the run resuming it records its own, and studies.bench --only=chunks counts the killed run's
+    problems by their files."""
+    out = str(tmp_path / 'x')
+    common = ['config/demo.py', '--train_range=(0,2)', '--eval_range=None', '--n_train_samples=2',
+              '--max_new_tokens=16', '--batch_size=2', '--threads=1', '--procs=1', f'--out_dir={out}']
+    path = os.path.join(out, 'train', extract.RUNS_FILE)
+    p = subprocess.Popen([sys.executable, 'extract.py', *common], cwd=os.path.dirname(os.path.abspath(__file__)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(path) and p.poll() is None:
+        time.sleep(0.05)
+    p.kill()
+    assert p.wait() != 0
+    (killed,) = [json.loads(x) for x in open(path)]
+    assert killed['finished'] is None and killed['extracted'] is None and killed['before'] == 0
+    assert killed['dtype'] in ('bfloat16', 'float32') and killed['cpu'] == machine.cpu_name()[0]
+    assert _run('extract.py', *common).returncode == 0  # resumes: skips what the killed run wrote
+    recs = [json.loads(x) for x in open(path)]
+    assert len(recs) == 2 and recs[0] == killed and recs[1]['finished'] is not None
+    assert recs[1]['before'] + recs[1]['extracted'] == recs[1]['done'] == 3
+    assert len(recs[0]['commit'] or '') in (0, 40) and recs[1]['commit'] == recs[0]['commit']
+    import contextlib
+    import io
+    from studies.bench import bench_chunks
+    with contextlib.redirect_stdout(io.StringIO()) as shown:
+        bench_chunks([os.path.join(out, 'train')])
+    rows = [[c.strip() for c in x.split('|')[1:-1]] for x in shown.getvalue().splitlines()[-2:]]
+    assert rows[0][-1].endswith('(unfinished)') and int(rows[0][2]) == recs[1]['before']
+    assert int(rows[1][2]) == recs[1]['extracted'] and not rows[1][-1].endswith('(unfinished)')
 
 
 def test_reencode_in_chunks_equals_one_chunk(tmp_path):

@@ -1085,8 +1085,9 @@ def bench_chunks(dirs):
     """python -m studies.bench --only=chunks --dirs=<split dir>,...: each extract.py run a split dir recorded
     (extract.RUNS_FILE: its time, problems, commit, CPU, dtype) with its seconds per problem and its tokens per second:
     the decoded tokens (store.generated_tokens) of the problem files written while it ran (their mtime; a run that grew
-    the split's problems to more samples counts only the candidates it added). A run killed before its end recorded
-    nothing."""
+    the split's problems to more samples counts only the candidates it added). A run that did not finish (its line
+    says finished None: killed, or stopped by an error) counts the problem files written from its start until the
+    next run's."""
     import calendar
     from extract import RUNS_FILE
     from store import generated_tokens, load_problem, problem_files
@@ -1100,18 +1101,27 @@ def bench_chunks(dirs):
                              "a split dir extract.py has written to since")
         recs = [json.loads(x) for x in open(path)]
         files = [(os.path.getmtime(f), f) for f in problem_files(d)]
+        at = lambda t: calendar.timegm(time.strptime(t, '%Y-%m-%dT%H:%M:%SZ'))  # noqa: E731
         had = 0  # the most samples a problem this split's earlier runs left: a run past it grew them
-        for r in recs:
-            t1 = calendar.timegm(time.strptime(r['finished'], '%Y-%m-%dT%H:%M:%SZ')) + 1
+        for i, r in enumerate(recs):
+            t0 = at(r['started'])
+            if r['finished'] is None:  # killed on the way: its problems, the files written before the next run began
+                t1 = at(recs[i + 1]['started']) if i + 1 < len(recs) else time.time()
+                mine = [m for m, _ in files if t0 - 1 <= m < t1]
+                t1 = max(mine, default=t0) + 1
+                r = {**r, 'seconds': t1 - t0, 'extracted': len(mine)}
+            else:
+                t1 = at(r['finished']) + 1
             first = had if r['n_samples'] > had else 0
             had = max(had, r['n_samples'])
             tok = sum(generated_tokens(load_problem(f, mmap=True)['candidates'][first:r['n_samples']])
                       for m, f in files if t1 - r['seconds'] - 2 <= m <= t1)
             rows.append([d, f"{r['range'][0]}-{r['range'][1]} x {r['n_samples']}", r['extracted'],
                          f"{r['seconds']:,.0f}", f"{r['seconds'] / r['extracted']:.2f}" if r['extracted'] else '–',
-                         f"{tok / r['seconds']:.0f}",
+                         f"{tok / r['seconds']:.0f}" if r['seconds'] else '–',
                          (r['commit'] or '?')[:7] + ('+' if r['uncommitted_changes'] else ''), r['cpu'],
-                         f"{r['procs'] or r['cores']} x {r['threads'] or 1}", r['dtype'], r['started']])
+                         f"{r['procs'] or r['cores']} x {r['threads'] or 1}", r['dtype'],
+                         r['started'] + ('' if recs[i]['finished'] else ' (unfinished)')])
     table(rows, ['split dir', 'range x samples', 'problems extracted', 's', 's / problem', 'tokens / s', 'commit',
                  'CPU', 'processes x threads', 'dtype', 'started (UTC)'])
 
