@@ -2610,14 +2610,19 @@ def test_extract_records_a_run_killed_on_the_way(tmp_path):
     (killed,) = [json.loads(x) for x in open(path)]
     assert killed['finished'] is None and killed['extracted'] is None and killed['before'] == 0
     assert killed['dtype'] in ('bfloat16', 'float32') and killed['cpu'] == machine.cpu_name()[0]
+    import contextlib
+    import io
+    from studies.bench import bench_chunks
+    with contextlib.redirect_stdout(io.StringIO()) as shown:  # the split read as it stands, incomplete
+        bench_chunks([os.path.join(out, 'train')])
+    left = len(glob.glob(os.path.join(out, 'train', 'problems', '*.pt')))
+    row = [c.strip() for c in shown.getvalue().splitlines()[-1].split('|')[1:-1]]
+    assert row[-1].endswith('(unfinished)') and int(row[2]) == left
     assert _run('extract.py', *common).returncode == 0  # resumes: skips what the killed run wrote
     recs = [json.loads(x) for x in open(path)]
     assert len(recs) == 2 and recs[0] == killed and recs[1]['finished'] is not None
     assert recs[1]['before'] + recs[1]['extracted'] == recs[1]['done'] == 3
     assert len(recs[0]['commit'] or '') in (0, 40) and recs[1]['commit'] == recs[0]['commit']
-    import contextlib
-    import io
-    from studies.bench import bench_chunks
     with contextlib.redirect_stdout(io.StringIO()) as shown:
         bench_chunks([os.path.join(out, 'train')])
     rows = [[c.strip() for c in x.split('|')[1:-1]] for x in shown.getvalue().splitlines()[-2:]]
