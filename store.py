@@ -88,10 +88,13 @@ def steering(cfg):
     return {k: cfg.get(k) for k in STEERING} if cfg.get('search') or cfg.get('prune_ckpt') else {}
 
 
-def problem_files(split_dir):
+def problem_files(split_dir, growing=False):
     """The problem files of a split dir, sorted; one whose config.json names a range (extract.py's train_range /
-    eval_range) must hold a file for each index of it (check_complete)."""
+    eval_range) must hold a file for each index of it (check_complete). growing: those written so far, none or some
+    (a split read while an extraction grows it)."""
     files = sorted(glob.glob(os.path.join(split_dir, 'problems', '*.pt')))
+    if growing:
+        return files
     if not files:
         raise FileNotFoundError(f"no extracted problems under {split_dir}/problems/; "
                                 "fix: run `python extract.py <config>` with out_dir pointing at "

@@ -1089,9 +1089,8 @@ def bench_chunks(dirs):
     says finished None: killed, or stopped by an error) counts the problem files written from its start until the
     next run's."""
     import calendar
-    import glob
     from extract import RUNS_FILE
-    from store import generated_tokens, load_problem
+    from store import generated_tokens, load_problem, problem_files
     if not dirs:
         raise SystemExit("--only=chunks needs --dirs=<split dir>,... (e.g. out/gsm8k_qwen05/eval)")
     rows = []
@@ -1101,7 +1100,7 @@ def bench_chunks(dirs):
             raise SystemExit(f"{path} not found: {d} records no extract.py run (made before runs were recorded); fix: "
                              "a split dir extract.py has written to since")
         recs = [json.loads(x) for x in open(path)]
-        files = [(os.path.getmtime(f), f) for f in glob.glob(os.path.join(d, 'problems', '*.pt'))]  # growing, too
+        files = [(os.path.getmtime(f), f) for f in problem_files(d, growing=True)]
         at = lambda t: calendar.timegm(time.strptime(t, '%Y-%m-%dT%H:%M:%SZ'))  # noqa: E731
         had = 0  # the most samples a problem this split's earlier runs left: a run past it grew them
         for i, r in enumerate(recs):

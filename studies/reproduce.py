@@ -13,7 +13,6 @@ whether it matters. The problems extracted so far are compared: run it while an 
 
 Writes {out}.md and {out}.json (the numbers, each differing candidate, and this run's config).
 """
-import glob
 import json
 import os
 
@@ -23,7 +22,7 @@ from configurator import configure, knobs
 from extract import RUNS_FILE
 from machine import cli, cpu_name, git_state, kernel_settings
 from model import score_problems
-from store import atomic_write_json, load_checkpoint, load_split
+from store import atomic_write_json, load_checkpoint, load_split, problem_files
 from tables import SHIPPED_FILE, read_pools
 
 # -----------------------------------------------------------------------------
@@ -90,7 +89,7 @@ def run(cfg):
                          f"{meta['generator']!r}; fix: extract with the pool's config (its generator)")
     known = {r['problem'] for r in rows}
     labelled = os.path.exists(os.path.join(cfg['split_dir'], 'labels.json'))
-    files = sorted(glob.glob(os.path.join(cfg['split_dir'], 'problems', '*.pt')))  # so far: a growing split is read
+    files = problem_files(cfg['split_dir'], growing=True)  # so far: a growing split is read
     problems = [p for p in load_split(cfg['split_dir'], labels=labelled, files=files) if p['key'] in known]
     if not problems:
         raise FileNotFoundError(f"split_dir={cfg['split_dir']!r} holds none of the pool's {len(known)} evaluation "
