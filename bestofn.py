@@ -8,7 +8,7 @@ within-problem AUROC), the pools (answer groups, fixed random N-subsets), the se
 weighted votes, DeepConf's filtered votes, oracle), the paired bootstrap intervals (over problems or their groups),
 and the pick among one new question's candidates (choose: sample.py's answer, graded by grading.py). No knobs, no
 files: each stage passes its own. The table built from these (free rows, the reference chosen on validation, score
-caches, formatting) is tables.py's.
+caches, formatting) is tables.py's; the pools and the table made from them alone, pools.py's.
 """
 import math
 
@@ -302,7 +302,7 @@ def build_pool(problems, ns, n_subsets, seed, equal):
 
 def pool_entry(key, index, correct, groups, stopped, ns, n_subsets, seed):
     """One problem's pool (build_pool's) from its candidates' correctness, answer groups and stopped flags [m]: the
-    subsets drawn from (seed, index), so a pool rebuilt from stored rows (tables.pool_table) draws the same ones."""
+    subsets drawn from (seed, index), so a pool rebuilt from stored rows (pools.pool_table) draws the same ones."""
     m = len(correct)
     if m < min(ns):
         raise ValueError(f"problem {key} has {m} candidates but best-of-{min(ns)} needs {min(ns)}; "

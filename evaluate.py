@@ -12,20 +12,20 @@ dtype, or on data its split dirs no longer hold (grown, relabelled) is refused (
 split whose files do not cover its range (store.check_complete).
 Scores every candidate of {eval_dir} with each checkpoint (batched, cached under {out_dir}/scores/),
 adds the free scorers (bestofn.py) and the PRM's cached scores (baselines.py), and writes them, with each candidate's
-answer, label and text, as the pools {out_dir}/pools[_<tag>]/ (candidates.jsonl.gz, meta.json: tables.POOL_COLUMNS).
-The table is made from those files alone (tables.pool_table: majority and verifier-weighted votes, single-pass and
-oracle, every interval), so `python tables.py {out_dir}/pools` prints it again in seconds; then
+answer, label and text, as the pools {out_dir}/pools[_<tag>]/ (candidates.jsonl.gz, meta.json: pools.POOL_COLUMNS).
+The table is made from those files alone (pools.pool_table: majority and verifier-weighted votes, single-pass and
+oracle, every interval), so `python pools.py {out_dir}/pools` prints it again in seconds; then
 {out_dir}/results[_<tag>].json and .md (+ plots with matplotlib), and the config's own verifier, its seed of best
 validation AUROC (sample.py's), as one file sample.py answers with on a clone without the run: pools/hsrm.pt
-(tables.export_verifier). Best-of-N, votes and temperatures are chosen on nothing from the test split except where a
+(pools.export_verifier). Best-of-N, votes and temperatures are chosen on nothing from the test split except where a
 row says "optimistic". Validation choices (vote temperatures, the best free selector) use the grouped val split
 of {train_dir} (store.split_problems, same val_frac / val_seed as training).
 
-The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the pools and the table made
-from them: the free rows and the reference chosen on validation, rows with their paired intervals, the markdown) is
-tables.py's, which the studies and sample.py share; the best-of-N maths under it (pools, rules, votes, AUROC,
-bootstrap) is bestofn.py's. Here: this stage's knobs, the scores of the PRM and the learned verifiers, the notes,
-the cost table and the plots.
+The table's machinery (score caches, a run's dirs, checkpoints and validation splits, the free rows and the reference
+chosen on validation, rows with their paired intervals) is tables.py's, which the studies and sample.py share; the
+pools and the table made from them alone (the markdown too) are pools.py's; the best-of-N maths under both (pools,
+rules, votes, AUROC, bootstrap) is bestofn.py's. Here: this stage's knobs, the scores of the PRM and the learned
+verifiers, the notes, the cost table and the plots.
 """
 import json
 import os
@@ -43,10 +43,11 @@ from machine import (check_positive, check_writable, cli, git_state, head_dim, n
                      set_threads, shown_path)
 from generator import generator_config, generator_name, matmul_shapes
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
-from tables import (FREE_TIES, META_FILE, MIN_UNITS, POOLS_FILE, SHIPPED_FILE, best_seed, cached_scores,
-                    check_checkpoint, checkpoint_paths, export_verifier, fit_combo, fmt_ci, fmt_num, for_json,
-                    free_name, free_scores, pool_rows, pool_table, read_pools, render_table, row_names, run_dirs,
-                    run_group, scaling_ns, val_splitter, write_pools, yerr)
+from tables import (FREE_TIES, MIN_UNITS, best_seed, cached_scores, check_checkpoint, checkpoint_paths, fit_combo,
+                    fmt_ci, fmt_num, for_json, free_name, free_scores, row_names, run_dirs, run_group, val_splitter,
+                    yerr)
+from pools import (META_FILE, POOLS_FILE, SHIPPED_FILE, export_verifier, pool_rows, pool_table, read_pools,
+                   render_table, scaling_ns, write_pools)
 
 # -----------------------------------------------------------------------------
 # config (options in the comments)
@@ -93,7 +94,7 @@ DEFAULTS = knobs(globals())  # the knobs above as a dict
 
 
 def render_markdown(res):
-    """results.md: the table (tables.render_table, the notes below its main table), then the verifiers' cost."""
+    """results.md: the table (pools.render_table, the notes below its main table), then the verifiers' cost."""
     out = [render_table(res, res['notes']).rstrip('\n'), '', '### Verifier cost', '',
            '| Verifier | Params | Weights (fp16) | Input | FLOPs / candidate | Time / candidate '
            '| Extra generator passes |', '|---|---:|---:|---|---:|---:|---|']
@@ -643,7 +644,7 @@ def pruning_notes(problems, gc):
 
 
 def result_notes(cfg, res, problems, trained_on, train_dir):
-    """The notes on the table made (res: tables.pool_table's): no table by part, the intervals (interval_notes),
+    """The notes on the table made (res: pools.pool_table's): no table by part, the intervals (interval_notes),
     rows that stand for several selectors, checkpoints trained on other dirs than validation reads."""
     notes = []
     if not res['breakdown']:
@@ -665,7 +666,7 @@ def result_notes(cfg, res, problems, trained_on, train_dir):
 
 def ship_verifier(res, pools, own, best):
     """{pools}/hsrm.pt: the checkpoint best (the seed of the run own that sample.py answers with) as one file with its
-    vote's temperature (tables.export_verifier); an earlier run's file removed when best is None."""
+    vote's temperature (pools.export_verifier); an earlier run's file removed when best is None."""
     if best:
         r = next(r for row in res['rows'] if row['type'] == 'verifier' and row['group'] == own for r in row['runs']
                  if r['ckpt'] == best)
@@ -677,7 +678,7 @@ def ship_verifier(res, pools, own, best):
 
 def run(cfg, named=None, command=None):
     """The table (results[_on_<run>].json, .md, plots) of the run cfg names, made from its pools ({out_dir}/pools:
-    every candidate with every score, tables.pool_table), with the config's verifier shipped there (hsrm.pt). named:
+    every candidate with every score, pools.pool_table), with the config's verifier shipped there (hsrm.pt). named:
     the verifiers its config files name (named_runs: each must be there and finished; the CLI gives them where config
     files are given and ckpts is not), None: every finished run there. command: the command line (sys.argv), kept in
     the pools' meta.json."""
@@ -700,7 +701,7 @@ def run(cfg, named=None, command=None):
     gc = split_config(eval_dir)
     notes += pruning_notes(problems, gc)
 
-    # the pools: every candidate the table reads with every score; the table is made from them as tables.py makes it
+    # the pools: every candidate the table reads with every score; the table is made from them as pools.py makes it
     vp = val[0] if val else []
     extra = [p for p in val_scored if p['key'] not in {q['key'] for q in vp}]  # a verifier's own validation problems
     free = lambda ps: free_scores(ps, cfg, combo)  # noqa: E731
@@ -735,7 +736,7 @@ def run(cfg, named=None, command=None):
     ship_verifier(res, pools, own, best)
     wrote = [f'{f} ({os.path.getsize(os.path.join(pools, f)):,} bytes)' for f in (POOLS_FILE, META_FILE, SHIPPED_FILE)
              if os.path.exists(os.path.join(pools, f))]
-    print(f"wrote {pools}/: {', '.join(wrote)}; `python tables.py {pools}` prints the table from them")
+    print(f"wrote {pools}/: {', '.join(wrote)}; `python pools.py {pools}` prints the table from them")
     return res
 
 

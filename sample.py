@@ -281,7 +281,7 @@ def vote_temperature(verifier, ck, path, n, cfg, device):
     """The weighted-vote temperature as evaluate.py chooses it for this checkpoint: bestofn.choose_temp over
     vote_temps on the validation problems of its training splits (the checkpoint's val_frac / val_seed /
     max_train_problems), at best-of-n (lowered to the smallest validation pool), scores cached with evaluate.py's; a
-    shipped verifier's own (tables.export_verifier: the one evaluate.py chose, at best-of-its n)."""
+    shipped verifier's own (pools.export_verifier: the one evaluate.py chose, at best-of-its n)."""
     if (ck.get('vote') or {}).get('temp') is not None:
         return ck['vote']['temp']
     tc = ck.get('train_config') or {}
@@ -372,7 +372,7 @@ def unseen_example(s, groups):
 def as_rows(problems, ck, path):
     """The problems as group_key reads them: a question typed for a benchmark (no dataset row, so no id to group by)
     that is the question of a problem in the checkpoint's training splits (train.train_dirs_now, or the questions a
-    shipped verifier holds: tables.export_verifier; text compared with its whitespace collapsed) takes that problem's
+    shipped verifier holds: pools.export_verifier; text compared with its whitespace collapsed) takes that problem's
     dataset id; the others an id no dataset row has ('typed:<id>'):
     their own id is a line number, which a dataset of index ids (GSM8K) would mistake for its row."""
     norm = lambda q: ' '.join(str(q).split())  # noqa: E731

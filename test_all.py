@@ -1,7 +1,7 @@
 """The pipeline's tests, one section per module in pipeline order (configurator, machine, store, tasks, grading,
-generator, capture, extract, label, bestofn, model, train, baselines, tables, evaluate, sample), then the checks of
-every file and stage (imports, config files, refusals, the demo end to end). The helpers and fixtures the studies'
-tests (studies/test_studies.py) share are in testkit.py and conftest.py. README's test command runs both files:
+generator, capture, extract, label, bestofn, model, train, baselines, tables and pools, evaluate, sample), then the
+checks of every file and stage (imports, config files, refusals, the demo end to end). The helpers and fixtures the
+studies' tests (studies/test_studies.py) share are in testkit.py and conftest.py. README's test command runs both files:
 
     python -m pytest -q test_all.py studies
 """
@@ -48,6 +48,7 @@ from train import LOSSES, bce_loss, listmle_loss, pairwise_loss, run_diff, run_n
 import baselines as B
 import evaluate as E
 import bestofn as BON
+import pools
 import tables
 from testkit import (FIT_RUN, REPO, SAMPLE_RUN, SAMPLE_TRAIN, _cfg, _families, _jsonl, _last_line, _pool, _run,
                      _run_all, assert_overlap_refused, require, think_run, tiny_model, tiny_tokenizer,
@@ -5121,7 +5122,7 @@ def test_baselines_take_train_keys_from_the_command_line(tmp_path):
 
 
 # ====================================================================================================
-# tables.py: the table and its intervals, score caches, the pools evaluate.py writes, a README table
+# tables.py and pools.py: the table and its intervals, score caches, the pools evaluate.py writes, a README table
 # ====================================================================================================
 
 
@@ -5225,7 +5226,7 @@ def test_score_cache_follows_a_copied_or_moved_run(tmp_path, monkeypatch):
 
 
 def _tables_of(md):
-    """results.md less its numbered notes (and the blank line before them) and its cost table: what tables.py
+    """results.md less its numbered notes (and the blank line before them) and its cost table: what pools.py
     prints."""
     lines = md.split('\n### Verifier cost')[0].split('\n')
     at = next(i for i, x in enumerate(lines) if x.startswith('1. '))
@@ -5235,12 +5236,12 @@ def _tables_of(md):
 
 def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
     """evaluate.py's pools hold one row per candidate of the evaluation split (its text too) and of the validation
-    problems its choices read, with every free scorer's and each verifier seed's score; `python tables.py <pools>`
+    problems its choices read, with every free scorer's and each verifier seed's score; `python pools.py <pools>`
     prints, from them alone, exactly the tables of results.md (its notes and cost table aside), and every number of
     results.json is the pools' table's. The table is recomputed, not copied: one label flipped in the pools moves the
     rows that read it."""
     out, res = pools_run
-    rows, meta = tables.read_pools(f'{out}/pools')
+    rows, meta = pools.read_pools(f'{out}/pools')
     ev, val = ([r for r in rows if r['split'] == s] for s in ('eval', 'val'))
     n_val = len(store.split_problems(store.problem_files(f'{out}/train'))[1])
     assert len(ev) == 6 * 4 and len(val) == n_val * 8 and len(rows) == len(ev) + len(val)
@@ -5254,23 +5255,23 @@ def test_pools_recompute_the_table_evaluate_wrote(pools_run, tmp_path):
     assert [r['correct'] for r in ev] == [bool(x['correct']) for k in sorted(labels) for x in labels[k]]
     assert meta['seeds'] == {SAMPLE_RUN: [1, 2]} and meta['config']['n_boot'] == 200 and meta['commit']
     assert meta['shipped']['ckpt'] == tables.best_seed(glob.glob(f'{out}/verifiers/{SAMPLE_RUN}_seed*/ckpt.pt'))
-    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, 'pools.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout == _tables_of(open(f'{out}/results.md').read())
-    again = json.loads(json.dumps(tables.for_json(tables.pool_table(rows, meta)), default=str))
+    again = json.loads(json.dumps(tables.for_json(pools.pool_table(rows, meta)), default=str))
     saved = json.load(open(f'{out}/results.json'))
     assert again['rows'] == saved['rows'] and again['breakdown'] == saved['breakdown']
     assert again['validation'] == saved['validation'] and again['bootstrap'] == saved['bootstrap']
     flip = next(r for r in ev if r['problem'] == ev[-1]['problem'] and r['sample'] == 0)
     flip['correct'] = not flip['correct']
-    tables.write_pools(str(tmp_path / 'flipped'), rows, {k: v for k, v in meta.items() if k != 'columns'})
-    moved = tables.pool_table(*tables.read_pools(str(tmp_path / 'flipped')))
+    pools.write_pools(str(tmp_path / 'flipped'), rows, {k: v for k, v in meta.items() if k != 'columns'})
+    moved = pools.pool_table(*pools.read_pools(str(tmp_path / 'flipped')))
     single = lambda t: next(x for x in t['rows'] if x['type'] == 'single')['acc']  # noqa: E731
     assert single(moved) == pytest.approx(single(res) + (1 if flip['correct'] else -1) / (6 * 4))
-    r = subprocess.run([sys.executable, 'tables.py', str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, 'pools.py', str(tmp_path)], cwd=REPO, capture_output=True, text=True,
                        timeout=300)
-    assert r.returncode == 1 and r.stderr.startswith(f"tables.py: pools_dir={str(tmp_path)!r} holds no "
+    assert r.returncode == 1 and r.stderr.startswith(f"pools.py: pools_dir={str(tmp_path)!r} holds no "
                                                      "candidates.jsonl.gz; fix: ")
 
 
@@ -5305,7 +5306,7 @@ def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
     def mismatches(lines):
         readme.write_text(f'# hsrm\n\n{heading}\n\nSampled in bfloat16.\n\n' + '\n'.join(lines)
                           + '\n\nHSRM picks better.\n\n## Another section\n')
-        return tables.readme_table_mismatches(str(readme), heading, f'{out}/pools')
+        return pools.readme_table_mismatches(str(readme), heading, f'{out}/pools')
     assert mismatches(head + body) == []
     i = next(i for i, x in enumerate(body) if x.startswith('| HSRM |'))
     c = cells(body[i])
@@ -5318,7 +5319,7 @@ def test_a_readme_table_is_checked_against_the_pools(pools_run, tmp_path):
         f"column 'Cost' is not in the table of {out}/pools",
         f"row 'HSRM-text': no rows of that name in the table of {out}/pools"]
     with pytest.raises(ValueError, match=r"has no line '## Results'; fix: the heading line exactly as written there"):
-        tables.readme_table_mismatches(str(readme), '## Results', f'{out}/pools')
+        pools.readme_table_mismatches(str(readme), '## Results', f'{out}/pools')
 
 
 SHIPPED = {  # release dir -> (README's heading above its table, generator, evaluate.py's command, evaluation indices)
@@ -5331,19 +5332,19 @@ SHIPPED = {  # release dir -> (README's heading above its table, generator, eval
 @pytest.mark.parametrize('release', sorted(SHIPPED))
 def test_the_readme_shows_the_shipped_runs(release):
     """README's table of each shipped run is, cell for cell, the table recomputed from its committed pools (release/),
-    and its section's count of the problems where HSRM and majority vote pick differently is tables.disagreements' on
-    them: a README number edited, or pools replaced without README, fails here (tables.readme_table_mismatches is
+    and its section's count of the problems where HSRM and majority vote pick differently is pools.disagreements' on
+    them: a README number edited, or pools replaced without README, fails here (pools.readme_table_mismatches is
     tested above)."""
     heading, generator, command, indices = SHIPPED[release]
-    pools = f'{REPO}/release/{release}'
-    assert tables.readme_table_mismatches(f'{REPO}/README.md', heading, pools) == []
+    pdir = f'{REPO}/release/{release}'
+    assert pools.readme_table_mismatches(f'{REPO}/README.md', heading, pdir) == []
     text = open(f'{REPO}/README.md').read()
     section = ' '.join(text[text.index(heading + '\n'):].split('\n## ')[0].split())  # its lines joined
     said = re.search(r'HSRM is right and the vote wrong on (\d+) problems, the other way round on (\d+)', section)
-    counts = tables.disagreements(pools)['counts']
+    counts = pools.disagreements(pdir)['counts']
     assert said and tuple(map(int, said.groups())) == (counts['hsrm right, vote wrong'],
                                                        counts['vote right, hsrm wrong'])
-    rows, meta = tables.read_pools(pools)
+    rows, meta = pools.read_pools(pdir)
     assert meta['generator'] == generator and meta['command'] == command
     assert sorted({r['index'] for r in rows if r['split'] == 'eval'}) == list(indices)
 
@@ -5383,14 +5384,14 @@ def test_a_shipped_verifier_answers_on_a_fresh_clone(release, tmp_path):
 
 
 def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
-    """tables.compare: scores of your own for every evaluation candidate, keyed (problem, sample) -> best-of-N and
+    """pools.compare: scores of your own for every evaluation candidate, keyed (problem, sample) -> best-of-N and
     AUROC with the table's intervals and its paired differences against the reference and each verifier, over the
     table's own draws: a free scorer's column given as your scores is that scorer's row, Δ against the reference
     included, to the digit; a candidate left out is one line with the fix."""
     out, res = pools_run
-    rows, _ = tables.read_pools(f'{out}/pools')
+    rows, _ = pools.read_pools(f'{out}/pools')
     mine = {(r['problem'], r['sample']): r['free']['mean_logprob'] for r in rows if r['split'] == 'eval'}
-    got = tables.compare(f'{out}/pools', mine, 'Mine')
+    got = pools.compare(f'{out}/pools', mine, 'Mine')
     row = next(r for r in res['rows'] if r['type'] == 'cheap' and 'mean_logprob' in (r.get('alike') or [r['scorer']]))
     assert (got['acc'], got['acc_ci'], got['auroc'], got['auroc_ci']) == (row['acc'], row['acc_ci'], row['auroc'],
                                                                           row['auroc_ci'])
@@ -5407,16 +5408,16 @@ def test_a_selector_of_your_own_against_the_table(pools_run, capsys):
     mine.pop(next(iter(mine)))
     with pytest.raises(ValueError, match=r"scores has no score for candidate \('001225', 0\) \(1 of the 24 evaluation "
                                          r"candidates missing\); fix: "):
-        tables.compare(f'{out}/pools', mine)
+        pools.compare(f'{out}/pools', mine)
 
 
 def test_where_hsrm_and_the_vote_pick_differently(pools_run):
-    """tables.disagreements: every evaluation problem counted once; in each example of 'hsrm right, vote wrong' the
-    shipped seed's top candidate is right and the most given answer wrong (and the other way round); `python tables.py
+    """pools.disagreements: every evaluation problem counted once; in each example of 'hsrm right, vote wrong' the
+    shipped seed's top candidate is right and the most given answer wrong (and the other way round); `python pools.py
     <pools> --differ=1` prints the counts and one problem of each way."""
     out, _ = pools_run
-    rows, meta = tables.read_pools(f'{out}/pools')
-    d = tables.disagreements(f'{out}/pools')
+    rows, meta = pools.read_pools(f'{out}/pools')
+    d = pools.disagreements(f'{out}/pools')
     assert d['column'] == os.path.basename(os.path.dirname(meta['shipped']['ckpt']))
     assert sum(d['counts'].values()) == len({r['problem'] for r in rows if r['split'] == 'eval'})
     for kind, hsrm_right in (('hsrm right, vote wrong', True), ('vote right, hsrm wrong', False)):
@@ -5427,12 +5428,12 @@ def test_where_hsrm_and_the_vote_pick_differently(pools_run):
             most = votes.most_common(1)[0][0]
             assert top['correct'] == hsrm_right and top['answer_group'] != most
             assert all(r['correct'] != hsrm_right for r in rs if r['answer_group'] == most)
-    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools', '--differ=1'], cwd=REPO, capture_output=True,
+    r = subprocess.run([sys.executable, 'pools.py', f'{out}/pools', '--differ=1'], cwd=REPO, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines()[0].endswith(', '.join(f'{k} {v}' for k, v in d['counts'].items()))
     with pytest.raises(ValueError, match=r"column='nope' is not a verifier column of .*; fix: one of "):
-        tables.disagreements(f'{out}/pools', 'nope')
+        pools.disagreements(f'{out}/pools', 'nope')
 
 
 def test_the_pools_votes_are_the_per_problem_rules_to_the_bit(pools_run):
@@ -5440,18 +5441,18 @@ def test_the_pools_votes_are_the_per_problem_rules_to_the_bit(pools_run):
     verifier seed's weighted votes and best-of-N, the majority and DeepConf's votes, the temperature choice) gives the
     per-problem rule's numbers to the bit, at every N of the table and on the validation problems."""
     out, _ = pools_run
-    rows, meta = tables.read_pools(f'{out}/pools')
+    rows, meta = pools.read_pools(f'{out}/pools')
     cfg = meta['config']
     for split in ('eval', 'val'):
-        ps = tables._problems(rows, (split,))
-        ns = tables.scaling_ns(cfg['n_scaling'], cfg['n_eval'], min(map(len, ps)))
-        pool = tables._pool(ps, ns, cfg)
-        columns = [tables._column(ps, lambda r: r['free'][k]) for k in ps[0][0]['free']] + \
-            [tables._column(ps, lambda r: r['verifiers'][k]) for k in ps[0][0]['verifiers']]
+        ps = pools._problems(rows, (split,))
+        ns = pools.scaling_ns(cfg['n_scaling'], cfg['n_eval'], min(map(len, ps)))
+        pool = pools._pool(ps, ns, cfg)
+        columns = [pools._column(ps, lambda r: r['free'][k]) for k in ps[0][0]['free']] + \
+            [pools._column(ps, lambda r: r['verifiers'][k]) for k in ps[0][0]['verifiers']]
         assert any(len(set(s.tolist())) < len(s) for sc in columns for s in sc)  # tied scores
         assert any(len(set(q['groups'].tolist())) < len(q['groups']) for q in pool)  # shared answers: tied votes
         for sc in columns:
-            _check_batched_rules(pool, sc, tables._column(ps, lambda r: r['free']['deepconf_mean']), ns,
+            _check_batched_rules(pool, sc, pools._column(ps, lambda r: r['free']['deepconf_mean']), ns,
                                  cfg['vote_temps'])
 
 
@@ -5664,12 +5665,12 @@ def write_grouped_run(out):
 
 @pytest.mark.slow
 def test_headline_deltas_recomputed_independently(tmp_path, one_thread_eval):
-    """results.json's headline against a recomputation from the raw files that shares no code with tables.py or
-    bestofn.py: labels.json, the candidates' statistics, the score caches. HSRM's Bo8 accuracy and AUROC, its paired Δ
-    against the best free selector on validation (best-of-N side) and the best free scorer on validation by AUROC, and
-    against majority vote, each with its 95% interval: the documented bootstrap worked out with numpy, operand
-    multisets resampled (tasks.group_key; the problems for the '_problems' interval), HSRM's two seeds resampled, the
-    draws seeded by boot_seed; and the same within one part of the table by part."""
+    """results.json's headline against a recomputation from the raw files that shares no code with tables.py,
+    pools.py or bestofn.py: labels.json, the candidates' statistics, the score caches. HSRM's Bo8 accuracy and AUROC,
+    its paired Δ against the best free selector on validation (best-of-N side) and the best free scorer on validation
+    by AUROC, and against majority vote, each with its 95% interval: the documented bootstrap worked out with numpy,
+    operand multisets resampled (tasks.group_key; the problems for the '_problems' interval), HSRM's two seeds
+    resampled, the draws seeded by boot_seed; and the same within one part of the table by part."""
     out = str(tmp_path / 'run')
     write_grouped_run(out)
     B_, seed = 400, 3
@@ -6433,7 +6434,8 @@ def test_nothing_to_do_is_refused_not_done_in_silence(tmp_path):
 
 
 # the top level, in the order a file may import: the main job's stages, each after the modules and stages it imports
-STAGES = ('extract', 'label', 'train', 'tables', 'baselines', 'evaluate', 'sample')  # tables: evaluate's machinery
+# (tables, pools: evaluate's machinery; pools.py: the pools it writes and the table made from them)
+STAGES = ('extract', 'label', 'train', 'tables', 'pools', 'baselines', 'evaluate', 'sample')
 
 
 SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'machine', 'capture')
@@ -6471,11 +6473,12 @@ def test_imports_follow_the_pipeline():
         if m in top:
             assert ds <= top, (m, sorted(ds - top))
     # a stage imports an earlier one for its knobs or body: baselines trains the text verifiers with train.py's loop;
-    # tables, evaluate and sample read train.py's runs (find_runs, run_state, check_fresh), evaluate also baselines.py's
-    # text runs; sample.py samples with extract.py's settings and intervals and votes with evaluate.py's knobs
-    crossed = {m: sorted(ds & set(rank) - {'tables'}) for m, ds in deps.items() if m in rank}
+    # tables, pools (a shipped verifier's training data), evaluate and sample read train.py's runs (find_runs,
+    # run_state, check_fresh), evaluate also baselines.py's text runs; sample.py samples with extract.py's settings
+    # and intervals and votes with evaluate.py's knobs
+    crossed = {m: sorted(ds & set(rank) - {'tables', 'pools'}) for m, ds in deps.items() if m in rank}
     assert {m: d for m, d in crossed.items() if d} == {
-        'tables': ['train'], 'baselines': ['train'], 'evaluate': ['baselines', 'train'],
+        'tables': ['train'], 'pools': ['train'], 'baselines': ['train'], 'evaluate': ['baselines', 'train'],
         'sample': ['evaluate', 'extract', 'train']}, crossed
     done, left = set(), dict(deps)  # no circle: peel off the files whose imports are all peeled off
     while left:
@@ -6820,7 +6823,7 @@ n_eval = 4
         assert any(x.startswith(m) for x in methods), (m, methods)
     assert '| Method |' in r.stdout and os.path.exists(f'{out}/results.md')  # the table is printed and saved
     # issue 76: the table again from the pools alone
-    r = subprocess.run([sys.executable, 'tables.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, 'pools.py', f'{out}/pools'], cwd=REPO, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and r.stdout == _tables_of(open(f'{out}/results.md').read()), r.stderr[-3000:]
     # the README's "use a trained verifier": a new question answered by the run's best seed, its vote at evaluate.py's T

@@ -611,7 +611,8 @@ def train(train_problems, val_problems, cfg):
 
 # -----------------------------------------------------------------------------
 # run bookkeeping: a run's name (its settings), its folder found by what the run wrote there ({run_dir}/config.json,
-# log.json, ckpt.pt), whether it finished, what changed since; evaluate.py, sample.py and tables.py read runs with these
+# log.json, ckpt.pt), whether it finished, what changed since; evaluate.py, sample.py, tables.py and pools.py read runs
+# with these
 
 
 # knobs that do not change what a run learns, left out of its name and of the comparison with a finished run: where it
@@ -843,7 +844,7 @@ def train_dirs_now(tc, path):
 def trained_on(ck, path):
     """The extraction configs (config.json) of a checkpoint's training splits (train_dirs_now: train.py's train_dirs
     from the checkpoint or the config.json beside it, where they lie now), each with its path under 'where'; [] when
-    none is found; a shipped verifier's own (tables.export_verifier: it names no split dir)."""
+    none is found; a shipped verifier's own (pools.export_verifier: it names no split dir)."""
     if ck.get('trained_on') is not None:
         return ck['trained_on']
     tc = ck.get('train_config')

@@ -10,7 +10,7 @@ Speed and memory, measured side by side in one run and printed as tables (never 
     python -m studies.bench --only=train --train_dir=out/demo/train  # the verifiers' training on a labelled split
     python -m studies.bench --only=text_groups --train_dir=out/gsm8k_qwen05/train  # the text verifier's attention in
                         # length groups against the batch padded to its longest text, at a split's shapes
-    python -m studies.bench --only=tables --dirs=out/demo/pools  # tables.py's table from pools (none: drawn ones)
+    python -m studies.bench --only=tables --dirs=out/demo/pools  # pools.py's table from pools (none: drawn ones)
     python -m studies.bench --only=chunks --dirs=out/gsm8k_qwen05/train,out/gsm8k_qwen05/eval  # real extractions'
                         # runs, as their split dirs recorded them: time per problem and tokens per second
 
@@ -1027,9 +1027,10 @@ def bench_memory():
                  'eval rows / GiB', 'weights GiB', 'budget GiB', 'largest need / budget'])
 
 # -----------------------------------------------------------------------------
-# the table from the pools (issue 76: `python tables.py <pools dir>`, in seconds): TABLES_BEFORE's rules, a Python call
-# per problem for every vote and best-of-N (a git archive of that commit, run as it was), against this tree's, batched
-# over problems; the same pools folder, one process each, interleaved; the two must print the same bytes.
+# the table from the pools (issue 76: `python pools.py <pools dir>`, then tables.py's, in seconds): TABLES_BEFORE's
+# rules, a Python call per problem for every vote and best-of-N (a git archive of that commit, run as it was), against
+# this tree's, batched over problems; the same pools folder, one process each, interleaved; the two must print the
+# same bytes.
 
 TABLES_BEFORE = '7a4c546'  # the last commit with a call per problem (bestofn.vote_sub) for every vote
 
@@ -1037,11 +1038,12 @@ TABLES_BEFORE = '7a4c546'  # the last commit with a call per problem (bestofn.vo
 def main_job_pools(out, seed=0):
     """A pools folder of the main job's shape (config/demo.py: 674 evaluation problems x 8 of synth level 2 in their
     operand-multiset groups, 251 validation problems x 8, the 12 free scores, HSRM and the small text verifier at 3
-    seeds each), written by tables.pool_rows and write_pools as evaluate.py writes it, from candidates drawn here:
+    seeds each), written by pools.pool_rows and write_pools as evaluate.py writes it, from candidates drawn here:
     answers among a few per problem (votes tie), some cut off without one, token and step counts that tie, per-token
     statistics and verifier scores a little higher where the answer is right. -> out"""
     import numpy as np
     import evaluate
+    import pools
     import tables
     from bestofn import combo_fit
     from configurator import apply_config
@@ -1073,8 +1075,8 @@ def main_job_pools(out, seed=0):
                                                                                        p['candidates']]))
                             for p in ev + val} for a in arms for r in a['runs']}
     free = lambda ps: tables.free_scores(ps, cfg, combo)  # noqa: E731
-    tables.write_pools(out, tables.pool_rows(ev, 'eval', free(ev), scores, text=True)
-                       + tables.pool_rows(val, 'val', free(val), scores), {
+    pools.write_pools(out, pools.pool_rows(ev, 'eval', free(ev), scores, text=True)
+                      + pools.pool_rows(val, 'val', free(val), scores), {
         'config': cfg, 'dataset': 'synth', 'generator': 'smollm2', 'generator_name': 'SmolLM2-135M-Instruct',
         'dtype': 'bfloat16', 'eval_dir': 'out/demo/eval', 'transfer': False, 'trained_on': [],
         'combo_weights': dict(zip(combo['names'], combo['weight'])), 'prm': None, 'arms': arms})
@@ -1127,13 +1129,13 @@ def bench_chunks(dirs):
 
 
 def bench_tables(dirs=None, repeats=3):
-    """python -m studies.bench --only=tables [--dirs=out/demo/pools,...]: `python tables.py <pools>` by TABLES_BEFORE's
+    """python -m studies.bench --only=tables [--dirs=out/demo/pools,...]: `python pools.py <pools>` by TABLES_BEFORE's
     code and by this tree's, on each pools folder (none given: main_job_pools'), repeats times each, interleaved:
     seconds (wall, and the CPU the process used, steadier on a shared machine; the least of the repeats) and whether
     the two printed tables are the same bytes."""
     import shutil
     import tempfile
-    from tables import read_pools
+    from pools import read_pools
     work = tempfile.mkdtemp(prefix='hsrm_tables_')
     old = os.path.join(work, 'before')
     os.makedirs(old)
@@ -1147,9 +1149,10 @@ def bench_tables(dirs=None, repeats=3):
         shape = f"{len({r['problem'] for r in pools if r['split'] == 'eval'})} x {meta['config']['n_eval']}"
         took, printed = {}, {}
         for _ in range(repeats):
-            for code, tree in ((f'per problem ({TABLES_BEFORE})', old), ('batched', HERE)):
+            for code, tree, script in ((f'per problem ({TABLES_BEFORE})', old, 'tables.py'),
+                                       ('batched', HERE, 'pools.py')):  # the pools' table was tables.py's there
                 t, c = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-                r = subprocess.run([sys.executable, 'tables.py', os.path.abspath(d)], cwd=tree, capture_output=True,
+                r = subprocess.run([sys.executable, script, os.path.abspath(d)], cwd=tree, capture_output=True,
                                    text=True)
                 c2 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 if r.returncode:
@@ -1164,7 +1167,7 @@ def bench_tables(dirs=None, repeats=3):
                          f'{first / min(w for w, _ in ts):.1f}x',
                          'yes' if len(set(printed.values())) == 1 else 'NO'])
     shutil.rmtree(work)
-    print(f"`python tables.py <pools>` in its own process ({machine.cpu_name()[0]}, load average {load:.1f} at the "
+    print(f"`python pools.py <pools>` in its own process ({machine.cpu_name()[0]}, load average {load:.1f} at the "
           f"start; least of {repeats}, interleaved): wall seconds, CPU seconds, and the same table printed by both.")
     table(rows, ['pools', 'problems x N', 'code', 's', 'CPU s', 'speed-up', 'same table'])
 

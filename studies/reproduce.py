@@ -23,7 +23,7 @@ from extract import RUNS_FILE
 from machine import cli, cpu_name, git_state, kernel_settings
 from model import score_problems
 from store import atomic_write_json, load_checkpoint, load_split, problem_files
-from tables import SHIPPED_FILE, read_pools
+from pools import SHIPPED_FILE, read_pools
 
 # -----------------------------------------------------------------------------
 # knobs (options in the comments); config files and --key=value override them
@@ -52,7 +52,7 @@ def shipped_column(meta, pools_dir):
 
 
 def candidate_fields(c):
-    """A re-extracted candidate as a pool row names it (tables.pool_rows)."""
+    """A re-extracted candidate as a pool row names it (pools.pool_rows)."""
     return {'text': c['text'], 'tokens': len(c['token_ids']), 'steps': len(c['step_pos']), 'finish': c.get('finish'),
             'answer': c.get('answer'), 'correct': bool(c['correct']) if 'correct' in c else None}
 

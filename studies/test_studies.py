@@ -22,6 +22,7 @@ import bestofn as BON
 import evaluate as E
 import extract
 import store
+import pools
 import tables
 import tasks
 import train as T
@@ -1141,8 +1142,8 @@ def test_evaluate_reads_a_curves_checkpoints(tmp_path, one_thread_eval):
         assert rows[name]['auroc'] == pytest.approx(curve[v]['auroc'], abs=1e-12)
         assert rows[f'{name} + weighted vote']['acc'] == pytest.approx(curve[f'{v} + weighted vote']['acc'], abs=1e-12)
     assert rows['Majority vote (extracted answers)']['acc'] == curve['Majority vote (extracted answers)']['acc']
-    pools, meta = tables.read_pools(f'{out}/pools')
-    cols = {c for r in pools if r['split'] == 'eval' for c in r['verifiers']}
+    rows, meta = pools.read_pools(f'{out}/pools')
+    cols = {c for r in rows if r['split'] == 'eval' for c in r['verifiers']}
     assert cols == {'hsrm_seed1', 'hsrm_seed2', 'res_seed1', 'res_seed2'} and len(meta['arms']) == 2
 
 
@@ -1372,11 +1373,11 @@ def test_reproduce_compares_a_pool_with_its_problems_extracted_again(pools_run, 
     assert json.load(open(tmp_path / 'rep.json'))['config']['split_dir'] == cfg['split_dir']
     md = open(tmp_path / 'rep.md').read()
     assert '| text | 12 | 0 |' in md and '| correct | 12 | 0 |' in md and 'from character' not in md
-    rows, meta = tables.read_pools(f'{out}/pools')
+    rows, meta = pools.read_pools(f'{out}/pools')
     ev = [r for r in rows if r['split'] == 'eval' and r['problem'] == '001228']
     ev[1]['text'] += ' and more'
     ev[2]['verifiers'][res['column']] += 0.5
-    tables.write_pools(str(tmp_path / 'moved'), rows, {k: v for k, v in meta.items() if k != 'columns'})
+    pools.write_pools(str(tmp_path / 'moved'), rows, {k: v for k, v in meta.items() if k != 'columns'})
     shutil.copy(f'{out}/pools/hsrm.pt', tmp_path / 'moved')
     moved = R.run({**cfg, 'pools_dir': str(tmp_path / 'moved')})
     assert moved['differ']['text'] == [['001228', 1]] and moved['score_off'] == [['001228', 2]]
