@@ -34,8 +34,8 @@ from generator import (check_layers, check_positions, check_weight_dtype, load_g
                        resolve_dtype)
 from machine import (check_between, check_memory, check_positive, check_writable, cli, cpu_cores, cpu_name,
                      git_state, launch_procs, resolve_device, set_threads)
-from store import (STEERING, atomic_save, atomic_write_json, atomic_write_json_lines, done_problems, extracted,
-                   generated_tokens, load_problem, lock, steering)
+from store import (STEERING, atomic_save, atomic_write_json, done_problems, extracted, generated_tokens,
+                   load_problem, lock, steering, update_json_lines)
 from tasks import (MATH_SYSTEM, SYNTH_SPLIT, batch_prompts, check_disjoint, check_synth_ranges, check_word_ranges,
                    load_problems, read_candidates_file)
 
@@ -151,8 +151,6 @@ def record_run(c, splits, problems, before, started, weights, ended=True):
     ends: a run killed on the way (a session's end) still names the code and machine of the problems it wrote."""
     now = time.time()
     for s, r, n in splits:
-        path = os.path.join(c['out_dir'], s, RUNS_FILE)
-        old = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
         done = split_done(c, s, problems[s], n) if ended else before[s]
         line = {'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started[0])),
                 'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)) if ended else None,
@@ -163,8 +161,11 @@ def record_run(c, splits, problems, before, started, weights, ended=True):
                 'dtype': weights, 'device': c['device'], 'pid': os.getpid(),
                 'command': ' '.join(['python', *map(shlex.quote, [os.path.relpath(sys.argv[0]), *sys.argv[1:]])])}
         key = lambda x: (x.get('pid'), x['started'], x['shard'])  # noqa: E731  (this run's line, once it started)
-        mine = [key(x) == key(line) for x in old]
-        atomic_write_json_lines([line if m else x for m, x in zip(mine, old)] + ([] if any(mine) else [line]), path)
+
+        def put(old):  # this run's line made whole, or added; other runs' lines (shards writing at once) kept
+            mine = [key(x) == key(line) for x in old]
+            return [line if m else x for m, x in zip(mine, old)] + ([] if any(mine) else [line])
+        update_json_lines(os.path.join(c['out_dir'], s, RUNS_FILE), put)
 
 
 def frame_problems(c, split_problems):

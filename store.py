@@ -51,6 +51,18 @@ def atomic_write_json_lines(rows, path):
     os.replace(tmp, path)
 
 
+def update_json_lines(path, change):
+    """Rewrite the json-lines file path as change(its rows) -> rows, atomically, holding an OS lock (flock on
+    .{name}.lock beside it) from the read to the write: processes updating one file at once (the shards of a split,
+    each recording its run) each keep the others' lines. Blocks while another holds it, a moment."""
+    import fcntl
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), f'.{os.path.basename(path)}.lock'), 'a') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released as f closes
+        rows = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
+        atomic_write_json_lines(change(rows), path)
+
+
 _LOCKS = {}  # {path: open file} of the locks this process holds (lock), until it exits
 
 

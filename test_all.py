@@ -512,6 +512,20 @@ def test_checkpoint_round_trip(tmp_path):
             assert np.array_equal(a, b)
 
 
+def test_processes_updating_one_runs_file_keep_every_line(tmp_path):
+    """The shards of a split each record their run in its one extractions.jsonl, read, changed and written again:
+    two at once could each write the file without the other's line. store.update_json_lines holds an OS lock from
+    the read to the write: 4 processes adding 40 lines each, all starting at one moment, leave all 160."""
+    path, start = tmp_path / 'extractions.jsonl', time.time() + 4
+    code = ("import sys, time, store\ntime.sleep(max(0, float(sys.argv[3]) - time.time()))\nfor i in range(40):\n"
+            "    store.update_json_lines(sys.argv[1], lambda rows: rows + [{'p': int(sys.argv[2]), 'i': i}])")
+    ps = [subprocess.Popen([sys.executable, '-c', code, str(path), str(k), str(start)], cwd=REPO) for k in range(4)]
+    assert [p.wait(timeout=300) for p in ps] == [0] * 4
+    rows = [json.loads(x) for x in open(path)]
+    assert sorted((r['p'], r['i']) for r in rows) == [(k, i) for k in range(4) for i in range(40)]
+    assert sorted(os.listdir(tmp_path)) == ['.extractions.jsonl.lock', 'extractions.jsonl']  # no temporary file left
+
+
 def test_a_damaged_checkpoint_is_named_with_retrain_and_retrained(tmp_path):
     """Issue 43: a ckpt.pt cut short, zero-filled or with garbage in its weights is one line naming the path and the fix
     (retrain that run), never torch's advice to load it unsafely; evaluate.py refuses before writing anything, and
