@@ -1030,7 +1030,7 @@ def bench_memory():
 # the table from the pools (issue 76: `python pools.py <pools dir>`, then tables.py's, in seconds): TABLES_BEFORE's
 # rules, a Python call per problem for every vote and best-of-N (a git archive of that commit, run as it was), against
 # this tree's, batched over problems; the same pools folder, one process each, interleaved; the two must print the
-# same bytes.
+# same cells where both print one (table_cells).
 
 TABLES_BEFORE = '7a4c546'  # the last commit with a call per problem (bestofn.vote_sub) for every vote
 
