@@ -56,8 +56,9 @@ def update_json_lines(path, change):
     .{name}.lock beside it) from the read to the write: processes updating one file at once (the shards of a split,
     each recording its run) each keep the others' lines. Blocks while another holds it, a moment."""
     import fcntl
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(os.path.join(os.path.dirname(os.path.abspath(path)), f'.{os.path.basename(path)}.lock'), 'a') as f:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f'.{os.path.basename(path)}.lock'), 'a') as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # released as f closes
         rows = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
         atomic_write_json_lines(change(rows), path)
