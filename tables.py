@@ -1,9 +1,10 @@
 """
 The tables' machinery, shared by evaluate.py, pools.py, the studies (studies/) and sample.py: a run's score caches,
 dirs, checkpoints and validation splits; the free side (every free selector, and the reference chosen on validation);
-rows with their paired 95% intervals; formatting and plot helpers. The pools evaluate.py writes (every candidate with
-every score) and the table made from them alone are pools.py's; the best-of-N maths under both (pools, rules, votes,
-AUROC, bootstrap) is bestofn.py's; evaluate.py's notes, cost table and plots are evaluate.py's.
+rows with their paired 95% intervals; formatting. The pools evaluate.py writes (every candidate with every score) and
+the table made from them alone are pools.py's; the plots (evaluate.py's and the pieces the studies share) are
+plots.py's; the best-of-N maths under both (pools, rules, votes, AUROC, bootstrap) is bestofn.py's; evaluate.py's
+notes and cost table are evaluate.py's.
 """
 import glob
 import hashlib
@@ -547,7 +548,7 @@ def free_rows_of(scores, pool, ns, n, val, cfg, weights=None):
 
 
 # -----------------------------------------------------------------------------
-# formatting, and what every plot draws alike
+# formatting
 
 
 def fmt(v, sd, pct):
@@ -590,21 +591,3 @@ def fmt_num(x, unit='', giga='G'):
         if abs(x) >= div:
             return f'{x / div:.3g}{suf}{unit}'
     return f'{x:.3g}{unit}'
-
-
-def yerr(vals, intervals):
-    """matplotlib yerr [2, k] in points from values and their [lo, hi] intervals (None: no bars)."""
-    if any(c is None for c in intervals):
-        return None
-    return 100 * np.maximum(0, np.array([[v - c[0] for v, c in zip(vals, intervals)],
-                                         [c[1] - v for v, c in zip(vals, intervals)]]))
-
-
-def reference_lines(axes, refs):
-    """Horizontal lines (point estimate) and bands (95% interval) for rows of reference (single, vote, oracle)."""
-    for r in refs:
-        ls, col = {'single': ('-.', 'darkgoldenrod'), 'vote': ('--', 'dimgray'), 'oracle': (':', 'k')}[r['type']]
-        for i, ax in enumerate(axes):
-            ax.axhline(100 * r['acc'], color=col, ls=ls, lw=1, label=r['method'] if i == len(axes) - 1 else None)
-            if r.get('acc_ci'):
-                ax.axhspan(100 * r['acc_ci'][0], 100 * r['acc_ci'][1], color=col, alpha=0.08, lw=0)

@@ -30,6 +30,7 @@ import torch
 
 import bestofn as B
 import evaluate
+import plots
 import tables
 from bestofn import group_confidences, has_confidences
 from configurator import configure, knobs, split_argv
@@ -413,10 +414,10 @@ def plot(res, path):
         if k == 'oracle':
             continue
         acc, ci_ = np.array(c['acc']), c['acc_ci']
-        ax.errorbar(res['tokens'], 100 * acc, yerr=tables.yerr(list(acc), ci_),
+        ax.errorbar(res['tokens'], 100 * acc, yerr=plots.yerr(list(acc), ci_),
                     marker='o', ms=3, capsize=2, label=curve_name(k))
     for r in res['rows']:
-        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=tables.yerr([r['acc']], [r['acc_ci']]),
+        ax.errorbar([r['tokens']], [100 * r['acc']], yerr=plots.yerr([r['acc']], [r['acc_ci']]),
                     marker='s' if r['search'] == 'beam' else '^', ms=6, capsize=2, ls='none', label=r['method'])
     ax.set_xscale('log')
     ax.set_xlabel('generated tokens per problem')
@@ -804,10 +805,10 @@ def plot_prune(res, path):
         for name, curve in res['curves'].items():
             ax.plot([100 * c['tokens'] for c in curve], [100 * c[key] for c in curve], marker='.', lw=1, label=name)
         for r in res['rows']:  # the operating points chosen on validation (and no pruning), with their intervals
-            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=tables.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
+            ax.errorbar([100 * r['tokens']], [100 * r[key]], yerr=plots.yerr([r[key]], [r.get(f'{key}_ci')]), fmt='x',
                         color='k', ms=4, elinewidth=0.8, capsize=2,
                         label='chosen threshold / no pruning, 95% CI' if r is res['rows'][0] else None)
-        tables.reference_lines([ax], res['refs'])
+        plots.reference_lines([ax], res['refs'])
         ax.set(xlabel='generated tokens (% of no pruning)', ylabel=f'{what} accuracy (%)',
                title=f"online pruning (simulated), {res['dataset']}")
     axes[1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1.0))
