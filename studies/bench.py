@@ -716,9 +716,10 @@ def bench_text_groups(train_dir=None, groups=(1, 2, 4, 8), batches=3, rounds=3):
     """The small text verifier's attention in length groups (model.ATTN_GROUPS: 8 its default; 1 the batch padded to
     its longest row, as before; rows of at most d positions are never grouped): a training step (forward, backward,
     AdamW) on one thread, as train.py runs it, on the same `batches` batches of 8 problems of a labelled split
-    (train_dir, e.g. out/gsm8k_qwen05/train: the GSM8K cell's texts, 50-512 tokens; default level2_problems, the main job's shapes), each setting in turn `rounds`
-    times (their sums compared: this shared CPU's speed drifts); floor: 3 x the forward matmul FLOPs at each row's
-    own length (model.verifier_flops) over this machine's fp32 matmul rate on one thread (machine_floor, now)."""
+    (train_dir, e.g. out/gsm8k_qwen05/train: the GSM8K cell's texts, 50-512 tokens; default level2_problems, the
+    main job's shapes), each setting in turn `rounds` times (their sums compared: this shared CPU's speed drifts);
+    floor: 3 x the forward matmul FLOPs at each row's own length (model.verifier_flops) over this machine's fp32
+    matmul rate on one thread (machine_floor, now)."""
     probs = T.load_train_data([train_dir])[0] if train_dir else level2_problems()
     pool = [p for p in probs if T.is_mixed(p)]
     cfg = {**T.DEFAULTS, 'verifier': 'text', 'text_size': 'small'}
