@@ -60,7 +60,10 @@ def update_json_lines(path, change):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, f'.{os.path.basename(path)}.lock'), 'a') as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # released as f closes
-        rows = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
+        rows = []
+        if os.path.exists(path):
+            with open(path) as g:
+                rows = [json.loads(x) for x in g]
         atomic_write_json_lines(change(rows), path)
 
 
