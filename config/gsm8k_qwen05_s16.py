@@ -25,9 +25,12 @@
 # whose config and data are the same), so each draw links them from there instead of training them again:
 #   for v in 42 43 44; do k=out/gsm8k_qwen05_k2000$([ $v = 42 ] || echo _v$v); o=out/gsm8k_qwen05_s16t$([ $v = 42 ] \
 #     || echo _v$v); mkdir -p $o/curve/K500 && ln -sfn $PWD/out/gsm8k_qwen05/train $o/train && ln -sfn \
-#     $PWD/out/gsm8k_qwen05/eval $o/eval && for a in hsrm_k1000 hsrm_k2000; do [ -d $o/curve/K500/$a ] || cp -al \
-#     $k/curve/K500/$a $o/curve/K500/; done && python -m studies.curve config/gsm8k_qwen05.py \
-#     config/gsm8k_qwen05_s16.py --out_dir=$o --val_seed=$v --threads=1 || break; done
+#     $PWD/out/gsm8k_qwen05/eval $o/eval && for a in hsrm_k1000 hsrm_k2000; do [ -d $o/curve/K500/$a ] \
+#     || [ ! -d $k/curve/K500/$a ] || cp -al $k/curve/K500/$a $o/curve/K500/; done && python -m studies.curve \
+#     config/gsm8k_qwen05.py config/gsm8k_qwen05_s16.py --out_dir=$o --val_seed=$v --threads=1 || break; done
+# Amended 2026-11-30 (the command only, before cuts 43 and 44 ran): where the K = 2,000 cut's runs are not on the disk
+# (lost with out/ on 2026-11-29, RESULTS), the loop no longer stops at the link: studies.curve trains hsrm_k1000 and
+# hsrm_k2000 in place, the same config and data.
 # The three cuts side by side (HSRM here is hsrm_x16; item 5 first):
 #   python -m studies.cuts --reports="['out/gsm8k_qwen05_s16t/curve.json', 'out/gsm8k_qwen05_s16t_v43/curve.json', \
 #     'out/gsm8k_qwen05_s16t_v44/curve.json']" --hsrm=hsrm_x16 --chosen_among="['hsrm_mean_x16', 'hsrm_l12_x16', \
