@@ -5,6 +5,7 @@ studies' tests (studies/test_studies.py) share are in testkit.py and conftest.py
 
     python -m pytest -q test_all.py studies
 """
+import calendar
 import collections
 import copy
 import glob
@@ -2603,6 +2604,25 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     cols = [c.strip() for c in shown.getvalue().splitlines()[-1].split('|')[1:-1]]  # the growing run's row
     assert cols[1] == '0-2 x 4' and cols[5] == f"{added / recs[1]['seconds']:.0f}"
     assert added < sum(p['generated_tokens'] for p in b.values())
+    # the growth killed after its first problem and resumed (the records and mtimes a session's stop leaves): the
+    # resuming run counts the samples it added too, not its problems' every candidate (1 s each: tokens / s = tokens)
+    files = sorted(glob.glob(os.path.join(grown, 'train', 'problems', '*.pt')))
+    t = calendar.timegm(time.strptime(recs[1]['started'], '%Y-%m-%dT%H:%M:%SZ'))
+    stamp = lambda x: time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(x))  # noqa: E731
+    for f, m in zip(files, [t + 10] + [t + 100] * (len(files) - 1)):
+        os.utime(f, (m, m))
+    path = os.path.join(grown, 'train', 'extractions.jsonl')
+    with open(path, 'w') as f:
+        for r in (recs[0], {**recs[1], 'finished': None, 'seconds': None, 'extracted': None},
+                  {**recs[1], 'started': stamp(t + 100), 'finished': stamp(t + 101), 'seconds': 1.0, 'before': 1,
+                   'extracted': len(files) - 1}):
+            f.write(json.dumps(r) + '\n')
+    with contextlib.redirect_stdout(io.StringIO()) as shown:
+        bench_chunks([os.path.join(grown, 'train')])
+    rows = [[c.strip() for c in x.split('|')[1:-1]] for x in shown.getvalue().splitlines()[-2:]]
+    tokens = [store.generated_tokens(store.load_problem(f)['candidates'][2:]) for f in files]
+    assert rows[0][2] == '1' and rows[0][5] == f"{tokens[0] / 11:.0f}" and rows[0][-1].endswith('(unfinished)')
+    assert rows[1][2] == str(len(files) - 1) and rows[1][5] == str(sum(tokens[1:])) and sum(tokens[1:]) > 0
     r = _run('extract.py', *common, f'--out_dir={grown}', '--n_train_samples=3')
     assert r.returncode != 0 and 'n_train_samples=4, this run has n_train_samples=3; fix:' in r.stderr
 

@@ -1105,8 +1105,10 @@ def bench_chunks(dirs):
         recs = [json.loads(x) for x in open(path)]
         files = [(os.path.getmtime(f), f) for f in problem_files(d, growing=True)]
         at = lambda t: calendar.timegm(time.strptime(t, '%Y-%m-%dT%H:%M:%SZ'))  # noqa: E731
-        had = 0  # the most samples a problem this split's earlier runs left: a run past it grew them
         for i, r in enumerate(recs):
+            # a run past the samples the split's earlier runs held grew them: its tokens are those of the samples it
+            # added (a growth killed and resumed: both runs start past what the runs before the growth held)
+            first = max((x['n_samples'] for x in recs[:i] if x['n_samples'] < r['n_samples']), default=0)
             t0 = at(r['started'])
             if r['finished'] is None:  # killed on the way: its problems, the files written before the next run began
                 t1 = at(recs[i + 1]['started']) if i + 1 < len(recs) else time.time()
@@ -1115,8 +1117,6 @@ def bench_chunks(dirs):
                 r = {**r, 'seconds': t1 - t0, 'extracted': len(mine)}
             else:
                 t1 = at(r['finished']) + 1
-            first = had if r['n_samples'] > had else 0
-            had = max(had, r['n_samples'])
             tok = sum(generated_tokens(load_problem(f, mmap=True)['candidates'][first:r['n_samples']])
                       for m, f in files if t1 - r['seconds'] - 2 <= m <= t1)
             rows.append([d, f"{r['range'][0]}-{r['range'][1]} x {r['n_samples']}", r['extracted'],
