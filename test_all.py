@@ -2601,8 +2601,9 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     with contextlib.redirect_stdout(io.StringIO()) as shown:
         bench_chunks([os.path.join(grown, 'train')])
     added = sum(store.generated_tokens(p['candidates'][2:]) for p in b.values())
-    cols = [c.strip() for c in shown.getvalue().splitlines()[-1].split('|')[1:-1]]  # the growing run's row
-    assert cols[1] == '0-2 x 4' and cols[5] == f"{added / recs[1]['seconds']:.0f}"
+    first, cols = ([c.strip() for c in x.split('|')[1:-1]] for x in shown.getvalue().splitlines()[-2:])
+    assert cols[1] == '0-2 x 4' and cols[5] == f"{added / recs[1]['seconds']:.0f}"  # the growing run's row
+    assert first[1] == '0-2 x 2' and first[5] == '–'  # every file it wrote grown since: no tokens / s to count
     assert added < sum(p['generated_tokens'] for p in b.values())
     # the growth killed after its first problem and resumed (the records and mtimes a session's stop leaves): the
     # resuming run counts the samples it added too, not its problems' every candidate (1 s each: tokens / s = tokens)

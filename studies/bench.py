@@ -1088,9 +1088,9 @@ def bench_chunks(dirs):
     """python -m studies.bench --only=chunks --dirs=<split dir>,...: each extract.py run a split dir recorded
     (extract.RUNS_FILE: its time, problems, commit, CPU, dtype) with its seconds per problem and its tokens per second:
     the decoded tokens (store.generated_tokens) of the problem files written while it ran (their mtime; a run that grew
-    the split's problems to more samples counts only the candidates it added). A run that did not finish (its line
-    says finished None: killed, or stopped by an error) counts the problem files written from its start until the
-    next run's."""
+    the split's problems to more samples counts only the candidates it added; '–' where a later run grew every file
+    it wrote). A run that did not finish (its line says finished None: killed, or stopped by an error) counts the
+    problem files written from its start until the next run's."""
     import calendar
     from extract import RUNS_FILE
     from store import generated_tokens, load_problem, problem_files
@@ -1117,11 +1117,11 @@ def bench_chunks(dirs):
                 r = {**r, 'seconds': t1 - t0, 'extracted': len(mine)}
             else:
                 t1 = at(r['finished']) + 1
-            tok = sum(generated_tokens(load_problem(f, mmap=True)['candidates'][first:r['n_samples']])
-                      for m, f in files if t1 - r['seconds'] - 2 <= m <= t1)
+            kept = [f for m, f in files if t1 - r['seconds'] - 2 <= m <= t1]  # its files as it wrote them
+            tok = sum(generated_tokens(load_problem(f, mmap=True)['candidates'][first:r['n_samples']]) for f in kept)
             rows.append([d, f"{r['range'][0]}-{r['range'][1]} x {r['n_samples']}", r['extracted'],
                          f"{r['seconds']:,.0f}", f"{r['seconds'] / r['extracted']:.2f}" if r['extracted'] else '–',
-                         f"{tok / r['seconds']:.0f}" if r['seconds'] else '–',
+                         f"{tok / r['seconds']:.0f}" if r['seconds'] and kept else '–',
                          (r['commit'] or '?')[:7] + ('+' if r['uncommitted_changes'] else ''), r['cpu'],
                          f"{r['procs'] or r['cores']} x {r['threads'] or 1}", r['dtype'],
                          r['started'] + ('' if recs[i]['finished'] else ' (unfinished)')])
