@@ -134,6 +134,7 @@ def run_split(split, problems, n, cfg, model, tok, table, pool=None, steer=None,
 
 
 RUNS_FILE = 'extractions.jsonl'  # in each split dir: a line per run that extracted into it (record_run)
+STAMP = '%Y-%m-%dT%H:%M:%SZ'  # its lines' started / finished: UTC, time.strftime's format
 CHILD = 'HSRM_EXTRACT_CHILD'  # set in the processes a run launches (launch_procs): their run records them
 
 
@@ -152,8 +153,8 @@ def record_run(c, splits, problems, before, started, weights, ended=True):
     now = time.time()
     for s, r, n in splits:
         done = split_done(c, s, problems[s], n) if ended else before[s]
-        line = {'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started[0])),
-                'finished': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now)) if ended else None,
+        line = {'started': time.strftime(STAMP, time.gmtime(started[0])),
+                'finished': time.strftime(STAMP, time.gmtime(now)) if ended else None,
                 'seconds': round(now - started[0], 1) if ended else None, 'range': list(r), 'n_samples': n,
                 'problems': len(problems[s]), 'before': before[s], 'extracted': done - before[s] if ended else None,
                 'done': done, 'shard': c['shard'], 'num_shards': c['num_shards'], **started[1], 'cpu': cpu_name()[0],

@@ -2608,8 +2608,8 @@ def test_extract_grows_a_pool_to_what_one_run_samples(tmp_path):
     # the growth killed after its first problem and resumed (the records and mtimes a session's stop leaves): the
     # resuming run counts the samples it added too, not its problems' every candidate (1 s each: tokens / s = tokens)
     files = sorted(glob.glob(os.path.join(grown, 'train', 'problems', '*.pt')))
-    t = calendar.timegm(time.strptime(recs[1]['started'], '%Y-%m-%dT%H:%M:%SZ'))
-    stamp = lambda x: time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(x))  # noqa: E731
+    t = calendar.timegm(time.strptime(recs[1]['started'], extract.STAMP))
+    stamp = lambda x: time.strftime(extract.STAMP, time.gmtime(x))  # noqa: E731
     for f, m in zip(files, [t + 10] + [t + 100] * (len(files) - 1)):
         os.utime(f, (m, m))
     path = os.path.join(grown, 'train', 'extractions.jsonl')
@@ -6510,10 +6510,9 @@ def test_imports_follow_the_pipeline():
         if m in top:
             assert ds <= top, (m, sorted(ds - top))
     # a stage imports an earlier one for its knobs or body (MACHINERY kept apart, as a shared module would be):
-    # baselines trains the text verifiers with train.py's loop;
-    # tables, pools (a shipped verifier's training data), evaluate and sample read train.py's runs (find_runs,
-    # run_state, check_fresh), evaluate also baselines.py's text runs; sample.py samples with extract.py's settings
-    # and intervals and votes with evaluate.py's knobs
+    # baselines trains the text verifiers with train.py's loop; tables, pools (a shipped verifier's training data),
+    # evaluate and sample read train.py's runs (find_runs, run_state, check_fresh), evaluate also baselines.py's text
+    # runs; sample.py samples with extract.py's settings and intervals and votes with evaluate.py's knobs
     crossed = {m: sorted(ds & set(rank) - MACHINERY) for m, ds in deps.items() if m in rank}
     assert {m: d for m, d in crossed.items() if d} == {
         'tables': ['train'], 'pools': ['train'], 'baselines': ['train'], 'evaluate': ['baselines', 'train'],

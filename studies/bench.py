@@ -1092,7 +1092,7 @@ def bench_chunks(dirs):
     it wrote). A run that did not finish (its line says finished None: killed, or stopped by an error) counts the
     problem files written from its start until the next run's."""
     import calendar
-    from extract import RUNS_FILE
+    from extract import RUNS_FILE, STAMP
     from store import generated_tokens, load_problem, problem_files
     if not dirs:
         raise SystemExit("--only=chunks needs --dirs=<split dir>,... (e.g. out/gsm8k_qwen05/eval)")
@@ -1104,7 +1104,7 @@ def bench_chunks(dirs):
                              "a split dir extract.py has written to since")
         recs = [json.loads(x) for x in open(path)]
         files = [(os.path.getmtime(f), f) for f in problem_files(d, growing=True)]
-        at = lambda t: calendar.timegm(time.strptime(t, '%Y-%m-%dT%H:%M:%SZ'))  # noqa: E731
+        at = lambda t: calendar.timegm(time.strptime(t, STAMP))  # noqa: E731
         for i, r in enumerate(recs):
             # a run past the samples the split's earlier runs held grew them: its tokens are those of the samples it
             # added (a growth killed and resumed: both runs start past what the runs before the growth held)
