@@ -15,7 +15,8 @@ variants = {'hsrm': {'verifier_layers': [-1]},
             'hsrm_prefix': {'verifier_layers': [-1], 'prefix_train': 0.5},       # prefix training
             'hsrm_listmle': {'verifier_layers': [-1], 'loss': 'listmle'},        # a listwise loss for the top pick
             'hsrm_top4': {'verifier_layers': [-1, -2, -3, -4]},                  # the top-4 layers
-            'hsrm_stepfeat': {'verifier_layers': [-1], 'step_features': True},   # each step's log-prob, entropy, confidence
+            'hsrm_stepfeat': {'verifier_layers': [-1], 'step_features': True},   # each step's log-prob, entropy,
+                                                                                 # confidence
             'residual_stepfeat': {'residual': 'auto', 'verifier_layers': [-1], 'step_features': True},
             'stepfeat_only': {'verifier_layers': [], 'step_features': True}}    # the control: step features, no states
 pairs = [('hsrm_stepfeat', 'stepfeat_only'),  # what the states add beyond the step features, paired

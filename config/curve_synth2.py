@@ -5,12 +5,15 @@
 # then cut 80/20 by multiset into train / validation), so K = 1225 trains on about 980 problems.
 # As run 2026-11-25 (RESULTS.md), on 2 cores: extract 21 min, label 1 min, every run of one variant about 8 min:
 #   python extract.py config/curve_synth2.py && python label.py config/curve_synth2.py
-#   python -m studies.curve config/curve_synth2.py --sizes="[80, 160, 320, 640]" --threads=1 &   # parts train in parallel;
-#   python -m studies.curve config/curve_synth2.py --sizes="[1225]" --threads=1                  # the last call reports all
+# (the parts train in parallel; the last call reports all)
+#   python -m studies.curve config/curve_synth2.py --sizes="[80, 160, 320, 640]" --threads=1 &
+#   python -m studies.curve config/curve_synth2.py --sizes="[1225]" --threads=1
 #   python -m studies.curve config/curve_synth2.py --threads=1
 # two more validation draws (val_seed draws the K subsets and the validation cut), on the same extraction:
-#   for v in 43 44; do mkdir -p out/curve_synth2g_v$v && ln -sfn $PWD/out/curve_synth2g/train out/curve_synth2g_v$v/train \
-#     && ln -sfn $PWD/out/curve_synth2g/eval out/curve_synth2g_v$v/eval && python -m studies.curve config/curve_synth2.py \
+#   for v in 43 44; do mkdir -p out/curve_synth2g_v$v \
+#     && ln -sfn $PWD/out/curve_synth2g/train out/curve_synth2g_v$v/train \
+#     && ln -sfn $PWD/out/curve_synth2g/eval out/curve_synth2g_v$v/eval \
+#     && python -m studies.curve config/curve_synth2.py \
 #     --out_dir=out/curve_synth2g_v$v --val_seed=$v --variants="{'hsrm': {'verifier_layers': [-1]}, \
 #     'residual': {'residual': 'auto', 'verifier_layers': [-1]}}" --threads=1; done
 out_dir = 'out/curve_synth2g'  # g: the grouped split (out/curve_synth2 holds an extraction made before it)

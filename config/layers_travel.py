@@ -8,8 +8,8 @@
 # two more validation draws on the same extraction:
 #   for v in 43 44; do mkdir -p out/layers_travel_v$v && ln -sfn $PWD/out/layers_travel/train \
 #     out/layers_travel_v$v/train && ln -sfn $PWD/out/layers_travel/eval out/layers_travel_v$v/eval \
-#     && python -m studies.curve config/curve_shop.py config/layers_travel.py --out_dir=out/layers_travel_v$v --val_seed=$v \
-#     --threads=1; done
+#     && python -m studies.curve config/curve_shop.py config/layers_travel.py --out_dir=out/layers_travel_v$v \
+#     --val_seed=$v --threads=1; done
 out_dir = 'out/layers_travel'
 dataset = 'words'
 word_family = 'travel'

@@ -4,7 +4,8 @@
 # about an hour (46 tokens/s per process): train 0-479 x 8, eval 1250-1499 x 8. At K = 480 (384 training problems
 # after the 80/20 grouped cut) each read alone, each with the step features, and the features-only control, against
 # the best free selector on validation; paired intervals between variants on the same candidates.
-#   python extract.py config/curve_shop.py config/reads_shop.py && python label.py config/curve_shop.py config/reads_shop.py
+#   python extract.py config/curve_shop.py config/reads_shop.py
+#   python label.py config/curve_shop.py config/reads_shop.py
 #   python -m studies.curve config/curve_shop.py config/reads_shop.py --threads=1
 # two more validation draws on the same extraction (val_seed draws the validation cut), run 2026-11-26:
 #   for v in 43 44; do mkdir -p out/reads_shop_v$v && ln -sfn $PWD/out/reads_shop/train out/reads_shop_v$v/train \

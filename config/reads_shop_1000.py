@@ -20,4 +20,5 @@ sizes = [1000]
 variants = {'hsrm': {}, 'hsrm_mean': {'step_read': 'mean'},
             'mean_stepfeat': {'step_read': 'mean', 'step_features': True},  # the best read of K = 480 with the features
             'stepfeat_only': {'verifier_layers': [], 'step_features': True}}  # the control: the features, no states
-pairs = [('hsrm_mean', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'), ('mean_stepfeat', 'stepfeat_only')]
+pairs = [('hsrm_mean', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'),
+         ('mean_stepfeat', 'stepfeat_only')]

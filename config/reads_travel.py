@@ -5,7 +5,8 @@
 # 858-1258 the evaluation part. Every step stored three ways, as config/reads_shop.py; the variants are shop's reads,
 # its validation's pick with step features, and the features-only control.
 #   python extract.py config/curve_shop.py config/reads_travel.py --train_range=None   # the eval split first
-#   python extract.py config/curve_shop.py config/reads_travel.py && python label.py config/curve_shop.py config/reads_travel.py
+#   python extract.py config/curve_shop.py config/reads_travel.py
+#   python label.py config/curve_shop.py config/reads_travel.py
 #   python -m studies.curve config/curve_shop.py config/reads_travel.py --threads=1
 # two more validation draws on the same extraction (val_seed draws the validation cut):
 #   for v in 43 44; do mkdir -p out/reads_travel_v$v && ln -sfn $PWD/out/reads_travel/train out/reads_travel_v$v/train \

@@ -7,7 +7,8 @@
 # 'least'}" added, pair ('hsrm_least', 'hsrm')), dropped from the other draws for time.
 # Indices 0-479 are config/reads_travel.py's own training problems: an extraction is seeded per batch, so extending
 # a copy of out/reads_travel (run 2026-11-26 as `cp -al out/reads_travel/{train,eval} out/reads_travel_858/`, then
-# the commands below: 378 more problems, 19 minutes on 2 cores) samples exactly what a fresh run into an empty dir would.
+# the commands below: 378 more problems, 19 minutes on 2 cores) samples exactly what a fresh run into an empty dir
+# would.
 #   python extract.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py
 #   python label.py config/curve_shop.py config/reads_travel.py config/reads_travel_858.py
 #   python -m studies.curve config/curve_shop.py config/reads_travel.py config/reads_travel_858.py --threads=1
@@ -22,4 +23,5 @@ sizes = [858]
 variants = {'hsrm': {}, 'hsrm_mean': {'step_read': 'mean'},
             'mean_stepfeat': {'step_read': 'mean', 'step_features': True},  # the best read of K = 480 with the features
             'stepfeat_only': {'verifier_layers': [], 'step_features': True}}  # the control: the features, no states
-pairs = [('hsrm_mean', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'), ('mean_stepfeat', 'stepfeat_only')]
+pairs = [('hsrm_mean', 'hsrm'), ('mean_stepfeat', 'hsrm'), ('mean_stepfeat', 'hsrm_mean'),
+         ('mean_stepfeat', 'stepfeat_only')]

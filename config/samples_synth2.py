@@ -17,8 +17,8 @@
 #     --train_range="(0, $((8000 / n - 1)))" --n_train_samples=$n --seed=$((1337 + n / 32)) \
 #     && python label.py config/samples_synth2.py --out_dir=out/samples_synth2_x$n; done
 #   for v in 42 43 44; do d=out/samples_synth2_v$v; mkdir -p $d && ln -sfn $PWD/out/demo/train $d/train \
-#     && ln -sfn $PWD/out/demo/eval $d/eval && python -m studies.curve config/samples_synth2.py --out_dir=$d --val_seed=$v \
-#     --threads=1; done
+#     && ln -sfn $PWD/out/demo/eval $d/eval \
+#     && python -m studies.curve config/samples_synth2.py --out_dir=$d --val_seed=$v --threads=1; done
 out_dir = 'out/samples_synth2'
 model = 'smollm2'
 dataset = 'synth'

@@ -1,12 +1,16 @@
 # Verifier-steered search against best-of-N at equal generated tokens, on the 'shop' word family (3 steps and an
 # answer line per solution). The best-of-N pool is config/words.py's shop cell (48 eval problems x 32); each shop
 # verifier (seed s; plain, and trained on prefixes too) steers its own search runs on the same 48 problems:
-#   python extract.py config/words.py --word_family=shop --out_dir=out/words_shop --train_range="(0, 639)" --n_eval_samples=32
+#   python extract.py config/words.py --word_family=shop --out_dir=out/words_shop --train_range="(0, 639)" \
+#     --n_eval_samples=32
 #   python label.py config/words.py --out_dir=out/words_shop
-#   python train.py config/words.py --out_dir=out/words_shop; python train.py config/words.py --out_dir=out/words_shop --prefix_train=0.5
-#   for s in 42 123 456; do for n in 4 8; do for v in hsrm hsrm_prefix_train-0.5; do d=out/search_shop/${v}_beam_n${n}_seed$s
-#     python -m studies.policy extract.py config/search_shop.py --search=beam --n_eval_samples=$n --seed=$s --out_dir=$d \
-#       --search_ckpt=out/words_shop/verifiers/hsrm_epochs-20_eval_interval-25${v#hsrm}_seed$s/ckpt.pt && python label.py config/search_shop.py --out_dir=$d
+#   python train.py config/words.py --out_dir=out/words_shop
+#   python train.py config/words.py --out_dir=out/words_shop --prefix_train=0.5
+#   for s in 42 123 456; do for n in 4 8; do for v in hsrm hsrm_prefix_train-0.5; do
+#     d=out/search_shop/${v}_beam_n${n}_seed$s
+#     python -m studies.policy extract.py config/search_shop.py --search=beam --n_eval_samples=$n --seed=$s \
+#       --out_dir=$d --search_ckpt=out/words_shop/verifiers/hsrm_epochs-20_eval_interval-25${v#hsrm}_seed$s/ckpt.pt \
+#       && python label.py config/search_shop.py --out_dir=$d
 #   done; done; done
 #   (DVTS: --search=dvts; N = 16: --n_eval_samples=16)
 #   python -m studies.steer config/search_shop.py

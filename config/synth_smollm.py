@@ -6,7 +6,8 @@
 # Earlier results, "Synthetic experiment" at c75fdeb (HSRM not distinguishable from majority vote and from mean
 # log-prob). The pruning study (steer.py --prune=True) with thresholds from a separate calibration
 # split (200 fresh problems x 8) instead of the 40 validation problems:
-#   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None --eval_range="(1525,1724)"
+#   python extract.py config/synth_smollm.py --out_dir=out/synth_smollm_calib --train_range=None \
+#     --eval_range="(1525,1724)"
 #   python label.py config/synth_smollm.py --out_dir=out/synth_smollm_calib
 #   python -m studies.steer config/synth_smollm.py --prune=True --calib_dir=out/synth_smollm_calib/eval
 out_dir = 'out/synth_smollm'

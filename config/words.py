@@ -22,7 +22,8 @@ max_new_tokens = 128
 temperature = 0.8
 top_p = 0.95
 batch_size = 128
-# the in-domain verifiers (config/search_shop.py steers with shop's): python train.py config/words.py --out_dir=out/words_<f>
+# the in-domain verifiers (config/search_shop.py steers with shop's):
+#   python train.py config/words.py --out_dir=out/words_<f>
 epochs = 20                    # training steps scale with the data (train.py): the curve's setting
 eval_interval = 25
 seeds = [42, 123, 456]
