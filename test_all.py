@@ -6478,6 +6478,16 @@ MACHINERY = {'tables', 'pools', 'plots'}
 SHARED = ('configurator', 'tasks', 'grading', 'model', 'store', 'bestofn', 'generator', 'machine', 'capture')
 
 
+def test_every_python_line_fits_120_columns():
+    """The style's width, in the stages, studies, tests and configs alike (a config's header commands wrap with a
+    trailing backslash): a fork reads every file without a side scroll."""
+    files = subprocess.run(['git', 'ls-files', '*.py'], cwd=REPO, capture_output=True, text=True, check=True)
+    long = [f'{f}:{i}: {len(line)}' for f in files.stdout.split()
+            for i, line in enumerate(open(os.path.join(REPO, f), encoding='utf-8').read().splitlines(), 1)
+            if len(line) > 120]
+    assert len(files.stdout.split()) > 40 and not long, long
+
+
 def test_imports_follow_the_pipeline():
     """A later stage may import an earlier one, never the reverse; a shared module imports no stage; nothing at the
     top level imports a study (studies/); no import circle; configurator.py is configuration alone (the standard
