@@ -1074,7 +1074,8 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
                 row("Best single free scorer on validation, no vote (the paper's reference): dc",
                     'free_best_val_single', 0.28)]
         for v, (va, vau) in vals.items():
-            rows += [row(v, 'verifier', 0.31, d_hsrm if v == 'h' else 0.0, {'acc': va, 'auroc': vau}),
+            rows += [{**row(v, 'verifier', 0.31, d_hsrm if v == 'h' else 0.0, {'acc': va, 'auroc': vau}),
+                      'n_train': 800},
                      row(f'{v} + weighted vote', 'verifier_vote', 0.35, 0.03)]
         pairs = [{'a': 'h', 'b': b, 'acc': 0.02, 'acc_ci': [0.001, 0.04], 'auroc': 0.01, 'auroc_ci': [-0.01, 0.03]}
                  for b in ('prev', 'base')] + [{'a': 'base', 'b': 'prev', 'acc': -0.02, 'acc_ci': [-0.04, -0.001],
@@ -1099,6 +1100,8 @@ def test_cuts_side_by_side_choose_by_the_volume_rule(tmp_path):
            'm (41.0 / 40.0) |  |' in md
     assert '| 1. HSRM - (a) | **+2.0 [+1.0, +3.0]** | **-2.0 [-3.0, -1.0]** | +0.0 [-1.0, +1.0] | 1 / 1 |' in md
     assert "| (a) best free selector on validation: Bo8 | ref: 33.0 | ref: 33.0 | ref: 33.0 |  |" in md
+    assert "| training + validation problems | 1,600 + 400 | 1,600 + 400 | 1,600 + 400 |  |" in md
+    assert "| HSRM's own training problems | 800 | 800 | 800 |  |" in md  # its train_dirs, not the free side's
     assert '| 4. HSRM - prev: Bo8 | ' + ' | '.join(['**+2.0 [+0.1, +4.0]**'] * 3) + ' | 3 / 0 |' in md
     assert '| 4. HSRM - prev: AUROC | +0.010 [-0.010, +0.030] |' in md
     C.run({**knobs, 'base': None, 'previous': None})  # a table without those pairs: their rows left out
