@@ -91,7 +91,7 @@ def cells(report, cfg):
     out = {
         'training + validation problems': (f"{s['n_train']:,} + {s['n_val']:,}", None),
         # a variant may train on other dirs than the free side's (the 16-sample table: 800 problems x 16)
-        "HSRM's own training problems": (f"{h['n_train']:,}" if 'n_train' in h else 'as above', None),
+        "HSRM's own training problems": (f"{h.get('n_train', s['n_train']):,}", None),
         '(a) best free selector on validation: Bo8': (f"{name(a)}: {100 * a['acc']:.1f}", None),
         '(b) majority vote: Bo8': (f"{100 * kind['vote']['acc']:.1f}", None),
         "(c) the paper's reference (best single free scorer, no vote): Bo8": (
