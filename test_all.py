@@ -1,9 +1,10 @@
 """The pipeline's tests, one section per module in pipeline order (configurator, machine, store, tasks, grading,
 generator, capture, extract, label, bestofn, model, train, baselines, tables and pools, evaluate, sample), then the
 checks of every file and stage (imports, config files, refusals, the demo end to end). The helpers and fixtures the
-studies' tests (studies/test_studies.py) share are in testkit.py and conftest.py. README's test command runs both files:
+studies' tests (studies/test_studies.py) share are in testkit.py and conftest.py. README's test command runs both files
+on two workers (pytest-xdist: a test's module fixtures are made in each worker that runs one of its tests):
 
-    python -m pytest -q test_all.py studies
+    python -m pytest -q -n 2 test_all.py studies
 """
 import calendar
 import collections
